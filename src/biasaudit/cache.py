@@ -1,0 +1,143 @@
+"""The response cache: one SQLite file, every response written durably as it arrives.
+
+The file runs in WAL mode with ``synchronous=NORMAL``: each response is its own
+committed transaction, which survives the process being killed at any moment
+(``kill -9`` included); only a power cut can lose the last few. A restarted run
+therefore re-sends only what never came back, and nothing is paid for twice.
+Several processes may share one cache file.
+
+Only answers are stored. Errors and refusals never are, and neither is anything
+secret: the key is a hash of the request content (see
+:meth:`biasaudit.providers.ModelRequest.cache_key`) and the value is the
+normalised response.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .providers import ModelResponse
+
+__all__ = ["CacheStats", "ResponseCache"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS responses (
+    key TEXT PRIMARY KEY,
+    model_id TEXT NOT NULL,
+    created REAL NOT NULL,
+    body TEXT NOT NULL,
+    hits INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS responses_model ON responses (model_id);
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT OR IGNORE INTO meta VALUES ('schema_version', '1');
+"""
+_CHUNK = 500  # keys per SELECT ... IN (...): under SQLite's variable limit
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    """Entries, stored bytes and hits of one model in the cache."""
+
+    model_id: str
+    entries: int
+    body_bytes: int
+    hits: int
+    first: float
+    last: float
+
+
+class ResponseCache:
+    """A persistent map from cache key to :class:`ModelResponse`.
+
+    Parameters
+    ----------
+    path:
+        The SQLite file; created with its folder if absent (unless ``readonly``).
+    readonly:
+        Open without the right to write (replays, ``cache stats``).
+    """
+
+    def __init__(self, path: str | Path, *, readonly: bool = False) -> None:
+        self.path = Path(path)
+        if readonly:
+            if not self.path.exists():
+                raise FileNotFoundError(f"no cache at {self.path}")
+            self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=30.0)
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+        self.readonly = readonly
+        self._pending_hits: list[str] = []
+
+    def __enter__(self) -> ResponseCache:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def get(self, key: str) -> ModelResponse | None:
+        row = self._db.execute("SELECT body FROM responses WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            return None
+        self._pending_hits.append(key)
+        return ModelResponse.model_validate_json(row[0])
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, ModelResponse]:
+        """Every cached response among ``keys`` (missing keys are left out)."""
+        unique = list(dict.fromkeys(keys))
+        found: dict[str, ModelResponse] = {}
+        for start in range(0, len(unique), _CHUNK):
+            chunk = unique[start : start + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            rows = self._db.execute(f"SELECT key, body FROM responses WHERE key IN ({marks})", chunk)
+            for key, body in rows:
+                found[key] = ModelResponse.model_validate_json(body)
+        self._pending_hits.extend(found)
+        return found
+
+    def put(self, key: str, response: ModelResponse, *, model_id: str) -> None:
+        """Store one response, committed before this returns."""
+        if self.readonly:
+            raise PermissionError(f"cache {self.path} is open read-only")
+        self._db.execute(
+            "INSERT OR REPLACE INTO responses (key, model_id, created, body) VALUES (?, ?, ?, ?)",
+            (key, model_id, time.time(), response.model_dump_json(exclude_defaults=True)),
+        )
+
+    def flush_hits(self) -> None:
+        """Add the hits served since the last flush to the per-entry counters."""
+        if self.readonly or not self._pending_hits:
+            self._pending_hits.clear()
+            return
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.executemany(
+                "UPDATE responses SET hits = hits + 1 WHERE key = ?",
+                ((key,) for key in self._pending_hits),
+            )
+        self._pending_hits.clear()
+
+    def __len__(self) -> int:
+        return int(self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
+
+    def stats(self) -> list[CacheStats]:
+        """Per-model entry counts, sizes, hits and the time span of their entries."""
+        rows = self._db.execute(
+            "SELECT model_id, COUNT(*), SUM(LENGTH(body)), SUM(hits), MIN(created), MAX(created) "
+            "FROM responses GROUP BY model_id ORDER BY model_id"
+        ).fetchall()
+        return [CacheStats(*row) for row in rows]
+
+    def close(self) -> None:
+        try:
+            self.flush_hits()
+        finally:
+            self._db.close()

@@ -1,0 +1,473 @@
+"""The async engine: fan requests out to one provider, with cache, limits and retries.
+
+It takes :class:`~biasaudit.providers.ModelRequest` objects and yields
+:class:`RequestResult` objects as they complete. It knows nothing of tasks,
+probes or metrics.
+
+- **Cache first.** Every request's key is looked up before anything is sent; a
+  hit costs no request. Each answer is committed to the cache the moment it
+  arrives, so an interrupted run loses nothing it paid for.
+- **Concurrency** is a per-endpoint ceiling that adapts: each rate-limit answer
+  halves the number of requests in flight (at most once per second, since one
+  burst of 429s is one signal), and each run of successes as long as the
+  current limit adds one back, up to the ceiling.
+- **Request rate** (``rpm``) is capped with :mod:`asyncio_throttle`.
+- **Retries** belong to the engine alone (SDK clients are built with
+  ``max_retries=0``): tenacity retries transient failures with capped
+  exponential backoff and full jitter, waits as long as ``Retry-After`` /
+  ``retry-after-ms`` asks, and never retries a request the endpoint rejected.
+- **Fatal errors** (bad key, exhausted quota, no logprobs, nothing reachable)
+  stop the run: in-flight requests are cancelled and :class:`RunAbortedError`
+  is raised after every result that did arrive has been yielded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+from asyncio_throttle import Throttler
+from tenacity import AsyncRetrying, RetryCallState, stop_after_attempt, wait_random_exponential
+
+from .cache import ResponseCache
+from .errors import (
+    EndpointUnreachableError,
+    FatalProviderError,
+    ProviderError,
+    QuotaExhaustedError,
+    RateLimitedError,
+    ReplayMissError,
+    RunAbortedError,
+    TransientProviderError,
+)
+from .providers import ModelRequest, ModelResponse, Provider, Usage
+
+__all__ = ["Engine", "EngineSettings", "EngineStats", "RequestResult"]
+
+# Before any request has succeeded, a refused connection means a wrong URL or a
+# server that is down: stop after this many attempts rather than back off for minutes.
+_UNREACHABLE_ATTEMPTS = 2
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """How hard to push one endpoint. None of these enters a cache key.
+
+    Attributes
+    ----------
+    concurrency:
+        Most requests in flight at once (the ceiling of the adaptive limit).
+    rpm:
+        Most requests started per minute, or ``None`` for no cap.
+    max_retries:
+        Retries after the first attempt of one request.
+    timeout:
+        Seconds one attempt may take.
+    backoff_initial, backoff_max:
+        Full-jitter exponential backoff between attempts, in seconds.
+    max_retry_after:
+        Longest ``Retry-After`` honoured as given; longer asks are capped to this.
+    replay:
+        Serve everything from the cache and never open a connection.
+    read_cache:
+        ``False`` asks the endpoint afresh (re-audits) but still stores the answers.
+    """
+
+    concurrency: int = 16
+    rpm: float | None = None
+    max_retries: int = 6
+    timeout: float = 60.0
+    backoff_initial: float = 0.5
+    backoff_max: float = 30.0
+    max_retry_after: float = 300.0
+    replay: bool = False
+    read_cache: bool = True
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        if self.rpm is not None and self.rpm <= 0:
+            raise ValueError("rpm must be positive")
+        if self.max_retries < 0 or self.timeout <= 0:
+            raise ValueError("max_retries must be >= 0 and timeout > 0")
+
+
+@dataclass
+class RequestResult:
+    """The outcome of one input request.
+
+    Exactly one of ``response`` (possibly with a ``refusal``) and ``error`` tells
+    what happened; ``error_type`` names the :mod:`biasaudit.errors` class.
+    """
+
+    request: ModelRequest
+    key: str
+    response: ModelResponse | None = None
+    error: str | None = None
+    error_type: str | None = None
+    cached: bool = False
+    attempts: int = 0
+    latency_s: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.response is not None and self.response.refusal is None
+
+
+@dataclass
+class EngineStats:
+    """Live counters of one engine run (read by progress displays and manifests)."""
+
+    total: int = 0
+    done: int = 0
+    sent: int = 0
+    cache_hits: int = 0
+    retries: int = 0
+    failures: int = 0
+    refusals: int = 0
+    rate_limited: int = 0
+    in_flight: int = 0
+    concurrency_limit: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    model_versions: Counter[str] = field(default_factory=Counter)
+    system_fingerprints: Counter[str] = field(default_factory=Counter)
+    started: float = field(default_factory=time.monotonic)
+
+    def count_response(self, response: ModelResponse) -> None:
+        if response.model_version:
+            self.model_versions[response.model_version] += 1
+        if response.system_fingerprint:
+            self.system_fingerprints[response.system_fingerprint] += 1
+
+
+class _AdaptiveLimit:
+    """A concurrency ceiling that halves on rate limits and creeps back up.
+
+    Workers are numbered; worker *i* runs only while *i* < ``limit``, so the
+    limit costs nothing on the hot path.
+    """
+
+    def __init__(self, ceiling: int) -> None:
+        self.ceiling = self.limit = ceiling
+        self._streak = 0
+        self._last_cut = float("-inf")
+        self._changed = asyncio.Condition()
+
+    async def wait_turn(self, worker: int) -> None:
+        if worker < self.limit:
+            return
+        async with self._changed:
+            await self._changed.wait_for(lambda: worker < self.limit)
+
+    def rate_limited(self) -> None:
+        now = time.monotonic()
+        self._streak = 0
+        if now - self._last_cut >= 1.0 and self.limit > 1:
+            self.limit = max(1, self.limit // 2)
+            self._last_cut = now
+
+    def succeeded(self) -> None:
+        if self.limit >= self.ceiling:
+            return
+        self._streak += 1
+        if self._streak >= self.limit:
+            self._streak = 0
+            self.limit += 1
+            asyncio.get_running_loop().create_task(self._wake())
+
+    async def _wake(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
+
+class Engine:
+    """Runs requests against one provider; see the module docstring.
+
+    Parameters
+    ----------
+    provider:
+        Where requests go.
+    cache:
+        Where answers are looked up and stored; ``None`` disables caching.
+    settings:
+        Limits, retries and cache behaviour.
+    sleep:
+        The coroutine used to wait between attempts (tests pass a fast one).
+    """
+
+    def __init__(
+        self,
+        provider: Provider,
+        cache: ResponseCache | None,
+        settings: EngineSettings | None = None,
+        *,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.provider, self.cache = provider, cache
+        self.settings = settings or EngineSettings()
+        self.stats = EngineStats()
+        self._sleep = sleep
+        self._successes = 0
+
+    def key(self, request: ModelRequest) -> str:
+        p = self.provider
+        return request.cache_key(provider=p.name, model=p.model, base_url=p.base_url)
+
+    async def run(self, requests: Sequence[ModelRequest]) -> AsyncIterator[RequestResult]:
+        """Yield one :class:`RequestResult` per request, cached ones first.
+
+        Raises
+        ------
+        ReplayMissError
+            In replay mode, before yielding anything, if any answer is not cached.
+        RunAbortedError
+            After the results that arrived, when a fatal provider error stopped the run.
+        """
+        self.stats = EngineStats(total=len(requests))
+        for request in requests:
+            self.provider.check(request)
+        units = self._split_for_n(requests)
+        keyed = [(unit, self.key(unit)) for unit in units]
+        cached = self._lookup([key for _, key in keyed])
+        if self.settings.replay and len(cached) < len(keyed):
+            missing = [unit.id for unit, key in keyed if key not in cached]
+            path = str(self.cache.path) if self.cache else "(no cache)"
+            raise ReplayMissError(len(missing), len(keyed), path, missing)
+        merger = _SampleMerger(requests, self.key)
+        for unit, key in keyed:
+            if key in cached:
+                self.stats.count_response(cached[key])
+                for result in merger.add(RequestResult(unit, key, cached[key], cached=True)):
+                    self._finish(result)
+                    yield result
+        todo = [(unit, key) for unit, key in keyed if key not in cached]
+        async for result in self._fan_out(todo):
+            for merged in merger.add(result):
+                self._finish(merged)
+                yield merged
+
+    def _split_for_n(self, requests: Sequence[ModelRequest]) -> list[ModelRequest]:
+        """Endpoints without ``n`` get one call per choice, each cached on its own."""
+        if self.provider.capabilities.n:
+            return list(requests)
+        units: list[ModelRequest] = []
+        for request in requests:
+            n = request.params.n or 1
+            if n == 1:
+                units.append(request)
+                continue
+            single = request.params.model_copy(update={"n": None})
+            units.extend(request.model_copy(update={"params": single, "sample": i}) for i in range(n))
+        return units
+
+    def _lookup(self, keys: list[str]) -> dict[str, ModelResponse]:
+        if self.cache is None or not self.settings.read_cache:
+            return {}
+        found = self.cache.get_many(keys)
+        self.cache.flush_hits()
+        return found
+
+    def _finish(self, result: RequestResult) -> None:
+        stats = self.stats
+        stats.done += 1
+        if result.cached:
+            stats.cache_hits += 1
+        elif result.error is not None:
+            stats.failures += 1
+        elif result.response is not None and result.response.refusal is not None:
+            stats.refusals += 1
+
+    async def _fan_out(self, todo: list[tuple[ModelRequest, str]]) -> AsyncIterator[RequestResult]:
+        if not todo:
+            return
+        queue: asyncio.Queue[tuple[ModelRequest, str]] = asyncio.Queue()
+        for item in todo:
+            queue.put_nowait(item)
+        results: asyncio.Queue[RequestResult | BaseException] = asyncio.Queue()
+        limit = _AdaptiveLimit(min(self.settings.concurrency, len(todo)))
+        self.stats.concurrency_limit = limit.limit
+        throttler = Throttler(rate_limit=self.settings.rpm, period=60.0) if self.settings.rpm else None
+        workers = [
+            asyncio.create_task(self._worker(i, queue, results, limit, throttler))
+            for i in range(limit.ceiling)
+        ]
+        fatal: BaseException | None = None
+        try:
+            for _ in range(len(todo)):
+                item = await results.get()
+                if isinstance(item, BaseException):
+                    fatal = item
+                    break
+                yield item
+        finally:
+            for worker in workers:
+                worker.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+            if self.cache is not None:
+                self.cache.flush_hits()
+        if fatal is not None:
+            raise RunAbortedError(fatal if isinstance(fatal, ProviderError) else ProviderError(str(fatal)))
+
+    async def _worker(
+        self,
+        index: int,
+        queue: asyncio.Queue[tuple[ModelRequest, str]],
+        results: asyncio.Queue[RequestResult | BaseException],
+        limit: _AdaptiveLimit,
+        throttler: Throttler | None,
+    ) -> None:
+        while not queue.empty():
+            await limit.wait_turn(index)
+            try:
+                request, key = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            try:
+                result = await self._attempt_all(request, key, limit, throttler)
+            except FatalProviderError as error:
+                results.put_nowait(error)
+                return
+            results.put_nowait(result)
+
+    async def _attempt_all(
+        self, request: ModelRequest, key: str, limit: _AdaptiveLimit, throttler: Throttler | None
+    ) -> RequestResult:
+        result = RequestResult(request, key)
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.settings.max_retries + 1),
+            wait=self._wait,
+            retry=self._should_retry,
+            sleep=self._sleep,
+            reraise=True,
+        )
+        rate_limited_without_hint = 0
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    result.attempts += 1
+                    if result.attempts > 1:
+                        self.stats.retries += 1
+                    try:
+                        response, latency = await self._send(request, throttler)
+                    except BaseException as raw:
+                        error = self._classify(raw)
+                        if isinstance(error, RateLimitedError):
+                            self.stats.rate_limited += 1
+                            limit.rate_limited()
+                            self.stats.concurrency_limit = limit.limit
+                            rate_limited_without_hint += error.retry_after is None
+                        raise error from raw
+        except FatalProviderError:
+            raise
+        except ProviderError as error:
+            if rate_limited_without_hint == result.attempts and result.attempts > 1:
+                raise QuotaExhaustedError(
+                    f"rate limited on all {result.attempts} attempts with no Retry-After: the "
+                    "account's quota or spend limit is probably exhausted"
+                ) from error
+            result.error, result.error_type = str(error), type(error).__name__
+            return result
+        result.response, result.latency_s = response, latency
+        self._successes += 1
+        limit.succeeded()
+        self.stats.concurrency_limit = limit.limit
+        self._record(response)
+        if response.refusal is None and self.cache is not None:
+            self.cache.put(key, response, model_id=self.provider.model_id)
+        return result
+
+    async def _send(
+        self, request: ModelRequest, throttler: Throttler | None
+    ) -> tuple[ModelResponse, float]:
+        if throttler is not None:
+            async with throttler:
+                pass
+        self.stats.sent += 1
+        self.stats.in_flight += 1
+        started = time.perf_counter()
+        try:
+            response = await self.provider.complete(request, timeout=self.settings.timeout)
+        finally:
+            self.stats.in_flight -= 1
+        return response, time.perf_counter() - started
+
+    def _record(self, response: ModelResponse) -> None:
+        self.stats.count_response(response)
+        self.stats.input_tokens += response.usage.input_tokens
+        self.stats.output_tokens += response.usage.output_tokens
+
+    def _classify(self, raw: BaseException) -> ProviderError:
+        if isinstance(raw, asyncio.CancelledError | KeyboardInterrupt):
+            raise raw
+        return self.provider.classify(raw)
+
+    def _should_retry(self, state: RetryCallState) -> bool:
+        error = state.outcome.exception() if state.outcome else None
+        if isinstance(error, EndpointUnreachableError):
+            return self._successes > 0 or state.attempt_number < _UNREACHABLE_ATTEMPTS
+        return isinstance(error, TransientProviderError)
+
+    def _wait(self, state: RetryCallState) -> float:
+        error = state.outcome.exception() if state.outcome else None
+        hint = getattr(error, "retry_after", None)
+        if hint is not None:
+            return float(min(hint, self.settings.max_retry_after))
+        backoff = wait_random_exponential(
+            multiplier=self.settings.backoff_initial, max=self.settings.backoff_max
+        )
+        return float(backoff(state))
+
+
+class _SampleMerger:
+    """Re-assembles requests that the engine split into one call per choice."""
+
+    def __init__(self, requests: Sequence[ModelRequest], key: Callable[[ModelRequest], str]) -> None:
+        self._parents = {(r.id, r.replicate): r for r in requests}
+        self._key = key
+        self._parts: dict[tuple[str, int], list[RequestResult]] = {}
+
+    def add(self, result: RequestResult) -> list[RequestResult]:
+        request = result.request
+        if request.sample is None:
+            return [result]
+        parent_id = (request.id, request.replicate)
+        parts = self._parts.setdefault(parent_id, [])
+        parts.append(result)
+        parent = self._parents[parent_id]
+        if len(parts) < (parent.params.n or 1):
+            return []
+        del self._parts[parent_id]
+        parts.sort(key=lambda part: part.request.sample or 0)
+        return [_merge(parent, self._key(parent), parts)]
+
+
+def _merge(parent: ModelRequest, key: str, parts: list[RequestResult]) -> RequestResult:
+    merged = RequestResult(parent, key, cached=all(p.cached for p in parts))
+    merged.attempts = sum(p.attempts for p in parts)
+    errors = [p for p in parts if p.error is not None]
+    if errors:
+        merged.error = f"{len(errors)} of {len(parts)} samples failed: {errors[0].error}"
+        merged.error_type = errors[0].error_type
+        return merged
+    responses = [p.response for p in parts if p.response is not None]
+    first = responses[0]
+    refusals = [r.refusal for r in responses if r.refusal]
+    merged.response = first.model_copy(
+        update={
+            "texts": tuple(t for r in responses for t in r.texts),
+            "finish_reasons": tuple(f for r in responses for f in r.finish_reasons),
+            "usage": Usage(
+                input_tokens=sum(r.usage.input_tokens for r in responses),
+                output_tokens=sum(r.usage.output_tokens for r in responses),
+            ),
+            "refusal": refusals[0] if refusals else None,
+        }
+    )
+    latencies = [p.latency_s for p in parts if p.latency_s is not None]
+    merged.latency_s = max(latencies) if latencies else None
+    return merged
+

@@ -1,0 +1,49 @@
+"""Running the async engine from synchronous code (the CLI, scripts, notebooks)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+__all__ = ["run_async"]
+
+T = TypeVar("T")
+
+
+def run_async(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run ``coroutine`` to completion on a fresh event loop.
+
+    Uses uvloop when it is installed (``pip install biasaudit[fast]``), which
+    roughly halves the engine's per-request overhead. SIGTERM is handled like
+    Ctrl-C: the run is cancelled, marks itself interrupted, and what arrived
+    stays in the cache.
+    """
+    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        loop = runner.get_loop()
+        main = loop.create_task(coroutine)
+        try:
+            loop.add_signal_handler(signal.SIGTERM, main.cancel)
+        except (NotImplementedError, RuntimeError):  # not the main thread, or Windows
+            pass
+        try:
+            return runner.run(_await(main))
+        finally:
+            try:
+                loop.remove_signal_handler(signal.SIGTERM)
+            except (NotImplementedError, RuntimeError):
+                pass
+
+
+async def _await(task: asyncio.Task[T]) -> T:
+    return await task
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return factory

@@ -1,0 +1,77 @@
+"""A progress line on stderr: rewritten in place on a terminal, a line now and then otherwise."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from typing import TextIO
+
+from .engine import EngineStats
+
+__all__ = ["ProgressPrinter", "describe_progress"]
+
+
+def describe_progress(stats: EngineStats) -> str:
+    """One line: done/total, cache hits, retries, failures, in flight, rate and ETA."""
+    elapsed = max(time.monotonic() - stats.started, 1e-9)
+    fresh = stats.done - stats.cache_hits
+    rate = fresh / elapsed
+    remaining = stats.total - stats.done
+    eta = f"{remaining / rate:.0f}s" if rate > 0 and remaining else "-"
+    limited = (
+        f", limit {stats.concurrency_limit}" if stats.rate_limited and stats.concurrency_limit else ""
+    )
+    return (
+        f"{stats.done}/{stats.total} done ({stats.cache_hits} cached, {stats.retries} retries, "
+        f"{stats.failures} failed, {stats.in_flight} in flight{limited}) "
+        f"{rate:.0f} req/s, ETA {eta}"
+    )
+
+
+class ProgressPrinter:
+    """Prints :func:`describe_progress` of live stats until stopped.
+
+    Parameters
+    ----------
+    stats:
+        A callable returning the stats to show (the engine replaces its object per run).
+    stream:
+        Where to print; defaults to stderr.
+    """
+
+    def __init__(self, stats: object, stream: TextIO | None = None, *, label: str = "") -> None:
+        self._stats = stats
+        self._stream = stream or sys.stderr
+        self._tty = self._stream.isatty()
+        self._interval = 0.25 if self._tty else 5.0
+        self._label = label
+        self._task: asyncio.Task[None] | None = None
+
+    def _current(self) -> EngineStats:
+        stats = self._stats() if callable(self._stats) else self._stats
+        assert isinstance(stats, EngineStats)
+        return stats
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._loop())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        self._print(final=True)
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._interval)
+            self._print()
+
+    def _print(self, *, final: bool = False) -> None:
+        line = f"{self._label}{describe_progress(self._current())}"
+        if self._tty:
+            self._stream.write("\r\x1b[2K" + line + ("\n" if final else ""))
+        else:
+            self._stream.write(line + "\n")
+        self._stream.flush()

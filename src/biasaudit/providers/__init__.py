@@ -1,0 +1,160 @@
+"""Providers: one thin adapter per API, chosen by the ``provider/model`` name.
+
+``openai/…`` and ``anthropic/…`` are the hosted APIs; known OpenAI-compatible
+hosts (``together/``, ``groq/``, ``fireworks/``, ``openrouter/``) and
+self-hosted servers (``vllm/``, ``llamacpp/``, ``ollama/``, ``tgi/``,
+``sglang/``, ``lmstudio/``) go through the OpenAI-compatible adapter, as does
+any other name given with ``--base-url``; ``sim/…`` is the offline simulated model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import urlparse
+
+from ..errors import ConfigurationError, UnknownProviderError
+from ..secrets import read_api_key
+from ._base import Provider, classify_status, parse_retry_after
+from ._types import (
+    Capabilities,
+    FirstTokenLogprobs,
+    ModelRequest,
+    ModelResponse,
+    SamplingParams,
+    Usage,
+)
+
+__all__ = [
+    "KNOWN_PROVIDERS",
+    "Capabilities",
+    "FirstTokenLogprobs",
+    "ModelRequest",
+    "ModelResponse",
+    "Provider",
+    "ProviderInfo",
+    "SamplingParams",
+    "Usage",
+    "classify_status",
+    "parse_retry_after",
+    "resolve_model",
+]
+
+
+@dataclass(frozen=True)
+class ProviderInfo:
+    """What biasaudit knows in advance about a provider name."""
+
+    kind: str  # "openai" (OpenAI-compatible), "anthropic" or "sim"
+    base_url: str | None  # None: the user must give --base-url
+    key_env: str | None  # None: keyless unless --api-key-env is given
+    capabilities: Capabilities
+    note: str = ""
+
+
+_UNKNOWN_LOGPROBS = Capabilities(logprobs=None, max_top_logprobs=None)
+
+KNOWN_PROVIDERS: dict[str, ProviderInfo] = {
+    "openai": ProviderInfo(
+        "openai", "https://api.openai.com/v1", "OPENAI_API_KEY", Capabilities(max_top_logprobs=20)
+    ),
+    "anthropic": ProviderInfo(
+        "anthropic", "https://api.anthropic.com", "ANTHROPIC_API_KEY",
+        Capabilities(completions=False, logprobs=False, max_top_logprobs=0, n=False, seed=False),
+        "no logprobs, no n: sampled replicates",
+    ),
+    "together": ProviderInfo(
+        "openai", "https://api.together.xyz/v1", "TOGETHER_API_KEY", Capabilities(max_top_logprobs=20)
+    ),
+    "groq": ProviderInfo(
+        "openai", "https://api.groq.com/openai/v1", "GROQ_API_KEY",
+        Capabilities(logprobs=False, max_top_logprobs=0, n=False), "rejects logprobs",
+    ),
+    "fireworks": ProviderInfo(
+        "openai", "https://api.fireworks.ai/inference/v1", "FIREWORKS_API_KEY", _UNKNOWN_LOGPROBS
+    ),
+    "openrouter": ProviderInfo(
+        "openai", "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY", _UNKNOWN_LOGPROBS
+    ),
+    "vllm": ProviderInfo(
+        "openai", None, None, Capabilities(max_top_logprobs=20),
+        "top_logprobs capped by the server's --max-logprobs (default 20)",
+    ),
+    "llamacpp": ProviderInfo(
+        "openai", None, None, Capabilities(max_top_logprobs=None),
+        "logprobs need the server started with logits for all tokens",
+    ),
+    "ollama": ProviderInfo("openai", None, None, _UNKNOWN_LOGPROBS),
+    "tgi": ProviderInfo("openai", None, None, _UNKNOWN_LOGPROBS),
+    "sglang": ProviderInfo("openai", None, None, Capabilities(max_top_logprobs=None)),
+    "lmstudio": ProviderInfo("openai", None, None, _UNKNOWN_LOGPROBS),
+    "sim": ProviderInfo("sim", None, None, Capabilities(max_top_logprobs=20), "offline, simulated"),
+}  # fmt: skip
+
+
+def resolve_model(
+    model_id: str,
+    *,
+    base_url: str | None = None,
+    api_key_env: str | None = None,
+    max_connections: int = 64,
+    need_key: bool = True,
+) -> Provider:
+    """Build the provider for ``provider/model``.
+
+    Reads the API key from the environment now, so a missing key fails before
+    any request is sent. ``need_key=False`` (replays, which send nothing) skips it.
+
+    Raises
+    ------
+    UnknownProviderError
+        The name is malformed, or names no known provider and no ``base_url`` is given.
+    MissingAPIKeyError
+        The key's environment variable is unset.
+    """
+    provider_name, sep, model = model_id.partition("/")
+    if not sep or not provider_name or not model:
+        raise UnknownProviderError(
+            f"model '{model_id}' must be written provider/model, e.g. openai/gpt-4o-mini or sim/biased"
+        )
+    info = KNOWN_PROVIDERS.get(provider_name)
+    if info is None and base_url is None:
+        known = ", ".join(sorted(KNOWN_PROVIDERS))
+        raise UnknownProviderError(
+            f"unknown provider '{provider_name}' (known: {known}); for any other "
+            "OpenAI-compatible server give --base-url"
+        )
+    if info is not None and info.kind == "sim":
+        from .sim import SimProvider
+
+        return SimProvider(model)
+    info = info or ProviderInfo("openai", None, None, _UNKNOWN_LOGPROBS)
+    url = _check_url(base_url or info.base_url, provider_name)
+    key_env = api_key_env or info.key_env
+    api_key = read_api_key(key_env, provider=provider_name) if key_env and need_key else None
+    if info.kind == "anthropic":
+        from .anthropic import AnthropicProvider
+
+        return AnthropicProvider(model, api_key=api_key or "", base_url=url, max_connections=max_connections)
+    from .openai_compatible import OpenAICompatibleProvider
+
+    return OpenAICompatibleProvider(
+        provider_name,
+        model,
+        base_url=url,
+        api_key=api_key,
+        capabilities=info.capabilities,
+        max_connections=max_connections,
+        uses_max_completion_tokens=provider_name == "openai" and base_url is None,
+    )
+
+
+def _check_url(url: str | None, provider_name: str) -> str:
+    if url is None:
+        raise ConfigurationError(
+            f"{provider_name}/ is a self-hosted server: give its address with "
+            "--base-url, e.g. --base-url http://127.0.0.1:8000/v1"
+        )
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise ConfigurationError(f"--base-url '{url}' is not an http(s) URL")
+    return url

@@ -1,0 +1,147 @@
+"""The interface every provider implements, and the shared HTTP-error classification."""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+
+from ..errors import (
+    AuthenticationFailedError,
+    FatalProviderError,
+    LogprobsUnavailableError,
+    ProviderError,
+    QuotaExhaustedError,
+    RateLimitedError,
+    RequestRejectedError,
+    TransientProviderError,
+)
+from ..secrets import redact
+from ._types import Capabilities, ModelRequest, ModelResponse
+
+__all__ = ["Provider", "classify_status", "parse_retry_after"]
+
+# Statuses worth another try: request timeout, conflict (lock contention at some
+# hosts), rate limits, server errors, Anthropic's 529 "overloaded".
+_RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524, 529})
+_QUOTA_MARKERS = ("insufficient_quota", "quota exceeded", "exceeded your current quota", "credit")
+
+
+class Provider(ABC):
+    """A thin adapter from :class:`ModelRequest` to one API.
+
+    Subclasses build the request for their API, send it with their SDK (built
+    with ``max_retries=0``: the engine alone retries), and normalise the answer
+    into a :class:`ModelResponse`. :meth:`classify` turns whatever the SDK
+    raised into one of the :mod:`biasaudit.errors` provider errors, which is
+    how the engine decides between retrying, waiting, failing one request and
+    stopping the run.
+    """
+
+    name: str
+    model: str
+    base_url: str | None = None
+    capabilities: Capabilities = Capabilities()
+    simulated: bool = False
+
+    @property
+    def model_id(self) -> str:
+        return f"{self.name}/{self.model}"
+
+    @abstractmethod
+    async def complete(self, request: ModelRequest, *, timeout: float) -> ModelResponse:
+        """Send one request and return its normalised response (no retries here)."""
+
+    def classify(self, error: BaseException) -> ProviderError:
+        """Map an exception raised by :meth:`complete` to a typed provider error."""
+        if isinstance(error, ProviderError):
+            return error
+        return TransientProviderError(redact(f"{type(error).__name__}: {error}"))
+
+    def check(self, request: ModelRequest) -> None:
+        """Refuse, before sending anything, a request this endpoint cannot answer."""
+        caps = self.capabilities
+        if request.params.wants_logprobs and caps.logprobs is False:
+            raise LogprobsUnavailableError(
+                f"{self.model_id} cannot return logprobs; use sampled replicates instead"
+            )
+        wanted = request.params.top_logprobs or 0
+        if caps.max_top_logprobs is not None and wanted > caps.max_top_logprobs:
+            raise LogprobsUnavailableError(
+                f"{self.model_id} returns at most {caps.max_top_logprobs} top_logprobs; "
+                f"a request asked for {wanted}"
+            )
+        if request.kind == "completion" and not caps.completions:
+            raise RequestRejectedError(f"{self.model_id} has no legacy completions endpoint")
+
+    async def aclose(self) -> None:
+        """Release connections; the default has none."""
+
+    def describe(self) -> dict[str, object]:
+        """What the manifest records about the endpoint (never a key)."""
+        return {
+            "provider": self.name,
+            "model": self.model,
+            "base_url": self.base_url,
+            "simulated": self.simulated,
+            "capabilities": self.capabilities.model_dump(),
+        }
+
+
+def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds the endpoint asked us to wait: ``retry-after-ms``, else ``Retry-After``.
+
+    ``Retry-After`` may be a number of seconds or an HTTP date (RFC 9110 §10.2.3).
+    """
+    if not headers:
+        return None
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value) if value else None
+        return None if parsed is None else max(0.0, parsed.timestamp() - time.time())
+
+
+def classify_status(
+    status: int, message: str, *, headers: Mapping[str, str] | None = None, code: str | None = None
+) -> ProviderError:
+    """Turn an HTTP error status and its message into the right provider error."""
+    message = redact(message)
+    lowered = f"{code or ''} {message}".lower()
+    if status in (429, 402) and any(marker in lowered for marker in _QUOTA_MARKERS):
+        return QuotaExhaustedError(
+            f"quota exhausted (HTTP {status}): {message}; waiting will not help", status=status
+        )
+    if status in (401, 403):
+        return AuthenticationFailedError(
+            f"the endpoint rejected the API key (HTTP {status}): {message}", status=status
+        )
+    if status in (429, 529):
+        return RateLimitedError(
+            f"rate limited (HTTP {status}): {message}",
+            status=status,
+            retry_after=parse_retry_after(headers),
+        )
+    if status in _RETRY_STATUSES:
+        return TransientProviderError(
+            f"HTTP {status}: {message}", status=status, retry_after=parse_retry_after(headers)
+        )
+    if status == 400 and "logprob" in lowered:
+        return LogprobsUnavailableError(
+            f"the endpoint refused the logprobs request (HTTP 400): {message}", status=status
+        )
+    if status == 404:
+        return FatalProviderError(
+            f"not found (HTTP 404): {message}; check the model name and base URL", status=status
+        )
+    return RequestRejectedError(f"HTTP {status}: {message}", status=status)

@@ -1,0 +1,279 @@
+"""OpenAI and every OpenAI-compatible server (vLLM, llama.cpp, Ollama, TGI, SGLang, hosts).
+
+Requests go through the official ``openai`` async SDK (its aiohttp transport,
+``max_retries=0``) so the wire behaviour is the SDK's own. Responses are read
+from the raw JSON rather than the SDK's pydantic types: servers differ in how
+they shape logprobs, and the raw body is both faster to read and tolerant of
+those variants:
+
+- OpenAI chat: ``choices[i].logprobs.content[0].top_logprobs = [{token, logprob}]``
+- OpenAI legacy completions: ``choices[i].logprobs.top_logprobs[0] = {token: logprob}``
+- llama.cpp ``/v1/completions``: the chat-style ``content[]`` list instead.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..errors import (
+    EndpointUnreachableError,
+    LogprobsUnavailableError,
+    ProviderError,
+    TransientProviderError,
+)
+from ..secrets import redact, remember_secret
+from ._base import Provider, classify_status
+from ._types import Capabilities, FirstTokenLogprobs, ModelRequest, ModelResponse, Usage
+
+__all__ = ["OpenAICompatibleProvider"]
+
+# Placeholder for keyless self-hosted servers; the SDK refuses a missing key.
+_NO_KEY = "no-key"
+
+
+class OpenAICompatibleProvider(Provider):
+    """Chat and legacy completions through ``openai.AsyncOpenAI``.
+
+    Parameters
+    ----------
+    name, model:
+        The two halves of ``provider/model``.
+    base_url:
+        The ``.../v1`` root of the API.
+    api_key:
+        Secret key, or ``None`` for keyless servers. Never stored anywhere else.
+    capabilities:
+        What the endpoint is known to support.
+    max_connections:
+        Size of the HTTP connection pool (the engine's concurrency).
+    uses_max_completion_tokens:
+        OpenAI itself deprecates ``max_tokens`` on chat (and reasoning models
+        refuse it); compatible servers expect ``max_tokens``.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        model: str,
+        *,
+        base_url: str,
+        api_key: str | None,
+        capabilities: Capabilities,
+        max_connections: int = 64,
+        uses_max_completion_tokens: bool = False,
+    ) -> None:
+        self.name, self.model, self.base_url = name, model, base_url.rstrip("/")
+        self.capabilities = capabilities
+        self._api_key = api_key or _NO_KEY
+        remember_secret(self._api_key)
+        self._max_connections = max_connections
+        self._max_completion_tokens = uses_max_completion_tokens
+        self._client: Any = None
+
+    def __repr__(self) -> str:  # never show the key
+        return f"OpenAICompatibleProvider({self.model_id!r}, base_url={self.base_url!r})"
+
+    def _sdk(self) -> Any:
+        if self._client is None:
+            import openai
+
+            self._client = openai.AsyncOpenAI(
+                api_key=self._api_key,
+                base_url=self.base_url,
+                max_retries=0,  # the engine owns retries (STYLE.md principle 2)
+                http_client=_aiohttp_client(openai, self._max_connections),
+            )
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+
+    async def complete(self, request: ModelRequest, *, timeout: float) -> ModelResponse:
+        client = self._sdk()
+        if request.kind == "chat":
+            raw = await client.chat.completions.with_raw_response.create(
+                model=self.model,
+                messages=list(request.messages or ()),
+                timeout=timeout,
+                **self._chat_params(request),
+            )
+        else:
+            raw = await client.completions.with_raw_response.create(
+                model=self.model, prompt=request.prompt, timeout=timeout, **_completion_params(request)
+            )
+        body = _json_body(raw.http_response)
+        return _parse_body(body, request, request_id=raw.http_response.headers.get("x-request-id"))
+
+    def _chat_params(self, request: ModelRequest) -> dict[str, Any]:
+        p = request.params
+        params = _common_params(request)
+        if p.max_tokens is not None:
+            params["max_completion_tokens" if self._max_completion_tokens else "max_tokens"] = (
+                p.max_tokens
+            )
+        if p.wants_logprobs:
+            params["logprobs"] = True
+            if p.top_logprobs:
+                params["top_logprobs"] = p.top_logprobs
+        return params
+
+    def classify(self, error: BaseException) -> ProviderError:
+        import openai
+
+        if isinstance(error, ProviderError):
+            return error
+        if isinstance(error, openai.APITimeoutError):
+            return TransientProviderError(f"timed out talking to {self.base_url}")
+        if isinstance(error, openai.APIConnectionError):
+            cause = error.__cause__ or error
+            return _connection_error(self.base_url or "", cause)
+        if isinstance(error, openai.APIStatusError):
+            return classify_status(
+                error.status_code,
+                _error_message(error.body, error.message),
+                headers=error.response.headers,
+                code=error.code,
+            )
+        if isinstance(error, openai.APIResponseValidationError):
+            return TransientProviderError(redact(f"malformed response: {error.message}"))
+        return super().classify(error)
+
+
+def _aiohttp_client(openai_module: Any, max_connections: int) -> Any:
+    """The SDK's aiohttp transport, pooled for our concurrency.
+
+    Measured here it serves about twice the requests per second of the SDK's
+    default httpx transport at 128 concurrent requests (bench/RESULTS.md).
+    """
+    try:
+        import httpx2 as http
+    except ImportError:  # openai releases before the httpx2 move
+        import httpx as http  # type: ignore[no-redef]
+    limits = http.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
+    try:
+        return openai_module.DefaultAioHttpClient(limits=limits)
+    except (AttributeError, RuntimeError):  # SDK without the aiohttp extra
+        return openai_module.DefaultAsyncHttpxClient(limits=limits)
+
+
+def _common_params(request: ModelRequest) -> dict[str, Any]:
+    p = request.params
+    params: dict[str, Any] = {}
+    for field in ("temperature", "top_p", "n", "seed"):
+        value = getattr(p, field)
+        if value is not None:
+            params[field] = value
+    if p.stop:
+        params["stop"] = list(p.stop)
+    return params
+
+
+def _completion_params(request: ModelRequest) -> dict[str, Any]:
+    p = request.params
+    params = _common_params(request)
+    if p.max_tokens is not None:
+        params["max_tokens"] = p.max_tokens
+    if p.wants_logprobs:
+        # Legacy completions take the number of alternatives; 1 still returns the token's own.
+        params["logprobs"] = max(1, p.top_logprobs or 0)
+    return params
+
+
+def _json_body(http_response: Any) -> dict[str, Any]:
+    content = http_response.content
+    try:
+        body = json.loads(content)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        kind = http_response.headers.get("content-type", "no content-type")
+        snippet = content[:120].decode("utf-8", "replace").replace("\n", " ")
+        raise TransientProviderError(
+            redact(f"the endpoint returned a body that is not JSON ({kind}): {snippet!r}")
+        ) from None
+    if not isinstance(body, dict) or not isinstance(body.get("choices"), list):
+        raise TransientProviderError(redact(f"the endpoint returned no 'choices': {content[:120]!r}"))
+    return body
+
+
+def _parse_body(body: dict[str, Any], request: ModelRequest, *, request_id: str | None) -> ModelResponse:
+    choices = sorted(body["choices"], key=lambda c: c.get("index", 0))
+    texts, finish, logprobs, refusals = [], [], [], []
+    for choice in choices:
+        if request.kind == "chat":
+            message = choice.get("message") or {}
+            text = message.get("content") or ""
+            if message.get("refusal"):
+                refusals.append(str(message["refusal"]))
+        else:
+            text = choice.get("text") or ""
+        texts.append(text)
+        finish.append(choice.get("finish_reason"))
+        if choice.get("finish_reason") == "content_filter":
+            refusals.append("the endpoint's content filter stopped the answer")
+        logprobs.append(_first_token_logprobs(choice.get("logprobs")))
+    wanted = request.params.wants_logprobs
+    if wanted and all(entry is None for entry in logprobs) and any(texts):
+        raise LogprobsUnavailableError(
+            "the endpoint answered without logprobs although they were requested; "
+            "it cannot give logprobs (use sampled replicates instead)"
+        )
+    usage = body.get("usage") or {}
+    return ModelResponse(
+        texts=tuple(texts),
+        logprobs=tuple(logprobs) if wanted else None,
+        finish_reasons=tuple(finish),
+        model_version=body.get("model"),
+        refusal="; ".join(refusals) or None,
+        system_fingerprint=body.get("system_fingerprint"),
+        request_id=request_id or body.get("id"),
+        usage=Usage(
+            input_tokens=int(usage.get("prompt_tokens") or 0),
+            output_tokens=int(usage.get("completion_tokens") or 0),
+        ),
+    )
+
+
+def _first_token_logprobs(block: Any) -> FirstTokenLogprobs | None:
+    """Normalise either logprobs shape to the first token's alternatives."""
+    if not isinstance(block, dict):
+        return None
+    content = block.get("content")
+    if isinstance(content, list):  # chat shape (and llama.cpp's completions)
+        if not content:
+            return None
+        first = content[0]
+        top = [(alt["token"], float(alt["logprob"])) for alt in first.get("top_logprobs") or ()]
+        return _first_token(first.get("token", ""), first.get("logprob"), top)
+    tokens = block.get("tokens")
+    if isinstance(tokens, list) and tokens:  # legacy completions shape
+        token_logprobs = block.get("token_logprobs") or [None]
+        top_list = block.get("top_logprobs") or [None]
+        top = [(tok, float(lp)) for tok, lp in (top_list[0] or {}).items()]
+        return _first_token(tokens[0], token_logprobs[0], top)
+    return None
+
+
+def _first_token(token: str, logprob: Any, top: list[tuple[str, float]]) -> FirstTokenLogprobs:
+    top.sort(key=lambda pair: -pair[1])
+    own = float(logprob) if logprob is not None else dict(top).get(token)
+    return FirstTokenLogprobs(token=token, logprob=own, top=tuple(top))
+
+
+def _error_message(body: object, fallback: str) -> str:
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])
+        if isinstance(inner, str):
+            return inner
+    return fallback
+
+
+def _connection_error(base_url: str, cause: BaseException) -> ProviderError:
+    text = f"{type(cause).__name__}: {cause}"
+    refused = isinstance(cause, ConnectionRefusedError) or "refused" in text.lower()
+    if refused or "Name or service not known" in text or "nodename nor servname" in text:
+        return EndpointUnreachableError(redact(f"cannot reach {base_url} ({text})"))
+    return TransientProviderError(redact(f"connection to {base_url} failed ({text})"))

@@ -1,0 +1,170 @@
+"""Run directories: the unit a user keeps, replays, reports on and compares.
+
+``runs/<run-id>/`` holds
+
+- ``manifest.json`` — :class:`Manifest`: what ran, when, against which endpoint
+  and reported model versions, with request / cache-hit / retry / failure counts
+  and token usage. Written when the run starts and rewritten when it ends.
+- ``responses.jsonl`` — one :class:`ResponseRecord` per input, appended and
+  flushed as each arrives.
+- ``inputs.jsonl`` — the resolved requests, so the run can be replayed.
+- ``spec.json`` — the resolved options of the command.
+
+Every artifact is a versioned pydantic model; ``SCHEMA_VERSION`` goes up
+whenever a shape changes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any, Literal
+
+from pydantic import BaseModel, Field
+
+from .providers import FirstTokenLogprobs
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Manifest",
+    "ResponseRecord",
+    "RunCounts",
+    "RunDirectory",
+    "TokenUsage",
+]
+
+SCHEMA_VERSION = 1
+RunStatus = Literal["running", "completed", "failed", "aborted", "interrupted"]
+
+
+class RunCounts(BaseModel):
+    """How the requests of a run went."""
+
+    requests: int = Field(0, description="Input requests in the run.")
+    sent: int = Field(0, description="HTTP requests sent, retries included.")
+    cache_hits: int = Field(0, description="Inputs answered from the cache, at no cost.")
+    retries: int = Field(0, description="Attempts after the first one of a request.")
+    failures: int = Field(0, description="Inputs with no answer after all retries.")
+    refusals: int = Field(0, description="Inputs the model refused to answer (not cached).")
+    rate_limited: int = Field(0, description="Rate-limit answers (429/529) met.")
+
+
+class TokenUsage(BaseModel):
+    """Tokens the endpoint reported for the requests sent in this run (not cache hits)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class Manifest(BaseModel):
+    """The header of a run: everything about it except the per-request lines."""
+
+    schema_version: int = SCHEMA_VERSION
+    tool_version: str
+    run_id: str
+    kind: str = Field(description="What wrote the run, e.g. 'fanout'.")
+    command: list[str] = Field(description="The command line, as typed (keys never are).")
+    status: RunStatus = "running"
+    started_at: datetime
+    ended_at: datetime | None = None
+    duration_s: float | None = None
+    endpoint: dict[str, Any] = Field(description="Provider, model, base URL, capabilities.")
+    simulated: bool = Field(False, description="True for sim/ models: not a real model.")
+    model_versions: dict[str, int] = Field(
+        default_factory=dict, description="Model versions the endpoint reported, with counts."
+    )
+    system_fingerprints: dict[str, int] = Field(default_factory=dict)
+    counts: RunCounts = RunCounts()
+    usage: TokenUsage = TokenUsage()
+    settings: dict[str, Any] = Field(default_factory=dict, description="Limits and retry settings.")
+    cache_path: str | None = None
+    error: str | None = Field(None, description="Why the run stopped early, if it did.")
+
+
+class ResponseRecord(BaseModel):
+    """One line of ``responses.jsonl``: the outcome of one input."""
+
+    id: str
+    replicate: int = 0
+    cache_key: str
+    text: str | None = None
+    texts: list[str] | None = Field(None, description="All choices when more than one.")
+    top_logprobs: list[FirstTokenLogprobs | None] | None = Field(
+        None, description="First-token log-probabilities per choice, when requested."
+    )
+    finish_reason: str | None = None
+    model_version: str | None = None
+    system_fingerprint: str | None = None
+    cached: bool = False
+    attempts: int = 0
+    latency_s: float | None = None
+    refusal: str | None = None
+    error: str | None = None
+    error_type: str | None = None
+
+
+def new_run_id(kind: str, model_id: str) -> str:
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    slug = "".join(ch if ch.isalnum() or ch in "-." else "-" for ch in model_id)[:60]
+    return f"{stamp}-{kind}-{slug}-{secrets.token_hex(2)}"
+
+
+class RunDirectory:
+    """A run directory being written. Create it with :meth:`create`."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._responses: IO[str] | None = None
+
+    @classmethod
+    def create(cls, runs_dir: str | Path, kind: str, model_id: str) -> RunDirectory:
+        run_id = new_run_id(kind, model_id)
+        path = Path(runs_dir) / run_id
+        path.mkdir(parents=True, exist_ok=False)
+        return cls(path)
+
+    @property
+    def run_id(self) -> str:
+        return self.path.name
+
+    def write_json(self, name: str, data: Any) -> None:
+        """Write ``name`` atomically: a crash never leaves half a file."""
+        text = data.model_dump_json(indent=2) if isinstance(data, BaseModel) else json.dumps(
+            data, indent=2, ensure_ascii=False, default=str
+        )
+        fd, tmp = tempfile.mkstemp(dir=self.path, prefix=f".{name}.")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text + "\n")
+        os.replace(tmp, self.path / name)
+
+    def write_lines(self, name: str, rows: list[BaseModel] | list[dict[str, Any]]) -> None:
+        with open(self.path / name, "w", encoding="utf-8") as handle:
+            for row in rows:
+                line = row.model_dump_json(exclude_none=True) if isinstance(row, BaseModel) else (
+                    json.dumps(row, ensure_ascii=False)
+                )
+                handle.write(line + "\n")
+
+    def append_response(self, record: ResponseRecord) -> None:
+        if self._responses is None:
+            self._responses = open(self.path / "responses.jsonl", "a", encoding="utf-8")  # noqa: SIM115
+        self._responses.write(record.model_dump_json(exclude_none=True) + "\n")
+        self._responses.flush()
+
+    def close(self) -> None:
+        if self._responses is not None:
+            self._responses.close()
+            self._responses = None
+
+
+def read_manifest(run_dir: str | Path) -> Manifest:
+    return Manifest.model_validate_json(Path(run_dir, "manifest.json").read_text(encoding="utf-8"))
+
+
+def read_responses(run_dir: str | Path) -> list[ResponseRecord]:
+    with open(Path(run_dir, "responses.jsonl"), encoding="utf-8") as handle:
+        return [ResponseRecord.model_validate_json(line) for line in handle if line.strip()]
