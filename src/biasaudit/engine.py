@@ -131,6 +131,7 @@ class EngineStats:
     rate_limited: int = 0
     in_flight: int = 0
     concurrency_limit: int = 0
+    lowest_concurrency_limit: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
     model_versions: Counter[str] = field(default_factory=Counter)
@@ -289,8 +290,8 @@ class Engine:
             queue.put_nowait(item)
         results: asyncio.Queue[RequestResult | BaseException] = asyncio.Queue()
         limit = _AdaptiveLimit(min(self.settings.concurrency, len(todo)))
-        self.stats.concurrency_limit = limit.limit
-        throttler = Throttler(rate_limit=self.settings.rpm, period=60.0) if self.settings.rpm else None
+        self.stats.concurrency_limit = self.stats.lowest_concurrency_limit = limit.limit
+        throttler = _throttler(self.settings.rpm) if self.settings.rpm else None
         workers = [
             asyncio.create_task(self._worker(i, queue, results, limit, throttler))
             for i in range(limit.ceiling)
@@ -359,6 +360,9 @@ class Engine:
                             self.stats.rate_limited += 1
                             limit.rate_limited()
                             self.stats.concurrency_limit = limit.limit
+                            self.stats.lowest_concurrency_limit = min(
+                                self.stats.lowest_concurrency_limit, limit.limit
+                            )
                             rate_limited_without_hint += error.retry_after is None
                         raise error from raw
         except FatalProviderError:
@@ -420,6 +424,12 @@ class Engine:
             multiplier=self.settings.backoff_initial, max=self.settings.backoff_max
         )
         return float(backoff(state))
+
+
+def _throttler(rpm: float) -> Throttler:
+    """At most ``rpm`` starts a minute, spread out: bursts of at most one second's worth."""
+    per_window = max(1, round(rpm / 60.0))
+    return Throttler(rate_limit=per_window, period=per_window * 60.0 / rpm)
 
 
 class _SampleMerger:

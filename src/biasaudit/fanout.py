@@ -123,7 +123,7 @@ def _parse_line(name: str, number: int, line: str) -> ModelRequest:
     except ValidationError as error:
         first = error.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or None
-        problem = first["msg"]
+        problem = str(first["msg"]).removeprefix("Value error, ")
         if first["type"] == "extra_forbidden":
             problem = "unknown field (allowed: id, messages, prompt, params, replicate)"
         if first["type"] == "missing":

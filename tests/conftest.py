@@ -1,0 +1,52 @@
+"""Shared fixtures. Every test is offline: no real provider, no API key."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from biasaudit.cache import ResponseCache
+
+# Keys a developer may have exported must never reach a test.
+for _name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+    os.environ.pop(_name, None)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--live", action="store_true", help="run tests that call real providers")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--live"):
+        return
+    skip = pytest.mark.skip(reason="talks to a real provider: pass --live and set its API key")
+    for item in items:
+        if "live" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> Iterator[ResponseCache]:
+    store = ResponseCache(tmp_path / "cache.sqlite")
+    yield store
+    store.close()
+
+
+async def no_sleep(seconds: float) -> None:
+    """Stands in for asyncio.sleep between retries: records nothing, waits nothing."""
+
+
+@pytest.fixture
+def sleeps() -> list[float]:
+    return []
+
+
+@pytest.fixture
+def recording_sleep(sleeps: list[float]):  # type: ignore[no-untyped-def]
+    async def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+
+    return sleep

@@ -1,0 +1,204 @@
+"""Engine logic against an in-process fake provider: cache, retries, limits, fatal errors."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from biasaudit.cache import ResponseCache
+from biasaudit.engine import Engine, EngineSettings, RequestResult
+from biasaudit.errors import (
+    AuthenticationFailedError,
+    QuotaExhaustedError,
+    RateLimitedError,
+    ReplayMissError,
+    RequestRejectedError,
+    RunAbortedError,
+    TransientProviderError,
+)
+from biasaudit.providers import ModelRequest
+
+from .fakes import FakeProvider, chat
+
+
+def collect(engine: Engine, requests: list[ModelRequest]) -> list[RequestResult]:
+    async def go() -> list[RequestResult]:
+        return [result async for result in engine.run(requests)]
+
+    return asyncio.run(go())
+
+
+def test_every_request_answered_and_cached(cache: ResponseCache) -> None:
+    provider = FakeProvider()
+    requests = [chat(f"q{i}", f"prompt {i}") for i in range(50)]
+    results = collect(Engine(provider, cache), requests)
+    assert sorted(r.request.id for r in results) == sorted(r.id for r in requests)
+    assert all(r.ok and not r.cached and r.attempts == 1 for r in results)
+    assert len(cache) == 50
+
+    again = Engine(FakeProvider(), cache)
+    second = collect(again, requests)
+    assert all(r.cached for r in second)
+    assert again.stats.sent == 0 and again.stats.cache_hits == 50
+
+
+def test_same_content_different_id_is_one_cache_entry(cache: ResponseCache) -> None:
+    provider = FakeProvider()
+    collect(Engine(provider, cache), [chat("a", "same")])
+    results = collect(Engine(provider, cache), [chat("b", "same")])
+    assert results[0].cached and provider.calls["b"] == 0
+
+
+def test_replicates_are_distinct_cache_entries(cache: ResponseCache) -> None:
+    provider = FakeProvider()
+    base = chat("q", "same", temperature=1.0)
+    requests = [base.model_copy(update={"replicate": r}) for r in range(3)]
+    collect(Engine(provider, cache), requests)
+    assert provider.calls["q"] == 3 and len(cache) == 3
+
+
+def test_transient_errors_are_retried_with_backoff(cache: ResponseCache, recording_sleep, sleeps) -> None:
+    provider = FakeProvider()
+    provider.script["q"] = [TransientProviderError("HTTP 500"), TransientProviderError("HTTP 502")]
+    engine = Engine(provider, cache, EngineSettings(backoff_initial=0.5, backoff_max=4), sleep=recording_sleep)
+    [result] = collect(engine, [chat("q")])
+    assert result.ok and result.attempts == 3 and engine.stats.retries == 2
+    assert len(sleeps) == 2 and all(0 <= s <= 4 for s in sleeps)
+
+
+def test_retry_after_is_honoured(cache: ResponseCache, recording_sleep, sleeps) -> None:
+    provider = FakeProvider()
+    provider.script["q"] = [RateLimitedError("429", status=429, retry_after=7.5)]
+    engine = Engine(provider, cache, sleep=recording_sleep)
+    [result] = collect(engine, [chat("q")])
+    assert result.ok and sleeps == [7.5]
+
+
+def test_retry_after_is_capped(cache: ResponseCache, recording_sleep, sleeps) -> None:
+    provider = FakeProvider()
+    provider.script["q"] = [RateLimitedError("429", status=429, retry_after=3600)]
+    engine = Engine(provider, cache, EngineSettings(max_retry_after=60), sleep=recording_sleep)
+    collect(engine, [chat("q")])
+    assert sleeps == [60]
+
+
+def test_rejected_request_is_not_retried_and_not_cached(cache: ResponseCache, recording_sleep) -> None:
+    provider = FakeProvider()
+    provider.script["bad"] = [RequestRejectedError("HTTP 400: bad", status=400)]
+    engine = Engine(provider, cache, sleep=recording_sleep)
+    results = {r.request.id: r for r in collect(engine, [chat("bad"), chat("good")])}
+    assert results["bad"].error == "HTTP 400: bad" and results["bad"].attempts == 1
+    assert results["bad"].error_type == "RequestRejectedError"
+    assert results["good"].ok
+    assert engine.stats.failures == 1 and len(cache) == 1
+
+
+def test_retries_run_out_and_the_failure_is_recorded(cache: ResponseCache, recording_sleep) -> None:
+    provider = FakeProvider()
+    provider.script["q"] = [TransientProviderError("HTTP 503")] * 10
+    engine = Engine(provider, cache, EngineSettings(max_retries=3), sleep=recording_sleep)
+    [result] = collect(engine, [chat("q")])
+    assert result.error == "HTTP 503" and result.attempts == 4 and provider.calls["q"] == 4
+    assert len(cache) == 0
+
+
+def test_fatal_error_stops_the_run_after_yielding_what_arrived(cache: ResponseCache) -> None:
+    provider = FakeProvider(delay=0.01)
+    provider.script["q5"] = [AuthenticationFailedError("HTTP 401", status=401)]
+    requests = [chat(f"q{i}", f"p{i}") for i in range(40)]
+    got: list[RequestResult] = []
+
+    async def go() -> None:
+        async for result in Engine(provider, cache, EngineSettings(concurrency=2)).run(requests):
+            got.append(result)
+
+    with pytest.raises(RunAbortedError) as caught:
+        asyncio.run(go())
+    assert isinstance(caught.value.cause, AuthenticationFailedError)
+    assert 0 < len(got) < 40 and sum(provider.calls.values()) < 40
+    assert len(cache) == len(got)
+
+
+def test_repeated_429_without_retry_after_means_quota_exhausted(cache: ResponseCache, recording_sleep) -> None:
+    provider = FakeProvider()
+    provider.script["q"] = [RateLimitedError("429", status=429)] * 10
+    engine = Engine(provider, cache, EngineSettings(max_retries=2), sleep=recording_sleep)
+    with pytest.raises(RunAbortedError) as caught:
+        collect(engine, [chat("q")])
+    assert isinstance(caught.value.cause, QuotaExhaustedError)
+    assert provider.calls["q"] == 3
+
+
+def test_rate_limits_lower_concurrency_then_it_recovers(cache: ResponseCache) -> None:
+    provider = FakeProvider(delay=0.005)
+    for i in range(4):
+        provider.script[f"q{i}"] = [RateLimitedError("429", status=429, retry_after=0.01)]
+    requests = [chat(f"q{i}", f"p{i}") for i in range(300)]
+    engine = Engine(provider, cache, EngineSettings(concurrency=16))
+    seen_limits: list[int] = []
+
+    async def go() -> None:
+        async for _ in engine.run(requests):
+            seen_limits.append(engine.stats.concurrency_limit)
+
+    asyncio.run(go())
+    lowest = engine.stats.lowest_concurrency_limit
+    assert lowest <= 8, "a 429 halves the requests in flight"
+    assert seen_limits[-1] > lowest, "successes raise the limit again"
+    assert engine.stats.rate_limited == 4 and engine.stats.failures == 0
+
+
+def test_concurrency_is_a_ceiling(cache: ResponseCache) -> None:
+    provider = FakeProvider(delay=0.005)
+    collect(Engine(provider, cache, EngineSettings(concurrency=5)), [chat(f"q{i}", f"{i}") for i in range(60)])
+    assert provider.max_in_flight == 5
+
+
+def test_rpm_spreads_request_starts(cache: ResponseCache) -> None:
+    provider = FakeProvider()
+    requests = [chat(f"q{i}", f"{i}") for i in range(30)]
+    collect(Engine(provider, cache, EngineSettings(rpm=1200, concurrency=30)), requests)
+    starts = sorted(provider.starts)
+    # 1200 per minute is 20 per second: no one-second window may hold more than 20 starts.
+    for i, start in enumerate(starts):
+        in_window = sum(1 for s in starts[i:] if s < start + 0.95)
+        assert in_window <= 20
+
+
+def test_refusals_are_recorded_but_never_cached(cache: ResponseCache) -> None:
+    provider = FakeProvider(refuse={"r"})
+    engine = Engine(provider, cache)
+    results = {r.request.id: r for r in collect(engine, [chat("r", "x"), chat("a", "y")])}
+    assert results["r"].response is not None and results["r"].response.refusal
+    assert not results["r"].ok and engine.stats.refusals == 1
+    assert len(cache) == 1
+
+
+def test_replay_names_what_is_missing_and_sends_nothing(cache: ResponseCache) -> None:
+    provider = FakeProvider()
+    collect(Engine(provider, cache), [chat("have", "1")])
+    replayer = FakeProvider()
+    with pytest.raises(ReplayMissError, match="1 of 2 prompts are not in the cache"):
+        collect(Engine(replayer, cache, EngineSettings(replay=True)), [chat("have", "1"), chat("miss", "2")])
+    assert sum(replayer.calls.values()) == 0
+
+
+def test_n_is_split_into_cached_calls_where_unsupported(cache: ResponseCache) -> None:
+    provider = FakeProvider(n=False)
+    request = chat("q", "sample me", n=4, temperature=1.0)
+    [result] = collect(Engine(provider, cache), [request])
+    assert result.response is not None
+    assert result.response.texts == tuple(f"answer to q#{i}" for i in range(4))
+    assert provider.calls["q"] == 4 and len(cache) == 4
+    [again] = collect(Engine(FakeProvider(n=False), cache), [request])
+    assert again.cached and again.response == result.response
+
+
+def test_split_samples_failing_fail_the_request(cache: ResponseCache, recording_sleep) -> None:
+    provider = FakeProvider(n=False)
+    provider.script["q"] = [RequestRejectedError("HTTP 400", status=400)]
+    engine = Engine(provider, cache, sleep=recording_sleep)
+    [result] = collect(engine, [chat("q", n=3, temperature=1.0)])
+    assert result.error is not None and result.error.startswith("1 of 3 samples failed")
+    assert engine.stats.failures == 1 and engine.stats.done == 1
