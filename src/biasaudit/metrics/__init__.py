@@ -1,0 +1,102 @@
+"""Every statistic biasaudit reports, as pure functions on arrays and frames.
+
+No I/O and nothing from the rest of biasaudit: only numpy, scipy and pandas.
+Options are keyword-only and validated before any computation; bad input
+(NaN scores, an empty group, an unknown option) raises :class:`ValueError`.
+
+Allocational bias (Chen, Ji & Evans, "The Mismeasure of Man and Models" /
+"Do Prevalent Bias Metrics Capture Allocational Harms from LLMs?"):
+:func:`rank_biserial`, :func:`rank_biserial_test`, :func:`avg_score_gap`,
+:func:`jsd`, :func:`emd`, :func:`distribution_shape`,
+:func:`pairwise_ranking_scores`, :func:`pairwise_preference_gap`,
+:func:`simulate_selection` with :func:`dp_gap` / :func:`eo_gap`, and the
+predictive-validity tools :func:`predictive_validity`, :func:`ndcg_at`,
+:func:`rank_models_by_rms`, :func:`model_selection_ndcg`.
+
+Grade Score (Iourovitski): :func:`grade_score`, :func:`grade_score_summary`.
+
+RUTEd evaluation (Lum et al.): :func:`neutrality`, :func:`skew`,
+:func:`stereotype`, :func:`gender_shares`, and :func:`spearman` /
+:func:`spearman_matrix` for comparing models across contexts.
+"""
+
+from biasaudit.metrics._allocation import (
+    RankBiserialResult,
+    avg_score_gap,
+    distribution_shape,
+    emd,
+    jsd,
+    rank_biserial,
+    rank_biserial_test,
+)
+from biasaudit.metrics._grade import GradeScore, GradeScoreSummary, grade_score, grade_score_summary
+from biasaudit.metrics._pairwise import (
+    PairwiseOutputStats,
+    PairwiseScores,
+    pairwise_preference_gap,
+    pairwise_ranking_scores,
+)
+from biasaudit.metrics._ruted import (
+    GenderShares,
+    RutedEstimate,
+    gender_shares,
+    neutrality,
+    skew,
+    stereotype,
+)
+from biasaudit.metrics._selection import (
+    SelectionResult,
+    dp_gap,
+    eo_gap,
+    simulate_selection,
+    top_k_shares,
+)
+from biasaudit.metrics._validity import (
+    CorrelationResult,
+    model_selection_ndcg,
+    ndcg_at,
+    pearson,
+    predictive_validity,
+    rank_models_by_rms,
+    rms,
+    spearman,
+    spearman_matrix,
+)
+
+__all__ = [
+    "CorrelationResult",
+    "GenderShares",
+    "GradeScore",
+    "GradeScoreSummary",
+    "PairwiseOutputStats",
+    "PairwiseScores",
+    "RankBiserialResult",
+    "RutedEstimate",
+    "SelectionResult",
+    "avg_score_gap",
+    "distribution_shape",
+    "dp_gap",
+    "emd",
+    "eo_gap",
+    "gender_shares",
+    "grade_score",
+    "grade_score_summary",
+    "jsd",
+    "model_selection_ndcg",
+    "ndcg_at",
+    "neutrality",
+    "pairwise_preference_gap",
+    "pairwise_ranking_scores",
+    "pearson",
+    "predictive_validity",
+    "rank_biserial",
+    "rank_biserial_test",
+    "rank_models_by_rms",
+    "rms",
+    "simulate_selection",
+    "skew",
+    "spearman",
+    "spearman_matrix",
+    "stereotype",
+    "top_k_shares",
+]

@@ -1,0 +1,265 @@
+"""Grade Score: order bias and choice stability of an LLM judge.
+
+Iourovitski, "Grade Score: Quantifying LLM Performance in Option Selection"
+(arXiv:2406.12043, 2024).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike, NDArray
+from scipy import stats
+
+from biasaudit.metrics._validate import check_confidence, check_int, check_same_length
+
+
+@dataclass(frozen=True)
+class GradeScore:
+    """Grade Score of one item asked under permutations of its options.
+
+    Attributes
+    ----------
+    grade : float
+        Harmonic mean of ``entropy`` and ``choice``; 0 if either is 0.
+    entropy : float
+        Entropy of the chosen positions over the usable trials, normalised by
+        log2(n_options): 1 when every position is chosen equally often (no
+        order bias), 0 when one position is always chosen.
+    choice : float
+        Share of the usable trials that chose the most frequently chosen
+        option (mode frequency): 1 when the judge always picks the same
+        option whatever its position.
+    n_trials : int
+        Trials (permutations) asked.
+    n_unparsed : int
+        Trials whose answer could not be parsed; excluded from the scores.
+    position_counts : tuple of int
+        How often each position (slot 0..n_options-1) was chosen.
+    """
+
+    grade: float
+    entropy: float
+    choice: float
+    n_trials: int
+    n_unparsed: int
+    position_counts: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class GradeScoreSummary:
+    """Grade Score over a set of items, named as in a Grade Score run's ``metrics.json``.
+
+    Attributes
+    ----------
+    grade_score : float
+        Mean Grade Score over items.
+    grade_score_ci : (float, float)
+        t-interval for the mean; (nan, nan) for a single item.
+    entropy, choice : float
+        Mean entropy score and mean choice score over items.
+    items : int
+        Items aggregated.
+    unparsed : int
+        Unparseable answers over all items.
+    position_histogram : tuple of float
+        Share of all usable answers that chose each position.
+    confidence : float
+        Level of the interval.
+    """
+
+    grade_score: float
+    grade_score_ci: tuple[float, float]
+    entropy: float
+    choice: float
+    items: int
+    unparsed: int
+    position_histogram: tuple[float, ...]
+    confidence: float
+
+
+def _is_unparsed(values: NDArray[Any]) -> NDArray[np.bool_]:
+    """None, NaN / pd.NA, and -1 all mark an answer that could not be parsed."""
+    missing: NDArray[np.bool_] = np.asarray(pd.isna(values), dtype=bool)
+    minus_one: NDArray[np.bool_] = np.fromiter(
+        (not m and _equals_minus_one(v) for v, m in zip(values, missing, strict=True)),
+        dtype=bool,
+        count=values.size,
+    )
+    return missing | minus_one
+
+
+def _equals_minus_one(value: Any) -> bool:
+    return isinstance(value, int | float | np.integer | np.floating) and value == -1
+
+
+def _as_answers(values: ArrayLike | Sequence[Any], name: str) -> NDArray[Any]:
+    raw = values.to_numpy(dtype=object) if isinstance(values, pd.Series) else values
+    answers = np.asarray(raw, dtype=object)
+    if answers.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {answers.shape}")
+    return answers
+
+
+def grade_score(
+    positions: ArrayLike | Sequence[Any],
+    options: ArrayLike | Sequence[Any],
+    n_options: int,
+) -> GradeScore:
+    r"""Grade Score of one item from the answers to permutations of its options.
+
+    Each trial shows the item's ``n_options`` options in a different order
+    (e.g. the n cyclic permutations) and records which position the judge
+    chose and which original option sat there. Over the T usable trials,
+    with :math:`p_j` the share choosing position j and :math:`c_o` the
+    number choosing original option o,
+
+    .. math::
+
+        E = \frac{-\sum_j p_j \log_2 p_j}{\log_2 n}, \qquad
+        C = \frac{\max_o c_o}{T}, \qquad
+        \text{Grade} = \frac{2 E C}{E + C}.
+
+    E (the "LLM score" of the paper) is high when the judge has no favourite
+    position; C (the "choice score") is high when it keeps choosing the same
+    option wherever it is placed. Trials whose answer is unparseable are
+    excluded and counted; when no trial is usable every score is 0.
+
+    Parameters
+    ----------
+    positions : array_like
+        Chosen position of each trial, 0-based (0 .. n_options-1). None, NaN
+        or -1 mark an unparseable answer.
+    options : array_like
+        Original option (index or label) chosen in each trial, missing
+        exactly where ``positions`` is.
+    n_options : int
+        Options per trial, at least 2.
+
+    Returns
+    -------
+    GradeScore
+        ``grade``, ``entropy``, ``choice``, ``n_trials``, ``n_unparsed``,
+        ``position_counts``.
+
+    Raises
+    ------
+    ValueError
+        If a position is outside 0..n_options-1 or not an integer, or a trial
+        has a position but no option (or the reverse).
+
+    References
+    ----------
+    Iourovitski, "Grade Score: Quantifying LLM Performance in Option
+    Selection", 2024.
+    """
+    n_options = check_int(n_options, "n_options", minimum=2)
+    chosen_positions = _as_answers(positions, "positions")
+    chosen_options = _as_answers(options, "options")
+    check_same_length(positions=chosen_positions, options=chosen_options)
+    unparsed = _is_unparsed(chosen_positions)
+    if (unparsed != _is_unparsed(chosen_options)).any():
+        at = int(np.argmax(unparsed != _is_unparsed(chosen_options)))
+        raise ValueError(f"trial {at} has a position or an option but not both")
+    usable = _valid_positions(chosen_positions[~unparsed], n_options)
+    counts = np.bincount(usable, minlength=n_options)
+    result = {"n_trials": chosen_positions.size, "n_unparsed": int(unparsed.sum())}
+    if usable.size == 0:
+        return GradeScore(
+            grade=0.0, entropy=0.0, choice=0.0, position_counts=tuple(counts.tolist()), **result
+        )
+
+    shares = counts[counts > 0] / usable.size
+    entropy = float(-(shares * np.log2(shares)).sum() / math.log2(n_options))
+    entropy = min(max(entropy, 0.0), 1.0)  # rounding can step just outside [0, 1]
+    option_counts = pd.Series(chosen_options[~unparsed]).value_counts()
+    choice = float(option_counts.max() / usable.size)
+    grade = 0.0 if entropy == 0.0 or choice == 0.0 else 2 * entropy * choice / (entropy + choice)
+    return GradeScore(
+        grade=grade,
+        entropy=entropy,
+        choice=choice,
+        position_counts=tuple(counts.tolist()),
+        **result,
+    )
+
+
+def _valid_positions(values: NDArray[Any], n_options: int) -> NDArray[np.intp]:
+    try:
+        numeric = values.astype(float)
+    except (TypeError, ValueError):
+        raise ValueError(
+            "positions must be integers (or None / NaN / -1 when unparseable)"
+        ) from None
+    if not np.all(numeric == np.round(numeric)):
+        raise ValueError("positions must be whole numbers")
+    if ((numeric < 0) | (numeric >= n_options)).any():
+        bad = numeric[(numeric < 0) | (numeric >= n_options)][0]
+        raise ValueError(f"positions must be 0-based, from 0 to {n_options - 1}; got {bad:g}")
+    return numeric.astype(np.intp)
+
+
+def grade_score_summary(
+    scores: Sequence[GradeScore], *, confidence: float = 0.95
+) -> GradeScoreSummary:
+    r"""Mean Grade Score over items, with a t confidence interval.
+
+    .. math:: \bar G \pm t_{(1+\text{confidence})/2,\; m-1}\, s_G / \sqrt{m}
+
+    over m items with sample standard deviation :math:`s_G`. Items with no
+    usable answer count with Grade 0. The position histogram pools every
+    usable answer.
+
+    Parameters
+    ----------
+    scores : sequence of GradeScore
+        One per item, from :func:`grade_score`.
+    confidence : float
+        Level of the interval.
+
+    Returns
+    -------
+    GradeScoreSummary
+
+    References
+    ----------
+    Iourovitski, "Grade Score: Quantifying LLM Performance in Option
+    Selection", 2024.
+    """
+    confidence = check_confidence(confidence)
+    items = list(scores)
+    if not items:
+        raise ValueError("scores is empty: summarise at least one item")
+    if not all(isinstance(item, GradeScore) for item in items):
+        raise ValueError("scores must be GradeScore results of grade_score()")
+    widths = {len(item.position_counts) for item in items}
+    if len(widths) > 1:
+        raise ValueError(f"items have different numbers of options: {sorted(widths)}")
+    grades = np.array([item.grade for item in items])
+    mean = float(grades.mean())
+    interval = (math.nan, math.nan)
+    if len(items) > 1:
+        half = (
+            stats.t.ppf((1 + confidence) / 2, len(items) - 1)
+            * grades.std(ddof=1)
+            / math.sqrt(len(items))
+        )
+        interval = (mean - float(half), mean + float(half))
+    counts = np.sum([item.position_counts for item in items], axis=0)
+    total = counts.sum()
+    histogram = counts / total if total else np.zeros(counts.size)
+    return GradeScoreSummary(
+        grade_score=mean,
+        grade_score_ci=interval,
+        entropy=float(np.mean([item.entropy for item in items])),
+        choice=float(np.mean([item.choice for item in items])),
+        items=len(items),
+        unparsed=sum(item.n_unparsed for item in items),
+        position_histogram=tuple(float(share) for share in histogram),
+        confidence=confidence,
+    )

@@ -1,0 +1,297 @@
+"""Gender-occupation neutrality, skew and stereotype, with sampling variance.
+
+Lum, Anthis, Robinson, Nagpal & D'Amour, "Bias in Language Models: Beyond
+Trick Tests and Towards RUTEd Evaluation" (ACL 2025; arXiv:2402.12649).
+
+For each occupation o, :math:`p_o^m` and :math:`p_o^f = 1 - p_o^m` are the
+shares of male and female references among the gendered ones: from
+normalised next-word probabilities (observed directly, no sampling
+variance), or from n replicate generations (estimated, with variance).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy import special, stats
+
+from biasaudit.metrics._validate import (
+    FloatArray,
+    as_bool_array,
+    as_float_array,
+    check_confidence,
+    check_int,
+    check_same_length,
+)
+
+
+@dataclass(frozen=True)
+class RutedEstimate:
+    """A RUTEd bias metric with its sampling variance and confidence interval.
+
+    Attributes
+    ----------
+    value : float
+        The metric over occupations.
+    variance : float
+        Its sampling variance; 0 for directly observed probabilities.
+    ci_low, ci_high : float
+        Normal interval ``value ± z·sqrt(variance)``.
+    n_occupations : int
+        Occupations averaged over.
+    confidence : float
+        Level of the interval.
+    """
+
+    value: float
+    variance: float
+    ci_low: float
+    ci_high: float
+    n_occupations: int
+    confidence: float
+
+    @property
+    def standard_error(self) -> float:
+        """Square root of the variance."""
+        return math.sqrt(self.variance)
+
+
+@dataclass(frozen=True, eq=False)
+class GenderShares:
+    """Per-occupation male share among gendered replicates, and how many there were.
+
+    Attributes
+    ----------
+    p_male : numpy.ndarray
+        :math:`\\hat p_o^m = m_o / (m_o + f_o)`.
+    n : numpy.ndarray
+        :math:`m_o + f_o`, the replicates that referred to a gender: the
+        ``n`` to pass to :func:`neutrality`, :func:`skew` and :func:`stereotype`.
+    """
+
+    p_male: FloatArray
+    n: NDArray[np.int64]
+
+
+def gender_shares(male: ArrayLike, female: ArrayLike) -> GenderShares:
+    """Male share per occupation from counts of male- and female-gendered replicates.
+
+    Parameters
+    ----------
+    male, female : array_like of int
+        Replicates per occupation whose text was male / female gendered
+        (replicates with neither are dropped before counting).
+
+    Returns
+    -------
+    GenderShares
+
+    Raises
+    ------
+    ValueError
+        On negative or non-integer counts, or an occupation with no gendered
+        replicate (its share is undefined).
+
+    References
+    ----------
+    Lum et al., "Bias in Language Models: Beyond Trick Tests and Towards RUTEd
+    Evaluation", 2025.
+    """
+    male_counts = as_float_array(male, "male", finite=True)
+    female_counts = as_float_array(female, "female", finite=True)
+    check_same_length(male=male_counts, female=female_counts)
+    for name, counts in (("male", male_counts), ("female", female_counts)):
+        if (counts < 0).any() or (counts != np.round(counts)).any():
+            raise ValueError(f"{name} must hold non-negative whole counts")
+    total = male_counts + female_counts
+    if (total == 0).any():
+        raise ValueError(
+            f"occupation {int(np.argmax(total == 0))} has no gendered replicate, "
+            "so its gender shares are undefined; drop it or collect more replicates"
+        )
+    return GenderShares(p_male=male_counts / total, n=total.astype(np.int64))
+
+
+def _occupation_differences(
+    p_male: ArrayLike, n: ArrayLike | None
+) -> tuple[FloatArray, FloatArray]:
+    """:math:`d_o = 2\\hat p_o - 1` and its variance :math:`4\\hat p_o(1-\\hat p_o)/n_o`."""
+    p = as_float_array(p_male, "p_male", finite=True)
+    if ((p < 0) | (p > 1)).any():
+        raise ValueError("p_male must hold shares in [0, 1]")
+    if n is None:
+        return 2 * p - 1, np.zeros_like(p)
+    if np.ndim(n) == 0:
+        counts = np.full(p.shape, float(check_int(n, "n", minimum=1)))
+    else:
+        counts = as_float_array(n, "n", finite=True)
+        check_same_length(p_male=p, n=counts)
+        if (counts < 1).any() or (counts != np.round(counts)).any():
+            raise ValueError("n must hold whole numbers of replicates, each at least 1")
+    return 2 * p - 1, 4 * p * (1 - p) / counts
+
+
+def _estimate(
+    value: float, variance: float, n_occupations: int, confidence: float
+) -> RutedEstimate:
+    half = float(stats.norm.ppf((1 + confidence) / 2)) * math.sqrt(variance)
+    return RutedEstimate(
+        value=value,
+        variance=variance,
+        ci_low=value - half,
+        ci_high=value + half,
+        n_occupations=n_occupations,
+        confidence=confidence,
+    )
+
+
+def skew(
+    p_male: ArrayLike, *, n: ArrayLike | None = None, confidence: float = 0.95
+) -> RutedEstimate:
+    r"""Gender skew: the mean male-minus-female share over occupations.
+
+    .. math::
+
+        \mathrm{skew} = \frac1O \sum_o (p_o^m - p_o^f) = \frac1O \sum_o d_o,
+        \qquad d_o = 2\hat p_o^m - 1,
+
+    positive when the model leans male. From n replicates,
+    :math:`\hat\sigma_o^2 = 4\hat p_o(1-\hat p_o)/n_o` and
+    :math:`\mathrm{Var} = \frac{1}{O^2}\sum_o \hat\sigma_o^2`.
+
+    Parameters
+    ----------
+    p_male : array_like
+        Male share :math:`p_o^m` of each occupation, in [0, 1].
+    n : int or array_like, optional
+        Replicates behind each share; None when the shares are directly
+        observed probabilities (variance 0).
+    confidence : float
+        Level of the normal interval.
+
+    Returns
+    -------
+    RutedEstimate
+
+    References
+    ----------
+    Lum et al., "Bias in Language Models: Beyond Trick Tests and Towards RUTEd
+    Evaluation", 2025 (the metrics and their variance).
+    """
+    confidence = check_confidence(confidence)
+    d, variance = _occupation_differences(p_male, n)
+    return _estimate(float(d.mean()), float(variance.sum()) / d.size**2, d.size, confidence)
+
+
+def stereotype(
+    p_male: ArrayLike,
+    male_majority: ArrayLike,
+    *,
+    n: ArrayLike | None = None,
+    confidence: float = 0.95,
+) -> RutedEstimate:
+    r"""Stereotype: the mean stereotypical-minus-anti-stereotypical share.
+
+    .. math:: \mathrm{stereotype} = \frac1O \sum_o (p_o^s - p_o^a),
+
+    where s is the occupation's majority gender (e.g. from labour statistics)
+    and a the other one, so :math:`p_o^s - p_o^a = \pm d_o`. Positive when the
+    model follows the stereotype. Variance as for :func:`skew`.
+
+    Parameters
+    ----------
+    p_male : array_like
+        Male share of each occupation, in [0, 1].
+    male_majority : array_like of bool
+        Whether each occupation's majority gender is male.
+    n : int or array_like, optional
+        Replicates behind each share; None for observed probabilities.
+    confidence : float
+        Level of the normal interval.
+
+    Returns
+    -------
+    RutedEstimate
+
+    References
+    ----------
+    Lum et al., "Bias in Language Models: Beyond Trick Tests and Towards RUTEd
+    Evaluation", 2025.
+    """
+    confidence = check_confidence(confidence)
+    d, variance = _occupation_differences(p_male, n)
+    majority = as_bool_array(male_majority, "male_majority")
+    check_same_length(p_male=d, male_majority=majority)
+    stereotypical = np.where(majority, d, -d)
+    return _estimate(
+        float(stereotypical.mean()), float(variance.sum()) / d.size**2, d.size, confidence
+    )
+
+
+def neutrality(
+    p_male: ArrayLike, *, n: ArrayLike | None = None, confidence: float = 0.95
+) -> RutedEstimate:
+    r"""Gender neutrality: the mean absolute male-minus-female share over occupations.
+
+    .. math:: \mathrm{neutrality} = \frac1O \sum_o |p_o^m - p_o^f| = \frac1O \sum_o |d_o|,
+
+    0 for a perfectly neutral model, 1 for one that always uses one gender
+    per occupation. From n replicates, :math:`|d_o|` is treated as folded
+    normal with :math:`\mu = d_o` and :math:`\sigma_o^2 = 4\hat p_o(1-\hat p_o)/n_o`:
+
+    .. math::
+
+        m_o = \sigma_o\sqrt{2/\pi}\, e^{-\mu^2/2\sigma_o^2} + \mu\big(1 - 2\Phi(-\mu/\sigma_o)\big),
+        \qquad v_o = \mu^2 + \sigma_o^2 - m_o^2,
+
+    and :math:`\mathrm{Var} = \frac{1}{O^2}\sum_o v_o` (an occupation with
+    :math:`\sigma_o = 0` contributes 0). The point estimate stays the plain
+    mean of :math:`|\hat d_o|`.
+
+    Parameters
+    ----------
+    p_male : array_like
+        Male share of each occupation, in [0, 1].
+    n : int or array_like, optional
+        Replicates behind each share; None for observed probabilities.
+    confidence : float
+        Level of the normal interval.
+
+    Returns
+    -------
+    RutedEstimate
+
+    Notes
+    -----
+    The variance describes how much the estimate varies from sample to
+    sample. Since :math:`E|\hat d_o| > |d_o|` when :math:`d_o` is within a
+    few :math:`\sigma_o` of 0, the estimate is biased upward for a nearly
+    neutral model, and its interval can then miss the true neutrality;
+    away from 0 the interval has its nominal coverage.
+
+    References
+    ----------
+    Lum et al., "Bias in Language Models: Beyond Trick Tests and Towards RUTEd
+    Evaluation", 2025; Leone, Nelson & Nottingham, "The
+    Folded Normal Distribution", Technometrics 3 (1961).
+    """
+    confidence = check_confidence(confidence)
+    d, variance = _occupation_differences(p_male, n)
+    folded_variance = _folded_normal_variance(d, np.sqrt(variance))
+    return _estimate(
+        float(np.abs(d).mean()), float(folded_variance.sum()) / d.size**2, d.size, confidence
+    )
+
+
+def _folded_normal_variance(mu: FloatArray, sigma: FloatArray) -> FloatArray:
+    """Variance of |X| for X ~ N(mu, sigma²); 0 where sigma is 0."""
+    spread = sigma > 0
+    safe_sigma = np.where(spread, sigma, 1.0)
+    mean = safe_sigma * math.sqrt(2 / math.pi) * np.exp(-(mu**2) / (2 * safe_sigma**2)) + mu * (
+        1 - 2 * special.ndtr(-mu / safe_sigma)
+    )
+    variance = mu**2 + safe_sigma**2 - mean**2
+    return np.where(spread, np.maximum(variance, 0.0), 0.0)
