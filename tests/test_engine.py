@@ -202,3 +202,11 @@ def test_split_samples_failing_fail_the_request(cache: ResponseCache, recording_
     [result] = collect(engine, [chat("q", n=3, temperature=1.0)])
     assert result.error is not None and result.error.startswith("1 of 3 samples failed")
     assert engine.stats.failures == 1 and engine.stats.done == 1
+
+
+def test_a_bug_in_a_provider_surfaces_instead_of_hanging(cache: ResponseCache) -> None:
+    provider = FakeProvider()
+    provider.script["q3"] = [TypeError("unexpected keyword argument 'temperature'")]
+    with pytest.raises(TypeError, match="temperature"):
+        collect(Engine(provider, cache), [chat(f"q{i}", str(i)) for i in range(6)])
+    assert provider.calls["q3"] == 1, "a bug is never retried"

@@ -310,8 +310,10 @@ class Engine:
             await asyncio.gather(*workers, return_exceptions=True)
             if self.cache is not None:
                 self.cache.flush_hits()
+        if isinstance(fatal, ProviderError):
+            raise RunAbortedError(fatal)
         if fatal is not None:
-            raise RunAbortedError(fatal if isinstance(fatal, ProviderError) else ProviderError(str(fatal)))
+            raise fatal
 
     async def _worker(
         self,
@@ -329,7 +331,9 @@ class Engine:
                 return
             try:
                 result = await self._attempt_all(request, key, limit, throttler)
-            except FatalProviderError as error:
+            except asyncio.CancelledError:
+                raise
+            except BaseException as error:  # fatal, or a bug: either way the run stops
                 results.put_nowait(error)
                 return
             results.put_nowait(result)
@@ -338,43 +342,38 @@ class Engine:
         self, request: ModelRequest, key: str, limit: _AdaptiveLimit, throttler: Throttler | None
     ) -> RequestResult:
         result = RequestResult(request, key)
-        retrying = AsyncRetrying(
-            stop=stop_after_attempt(self.settings.max_retries + 1),
-            wait=self._wait,
-            retry=self._should_retry,
-            sleep=self._sleep,
-            reraise=True,
-        )
-        rate_limited_without_hint = 0
+        hintless_429s = 0
+
+        async def attempt() -> tuple[ModelResponse, float]:
+            nonlocal hintless_429s
+            result.attempts += 1
+            try:
+                return await self._send(request, throttler)
+            except BaseException as raw:
+                error = self._classify(raw)
+                if isinstance(error, RateLimitedError):
+                    self._slow_down(limit)
+                    hintless_429s += error.retry_after is None
+                raise error from raw
+
         try:
-            async for attempt in retrying:
-                with attempt:
-                    result.attempts += 1
-                    if result.attempts > 1:
-                        self.stats.retries += 1
-                    try:
-                        response, latency = await self._send(request, throttler)
-                    except BaseException as raw:
-                        error = self._classify(raw)
-                        if isinstance(error, RateLimitedError):
-                            self.stats.rate_limited += 1
-                            limit.rate_limited()
-                            self.stats.concurrency_limit = limit.limit
-                            self.stats.lowest_concurrency_limit = min(
-                                self.stats.lowest_concurrency_limit, limit.limit
-                            )
-                            rate_limited_without_hint += error.retry_after is None
-                        raise error from raw
+            # Most requests succeed at once: only a failure pays for tenacity's machinery.
+            response, latency = await attempt()
         except FatalProviderError:
             raise
-        except ProviderError as error:
-            if rate_limited_without_hint == result.attempts and result.attempts > 1:
-                raise QuotaExhaustedError(
-                    f"rate limited on all {result.attempts} attempts with no Retry-After: the "
-                    "account's quota or spend limit is probably exhausted"
-                ) from error
-            result.error, result.error_type = str(error), type(error).__name__
-            return result
+        except ProviderError as first_error:
+            try:
+                response, latency = await self._retry(attempt, first_error)
+            except FatalProviderError:
+                raise
+            except ProviderError as error:
+                if hintless_429s == result.attempts > 1:
+                    raise QuotaExhaustedError(
+                        f"rate limited on all {result.attempts} attempts with no Retry-After: "
+                        "the account's quota or spend limit is probably exhausted"
+                    ) from error
+                result.error, result.error_type = str(error), type(error).__name__
+                return result
         result.response, result.latency_s = response, latency
         self._successes += 1
         limit.succeeded()
@@ -383,6 +382,39 @@ class Engine:
         if response.refusal is None and self.cache is not None:
             self.cache.put(key, response, model_id=self.provider.model_id)
         return result
+
+    async def _retry(
+        self,
+        attempt: Callable[[], Awaitable[tuple[ModelResponse, float]]],
+        first_error: ProviderError,
+    ) -> tuple[ModelResponse, float]:
+        """Tenacity's retry loop, entered after a failed first attempt.
+
+        The loop's own first attempt re-raises ``first_error`` without sending,
+        so attempt numbers, waits and the stop rule all count the real first try.
+        """
+        pending: list[ProviderError] = [first_error]
+
+        async def replay_then_attempt() -> tuple[ModelResponse, float]:
+            if pending:
+                raise pending.pop()
+            self.stats.retries += 1
+            return await attempt()
+
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.settings.max_retries + 1),
+            wait=self._wait,
+            retry=self._should_retry,
+            sleep=self._sleep,
+            reraise=True,
+        )
+        return await retrying(replay_then_attempt)
+
+    def _slow_down(self, limit: _AdaptiveLimit) -> None:
+        self.stats.rate_limited += 1
+        limit.rate_limited()
+        self.stats.concurrency_limit = limit.limit
+        self.stats.lowest_concurrency_limit = min(self.stats.lowest_concurrency_limit, limit.limit)
 
     async def _send(
         self, request: ModelRequest, throttler: Throttler | None

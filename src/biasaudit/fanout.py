@@ -24,8 +24,8 @@ from pydantic import ValidationError
 from . import __version__
 from .cache import ResponseCache
 from .engine import Engine, EngineSettings, RequestResult
-from .loop import run_async
 from .errors import BiasauditError, InputError, RunAbortedError, UsageError
+from .loop import run_async
 from .progress import ProgressPrinter
 from .providers import ModelRequest, Provider, resolve_model
 from .runs import Manifest, ResponseRecord, RunCounts, RunDirectory, TokenUsage

@@ -54,10 +54,16 @@ class Provider(ABC):
         """Send one request and return its normalised response (no retries here)."""
 
     def classify(self, error: BaseException) -> ProviderError:
-        """Map an exception raised by :meth:`complete` to a typed provider error."""
+        """Map an exception raised by :meth:`complete` to a typed provider error.
+
+        Network-level failures are transient; anything else that is not already a
+        :class:`ProviderError` is a bug, and is raised again rather than retried.
+        """
         if isinstance(error, ProviderError):
             return error
-        return TransientProviderError(redact(f"{type(error).__name__}: {error}"))
+        if isinstance(error, TimeoutError | ConnectionError):
+            return TransientProviderError(redact(f"{type(error).__name__}: {error}"))
+        raise error
 
     def check(self, request: ModelRequest) -> None:
         """Refuse, before sending anything, a request this endpoint cannot answer."""

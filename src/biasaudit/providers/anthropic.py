@@ -13,7 +13,7 @@ from ..errors import ProviderError, RequestRejectedError, TransientProviderError
 from ..secrets import redact, remember_secret
 from ._base import Provider, classify_status
 from ._types import Capabilities, ModelRequest, ModelResponse, Usage
-from .openai_compatible import _connection_error
+from .openai_compatible import connection_error
 
 __all__ = ["ANTHROPIC_CAPABILITIES", "AnthropicProvider"]
 
@@ -74,10 +74,15 @@ class AnthropicProvider(Provider):
         params: dict[str, Any] = {"max_tokens": p.max_tokens or DEFAULT_MAX_TOKENS}
         if system:
             params["system"] = system
+        # Recent SDKs no longer type the sampling parameters, but models that take
+        # them still read them from the body.
+        sampling: dict[str, float] = {}
         if p.temperature is not None:
-            params["temperature"] = min(p.temperature, 1.0)  # Anthropic's range is [0, 1]
+            sampling["temperature"] = min(p.temperature, 1.0)  # Anthropic's range is [0, 1]
         if p.top_p is not None:
-            params["top_p"] = p.top_p
+            sampling["top_p"] = p.top_p
+        if sampling:
+            params["extra_body"] = sampling
         if p.stop:
             params["stop_sequences"] = list(p.stop)
         raw = await self._sdk().messages.with_raw_response.create(
@@ -90,10 +95,8 @@ class AnthropicProvider(Provider):
 
         if isinstance(error, ProviderError):
             return error
-        if isinstance(error, anthropic.APITimeoutError):
-            return TransientProviderError(f"timed out talking to {self.base_url}")
-        if isinstance(error, anthropic.APIConnectionError):
-            return _connection_error(self.base_url or "", error.__cause__ or error)
+        if isinstance(error, anthropic.APIConnectionError):  # timeouts included
+            return connection_error(self.base_url or "", error)
         if isinstance(error, anthropic.APIStatusError):
             body = error.body
             message = error.message

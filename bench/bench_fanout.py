@@ -1,0 +1,131 @@
+"""Fan-out throughput and cache replay, measured as a user runs them.
+
+1. ``biasaudit fanout`` of N chat prompts (max_tokens 1, logprobs on) at
+   concurrency C against a loopback OpenAI-compatible server (a separate
+   process) that waits L seconds per request: wall time including start-up,
+   requests/s, peak RSS of the biasaudit process, and the ratio to the
+   theoretical floor N x L / C.
+2. Replay of a run of R responses from the cache (``--replay``), wall time.
+
+Run from the repository root:  python bench/bench_fanout.py [--prompts 2000] [--replay-size 100000]
+Prints numbers; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def write_prompts(path: Path, n: int, *, logprobs: bool = True) -> None:
+    with open(path, "w") as handle:
+        for i in range(n):
+            params: dict[str, object] = {"max_tokens": 1}
+            if logprobs:
+                params |= {"logprobs": True, "top_logprobs": 5}
+            line = {
+                "id": f"p{i}",
+                "messages": [{"role": "user", "content": f"Candidate {i}: should we interview? Answer Yes or No."}],
+                "params": params,
+            }
+            handle.write(json.dumps(line) + "\n")
+
+
+def start_server(latency: float) -> tuple[subprocess.Popen[str], int]:
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tests.servers.openai_server", "--port", "0", "--latency", str(latency)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert server.stdout is not None
+    line = server.stdout.readline()
+    if not line.startswith("PORT "):
+        server.kill()
+        raise RuntimeError(f"server did not start: {line!r}")
+    return server, int(line.split()[1])
+
+
+def run_biasaudit(args: list[str]) -> tuple[float, int, str]:
+    """Wall seconds, peak RSS in MB of the child, and its stdout."""
+    with tempfile.TemporaryFile("w+") as err:
+        started = time.perf_counter()
+        child = subprocess.Popen(
+            [sys.executable, "-m", "biasaudit", *args], stdout=subprocess.PIPE, stderr=err, text=True, cwd=ROOT
+        )
+        assert child.stdout is not None
+        out = child.stdout.read()
+        _, status, usage = os.wait4(child.pid, 0)  # this child's own peak RSS
+        wall = time.perf_counter() - started
+        child.returncode = os.waitstatus_to_exitcode(status)
+        if child.returncode != 0:
+            err.seek(0)
+            raise RuntimeError(f"biasaudit failed ({child.returncode}): {err.read()[-2000:]}")
+    return wall, usage.ru_maxrss // 1024, out
+
+
+def bench_fanout(n: int, concurrency: int, latency: float, work: Path) -> None:
+    prompts = work / "prompts.jsonl"
+    write_prompts(prompts, n)
+    server, port = start_server(latency)
+    try:
+        args = [
+            "fanout", str(prompts), "--model", "vllm/bench", "--base-url", f"http://127.0.0.1:{port}/v1",
+            "--concurrency", str(concurrency), "--runs-dir", str(work / f"runs-{concurrency}"),
+        ]  # fmt: skip
+        wall, peak_mb, out = run_biasaudit(args)
+    finally:
+        server.terminate()
+        server.wait()
+    if f"{n} answered, 0 failed" not in out:
+        raise RuntimeError(f"not every prompt was answered: {out}")
+    floor = n * latency / concurrency
+    print(
+        f"fanout  n={n} concurrency={concurrency} latency={latency * 1000:.0f}ms: "
+        f"wall {wall:.2f}s incl. start-up, {n / wall:.0f} req/s, peak RSS {peak_mb} MB, "
+        f"theoretical floor {floor:.2f}s (ratio {wall / floor:.2f})"
+    )
+
+
+def bench_replay(size: int, work: Path) -> None:
+    prompts = work / "replay.jsonl"
+    write_prompts(prompts, size)
+    runs = work / "runs-replay"
+    fill, _, _ = run_biasaudit(["fanout", str(prompts), "--model", "sim/biased", "--runs-dir", str(runs), "--concurrency", "64"])
+    wall, peak_mb, out = run_biasaudit(["fanout", str(prompts), "--model", "sim/biased", "--runs-dir", str(runs), "--replay"])
+    if f"{size} from cache" not in out:
+        raise RuntimeError(f"replay was not served from the cache: {out}")
+    print(
+        f"replay  n={size}: wall {wall:.2f}s incl. start-up ({size / wall:.0f} responses/s), "
+        f"peak RSS {peak_mb} MB; filling the cache from sim/ took {fill:.1f}s"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--prompts", type=int, default=2000)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[128])
+    parser.add_argument("--latency", type=float, default=0.05)
+    parser.add_argument("--replay-size", type=int, default=100_000)
+    args = parser.parse_args()
+    print(f"# {time.strftime('%Y-%m-%d')} on {platform.node()}: {os.cpu_count()} cores, "
+          f"Python {platform.python_version()}, {platform.machine()}")
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        for concurrency in args.concurrency:
+            bench_fanout(args.prompts, concurrency, args.latency, work)
+        if args.replay_size:
+            bench_replay(args.replay_size, work)
+
+
+if __name__ == "__main__":
+    main()
