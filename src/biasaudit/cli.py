@@ -7,6 +7,7 @@ This is the only place where an exception becomes a message and an exit code:
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import os
 import sys
@@ -18,7 +19,7 @@ from typing import Any, TypeVar
 import click
 
 from . import __version__
-from .errors import BiasauditError, RunAbortedError
+from .errors import BiasauditError
 from .secrets import redact
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -35,10 +36,11 @@ def _reports_errors(command: F) -> F:
             if os.environ.get("BIASAUDIT_DEBUG"):
                 raise
             click.echo(f"error: {redact(str(error))}", err=True)
-            if isinstance(error, RunAbortedError) and error.run_dir:
-                click.echo(f"run: {error.run_dir}")
+            run_dir = getattr(error, "run_dir", None)
+            if run_dir:
+                click.echo(f"run: {run_dir}")
             sys.exit(error.exit_code)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, asyncio.CancelledError):
             click.echo("interrupted: answers received so far are in the cache", err=True)
             sys.exit(130)
 

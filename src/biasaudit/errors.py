@@ -23,7 +23,8 @@ instead of printing, for a full traceback.
     │       ├── QuotaExhaustedError
     │       ├── LogprobsUnavailableError
     │       └── EndpointUnreachableError
-    └── RunAbortedError                 1   a fatal error stopped the run early
+    ├── RunAbortedError                 1   a fatal error stopped the run early
+    └── RunInterruptedError           130   Ctrl-C or SIGTERM; what arrived is cached
 
 Messages never contain secrets: everything raised from provider responses goes
 through :func:`biasaudit.secrets.redact` first.
@@ -46,6 +47,7 @@ __all__ = [
     "ReplayMissError",
     "RequestRejectedError",
     "RunAbortedError",
+    "RunInterruptedError",
     "TransientProviderError",
     "UnknownProviderError",
     "UsageError",
@@ -167,3 +169,13 @@ class RunAbortedError(BiasauditError):
     def __init__(self, cause: BiasauditError, run_dir: str | None = None) -> None:
         self.cause, self.run_dir = cause, run_dir
         super().__init__(f"run stopped: {cause}")
+
+
+class RunInterruptedError(BiasauditError):
+    """The user stopped a run (Ctrl-C, SIGTERM); every answer received is in the cache."""
+
+    exit_code = 130
+
+    def __init__(self, run_dir: str | None = None) -> None:
+        self.run_dir = run_dir
+        super().__init__("interrupted: the answers received so far are in the cache; run again to resume")

@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from . import __version__
 from .cache import ResponseCache
 from .engine import Engine, EngineSettings, RequestResult
-from .errors import BiasauditError, InputError, RunAbortedError, UsageError
+from .errors import BiasauditError, InputError, RunAbortedError, RunInterruptedError, UsageError
 from .loop import run_async
 from .progress import ProgressPrinter
 from .providers import ModelRequest, Provider, resolve_model
@@ -184,9 +184,9 @@ async def run_fanout(
     except BiasauditError as error:
         manifest.status, manifest.error = "failed", str(error)
         raise
-    except (asyncio.CancelledError, KeyboardInterrupt):
+    except (asyncio.CancelledError, KeyboardInterrupt) as error:
         manifest.status, manifest.error = "interrupted", "interrupted by the user"
-        raise
+        raise RunInterruptedError(str(run.path)) from error
     finally:
         await progress.stop()
         await provider.aclose()
