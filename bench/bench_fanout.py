@@ -73,14 +73,15 @@ def run_biasaudit(args: list[str]) -> tuple[float, int, str]:
     return wall, usage.ru_maxrss // 1024, out
 
 
-def bench_fanout(n: int, concurrency: int, latency: float, work: Path) -> None:
+def bench_fanout(n: int, concurrency: int, latency: float, workers: int, work: Path) -> None:
     prompts = work / "prompts.jsonl"
     write_prompts(prompts, n)
     server, port = start_server(latency)
     try:
         args = [
             "fanout", str(prompts), "--model", "vllm/bench", "--base-url", f"http://127.0.0.1:{port}/v1",
-            "--concurrency", str(concurrency), "--runs-dir", str(work / f"runs-{concurrency}"),
+            "--concurrency", str(concurrency), "--runs-dir", str(work / f"runs-{concurrency}-{workers}"),
+            "--workers", str(workers),
         ]  # fmt: skip
         wall, peak_mb, out = run_biasaudit(args)
     finally:
@@ -90,7 +91,7 @@ def bench_fanout(n: int, concurrency: int, latency: float, work: Path) -> None:
         raise RuntimeError(f"not every prompt was answered: {out}")
     floor = n * latency / concurrency
     print(
-        f"fanout  n={n} concurrency={concurrency} latency={latency * 1000:.0f}ms: "
+        f"fanout  n={n} concurrency={concurrency} workers={workers} latency={latency * 1000:.0f}ms: "
         f"wall {wall:.2f}s incl. start-up, {n / wall:.0f} req/s, peak RSS {peak_mb} MB, "
         f"theoretical floor {floor:.2f}s (ratio {wall / floor:.2f})"
     )
@@ -115,6 +116,7 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[128])
     parser.add_argument("--latency", type=float, default=0.05)
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--replay-size", type=int, default=100_000)
     args = parser.parse_args()
     print(f"# {time.strftime('%Y-%m-%d')} on {platform.node()}: {os.cpu_count()} cores, "
@@ -122,7 +124,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         for concurrency in args.concurrency:
-            bench_fanout(args.prompts, concurrency, args.latency, work)
+            for workers in args.workers:
+                bench_fanout(args.prompts, concurrency, args.latency, workers, work)
         if args.replay_size:
             bench_replay(args.replay_size, work)
 

@@ -90,12 +90,19 @@ class ResponseCache:
         self._pending_hits.append(key)
         return ModelResponse.model_validate_json(row[0])
 
+    def keys_present(self, keys: Iterable[str]) -> set[str]:
+        """Which of ``keys`` the cache holds (reads no response bodies)."""
+        present: set[str] = set()
+        for chunk in _chunks(list(dict.fromkeys(keys))):
+            marks = ",".join("?" * len(chunk))
+            rows = self._db.execute(f"SELECT key FROM responses WHERE key IN ({marks})", chunk)
+            present.update(key for (key,) in rows)
+        return present
+
     def get_many(self, keys: Iterable[str]) -> dict[str, ModelResponse]:
         """Every cached response among ``keys`` (missing keys are left out)."""
-        unique = list(dict.fromkeys(keys))
         found: dict[str, ModelResponse] = {}
-        for start in range(0, len(unique), _CHUNK):
-            chunk = unique[start : start + _CHUNK]
+        for chunk in _chunks(list(dict.fromkeys(keys))):
             marks = ",".join("?" * len(chunk))
             rows = self._db.execute(f"SELECT key, body FROM responses WHERE key IN ({marks})", chunk)
             for key, body in rows:
@@ -141,3 +148,8 @@ class ResponseCache:
             self.flush_hits()
         finally:
             self._db.close()
+
+
+def _chunks(keys: list[str]) -> Iterable[list[str]]:
+    for start in range(0, len(keys), _CHUNK):
+        yield keys[start : start + _CHUNK]

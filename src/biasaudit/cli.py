@@ -75,6 +75,9 @@ def cli() -> None:
 @click.option("--cache", "cache_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Response cache file [default: RUNS_DIR/cache.sqlite].")
 @click.option("--replay", is_flag=True, help="Answer only from the cache; never touch the network.")
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64),
+              help="Processes sharing the requests; one drives about one core "
+              "(worth it above a few hundred requests per second).")
 @_reports_errors
 def fanout(prompts: Path, **options: Any) -> None:
     """Send every prompt in PROMPTS.jsonl to a model, with caching, retries and rate limits.

@@ -24,10 +24,14 @@ probes or metrics.
 from __future__ import annotations
 
 import asyncio
+import json
+import math
+import sys
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 from asyncio_throttle import Throttler
 from tenacity import AsyncRetrying, RetryCallState, stop_after_attempt, wait_random_exponential
@@ -47,6 +51,10 @@ from .providers import ModelRequest, ModelResponse, Provider, Usage
 
 __all__ = ["Engine", "EngineSettings", "EngineStats", "RequestResult"]
 
+# Starting a worker costs about half a second of imports; below this many
+# requests per worker, one process finishes sooner.
+MIN_REQUESTS_PER_WORKER = 200
+_CACHE_CHUNK = 2_000
 # Before any request has succeeded, a refused connection means a wrong URL or a
 # server that is down: stop after this many attempts rather than back off for minutes.
 _UNREACHABLE_ATTEMPTS = 2
@@ -74,6 +82,12 @@ class EngineSettings:
         Serve everything from the cache and never open a connection.
     read_cache:
         ``False`` asks the endpoint afresh (re-audits) but still stores the answers.
+    workers:
+        Processes to share the uncached requests among (each with its share of
+        ``concurrency`` and ``rpm``). One process drives one core; beyond a few
+        hundred requests a second the SDKs' request building, not the endpoint,
+        is the limit, and more workers lift it. Runs of fewer than
+        ``MIN_REQUESTS_PER_WORKER`` requests per worker stay in-process.
     """
 
     concurrency: int = 16
@@ -85,6 +99,7 @@ class EngineSettings:
     max_retry_after: float = 300.0
     replay: bool = False
     read_cache: bool = True
+    workers: int = 1
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -93,6 +108,19 @@ class EngineSettings:
             raise ValueError("rpm must be positive")
         if self.max_retries < 0 or self.timeout <= 0:
             raise ValueError("max_retries must be >= 0 and timeout > 0")
+        if self.workers < 1:
+            raise ValueError("workers must be at least 1")
+
+    def for_worker(self, workers: int) -> EngineSettings:
+        """The share of these limits that one of ``workers`` processes gets."""
+        return replace(
+            self,
+            concurrency=max(1, math.ceil(self.concurrency / workers)),
+            rpm=self.rpm / workers if self.rpm else None,
+            workers=1,
+            read_cache=False,  # the parent has already served what the cache holds
+            replay=False,
+        )
 
 
 @dataclass
@@ -233,19 +261,27 @@ class Engine:
             self.provider.check(request)
         units = self._split_for_n(requests)
         keyed = [(unit, self.key(unit)) for unit in units]
-        cached = self._lookup([key for _, key in keyed])
-        if self.settings.replay and len(cached) < len(keyed):
-            missing = [unit.id for unit, key in keyed if key not in cached]
+        in_cache = self._cached_keys([key for _, key in keyed])
+        if self.settings.replay and len(in_cache) < len(keyed):
+            missing = [unit.id for unit, key in keyed if key not in in_cache]
             path = str(self.cache.path) if self.cache else "(no cache)"
             raise ReplayMissError(len(missing), len(keyed), path, missing)
         merger = _SampleMerger(requests, self.key)
-        for unit, key in keyed:
-            if key in cached:
-                self.stats.count_response(cached[key])
-                for result in merger.add(RequestResult(unit, key, cached[key], cached=True)):
+        hits = [(unit, key) for unit, key in keyed if key in in_cache]
+        # Read cached answers a chunk at a time: a 100,000-response replay never
+        # holds every response in memory at once.
+        for start in range(0, len(hits), _CACHE_CHUNK):
+            chunk = hits[start : start + _CACHE_CHUNK]
+            assert self.cache is not None
+            found = self.cache.get_many(key for _, key in chunk)
+            for unit, key in chunk:
+                self.stats.count_response(found[key])
+                for result in merger.add(RequestResult(unit, key, found[key], cached=True)):
                     self._finish(result)
                     yield result
-        todo = [(unit, key) for unit, key in keyed if key not in cached]
+        if self.cache is not None:
+            self.cache.flush_hits()
+        todo = [(unit, key) for unit, key in keyed if key not in in_cache]
         async for result in self._fan_out(todo):
             for merged in merger.add(result):
                 self._finish(merged)
@@ -265,12 +301,10 @@ class Engine:
             units.extend(request.model_copy(update={"params": single, "sample": i}) for i in range(n))
         return units
 
-    def _lookup(self, keys: list[str]) -> dict[str, ModelResponse]:
+    def _cached_keys(self, keys: list[str]) -> set[str]:
         if self.cache is None or not self.settings.read_cache:
-            return {}
-        found = self.cache.get_many(keys)
-        self.cache.flush_hits()
-        return found
+            return set()
+        return self.cache.keys_present(keys)
 
     def _finish(self, result: RequestResult) -> None:
         stats = self.stats
@@ -284,6 +318,11 @@ class Engine:
 
     async def _fan_out(self, todo: list[tuple[ModelRequest, str]]) -> AsyncIterator[RequestResult]:
         if not todo:
+            return
+        workers = min(self.settings.workers, len(todo) // MIN_REQUESTS_PER_WORKER)
+        if workers > 1 and self.provider.spec is not None:
+            async for result in self._fan_out_to_processes(todo, workers):
+                yield result
             return
         queue: asyncio.Queue[tuple[ModelRequest, str]] = asyncio.Queue()
         for item in todo:
@@ -314,6 +353,60 @@ class Engine:
             raise RunAbortedError(fatal)
         if fatal is not None:
             raise fatal
+
+    async def _fan_out_to_processes(
+        self, todo: list[tuple[ModelRequest, str]], workers: int
+    ) -> AsyncIterator[RequestResult]:
+        """Share ``todo`` among worker processes (see :mod:`biasaudit._worker`)."""
+        shards = [todo[i::workers] for i in range(workers)]
+        settings = self.settings.for_worker(workers)
+        assert self.provider.spec is not None
+        header = {
+            "provider": {**self.provider.spec, "max_connections": settings.concurrency},
+            "settings": asdict(settings),
+            "cache": str(self.cache.path) if self.cache is not None else None,
+        }
+        lines: asyncio.Queue[tuple[int, dict[str, Any]] | BaseException] = asyncio.Queue()
+        processes = [await _start_worker() for _ in shards]
+        feeders = [
+            asyncio.create_task(_talk_to_worker(p, slot, header, shards[slot], lines))
+            for slot, p in enumerate(processes)
+        ]
+        latest: list[dict[str, int]] = [{} for _ in shards]
+        try:
+            for _ in range(len(todo)):
+                item = await lines.get()
+                if isinstance(item, BaseException):
+                    raise item
+                slot, line = item
+                if "fatal" in line:
+                    raise RunAbortedError(_rebuild_error(line["fatal"]))
+                latest[slot] = line["stats"]
+                self._merge_worker_stats(latest)
+                request, key = shards[slot][line["i"]]
+                result = _decode_result(request, key, line["result"])
+                if result.response is not None:
+                    self._record(result.response)
+                yield result
+            # Every answer is in: let the workers close their connections and exit.
+            await asyncio.wait_for(asyncio.gather(*feeders, return_exceptions=True), timeout=10)
+        finally:
+            for process in processes:
+                if process.returncode is None:
+                    process.terminate()
+            for feeder in feeders:
+                feeder.cancel()
+            await asyncio.gather(*feeders, return_exceptions=True)
+            await asyncio.gather(*(p.wait() for p in processes), return_exceptions=True)
+
+    def _merge_worker_stats(self, latest: list[dict[str, int]]) -> None:
+        stats = self.stats
+        stats.sent = sum(s.get("sent", 0) for s in latest)
+        stats.retries = sum(s.get("retries", 0) for s in latest)
+        stats.rate_limited = sum(s.get("rate_limited", 0) for s in latest)
+        stats.in_flight = sum(s.get("in_flight", 0) for s in latest)
+        stats.concurrency_limit = sum(s.get("limit", 0) for s in latest)
+        stats.lowest_concurrency_limit = sum(s.get("lowest_limit", 0) for s in latest)
 
     async def _worker(
         self,
@@ -456,6 +549,61 @@ class Engine:
             multiplier=self.settings.backoff_initial, max=self.settings.backoff_max
         )
         return float(backoff(state))
+
+
+async def _start_worker() -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "biasaudit._worker",
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        limit=1 << 24,  # one result line can be long (many choices, logprobs)
+    )  # fmt: skip
+
+
+async def _talk_to_worker(
+    process: asyncio.subprocess.Process,
+    slot: int,
+    header: dict[str, Any],
+    shard: list[tuple[ModelRequest, str]],
+    lines: asyncio.Queue[tuple[int, dict[str, Any]] | BaseException],
+) -> None:
+    """Send a worker its requests, then pass each line it answers to ``lines``."""
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write((json.dumps(header) + "\n").encode())
+    for request, _ in shard:
+        process.stdin.write((request.model_dump_json(exclude_defaults=True) + "\n").encode())
+    await process.stdin.drain()
+    process.stdin.close()
+    answered = 0
+    async for raw in process.stdout:
+        line = json.loads(raw)
+        answered += "i" in line
+        lines.put_nowait((slot, line))
+    code = await process.wait()
+    if answered < len(shard) and code != 0:
+        lines.put_nowait(RuntimeError(f"fan-out worker {slot} exited with status {code}"))
+
+
+def _decode_result(request: ModelRequest, key: str, data: dict[str, Any]) -> RequestResult:
+    response = data.get("response")
+    return RequestResult(
+        request,
+        key,
+        response=ModelResponse.model_validate(response) if response is not None else None,
+        error=data.get("error"),
+        error_type=data.get("error_type"),
+        attempts=data.get("attempts", 0),
+        latency_s=data.get("latency_s"),
+    )
+
+
+def _rebuild_error(fatal: dict[str, str]) -> ProviderError:
+    """The worker's fatal error, as the same :mod:`biasaudit.errors` class."""
+    from . import errors
+
+    cls = getattr(errors, fatal.get("type", ""), None)
+    if not (isinstance(cls, type) and issubclass(cls, ProviderError)):
+        cls = FatalProviderError
+    return cls(fatal.get("message", "a fan-out worker stopped"))
 
 
 def _throttler(rpm: float) -> Throttler:

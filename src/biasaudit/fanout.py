@@ -47,6 +47,7 @@ class FanoutOptions:
     runs_dir: Path = Path("runs")
     cache_path: Path | None = None
     replay: bool = False
+    workers: int = 1
     command: Sequence[str] = field(default_factory=lambda: list(sys.argv))
 
     @property
@@ -60,6 +61,7 @@ class FanoutOptions:
             max_retries=self.max_retries,
             timeout=self.timeout,
             replay=self.replay,
+            workers=self.workers,
         )
 
 

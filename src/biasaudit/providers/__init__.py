@@ -111,6 +111,14 @@ def resolve_model(
     MissingAPIKeyError
         The key's environment variable is unset.
     """
+    provider = _build(model_id, base_url, api_key_env, max_connections, need_key)
+    provider.spec = {"model_id": model_id, "base_url": base_url, "api_key_env": api_key_env}
+    return provider
+
+
+def _build(
+    model_id: str, base_url: str | None, api_key_env: str | None, max_connections: int, need_key: bool
+) -> Provider:
     provider_name, sep, model = model_id.partition("/")
     if not sep or not provider_name or not model:
         raise UnknownProviderError(

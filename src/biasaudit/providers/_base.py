@@ -6,6 +6,7 @@ import email.utils
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from typing import Any
 
 from ..errors import (
     AuthenticationFailedError,
@@ -44,6 +45,9 @@ class Provider(ABC):
     base_url: str | None = None
     capabilities: Capabilities = Capabilities()
     simulated: bool = False
+    # The resolve_model() arguments that rebuild this provider in a worker
+    # process (never a key: workers read keys from the environment).
+    spec: dict[str, Any] | None = None
 
     @property
     def model_id(self) -> str:
