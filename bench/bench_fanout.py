@@ -34,7 +34,12 @@ def write_prompts(path: Path, n: int, *, logprobs: bool = True) -> None:
                 params |= {"logprobs": True, "top_logprobs": 5}
             line = {
                 "id": f"p{i}",
-                "messages": [{"role": "user", "content": f"Candidate {i}: should we interview? Answer Yes or No."}],
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": f"Candidate {i}: should we interview? Answer Yes or No.",
+                    }
+                ],
                 "params": params,
             }
             handle.write(json.dumps(line) + "\n")
@@ -42,7 +47,15 @@ def write_prompts(path: Path, n: int, *, logprobs: bool = True) -> None:
 
 def start_server(latency: float) -> tuple[subprocess.Popen[str], int]:
     server = subprocess.Popen(
-        [sys.executable, "-m", "tests.servers.openai_server", "--port", "0", "--latency", str(latency)],
+        [
+            sys.executable,
+            "-m",
+            "tests.servers.openai_server",
+            "--port",
+            "0",
+            "--latency",
+            str(latency),
+        ],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,
@@ -60,7 +73,11 @@ def run_biasaudit(args: list[str]) -> tuple[float, int, str]:
     with tempfile.TemporaryFile("w+") as err:
         started = time.perf_counter()
         child = subprocess.Popen(
-            [sys.executable, "-m", "biasaudit", *args], stdout=subprocess.PIPE, stderr=err, text=True, cwd=ROOT
+            [sys.executable, "-m", "biasaudit", *args],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            cwd=ROOT,
         )
         assert child.stdout is not None
         out = child.stdout.read()
@@ -101,8 +118,21 @@ def bench_replay(size: int, work: Path) -> None:
     prompts = work / "replay.jsonl"
     write_prompts(prompts, size)
     runs = work / "runs-replay"
-    fill, _, _ = run_biasaudit(["fanout", str(prompts), "--model", "sim/biased", "--runs-dir", str(runs), "--concurrency", "64"])
-    wall, peak_mb, out = run_biasaudit(["fanout", str(prompts), "--model", "sim/biased", "--runs-dir", str(runs), "--replay"])
+    fill, _, _ = run_biasaudit(
+        [
+            "fanout",
+            str(prompts),
+            "--model",
+            "sim/biased",
+            "--runs-dir",
+            str(runs),
+            "--concurrency",
+            "64",
+        ]
+    )
+    wall, peak_mb, out = run_biasaudit(
+        ["fanout", str(prompts), "--model", "sim/biased", "--runs-dir", str(runs), "--replay"]
+    )
     if f"{size} from cache" not in out:
         raise RuntimeError(f"replay was not served from the cache: {out}")
     print(
@@ -119,8 +149,10 @@ def main() -> None:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--replay-size", type=int, default=100_000)
     args = parser.parse_args()
-    print(f"# {time.strftime('%Y-%m-%d')} on {platform.node()}: {os.cpu_count()} cores, "
-          f"Python {platform.python_version()}, {platform.machine()}")
+    print(
+        f"# {time.strftime('%Y-%m-%d')} on {platform.node()}: {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}, {platform.machine()}"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         for concurrency in args.concurrency:

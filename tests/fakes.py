@@ -16,7 +16,9 @@ class FakeProvider(Provider):
     raise or a response to return.
     """
 
-    def __init__(self, *, delay: float = 0.0, n: bool = True, refuse: set[str] | None = None) -> None:
+    def __init__(
+        self, *, delay: float = 0.0, n: bool = True, refuse: set[str] | None = None
+    ) -> None:
         self.name, self.model, self.base_url = "fake", "model-1", "http://fake.invalid/v1"
         self.capabilities = Capabilities(n=n)
         self.delay = delay

@@ -20,21 +20,36 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, st
 
 
 def write_lines(path: Path, *lines: object) -> Path:
-    path.write_text("".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines))
+    path.write_text(
+        "".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines)
+    )
     return path
 
 
 def test_fanout_on_sim_writes_a_complete_run(tmp_path: Path) -> None:
-    code, out, _ = run_cli("fanout", str(EXAMPLE), "--model", "sim/biased", "--runs-dir", str(tmp_path))
+    code, out, _ = run_cli(
+        "fanout", str(EXAMPLE), "--model", "sim/biased", "--runs-dir", str(tmp_path)
+    )
     assert code == 0
     lines = out.strip().splitlines()
-    assert lines[0].startswith("fanout of 6 prompts to sim/biased (simulated model): 6 answered, 0 failed")
+    assert lines[0].startswith(
+        "fanout of 6 prompts to sim/biased (simulated model): 6 answered, 0 failed"
+    )
     assert lines[-1].startswith("run: ")
     run_dir = Path(lines[-1].removeprefix("run: "))
-    assert {p.name for p in run_dir.iterdir()} == {"manifest.json", "responses.jsonl", "inputs.jsonl", "spec.json"}
+    assert {p.name for p in run_dir.iterdir()} == {
+        "manifest.json",
+        "responses.jsonl",
+        "inputs.jsonl",
+        "spec.json",
+    }
     manifest = read_manifest(run_dir)
     assert manifest.status == "completed" and manifest.simulated
-    assert manifest.counts.requests == 6 and manifest.counts.sent == 6 and manifest.counts.failures == 0
+    assert (
+        manifest.counts.requests == 6
+        and manifest.counts.sent == 6
+        and manifest.counts.failures == 0
+    )
     assert manifest.model_versions == {"sim-biased-v1 (simulated)": 6}
     records = {(r.id, r.replicate): r for r in read_responses(run_dir)}
     assert len(records) == 6
@@ -56,9 +71,14 @@ def test_second_run_is_served_from_the_cache(tmp_path: Path) -> None:
 
 
 def test_replay_miss_fails_clearly(tmp_path: Path) -> None:
-    code, _, err = run_cli("fanout", str(EXAMPLE), "--model", "sim/fair", "--runs-dir", str(tmp_path), "--replay")
+    code, _, err = run_cli(
+        "fanout", str(EXAMPLE), "--model", "sim/fair", "--runs-dir", str(tmp_path), "--replay"
+    )
     assert code == 2
-    assert "replay: 6 of 7 prompts are not in the cache" in err or "prompts are not in the cache" in err
+    assert (
+        "replay: 6 of 7 prompts are not in the cache" in err
+        or "prompts are not in the cache" in err
+    )
 
 
 @pytest.mark.parametrize(
@@ -68,22 +88,35 @@ def test_replay_miss_fails_clearly(tmp_path: Path) -> None:
         ('["a list"]', "line 2: each line must be a JSON object"),
         ({"messages": [{"role": "user", "content": "x"}]}, "line 2, field 'id': required"),
         ({"id": "b"}, "line 2: give exactly one of 'messages' (chat) or 'prompt'"),
-        ({"id": "b", "prompt": "x", "params": {"top_logprobs": 500}}, "line 2, field 'params.top_logprobs'"),
-        ({"id": "b", "prompt": "x", "params": {"temperture": 1}}, "line 2, field 'params.temperture': unknown field"),
+        (
+            {"id": "b", "prompt": "x", "params": {"top_logprobs": 500}},
+            "line 2, field 'params.top_logprobs'",
+        ),
+        (
+            {"id": "b", "prompt": "x", "params": {"temperture": 1}},
+            "line 2, field 'params.temperture': unknown field",
+        ),
         ({"id": "b", "prompt": "x", "colour": 1}, "line 2, field 'colour': unknown field"),
-        ({"id": "a", "prompt": "again"}, "line 2, field 'id': id 'a' with replicate 0 already appears on line 1"),
+        (
+            {"id": "a", "prompt": "again"},
+            "line 2, field 'id': id 'a' with replicate 0 already appears on line 1",
+        ),
     ],
 )
 def test_bad_input_names_line_and_field(tmp_path: Path, line: object, expected: str) -> None:
     path = write_lines(tmp_path / "in.jsonl", {"id": "a", "prompt": "fine"}, line)
-    code, out, err = run_cli("fanout", str(path), "--model", "sim/biased", "--runs-dir", str(tmp_path / "runs"))
+    code, out, err = run_cli(
+        "fanout", str(path), "--model", "sim/biased", "--runs-dir", str(tmp_path / "runs")
+    )
     assert code == 2, err
     assert expected in err
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").glob("*-fanout-*"))
 
 
 def test_unknown_provider_is_a_usage_error(tmp_path: Path) -> None:
-    code, _, err = run_cli("fanout", str(EXAMPLE), "--model", "nosuch/model", "--runs-dir", str(tmp_path))
+    code, _, err = run_cli(
+        "fanout", str(EXAMPLE), "--model", "nosuch/model", "--runs-dir", str(tmp_path)
+    )
     assert code == 2 and "unknown provider 'nosuch'" in err and "--base-url" in err
 
 
@@ -94,19 +127,36 @@ def test_model_without_provider_is_a_usage_error(tmp_path: Path) -> None:
 
 def test_missing_key_fails_before_any_run_is_written(tmp_path: Path) -> None:
     code, _, err = run_cli(
-        "fanout", str(EXAMPLE), "--model", "openai/gpt-4o-mini", "--runs-dir", str(tmp_path), env={"OPENAI_API_KEY": ""}
+        "fanout",
+        str(EXAMPLE),
+        "--model",
+        "openai/gpt-4o-mini",
+        "--runs-dir",
+        str(tmp_path),
+        env={"OPENAI_API_KEY": ""},
     )
     assert code == 2 and "OPENAI_API_KEY is not set" in err
     assert not list(tmp_path.iterdir())
 
 
 def test_self_hosted_provider_needs_a_base_url(tmp_path: Path) -> None:
-    code, _, err = run_cli("fanout", str(EXAMPLE), "--model", "vllm/llama", "--runs-dir", str(tmp_path))
+    code, _, err = run_cli(
+        "fanout", str(EXAMPLE), "--model", "vllm/llama", "--runs-dir", str(tmp_path)
+    )
     assert code == 2 and "--base-url" in err
 
 
 def test_bad_base_url_is_a_usage_error(tmp_path: Path) -> None:
-    code, _, err = run_cli("fanout", str(EXAMPLE), "--model", "vllm/x", "--base-url", "ftp://x", "--runs-dir", str(tmp_path))
+    code, _, err = run_cli(
+        "fanout",
+        str(EXAMPLE),
+        "--model",
+        "vllm/x",
+        "--base-url",
+        "ftp://x",
+        "--runs-dir",
+        str(tmp_path),
+    )
     assert code == 2 and "not an http(s) URL" in err
 
 

@@ -58,10 +58,14 @@ def test_replicates_are_distinct_cache_entries(cache: ResponseCache) -> None:
     assert provider.calls["q"] == 3 and len(cache) == 3
 
 
-def test_transient_errors_are_retried_with_backoff(cache: ResponseCache, recording_sleep, sleeps) -> None:
+def test_transient_errors_are_retried_with_backoff(
+    cache: ResponseCache, recording_sleep, sleeps
+) -> None:
     provider = FakeProvider()
     provider.script["q"] = [TransientProviderError("HTTP 500"), TransientProviderError("HTTP 502")]
-    engine = Engine(provider, cache, EngineSettings(backoff_initial=0.5, backoff_max=4), sleep=recording_sleep)
+    engine = Engine(
+        provider, cache, EngineSettings(backoff_initial=0.5, backoff_max=4), sleep=recording_sleep
+    )
     [result] = collect(engine, [chat("q")])
     assert result.ok and result.attempts == 3 and engine.stats.retries == 2
     assert len(sleeps) == 2 and all(0 <= s <= 4 for s in sleeps)
@@ -83,7 +87,9 @@ def test_retry_after_is_capped(cache: ResponseCache, recording_sleep, sleeps) ->
     assert sleeps == [60]
 
 
-def test_rejected_request_is_not_retried_and_not_cached(cache: ResponseCache, recording_sleep) -> None:
+def test_rejected_request_is_not_retried_and_not_cached(
+    cache: ResponseCache, recording_sleep
+) -> None:
     provider = FakeProvider()
     provider.script["bad"] = [RequestRejectedError("HTTP 400: bad", status=400)]
     engine = Engine(provider, cache, sleep=recording_sleep)
@@ -120,7 +126,9 @@ def test_fatal_error_stops_the_run_after_yielding_what_arrived(cache: ResponseCa
     assert len(cache) == len(got)
 
 
-def test_repeated_429_without_retry_after_means_quota_exhausted(cache: ResponseCache, recording_sleep) -> None:
+def test_repeated_429_without_retry_after_means_quota_exhausted(
+    cache: ResponseCache, recording_sleep
+) -> None:
     provider = FakeProvider()
     provider.script["q"] = [RateLimitedError("429", status=429)] * 10
     engine = Engine(provider, cache, EngineSettings(max_retries=2), sleep=recording_sleep)
@@ -151,7 +159,10 @@ def test_rate_limits_lower_concurrency_then_it_recovers(cache: ResponseCache) ->
 
 def test_concurrency_is_a_ceiling(cache: ResponseCache) -> None:
     provider = FakeProvider(delay=0.005)
-    collect(Engine(provider, cache, EngineSettings(concurrency=5)), [chat(f"q{i}", f"{i}") for i in range(60)])
+    collect(
+        Engine(provider, cache, EngineSettings(concurrency=5)),
+        [chat(f"q{i}", f"{i}") for i in range(60)],
+    )
     assert provider.max_in_flight == 5
 
 
@@ -180,7 +191,10 @@ def test_replay_names_what_is_missing_and_sends_nothing(cache: ResponseCache) ->
     collect(Engine(provider, cache), [chat("have", "1")])
     replayer = FakeProvider()
     with pytest.raises(ReplayMissError, match="1 of 2 prompts are not in the cache"):
-        collect(Engine(replayer, cache, EngineSettings(replay=True)), [chat("have", "1"), chat("miss", "2")])
+        collect(
+            Engine(replayer, cache, EngineSettings(replay=True)),
+            [chat("have", "1"), chat("miss", "2")],
+        )
     assert sum(replayer.calls.values()) == 0
 
 

@@ -59,7 +59,11 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
 def write_prompts(path: Path, n: int) -> list[ModelRequest]:
     requests = [
         ModelRequest.model_validate(
-            {"id": f"p{i}", "messages": [{"role": "user", "content": f"prompt {i}"}], "params": {"max_tokens": 1}}
+            {
+                "id": f"p{i}",
+                "messages": [{"role": "user", "content": f"prompt {i}"}],
+                "params": {"max_tokens": 1},
+            }
         )
         for i in range(n)
     ]
@@ -67,8 +71,20 @@ def write_prompts(path: Path, n: int) -> list[ModelRequest]:
     return requests
 
 
-def fanout(prompts: Path, base_url: str, runs: Path, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    args = ["fanout", str(prompts), "--model", "vllm/m", "--base-url", base_url, "--runs-dir", str(runs), *extra]
+def fanout(
+    prompts: Path, base_url: str, runs: Path, *extra: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
+    args = [
+        "fanout",
+        str(prompts),
+        "--model",
+        "vllm/m",
+        "--base-url",
+        base_url,
+        "--runs-dir",
+        str(runs),
+        *extra,
+    ]
     return subprocess.Popen(
         [sys.executable, "-m", "biasaudit", *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, env={**os.environ, **(env or {})},
@@ -82,7 +98,9 @@ def wait_until(condition, timeout: float = 30.0) -> None:  # type: ignore[no-unt
         time.sleep(0.02)
 
 
-def test_kill_9_then_resume_pays_for_no_response_twice(server: ServerProcess, tmp_path: Path) -> None:
+def test_kill_9_then_resume_pays_for_no_response_twice(
+    server: ServerProcess, tmp_path: Path
+) -> None:
     """After SIGKILL, only requests still in flight at the kill may be asked again.
 
     Any answer that had reached the client was committed to the cache before the
@@ -97,7 +115,9 @@ def test_kill_9_then_resume_pays_for_no_response_twice(server: ServerProcess, tm
     first.communicate(timeout=10)
 
     with ResponseCache(runs / "cache.sqlite", readonly=True) as cache:
-        keys = {r.cache_key(provider="vllm", model="m", base_url=server.base_url): r for r in requests}
+        keys = {
+            r.cache_key(provider="vllm", model="m", base_url=server.base_url): r for r in requests
+        }
         stored = cache.get_many(keys)
     answered_before_kill = {keys[k].messages[0]["content"] for k in stored}  # type: ignore[index]
     assert 60 <= len(answered_before_kill) < 300
@@ -138,7 +158,7 @@ def test_api_key_never_reaches_cache_run_dir_or_output(tmp_path: Path) -> None:
     write_prompts(prompts, 20)
     server = ServerProcess(tmp_path / "server.log", "--require-api-key", CANARY)
     try:
-        ok = fanout(prompts, server.base_url, runs, "--api-key-env", "AUDIT_KEY", env={"AUDIT_KEY": CANARY})
+        ok = fanout(prompts, server.base_url, runs, "--api-key-env", "AUDIT_KEY", env={"AUDIT_KEY": CANARY, "BIASAUDIT_LOG": "debug"})
         ok_out, ok_err = ok.communicate(timeout=60)
         assert ok.returncode == 0, ok_err
         bad = fanout(prompts, server.base_url, runs, "--api-key-env", "AUDIT_KEY", "--cache", str(tmp_path / "c2.sqlite"),
@@ -148,9 +168,12 @@ def test_api_key_never_reaches_cache_run_dir_or_output(tmp_path: Path) -> None:
     finally:
         server.stop()
     assert server.log.read_text().count("\n") >= 21, "the key did reach the server"
+    assert "HTTP Request: POST" in ok_err, "debug logging was on, so the SDK's requests were logged"
     for text in (ok_out, ok_err, bad_out, bad_err):
         assert CANARY not in text
     written = [p for p in tmp_path.rglob("*") if p.is_file() and p.name != "server.log"]
-    assert any(p.name == "cache.sqlite" for p in written) and any(p.name == "manifest.json" for p in written)
+    assert any(p.name == "cache.sqlite" for p in written) and any(
+        p.name == "manifest.json" for p in written
+    )
     for path in written:
         assert CANARY.encode() not in path.read_bytes(), path

@@ -39,7 +39,12 @@ def vllm(server: OpenAIServer, **kw: object) -> Provider:
     return resolve_model("vllm/test-model", base_url=server.base_url, **kw)  # type: ignore[arg-type]
 
 
-def run(provider: Provider, requests: list[ModelRequest], cache: ResponseCache | None, **settings: object) -> list[RequestResult]:
+def run(
+    provider: Provider,
+    requests: list[ModelRequest],
+    cache: ResponseCache | None,
+    **settings: object,
+) -> list[RequestResult]:
     async def go() -> list[RequestResult]:
         try:
             engine = Engine(provider, cache, EngineSettings(**{"backoff_max": 0.01, **settings}))  # type: ignore[arg-type]
@@ -50,7 +55,12 @@ def run(provider: Provider, requests: list[ModelRequest], cache: ResponseCache |
     return asyncio.run(go())
 
 
-def one(provider: Provider, request: ModelRequest, cache: ResponseCache | None = None, **settings: object) -> RequestResult:
+def one(
+    provider: Provider,
+    request: ModelRequest,
+    cache: ResponseCache | None = None,
+    **settings: object,
+) -> RequestResult:
     [result] = run(provider, [request], cache, **settings)
     return result
 
@@ -63,7 +73,9 @@ def completion(request_id: str, prompt: str, **params: object) -> ModelRequest:
 
 
 def test_chat_logprobs_are_normalised(openai_server: OpenAIServer) -> None:
-    result = one(vllm(openai_server), chat("q", "Yes or No?", max_tokens=1, logprobs=True, top_logprobs=5))
+    result = one(
+        vllm(openai_server), chat("q", "Yes or No?", max_tokens=1, logprobs=True, top_logprobs=5)
+    )
     assert result.ok and result.response is not None
     response = result.response
     assert response.text == "Yes" and response.model_version == "test-model"
@@ -98,9 +110,22 @@ def test_planted_probabilities_reach_the_response() -> None:
         return [Choice.binary(0.9 if "Emily" in content else 0.3)]
 
     with OpenAIServer(responder=responder) as server:
-        results = run(vllm(server), [chat("e", "Emily", logprobs=True, top_logprobs=2), chat("j", "Jamal", logprobs=True, top_logprobs=2)], None)
-    p_yes = {r.request.id: dict(r.response.logprobs[0].top)["Yes"] for r in results if r.response and r.response.logprobs and r.response.logprobs[0]}
-    assert p_yes["e"] == pytest.approx(-0.1053, abs=1e-3) and p_yes["j"] == pytest.approx(-1.204, abs=1e-3)
+        results = run(
+            vllm(server),
+            [
+                chat("e", "Emily", logprobs=True, top_logprobs=2),
+                chat("j", "Jamal", logprobs=True, top_logprobs=2),
+            ],
+            None,
+        )
+    p_yes = {
+        r.request.id: dict(r.response.logprobs[0].top)["Yes"]
+        for r in results
+        if r.response and r.response.logprobs and r.response.logprobs[0]
+    }
+    assert p_yes["e"] == pytest.approx(-0.1053, abs=1e-3) and p_yes["j"] == pytest.approx(
+        -1.204, abs=1e-3
+    )
 
 
 def test_vllm_top_logprobs_cap_is_refused_before_sending(openai_server: OpenAIServer) -> None:
@@ -112,7 +137,12 @@ def test_vllm_top_logprobs_cap_is_refused_before_sending(openai_server: OpenAISe
 def test_server_rejecting_logprobs_stops_the_run_clearly() -> None:
     with OpenAIServer(logprobs_supported=False) as server:
         with pytest.raises(RunAbortedError) as caught:
-            run(vllm(server), [chat(f"q{i}", str(i), logprobs=True) for i in range(5)], None, concurrency=1)
+            run(
+                vllm(server),
+                [chat(f"q{i}", str(i), logprobs=True) for i in range(5)],
+                None,
+                concurrency=1,
+            )
         assert isinstance(caught.value.cause, LogprobsUnavailableError)
         assert "logprobs" in str(caught.value) and server.request_count == 1
 
@@ -124,7 +154,9 @@ def test_groq_is_known_not_to_give_logprobs(monkeypatch: pytest.MonkeyPatch) -> 
         provider.check(chat("q", logprobs=True))
 
 
-def test_empty_content_is_an_answer_not_a_crash(openai_server: OpenAIServer, cache: ResponseCache) -> None:
+def test_empty_content_is_an_answer_not_a_crash(
+    openai_server: OpenAIServer, cache: ResponseCache
+) -> None:
     openai_server.inject(Fault.empty(null_content=True))
     result = one(vllm(openai_server), chat("q"), cache)
     assert result.ok and result.response is not None and result.response.text == ""
@@ -133,7 +165,9 @@ def test_empty_content_is_an_answer_not_a_crash(openai_server: OpenAIServer, cac
 # --- OpenAI-compatible: failures and retries -----------------------------------------
 
 
-def test_429_retry_after_is_honoured_then_answered(openai_server: OpenAIServer, cache: ResponseCache) -> None:
+def test_429_retry_after_is_honoured_then_answered(
+    openai_server: OpenAIServer, cache: ResponseCache
+) -> None:
     openai_server.inject(Fault.rate_limit(retry_after_ms=30), times=2)
     result = one(vllm(openai_server), chat("q"), cache)
     assert result.ok and result.attempts == 3 and openai_server.request_count == 3
@@ -141,10 +175,20 @@ def test_429_retry_after_is_honoured_then_answered(openai_server: OpenAIServer, 
 
 @pytest.mark.parametrize(
     "fault",
-    [Fault.server_error(500), Fault.server_error(503), Fault.http(408), Fault.drop(), Fault.malformed(), Fault.non_json(200), Fault.non_json(502)],
+    [
+        Fault.server_error(500),
+        Fault.server_error(503),
+        Fault.http(408),
+        Fault.drop(),
+        Fault.malformed(),
+        Fault.non_json(200),
+        Fault.non_json(502),
+    ],
     ids=["500", "503", "408", "drop", "malformed", "html-200", "html-502"],
 )
-def test_transient_failures_are_retried(openai_server: OpenAIServer, cache: ResponseCache, fault: Fault) -> None:
+def test_transient_failures_are_retried(
+    openai_server: OpenAIServer, cache: ResponseCache, fault: Fault
+) -> None:
     openai_server.inject(fault)
     result = one(vllm(openai_server), chat("q"), cache)
     assert result.ok and result.attempts == 2, result.error
@@ -157,7 +201,9 @@ def test_timeouts_are_retried(openai_server: OpenAIServer, cache: ResponseCache)
     assert result.ok and result.attempts == 2
 
 
-def test_non_json_is_reported_when_it_persists(openai_server: OpenAIServer, cache: ResponseCache) -> None:
+def test_non_json_is_reported_when_it_persists(
+    openai_server: OpenAIServer, cache: ResponseCache
+) -> None:
     openai_server.fail_all(Fault.non_json(200))
     result = one(vllm(openai_server), chat("q"), cache, max_retries=2)
     assert result.error is not None and "not JSON" in result.error and "text/html" in result.error
@@ -198,7 +244,9 @@ def test_unreachable_server_stops_quickly(tmp_path: Path) -> None:
     assert "cannot reach" in str(caught.value)
 
 
-def test_repeated_429s_lower_concurrency_and_all_complete(openai_server: OpenAIServer, cache: ResponseCache) -> None:
+def test_repeated_429s_lower_concurrency_and_all_complete(
+    openai_server: OpenAIServer, cache: ResponseCache
+) -> None:
     openai_server.latency = 0.01
     openai_server.inject(Fault.rate_limit(retry_after_ms=20), times=6)
     requests = [chat(f"q{i}", str(i)) for i in range(80)]
@@ -214,33 +262,50 @@ def claude(server: AnthropicServer, monkeypatch: pytest.MonkeyPatch) -> Provider
     return resolve_model("anthropic/claude-test", base_url=server.base_url)
 
 
-def test_anthropic_messages(anthropic_server: AnthropicServer, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_anthropic_messages(
+    anthropic_server: AnthropicServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     request = ModelRequest.model_validate(
-        {"id": "a", "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Yes or No?"}], "params": {"max_tokens": 5, "temperature": 1.5}}
+        {
+            "id": "a",
+            "messages": [
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "Yes or No?"},
+            ],
+            "params": {"max_tokens": 5, "temperature": 1.5},
+        }
     )
     result = one(claude(anthropic_server, monkeypatch), request)
     assert result.ok and result.response is not None
     assert result.response.text == "Yes" and result.response.model_version == "claude-test"
     assert result.response.request_id and result.response.logprobs is None
     body = anthropic_server.bodies()[0]
-    assert body["system"] == "Be brief." and body["messages"] == [{"role": "user", "content": "Yes or No?"}]
+    assert body["system"] == "Be brief." and body["messages"] == [
+        {"role": "user", "content": "Yes or No?"}
+    ]
     assert body["temperature"] == 1.0 and body["max_tokens"] == 5
 
 
-def test_anthropic_529_is_retried(anthropic_server: AnthropicServer, monkeypatch: pytest.MonkeyPatch, cache: ResponseCache) -> None:
+def test_anthropic_529_is_retried(
+    anthropic_server: AnthropicServer, monkeypatch: pytest.MonkeyPatch, cache: ResponseCache
+) -> None:
     anthropic_server.inject(Fault.overloaded(), times=2)
     result = one(claude(anthropic_server, monkeypatch), chat("a"), cache)
     assert result.ok and result.attempts == 3
 
 
-def test_anthropic_n_becomes_separate_cached_calls(anthropic_server: AnthropicServer, monkeypatch: pytest.MonkeyPatch, cache: ResponseCache) -> None:
+def test_anthropic_n_becomes_separate_cached_calls(
+    anthropic_server: AnthropicServer, monkeypatch: pytest.MonkeyPatch, cache: ResponseCache
+) -> None:
     result = one(claude(anthropic_server, monkeypatch), chat("a", n=3, temperature=1.0), cache)
     assert result.response is not None and len(result.response.texts) == 3
     assert anthropic_server.request_count == 3 and len(cache) == 3
     assert all("n" not in body for body in anthropic_server.bodies())
 
 
-def test_anthropic_refuses_logprobs_before_sending(anthropic_server: AnthropicServer, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_anthropic_refuses_logprobs_before_sending(
+    anthropic_server: AnthropicServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with pytest.raises(LogprobsUnavailableError):
         one(claude(anthropic_server, monkeypatch), chat("a", logprobs=True))
     assert anthropic_server.request_count == 0

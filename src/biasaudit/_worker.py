@@ -44,11 +44,16 @@ async def serve(lines: list[str], out: Any) -> None:
     try:
         async for result in engine.run(requests):
             key = (result.request.id, result.request.replicate, result.request.sample)
-            out.write(json.dumps({"i": index[key], "result": encode(result), "stats": snapshot(engine)}) + "\n")
+            out.write(
+                json.dumps({"i": index[key], "result": encode(result), "stats": snapshot(engine)})
+                + "\n"
+            )
             out.flush()
     except RunAbortedError as error:
         cause = error.cause
-        out.write(json.dumps({"fatal": {"type": type(cause).__name__, "message": str(cause)}}) + "\n")
+        out.write(
+            json.dumps({"fatal": {"type": type(cause).__name__, "message": str(cause)}}) + "\n"
+        )
         out.flush()
     finally:
         await provider.aclose()
@@ -57,7 +62,9 @@ async def serve(lines: list[str], out: Any) -> None:
 
 
 def encode(result: RequestResult) -> dict[str, Any]:
-    response = result.response.model_dump(mode="json", exclude_defaults=True) if result.response else None
+    response = (
+        result.response.model_dump(mode="json", exclude_defaults=True) if result.response else None
+    )
     return {
         "response": response,
         "error": result.error,
@@ -84,7 +91,9 @@ def main() -> None:
     try:
         run_async(serve(lines, sys.stdout))
     except BiasauditError as error:
-        sys.stdout.write(json.dumps({"fatal": {"type": type(error).__name__, "message": str(error)}}) + "\n")
+        sys.stdout.write(
+            json.dumps({"fatal": {"type": type(error).__name__, "message": str(error)}}) + "\n"
+        )
     except (asyncio.CancelledError, KeyboardInterrupt):
         pass  # stopped by the engine (run over, or interrupted): answers are in the cache
 

@@ -104,7 +104,9 @@ class ResponseCache:
         found: dict[str, ModelResponse] = {}
         for chunk in _chunks(list(dict.fromkeys(keys))):
             marks = ",".join("?" * len(chunk))
-            rows = self._db.execute(f"SELECT key, body FROM responses WHERE key IN ({marks})", chunk)
+            rows = self._db.execute(
+                f"SELECT key, body FROM responses WHERE key IN ({marks})", chunk
+            )
             for key, body in rows:
                 found[key] = ModelResponse.model_validate_json(body)
         self._pending_hits.extend(found)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import os
 import sys
 from collections.abc import Callable
@@ -20,7 +21,7 @@ import click
 
 from . import __version__
 from .errors import BiasauditError
-from .secrets import redact
+from .secrets import RedactingFilter, redact
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -171,5 +172,24 @@ def _human_bytes(size: float) -> str:
     return f"{size:.1f} GB"
 
 
+def _configure_logging() -> None:
+    """``BIASAUDIT_LOG=info|debug`` logs retries (and, at debug, the SDKs' requests) to stderr.
+
+    Every line passes through the redacting filter, so no key reaches a log.
+    """
+    level = os.environ.get("BIASAUDIT_LOG", "").upper()
+    if not level:
+        return
+    handler = logging.StreamHandler()
+    handler.addFilter(RedactingFilter())
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    names = ["biasaudit"] + (["openai", "anthropic", "httpx2", "httpx"] if level == "DEBUG" else [])
+    for name in names:
+        named = logging.getLogger(name)
+        named.setLevel(level)
+        named.addHandler(handler)
+
+
 def main() -> None:
+    _configure_logging()
     cli(prog_name="biasaudit")

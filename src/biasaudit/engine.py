@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
 import sys
 import time
@@ -33,7 +34,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from asyncio_throttle import Throttler
+from asyncio_throttle import Throttler  # type: ignore[attr-defined]
 from tenacity import AsyncRetrying, RetryCallState, stop_after_attempt, wait_random_exponential
 
 from .cache import ResponseCache
@@ -50,6 +51,8 @@ from .errors import (
 from .providers import ModelRequest, ModelResponse, Provider, Usage
 
 __all__ = ["Engine", "EngineSettings", "EngineStats", "RequestResult"]
+
+logger = logging.getLogger(__name__)
 
 # Starting a worker costs about half a second of imports; below this many
 # requests per worker, one process finishes sooner.
@@ -298,7 +301,9 @@ class Engine:
                 units.append(request)
                 continue
             single = request.params.model_copy(update={"n": None})
-            units.extend(request.model_copy(update={"params": single, "sample": i}) for i in range(n))
+            units.extend(
+                request.model_copy(update={"params": single, "sample": i}) for i in range(n)
+            )
         return units
 
     def _cached_keys(self, keys: list[str]) -> set[str]:
@@ -325,28 +330,28 @@ class Engine:
                 yield result
             return
         queue: asyncio.Queue[tuple[ModelRequest, str]] = asyncio.Queue()
-        for item in todo:
-            queue.put_nowait(item)
+        for pair in todo:
+            queue.put_nowait(pair)
         results: asyncio.Queue[RequestResult | BaseException] = asyncio.Queue()
         limit = _AdaptiveLimit(min(self.settings.concurrency, len(todo)))
         self.stats.concurrency_limit = self.stats.lowest_concurrency_limit = limit.limit
         throttler = _throttler(self.settings.rpm) if self.settings.rpm else None
-        workers = [
+        tasks = [
             asyncio.create_task(self._worker(i, queue, results, limit, throttler))
             for i in range(limit.ceiling)
         ]
         fatal: BaseException | None = None
         try:
             for _ in range(len(todo)):
-                item = await results.get()
-                if isinstance(item, BaseException):
-                    fatal = item
+                outcome = await results.get()
+                if isinstance(outcome, BaseException):
+                    fatal = outcome
                     break
-                yield item
+                yield outcome
         finally:
-            for worker in workers:
-                worker.cancel()
-            await asyncio.gather(*workers, return_exceptions=True)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
             if self.cache is not None:
                 self.cache.flush_hits()
         if isinstance(fatal, ProviderError):
@@ -466,6 +471,7 @@ class Engine:
                         "the account's quota or spend limit is probably exhausted"
                     ) from error
                 result.error, result.error_type = str(error), type(error).__name__
+                logger.warning("%s failed after %d attempts: %s", request.id, result.attempts, error)
                 return result
         result.response, result.latency_s = response, latency
         self._successes += 1
@@ -499,6 +505,7 @@ class Engine:
             wait=self._wait,
             retry=self._should_retry,
             sleep=self._sleep,
+            before_sleep=_log_retry,
             reraise=True,
         )
         return await retrying(replay_then_attempt)
@@ -549,6 +556,12 @@ class Engine:
             multiplier=self.settings.backoff_initial, max=self.settings.backoff_max
         )
         return float(backoff(state))
+
+
+def _log_retry(state: RetryCallState) -> None:
+    error = state.outcome.exception() if state.outcome else None
+    wait = state.next_action.sleep if state.next_action else 0.0
+    logger.info("attempt %d failed (%s); retrying in %.2fs", state.attempt_number, error, wait)
 
 
 async def _start_worker() -> asyncio.subprocess.Process:
@@ -615,7 +628,9 @@ def _throttler(rpm: float) -> Throttler:
 class _SampleMerger:
     """Re-assembles requests that the engine split into one call per choice."""
 
-    def __init__(self, requests: Sequence[ModelRequest], key: Callable[[ModelRequest], str]) -> None:
+    def __init__(
+        self, requests: Sequence[ModelRequest], key: Callable[[ModelRequest], str]
+    ) -> None:
         self._parents = {(r.id, r.replicate): r for r in requests}
         self._key = key
         self._parts: dict[tuple[str, int], list[RequestResult]] = {}
@@ -660,4 +675,3 @@ def _merge(parent: ModelRequest, key: str, parts: list[RequestResult]) -> Reques
     latencies = [p.latency_s for p in parts if p.latency_s is not None]
     merged.latency_s = max(latencies) if latencies else None
     return merged
-

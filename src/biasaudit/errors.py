@@ -178,4 +178,6 @@ class RunInterruptedError(BiasauditError):
 
     def __init__(self, run_dir: str | None = None) -> None:
         self.run_dir = run_dir
-        super().__init__("interrupted: the answers received so far are in the cache; run again to resume")
+        super().__init__(
+            "interrupted: the answers received so far are in the cache; run again to resume"
+        )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import signal
 from collections.abc import Callable, Coroutine
@@ -38,17 +39,14 @@ def _run(coroutine: Coroutine[Any, Any, T]) -> T:
     with asyncio.Runner(loop_factory=_loop_factory()) as runner:
         loop = runner.get_loop()
         main = loop.create_task(coroutine)
-        try:
+        # Signal handlers exist only in the main thread, and not on Windows.
+        with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(signal.SIGTERM, main.cancel)
-        except (NotImplementedError, RuntimeError):  # not the main thread, or Windows
-            pass
         try:
             return runner.run(_await(main))
         finally:
-            try:
+            with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.remove_signal_handler(signal.SIGTERM)
-            except (NotImplementedError, RuntimeError):
-                pass
 
 
 async def _await(task: asyncio.Task[T]) -> T:

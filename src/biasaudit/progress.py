@@ -20,7 +20,9 @@ def describe_progress(stats: EngineStats) -> str:
     remaining = stats.total - stats.done
     eta = f"{remaining / rate:.0f}s" if rate > 0 and remaining else "-"
     limited = (
-        f", limit {stats.concurrency_limit}" if stats.rate_limited and stats.concurrency_limit else ""
+        f", limit {stats.concurrency_limit}"
+        if stats.rate_limited and stats.concurrency_limit
+        else ""
     )
     return (
         f"{stats.done}/{stats.total} done ({stats.cache_hits} cached, {stats.retries} retries, "

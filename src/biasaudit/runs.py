@@ -105,6 +105,17 @@ class ResponseRecord(BaseModel):
     refusal: str | None = None
     error: str | None = None
     error_type: str | None = None
+    probe: str | None = Field(None, description="Audits: 'pointwise' or 'pairwise'.")
+    scoring_path: str | None = Field(
+        None, description="Pointwise: 'logprobs' or 'samples', how the label probabilities came."
+    )
+    parsed: str | None = Field(
+        None, description="The answer as read: a label, or 'first'/'second'/'tie' (pairwise)."
+    )
+    label_probabilities: dict[str, float] | None = Field(
+        None, description="Pointwise: label probabilities normalised over the label set."
+    )
+    irregular: int | None = Field(None, description="Answers outside the label set.")
 
 
 def new_run_id(kind: str, model_id: str) -> str:
@@ -133,8 +144,10 @@ class RunDirectory:
 
     def write_json(self, name: str, data: Any) -> None:
         """Write ``name`` atomically: a crash never leaves half a file."""
-        text = data.model_dump_json(indent=2) if isinstance(data, BaseModel) else json.dumps(
-            data, indent=2, ensure_ascii=False, default=str
+        text = (
+            data.model_dump_json(indent=2)
+            if isinstance(data, BaseModel)
+            else json.dumps(data, indent=2, ensure_ascii=False, default=str)
         )
         fd, tmp = tempfile.mkstemp(dir=self.path, prefix=f".{name}.")
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -144,8 +157,10 @@ class RunDirectory:
     def write_lines(self, name: str, rows: list[BaseModel] | list[dict[str, Any]]) -> None:
         with open(self.path / name, "w", encoding="utf-8") as handle:
             for row in rows:
-                line = row.model_dump_json(exclude_none=True) if isinstance(row, BaseModel) else (
-                    json.dumps(row, ensure_ascii=False)
+                line = (
+                    row.model_dump_json(exclude_none=True)
+                    if isinstance(row, BaseModel)
+                    else (json.dumps(row, ensure_ascii=False))
                 )
                 handle.write(line + "\n")
 

@@ -59,7 +59,9 @@ KNOWN_PROVIDERS: dict[str, ProviderInfo] = {
     ),
     "anthropic": ProviderInfo(
         "anthropic", "https://api.anthropic.com", "ANTHROPIC_API_KEY",
-        Capabilities(completions=False, logprobs=False, max_top_logprobs=0, n=False, seed=False),
+        Capabilities(
+            completions=False, logprobs=False, max_top_logprobs=0, n=False, seed=False
+        ),
         "no logprobs, no n: sampled replicates",
     ),
     "together": ProviderInfo(
@@ -117,12 +119,17 @@ def resolve_model(
 
 
 def _build(
-    model_id: str, base_url: str | None, api_key_env: str | None, max_connections: int, need_key: bool
+    model_id: str,
+    base_url: str | None,
+    api_key_env: str | None,
+    max_connections: int,
+    need_key: bool,
 ) -> Provider:
     provider_name, sep, model = model_id.partition("/")
     if not sep or not provider_name or not model:
         raise UnknownProviderError(
-            f"model '{model_id}' must be written provider/model, e.g. openai/gpt-4o-mini or sim/biased"
+            f"model '{model_id}' must be written provider/model, "
+            "e.g. openai/gpt-4o-mini or sim/biased"
         )
     info = KNOWN_PROVIDERS.get(provider_name)
     if info is None and base_url is None:
@@ -142,7 +149,9 @@ def _build(
     if info.kind == "anthropic":
         from .anthropic import AnthropicProvider
 
-        return AnthropicProvider(model, api_key=api_key or "", base_url=url, max_connections=max_connections)
+        return AnthropicProvider(
+            model, api_key=api_key or "", base_url=url, max_connections=max_connections
+        )
     from .openai_compatible import OpenAICompatibleProvider
 
     return OpenAICompatibleProvider(

@@ -85,7 +85,7 @@ class Provider(ABC):
         if request.kind == "completion" and not caps.completions:
             raise RequestRejectedError(f"{self.model_id} has no legacy completions endpoint")
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 - optional hook, not abstract
         """Release connections; the default has none."""
 
     def describe(self) -> dict[str, object]:

@@ -109,7 +109,9 @@ class AnthropicProvider(Provider):
 def _split_system(messages: tuple[dict[str, Any], ...]) -> tuple[str, list[dict[str, Any]]]:
     """Anthropic takes the system prompt apart from the turns."""
     system = "\n\n".join(str(m["content"]) for m in messages if m["role"] == "system")
-    turns = [{"role": m["role"], "content": m["content"]} for m in messages if m["role"] != "system"]
+    turns = [
+        {"role": m["role"], "content": m["content"]} for m in messages if m["role"] != "system"
+    ]
     return system, turns
 
 
@@ -122,7 +124,9 @@ def _parse_message(http_response: Any) -> ModelResponse:
         raise TransientProviderError(
             redact(f"the endpoint returned an unreadable message: {snippet!r}")
         ) from None
-    text = "".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text")
+    text = "".join(
+        b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text"
+    )
     usage = body.get("usage") or {}
     return ModelResponse(
         texts=(text,),

@@ -161,7 +161,9 @@ def _aiohttp_client(sdk_module: Any, max_connections: int) -> Any:
     Measured here it serves about twice the requests per second of the SDK's
     default httpx transport at 128 concurrent requests (bench/RESULTS.md).
     """
-    limits = _http_module().Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
+    limits = _http_module().Limits(
+        max_connections=max_connections, max_keepalive_connections=max_connections
+    )
     try:
         return sdk_module.DefaultAioHttpClient(limits=limits)
     except (AttributeError, RuntimeError):  # SDK without the aiohttp extra
@@ -202,11 +204,15 @@ def _json_body(http_response: Any) -> dict[str, Any]:
             redact(f"the endpoint returned a body that is not JSON ({kind}): {snippet!r}")
         ) from None
     if not isinstance(body, dict) or not isinstance(body.get("choices"), list):
-        raise TransientProviderError(redact(f"the endpoint returned no 'choices': {content[:120]!r}"))
+        raise TransientProviderError(
+            redact(f"the endpoint returned no 'choices': {content[:120]!r}")
+        )
     return body
 
 
-def _parse_body(body: dict[str, Any], request: ModelRequest, *, request_id: str | None) -> ModelResponse:
+def _parse_body(
+    body: dict[str, Any], request: ModelRequest, *, request_id: str | None
+) -> ModelResponse:
     choices = sorted(body["choices"], key=lambda c: c.get("index", 0))
     texts, finish, logprobs, refusals = [], [], [], []
     for choice in choices:
