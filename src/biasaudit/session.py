@@ -1,0 +1,203 @@
+"""A run in progress: provider, cache, engine, run directory and manifest, held together.
+
+Every command that writes a run (``fanout``, the audits) does the same things
+around the engine, and does them here: open the cache and the run directory
+once the provider is resolved, keep the manifest, show progress, record one
+line per response as it arrives, and mark the run ``completed``, ``aborted``
+(a fatal provider error: every unanswered input is listed), ``failed`` or
+``interrupted`` (Ctrl-C, SIGTERM: what arrived is in the cache)::
+
+    session = RunSession.open("fanout", provider, settings, runs_dir=..., cache_path=...)
+    try:
+        await session.send(requests, stderr=stderr, label="fanout: ")
+    finally:
+        await session.close()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from . import __version__
+from .cache import ResponseCache
+from .engine import Engine, EngineSettings, RequestResult
+from .errors import BiasauditError, RunAbortedError, RunInterruptedError
+from .progress import ProgressPrinter
+from .providers import ModelRequest, Provider
+from .runs import Manifest, ResponseRecord, RunCounts, RunDirectory, TokenUsage
+
+__all__ = ["Annotate", "RunSession", "finish_manifest", "response_record"]
+
+Annotate = Callable[[RequestResult], dict[str, Any]]
+"""Reads one result and returns extra :class:`ResponseRecord` fields (probe, parsed answer)."""
+
+
+@dataclass
+class RunSession:
+    """The open pieces of one run; create with :meth:`open`, end with :meth:`close`."""
+
+    provider: Provider
+    cache: ResponseCache
+    engine: Engine
+    run: RunDirectory
+    manifest: Manifest
+
+    @classmethod
+    def open(
+        cls,
+        kind: str,
+        provider: Provider,
+        settings: EngineSettings,
+        *,
+        runs_dir: Path,
+        cache_path: Path,
+        command: Sequence[str],
+    ) -> RunSession:
+        """Open the cache and create the run directory with its first manifest.
+
+        Resolve ``provider`` first: a configuration error then leaves nothing
+        behind and sends nothing.
+        """
+        cache = ResponseCache(cache_path)
+        run = RunDirectory.create(runs_dir, kind, provider.model_id)
+        manifest = Manifest(
+            tool_version=__version__,
+            run_id=run.run_id,
+            kind=kind,
+            command=list(command),
+            started_at=datetime.now(UTC),
+            endpoint=provider.describe(),
+            simulated=provider.simulated,
+            settings=asdict(settings),
+            cache_path=str(cache_path),
+        )
+        run.write_json("manifest.json", manifest)
+        return cls(provider, cache, Engine(provider, cache, settings), run, manifest)
+
+    async def send(
+        self,
+        requests: Sequence[ModelRequest],
+        *,
+        stderr: TextIO | None = None,
+        label: str = "",
+        annotate: Annotate | None = None,
+    ) -> None:
+        """Run ``requests``, appending one response line each, and set the run's status.
+
+        Raises
+        ------
+        RunAbortedError
+            A fatal provider error stopped the run (naming the run directory).
+        RunInterruptedError
+            Ctrl-C or SIGTERM.
+        """
+        manifest, run = self.manifest, self.run
+        progress = ProgressPrinter(lambda: self.engine.stats, stderr, label=label)
+        progress.start()
+        try:
+            async for result in self.engine.run(requests):
+                record = response_record(result)
+                if annotate is not None:
+                    record = record.model_copy(update=annotate(result))
+                run.append_response(record)
+            manifest.status = "completed"
+        except RunAbortedError as error:
+            manifest.status, manifest.error = "aborted", str(error.cause)
+            self._record_unanswered(requests, str(error.cause))
+            raise RunAbortedError(error.cause, str(run.path)) from error
+        except BiasauditError as error:
+            manifest.status, manifest.error = "failed", str(error)
+            raise
+        except (asyncio.CancelledError, KeyboardInterrupt) as error:
+            manifest.status, manifest.error = "interrupted", "interrupted by the user"
+            raise RunInterruptedError(str(run.path)) from error
+        finally:
+            await progress.stop()
+
+    async def close(self) -> None:
+        """Release the provider, write the final manifest, close the files."""
+        try:
+            await self.provider.aclose()
+        finally:
+            finish_manifest(self.manifest, self.engine)
+            self.run.write_json("manifest.json", self.manifest)
+            self.run.close()
+            self.cache.close()
+
+    def _record_unanswered(self, requests: Sequence[ModelRequest], reason: str) -> None:
+        """List every input the aborted run never answered, so nothing is silently lost."""
+        done = _answered_ids(self.run.path / "responses.jsonl")
+        for request in requests:
+            if (request.id, request.replicate) not in done:
+                self.engine.stats.failures += 1
+                self.run.append_response(
+                    ResponseRecord(
+                        id=request.id,
+                        replicate=request.replicate,
+                        cache_key=self.engine.key(request),
+                        error=f"not answered: the run stopped ({reason})",
+                        error_type="RunAbortedError",
+                    )
+                )
+
+
+def finish_manifest(manifest: Manifest, engine: Engine) -> None:
+    """Copy the engine's final counts, versions and token usage into the manifest."""
+    stats = engine.stats
+    manifest.ended_at = datetime.now(UTC)
+    manifest.duration_s = round((manifest.ended_at - manifest.started_at).total_seconds(), 3)
+    manifest.model_versions = dict(stats.model_versions)
+    manifest.system_fingerprints = dict(stats.system_fingerprints)
+    manifest.counts = RunCounts(
+        requests=stats.total,
+        sent=stats.sent,
+        cache_hits=stats.cache_hits,
+        retries=stats.retries,
+        failures=stats.failures,
+        refusals=stats.refusals,
+        rate_limited=stats.rate_limited,
+    )
+    manifest.usage = TokenUsage(input_tokens=stats.input_tokens, output_tokens=stats.output_tokens)
+
+
+def response_record(result: RequestResult) -> ResponseRecord:
+    """The ``responses.jsonl`` line of one result."""
+    response = result.response
+    record = ResponseRecord(
+        id=result.request.id,
+        replicate=result.request.replicate,
+        cache_key=result.key,
+        cached=result.cached,
+        attempts=result.attempts,
+        latency_s=round(result.latency_s, 4) if result.latency_s is not None else None,
+        error=result.error,
+        error_type=result.error_type,
+    )
+    if response is None:
+        return record
+    many = len(response.texts) > 1
+    return record.model_copy(
+        update={
+            "text": None if many else response.text,
+            "texts": list(response.texts) if many else None,
+            "top_logprobs": list(response.logprobs) if response.logprobs is not None else None,
+            "finish_reason": response.finish_reasons[0] if response.finish_reasons else None,
+            "model_version": response.model_version,
+            "system_fingerprint": response.system_fingerprint,
+            "refusal": response.refusal,
+        }
+    )
+
+
+def _answered_ids(path: Path) -> set[tuple[str, int]]:
+    if not path.exists():
+        return set()
+    with open(path, encoding="utf-8") as handle:
+        rows = [json.loads(line) for line in handle if line.strip()]
+    return {(row["id"], row.get("replicate", 0)) for row in rows}
