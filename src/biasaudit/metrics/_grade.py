@@ -176,7 +176,7 @@ def grade_score(
 
     shares = counts[counts > 0] / usable.size
     entropy = float(-(shares * np.log2(shares)).sum() / math.log2(n_options))
-    entropy = min(max(entropy, 0.0), 1.0)  # rounding can step just outside [0, 1]
+    entropy = min(max(entropy, 0.0), 1.0) + 0.0  # clip rounding; + 0.0 turns -0.0 into 0.0
     option_counts = pd.Series(chosen_options[~unparsed]).value_counts()
     choice = float(option_counts.max() / usable.size)
     grade = 0.0 if entropy == 0.0 or choice == 0.0 else 2 * entropy * choice / (entropy + choice)

@@ -11,9 +11,9 @@ from typing import Any
 
 from ..errors import ProviderError, RequestRejectedError, TransientProviderError
 from ..secrets import redact, remember_secret
-from ._base import Provider, classify_status
+from ._base import classify_status
+from ._sdk import SDKProvider, connection_error
 from ._types import Capabilities, ModelRequest, ModelResponse, Usage
-from .openai_compatible import connection_error
 
 __all__ = ["ANTHROPIC_CAPABILITIES", "AnthropicProvider"]
 
@@ -24,7 +24,7 @@ ANTHROPIC_CAPABILITIES = Capabilities(
 DEFAULT_MAX_TOKENS = 1024
 
 
-class AnthropicProvider(Provider):
+class AnthropicProvider(SDKProvider):
     """``anthropic/<model>``: chat requests as Messages API calls."""
 
     def __init__(
@@ -42,29 +42,19 @@ class AnthropicProvider(Provider):
         self._api_key = api_key
         remember_secret(api_key)
         self._max_connections = max_connections
-        self._client: Any = None
 
     def __repr__(self) -> str:
         return f"AnthropicProvider({self.model_id!r}, base_url={self.base_url!r})"
 
-    def _sdk(self) -> Any:
-        if self._client is None:
-            import anthropic
+    def _new_client(self, http_client: Any) -> Any:
+        import anthropic
 
-            from .openai_compatible import _aiohttp_client
-
-            self._client = anthropic.AsyncAnthropic(
-                api_key=self._api_key,
-                base_url=self.base_url,
-                max_retries=0,  # the engine owns retries
-                http_client=_aiohttp_client(anthropic, self._max_connections),
-            )
-        return self._client
-
-    async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
+        return anthropic.AsyncAnthropic(
+            api_key=self._api_key,
+            base_url=self.base_url,
+            max_retries=0,  # the engine owns retries
+            http_client=http_client,
+        )
 
     async def complete(self, request: ModelRequest, *, timeout: float) -> ModelResponse:
         if request.kind != "chat":

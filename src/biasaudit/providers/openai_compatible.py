@@ -14,17 +14,12 @@ those variants:
 from __future__ import annotations
 
 import json
-import socket
 from typing import Any
 
-from ..errors import (
-    EndpointUnreachableError,
-    LogprobsUnavailableError,
-    ProviderError,
-    TransientProviderError,
-)
+from ..errors import LogprobsUnavailableError, ProviderError, TransientProviderError
 from ..secrets import redact, remember_secret
-from ._base import Provider, classify_status
+from ._base import classify_status
+from ._sdk import SDKProvider, connection_error, http_module
 from ._types import Capabilities, FirstTokenLogprobs, ModelRequest, ModelResponse, Usage
 
 __all__ = ["OpenAICompatibleProvider"]
@@ -33,7 +28,7 @@ __all__ = ["OpenAICompatibleProvider"]
 _NO_KEY = "no-key"
 
 
-class OpenAICompatibleProvider(Provider):
+class OpenAICompatibleProvider(SDKProvider):
     """Chat and legacy completions through ``openai.AsyncOpenAI``.
 
     Parameters
@@ -70,29 +65,21 @@ class OpenAICompatibleProvider(Provider):
         remember_secret(self._api_key)
         self._max_connections = max_connections
         self._max_completion_tokens = uses_max_completion_tokens
-        self._client: Any = None
         self._http: Any = None
 
     def __repr__(self) -> str:  # never show the key
         return f"OpenAICompatibleProvider({self.model_id!r}, base_url={self.base_url!r})"
 
-    def _sdk(self) -> Any:
-        if self._client is None:
-            import openai
+    def _new_client(self, http_client: Any) -> Any:
+        import openai
 
-            self._http = _http_module()
-            self._client = openai.AsyncOpenAI(
-                api_key=self._api_key,
-                base_url=self.base_url,
-                max_retries=0,  # the engine owns retries (STYLE.md principle 2)
-                http_client=_aiohttp_client(openai, self._max_connections),
-            )
-        return self._client
-
-    async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
+        self._http = http_module()
+        return openai.AsyncOpenAI(
+            api_key=self._api_key,
+            base_url=self.base_url,
+            max_retries=0,  # the engine owns retries (STYLE.md principle 2)
+            http_client=http_client,
+        )
 
     async def complete(self, request: ModelRequest, *, timeout: float) -> ModelResponse:
         client = self._sdk()
@@ -141,33 +128,6 @@ class OpenAICompatibleProvider(Provider):
         if isinstance(error, openai.APIResponseValidationError):
             return TransientProviderError(redact(f"malformed response: {error.message}"))
         return super().classify(error)
-
-
-def _http_module() -> Any:
-    """The HTTP library the installed SDKs are built on (httpx2, or httpx before it)."""
-    try:
-        import httpx2
-
-        return httpx2
-    except ImportError:  # SDK releases before the move to httpx2
-        import httpx
-
-        return httpx
-
-
-def _aiohttp_client(sdk_module: Any, max_connections: int) -> Any:
-    """The SDK's aiohttp transport, pooled for our concurrency.
-
-    Measured here it serves about twice the requests per second of the SDK's
-    default httpx transport at 128 concurrent requests (bench/RESULTS.md).
-    """
-    limits = _http_module().Limits(
-        max_connections=max_connections, max_keepalive_connections=max_connections
-    )
-    try:
-        return sdk_module.DefaultAioHttpClient(limits=limits)
-    except (AttributeError, RuntimeError):  # SDK without the aiohttp extra
-        return sdk_module.DefaultAsyncHttpxClient(limits=limits)
 
 
 def _common_params(request: ModelRequest) -> dict[str, Any]:
@@ -284,22 +244,3 @@ def _error_message(body: object, fallback: str) -> str:
         if isinstance(inner, str):
             return inner
     return fallback
-
-
-def connection_error(base_url: str, error: BaseException) -> ProviderError:
-    """Tell a server that is not there from one that is slow or dropped a link.
-
-    The SDKs' aiohttp transport reports a refused connection as a connect
-    *timeout*, so the whole cause chain is searched for the refusal.
-    """
-    chain: list[BaseException] = []
-    link: BaseException | None = error
-    while link is not None and len(chain) < 8:
-        chain.append(link)
-        link = link.__cause__ or link.__context__
-    text = " | ".join(f"{type(e).__name__}: {e}" for e in chain[1:] or chain)
-    if any(isinstance(e, ConnectionRefusedError | socket.gaierror) for e in chain):
-        return EndpointUnreachableError(redact(f"cannot reach {base_url} ({text})"))
-    if any(isinstance(e, TimeoutError) or "Timeout" in type(e).__name__ for e in chain):
-        return TransientProviderError(f"timed out talking to {base_url}")
-    return TransientProviderError(redact(f"connection to {base_url} failed ({text})"))
