@@ -65,7 +65,8 @@ KNOWN_PROVIDERS: dict[str, ProviderInfo] = {
         "no logprobs, no n: sampled replicates",
     ),
     "together": ProviderInfo(
-        "openai", "https://api.together.xyz/v1", "TOGETHER_API_KEY", Capabilities(max_top_logprobs=20)
+        "openai", "https://api.together.xyz/v1", "TOGETHER_API_KEY",
+        Capabilities(max_top_logprobs=20),
     ),
     "groq": ProviderInfo(
         "openai", "https://api.groq.com/openai/v1", "GROQ_API_KEY",
