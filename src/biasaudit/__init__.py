@@ -8,6 +8,9 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .cache import CacheStats, ResponseCache
 from .engine import Engine, EngineSettings, EngineStats, RequestResult
 from .errors import BiasauditError
@@ -23,7 +26,32 @@ from .providers import (
 )
 from .runs import Manifest, ResponseRecord, RunDirectory
 
+if TYPE_CHECKING:
+    from .audit import AuditResult, audit, run_audit
+    from .spec import load_spec, parse_spec
+    from .study import run_study
+
+# The audits pull in pandas and scipy (about a second): imported on first use,
+# so that `biasaudit fanout` and `import biasaudit` start fast.
+_LAZY = {
+    "AuditResult": ".audit",
+    "audit": ".audit",
+    "run_audit": ".audit",
+    "load_spec": ".spec",
+    "parse_spec": ".spec",
+    "run_study": ".study",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module, __name__), name)
+
+
 __all__ = [
+    "AuditResult",
     "BiasauditError",
     "CacheStats",
     "Capabilities",
@@ -42,9 +70,14 @@ __all__ = [
     "RunDirectory",
     "SamplingParams",
     "__version__",
+    "audit",
     "fanout",
+    "load_spec",
+    "parse_spec",
     "read_prompts",
     "resolve_model",
     "run_async",
+    "run_audit",
     "run_fanout",
+    "run_study",
 ]

@@ -164,6 +164,181 @@ def providers() -> None:
     click.echo("any other name with --base-url: an OpenAI-compatible server")
 
 
+_AUDIT_OPTIONS = [
+    click.option("--model", "-m", help="provider/model, e.g. openai/gpt-4o-mini, sim/biased."),
+    click.option("--base-url", help="API root of an OpenAI-compatible server."),
+    click.option("--api-key-env", metavar="NAME", help="Environment variable holding the key."),
+    click.option(
+        "--method",
+        type=click.Choice(["pointwise", "pairwise"]),
+        help="One candidate at a time, or pairs in both orders [default: pointwise].",
+    ),
+    click.option(
+        "--scoring",
+        type=click.Choice(["auto", "logprobs", "samples"]),
+        help="Pointwise scores from first-token logprobs or sampled answers "
+        "[default: auto: logprobs where the endpoint gives them].",
+    ),
+    click.option(
+        "--samples",
+        type=click.IntRange(1, 128),
+        help="Sampled answers per candidate when sampling [default: 20].",
+    ),
+    click.option("--reference-group", help="The group every other is compared with."),
+    click.option("--k-max", type=click.IntRange(1), help="Selections k = 1..K [default: 5]."),
+    click.option("--seed", type=click.IntRange(0), help="Seed of names, pools [default: 0]."),
+    click.option(
+        "--rounds", type=click.IntRange(1), help="Simulated pools per subtask [default: 1800]."
+    ),
+    click.option("--pools", type=click.IntRange(1), help="Pairwise: pools per subtask [30]."),
+    click.option(
+        "--concurrency", type=click.IntRange(1, 4096), help="Requests in flight [default: 16]."
+    ),
+    click.option("--rpm", type=click.FloatRange(min=0, min_open=True), help="Requests a minute."),
+    click.option("--max-retries", type=click.IntRange(0, 100), help="Retries [default: 6]."),
+    click.option(
+        "--timeout",
+        type=click.FloatRange(min=0, min_open=True),
+        help="Seconds per attempt [default: 60].",
+    ),
+    click.option("--workers", type=click.IntRange(1, 64), help="Processes [default: 1]."),
+    click.option("--runs-dir", type=click.Path(path_type=Path), help="Where runs go [runs]."),
+    click.option(
+        "--cache",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="Response cache file [default: RUNS_DIR/cache.sqlite].",
+    ),
+    click.option("--replay", is_flag=True, default=None, help="Answer only from the cache."),
+]
+
+
+def _audit_options(command: F) -> F:
+    """The options every ``biasaudit run`` form takes; unset ones keep the spec's value."""
+    for option in reversed(_AUDIT_OPTIONS):
+        command = option(command)
+    return command
+
+
+def _run_audit(fields: dict[str, Any], *, spec_file: Path | None = None) -> None:
+    """Validate the spec, run the audit, print its table and ``run: <dir>``."""
+    from .audit import audit
+    from .report import allocation_table
+    from .spec import load_spec, parse_spec
+
+    given = {name: value for name, value in fields.items() if value is not None}
+    if spec_file is not None:
+        spec = load_spec(spec_file, given)
+    else:
+        if "model" not in given:
+            raise click.UsageError("Missing option '--model' / '-m'.")
+        spec = parse_spec(given, source="command line")
+    result = audit(spec, command=["biasaudit", *sys.argv[1:]])
+    for line in allocation_table(result.metrics):
+        click.echo(line)
+    click.echo(f"run: {result.run_dir}")
+    sys.exit(result.exit_code)
+
+
+class _TaskOrSpec(click.Group):
+    """``biasaudit run TASK [OPTIONS]``, or ``biasaudit run SPEC.yaml [OPTIONS]``."""
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        if args and args[0] not in self.commands and not args[0].startswith("-"):
+            return "SPEC", self.commands["spec"], args
+        return super().resolve_command(ctx, args)
+
+
+@cli.group(cls=_TaskOrSpec)
+def run() -> None:
+    """Run an allocation audit: a built-in task, or any task described in SPEC.yaml.
+
+    \b
+      biasaudit run resume-screening --model M [--method pairwise] [--names-per-group N]
+      biasaudit run essay-grading --essays FILE.csv --model M
+      biasaudit run SPEC.yaml [--model M]
+
+    Prints per group RABBI with its interval and p-value, the average gap, JSD,
+    EMD, and the selection gaps for k = 1..k_max; the last line is the run directory.
+    Exit status: 0 all answered, 1 some requests failed, 2 bad spec or input.
+    """
+
+
+@run.command("resume-screening")
+@_audit_options
+@click.option("--jobs", help="Comma-separated job ids [default: all four].")
+@click.option("--names", type=click.Path(dir_okay=False, path_type=Path),
+              help="CSV of name,group to use instead of the shipped names.")
+@click.option("--resumes", type=click.Path(dir_okay=False, path_type=Path),
+              help="YAML of jobs and resumes to use instead of the shipped ones.")
+@click.option("--names-per-group", type=click.IntRange(1), help="Names per group [default: 100].")
+@_reports_errors
+def run_resume_screening(**fields: Any) -> None:
+    """Screen resumes for four jobs: 8 groups x names x resumes (see 'biasaudit tasks')."""
+    _run_audit({"task": "resume-screening", **fields})
+
+
+@run.command("essay-grading")
+@_audit_options
+@click.option(
+    "--essays",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="CSV with text, group[, rating, essay_id, topic]; 'demo' for the shipped demo.",
+)
+@click.option("--topic", help="The essay prompt the rubric names (unless a 'topic' column does).")
+@click.option("--pool-size", type=click.IntRange(2), help="Essays per pool [default: 10].")
+@_reports_errors
+def run_essay_grading(**fields: Any) -> None:
+    """Grade essays 1-5 and select the top k of random pools (see 'biasaudit tasks')."""
+    _run_audit({"task": "essay-grading", **fields})
+
+
+@run.command("spec", hidden=True)
+@click.argument("spec_file", metavar="SPEC.yaml", type=click.Path(path_type=Path))
+@_audit_options
+@_reports_errors
+def run_spec(spec_file: Path, **fields: Any) -> None:
+    """Run the audit SPEC.yaml describes; options given here override the file."""
+    if not spec_file.is_file():
+        from .spec import TASK_NAMES
+
+        raise click.UsageError(
+            f"'{spec_file}' is neither a built-in task (resume-screening, essay-grading) "
+            f"nor a spec file; a spec's task is one of {', '.join(TASK_NAMES)}"
+        )
+    _run_audit(fields, spec_file=spec_file)
+
+
+@cli.command()
+def tasks() -> None:
+    """List the built-in audit tasks, their groups, data sources and prompts."""
+    from .report import tasks_listing
+    from .tasks import TASKS
+
+    for line in tasks_listing(TASKS.values()):
+        click.echo(line)
+
+
+@cli.command()
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--ndcg-at", default=3, show_default=True, type=click.IntRange(1),
+              help="Cutoff N of the model-selection NDCG@N.")
+@_reports_errors
+def study(run_dirs: tuple[Path, ...], ndcg_at: int) -> None:
+    """Compare allocation runs: does each bias metric predict the allocation gaps?
+
+    Pearson correlation of RABBI, the average gap, JSD and EMD with the selection
+    gaps over every (model, subtask, group), and NDCG@N of the model rankings.
+    """
+    from .report import study_table
+    from .study import run_study
+
+    for line in study_table(run_study(run_dirs, ndcg_at=ndcg_at)):
+        click.echo(line)
+
+
 def _human_bytes(size: float) -> str:
     for unit in ("B", "KB", "MB", "GB"):
         if size < 1024 or unit == "GB":

@@ -9,7 +9,9 @@ Allocational bias (Chen, Ji & Evans, "The Mismeasure of Man and Models" /
 :func:`rank_biserial`, :func:`rank_biserial_test`, :func:`avg_score_gap`,
 :func:`jsd`, :func:`emd`, :func:`distribution_shape`,
 :func:`pairwise_ranking_scores`, :func:`pairwise_preference_gap`,
-:func:`simulate_selection` with :func:`dp_gap` / :func:`eo_gap`, and the
+:func:`simulate_selection` (or :func:`select_in_pools` for pools fixed in
+advance) with :func:`dp_gap` / :func:`eo_gap` and their
+:func:`bootstrap_selection_gaps` intervals, and the
 predictive-validity tools :func:`predictive_validity`, :func:`ndcg_at`,
 :func:`rank_models_by_rms`, :func:`model_selection_ndcg`.
 
@@ -45,9 +47,12 @@ from biasaudit.metrics._ruted import (
     stereotype,
 )
 from biasaudit.metrics._selection import (
+    SelectionGapIntervals,
     SelectionResult,
+    bootstrap_selection_gaps,
     dp_gap,
     eo_gap,
+    select_in_pools,
     simulate_selection,
     top_k_shares,
 )
@@ -72,8 +77,10 @@ __all__ = [
     "PairwiseScores",
     "RankBiserialResult",
     "RutedEstimate",
+    "SelectionGapIntervals",
     "SelectionResult",
     "avg_score_gap",
+    "bootstrap_selection_gaps",
     "distribution_shape",
     "dp_gap",
     "emd",
@@ -93,6 +100,7 @@ __all__ = [
     "rank_biserial_test",
     "rank_models_by_rms",
     "rms",
+    "select_in_pools",
     "simulate_selection",
     "skew",
     "spearman",

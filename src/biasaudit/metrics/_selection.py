@@ -8,7 +8,7 @@ Evans, "Do Prevalent Bias Metrics Capture Allocational Harms from LLMs?"
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +22,7 @@ from biasaudit.metrics._validate import (
     as_float_array,
     as_label_array,
     check_choice,
+    check_confidence,
     check_int,
     check_same_length,
 )
@@ -48,13 +49,16 @@ class SelectionResult:
     qualified_appearances : pandas.Series or None
         How many of those appearances were of qualified candidates.
     pool : str
-        ``"one_per_group"`` or ``"random"``.
+        ``"one_per_group"``, ``"random"``, or ``"given"`` (pools fixed in
+        advance, :func:`select_in_pools`).
     pool_size : int
         Candidates per pool.
     n_rounds : int
-        Pools drawn.
+        Pools drawn per stratum (for given pools: the number of pools).
     seed : int
-        Seed of the draws.
+        Seed of the draws (0 for given pools, which draw nothing).
+    n_strata : int
+        Strata the pools were drawn within (1 when pools mix all candidates).
     """
 
     selection_rate: pd.DataFrame
@@ -65,6 +69,7 @@ class SelectionResult:
     pool_size: int
     n_rounds: int
     seed: int
+    n_strata: int = 1
 
     @property
     def groups(self) -> tuple[Hashable, ...]:
@@ -266,6 +271,7 @@ def simulate_selection(
     pool_size: int | None = None,
     n_rounds: int = 1800,
     seed: int = 0,
+    strata: ArrayLike | None = None,
 ) -> SelectionResult:
     r"""Simulate top-k selection from candidate pools and report per-group rates.
 
@@ -307,9 +313,13 @@ def simulate_selection(
     pool_size : int, optional
         Candidates per pool; required for, and only for, ``pool="random"``.
     n_rounds : int
-        Pools to draw.
+        Pools to draw (in each stratum, when ``strata`` is given).
     seed : int
         Seed of the draws.
+    strata : array_like, optional
+        A stratum label per candidate (e.g. the job of a resume): pools are
+        then drawn within each stratum, ``n_rounds`` per stratum, and never
+        mix strata. Rates pool the appearances of all strata.
 
     Returns
     -------
@@ -321,8 +331,9 @@ def simulate_selection(
     ------
     ValueError
         On NaN scores, mismatched lengths, an invalid option, a group with no
-        qualified candidate (when ``qualified`` is given), or a group that no
-        random pool happened to include.
+        qualified candidate (when ``qualified`` is given), a group missing
+        from a stratum (one-per-group pools), or a group that no random pool
+        happened to include.
 
     References
     ----------
@@ -346,7 +357,7 @@ def simulate_selection(
     if is_qualified is not None:
         _require_qualified(codes, is_qualified, group_ids)
 
-    rng = np.random.default_rng(seed)
+    members = _strata_members(strata, values.size)
     if pool == "one_per_group":
         if pool_size is not None:
             raise ValueError(
@@ -354,15 +365,78 @@ def simulate_selection(
                 "one_per_group pools hold one candidate per group"
             )
         size = n_groups
-        k_max = check_int(k_max, "k_max", minimum=1, maximum=size)
-        pools = _one_per_group_pools(rng, codes, n_groups, n_rounds)
     else:
         if pool_size is None:
             raise ValueError("pool='random' needs pool_size, the number of candidates per pool")
-        size = check_int(pool_size, "pool_size", minimum=1, maximum=values.size)
-        k_max = check_int(k_max, "k_max", minimum=1, maximum=size)
-        pools = _random_pools(rng, values.size, size, n_rounds)
+        smallest = min(indices.size for _, indices in members)
+        size = check_int(pool_size, "pool_size", minimum=1, maximum=smallest)
+    k_max = check_int(k_max, "k_max", minimum=1, maximum=size)
 
+    rng = np.random.default_rng(seed)
+    pools = np.concatenate(
+        [
+            _draw_pools(rng, stratum, indices, codes, group_ids, pool, size, n_rounds)
+            for stratum, indices in members
+        ]
+    )
+    return _selection_result(
+        values, codes, group_ids, is_qualified, pools, k_max=k_max, pool=pool,
+        n_rounds=n_rounds, seed=seed, n_strata=len(members),
+    )  # fmt: skip
+
+
+def _strata_members(
+    strata: ArrayLike | None, n_candidates: int
+) -> list[tuple[Hashable, NDArray[np.intp]]]:
+    """The candidates of each stratum (one stratum of everyone when ``strata`` is None)."""
+    if strata is None:
+        return [(None, np.arange(n_candidates))]
+    labels = as_label_array(strata, "strata")
+    if labels.size != n_candidates:
+        raise ValueError(
+            f"strata must have one label per score, got {labels.size} for {n_candidates}"
+        )
+    codes, uniques = pd.factorize(labels)
+    return [(uniques[code], np.flatnonzero(codes == code)) for code in range(len(uniques))]
+
+
+def _draw_pools(
+    rng: np.random.Generator,
+    stratum: Hashable,
+    indices: NDArray[np.intp],
+    codes: NDArray[np.intp],
+    group_ids: Any,
+    pool: str,
+    size: int,
+    n_rounds: int,
+) -> NDArray[np.intp]:
+    """``n_rounds`` pools of candidate indices drawn within one stratum."""
+    if pool == "random":
+        return indices[_random_pools(rng, indices.size, size, n_rounds)]
+    local_codes = codes[indices]
+    present = np.bincount(local_codes, minlength=len(group_ids))
+    if (present == 0).any():
+        missing = group_ids[int(np.argmax(present == 0))]
+        where = "" if stratum is None else f" in stratum {stratum!r}"
+        raise ValueError(f"group {missing!r} has no candidate{where}, so no pool can hold one")
+    return indices[_one_per_group_pools(rng, local_codes, len(group_ids), n_rounds)]
+
+
+def _selection_result(
+    values: FloatArray,
+    codes: NDArray[np.intp],
+    group_ids: Any,
+    is_qualified: NDArray[np.bool_] | None,
+    pools: NDArray[np.intp],
+    *,
+    k_max: int,
+    pool: str,
+    n_rounds: int,
+    seed: int,
+    n_strata: int,
+) -> SelectionResult:
+    """Per-group selection and true positive rates of top-k selection from ``pools``."""
+    n_groups = len(group_ids)
     shares = top_k_shares(values[pools], k_max=k_max).reshape(-1, k_max)
     member_groups = codes[pools].ravel()
     appearances = np.bincount(member_groups, minlength=n_groups)
@@ -389,9 +463,10 @@ def simulate_selection(
         appearances=pd.Series(appearances, index=index, name="appearances"),
         qualified_appearances=qualified_appearances,
         pool=pool,
-        pool_size=size,
+        pool_size=pools.shape[1],
         n_rounds=n_rounds,
         seed=seed,
+        n_strata=n_strata,
     )
 
 
@@ -430,3 +505,308 @@ def _require_appearances(counts: NDArray[np.intp], group_ids: Any, what: str) ->
             f"no {what} of group {missing!r} appeared in any pool, so its rate is undefined; "
             "increase n_rounds or pool_size"
         )
+
+
+def select_in_pools(
+    scores: ArrayLike,
+    groups: ArrayLike,
+    pools: ArrayLike,
+    qualified: ArrayLike | None = None,
+    *,
+    k_max: int = 5,
+) -> SelectionResult:
+    r"""Top-k selection in pools fixed in advance, with the rates of :func:`simulate_selection`.
+
+    For scores that are only comparable within a pool, such as the wins of
+    each candidate against the others of its pool in a pairwise audit, the
+    pools the candidates were compared in are the pools they are selected
+    from. Each pool ranks its members and selects the top k, ties at the cut
+    sharing places fractionally (:func:`top_k_shares`); selection and true
+    positive rates per group follow as in :func:`simulate_selection`.
+
+    Parameters
+    ----------
+    scores : array_like
+        Score of each candidate appearance.
+    groups : array_like
+        Group of each.
+    pools : array_like
+        Pool label of each; every pool must have the same number of members.
+    qualified : array_like of bool, optional
+        Whether each is qualified; needed for true positive rates.
+    k_max : int
+        Largest number of places, from 1 to the pool size.
+
+    Returns
+    -------
+    SelectionResult
+        With ``pool="given"`` and ``n_rounds`` the number of pools.
+
+    Raises
+    ------
+    ValueError
+        On NaN scores, mismatched lengths, pools of different sizes, or a
+        group (or its qualified members) absent from every pool.
+
+    References
+    ----------
+    Chen, Ji & Evans, "The Mismeasure of Man and Models", 2024.
+    """
+    values = as_float_array(scores, "scores")
+    labels = as_label_array(groups, "groups")
+    pool_labels = as_label_array(pools, "pools")
+    check_same_length(scores=values, groups=labels, pools=pool_labels)
+    is_qualified = None
+    if qualified is not None:
+        is_qualified = as_bool_array(qualified, "qualified")
+        check_same_length(scores=values, qualified=is_qualified)
+    codes, group_ids = pd.factorize(labels)
+    matrix = _pool_matrix(pool_labels)
+    k_max = check_int(k_max, "k_max", minimum=1, maximum=matrix.shape[1])
+    return _selection_result(
+        values, codes, group_ids, is_qualified, matrix, k_max=k_max, pool="given",
+        n_rounds=matrix.shape[0], seed=0, n_strata=1,
+    )  # fmt: skip
+
+
+def _pool_matrix(pool_labels: NDArray[Any]) -> NDArray[np.intp]:
+    """Candidate indices of each pool, one row per pool (in order of first appearance)."""
+    codes, uniques = pd.factorize(pool_labels)
+    sizes = np.bincount(codes)
+    if (sizes != sizes[0]).any():
+        odd = uniques[int(np.argmax(sizes != sizes[0]))]
+        raise ValueError(
+            f"every pool must have the same size: pool {odd!r} has "
+            f"{sizes[int(np.argmax(sizes != sizes[0]))]} members, pool {uniques[0]!r} {sizes[0]}"
+        )
+    order = np.argsort(codes, kind="stable")
+    return order.reshape(len(uniques), int(sizes[0]))
+
+
+@dataclass(frozen=True, eq=False)
+class SelectionGapIntervals:
+    """Bootstrap intervals of ΔDP and ΔEO, per group and k.
+
+    Attributes
+    ----------
+    dp_low, dp_high : pandas.DataFrame
+        Index: group; columns: k. Bounds of the ΔDP interval.
+    eo_low, eo_high : pandas.DataFrame or None
+        The same for ΔEO; None without qualification labels.
+    n_bootstrap : int
+        Replicates behind the intervals.
+    confidence : float
+        Level of the intervals.
+    """
+
+    dp_low: pd.DataFrame
+    dp_high: pd.DataFrame
+    eo_low: pd.DataFrame | None
+    eo_high: pd.DataFrame | None
+    n_bootstrap: int
+    confidence: float
+
+    def to_dict(self, reference: Hashable) -> dict[str, dict[str, dict[str, list[float]]]]:
+        """``{group: {"dp_gap_ci": {"1": [low, high], ...}, "eo_gap_ci": ...}}``, no reference."""
+        bounds = {"dp_gap_ci": (self.dp_low, self.dp_high)}
+        if self.eo_low is not None and self.eo_high is not None:
+            bounds["eo_gap_ci"] = (self.eo_low, self.eo_high)
+        return {
+            str(group): {
+                name: {
+                    str(k): [float(low.loc[group, k]), float(high.loc[group, k])]
+                    for k in low.columns
+                }
+                for name, (low, high) in bounds.items()
+            }
+            for group in self.dp_low.index
+            if group != reference
+        }
+
+
+def bootstrap_selection_gaps(
+    scores: ArrayLike,
+    groups: ArrayLike,
+    qualified: ArrayLike | None = None,
+    *,
+    reference: Hashable,
+    k_max: int = 5,
+    pool: str = "one_per_group",
+    pool_size: int | None = None,
+    n_rounds: int = 1800,
+    strata: ArrayLike | None = None,
+    pools: ArrayLike | None = None,
+    n_bootstrap: int = 200,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> SelectionGapIntervals:
+    r"""Percentile bootstrap intervals for ΔDP and ΔEO of every group, per k.
+
+    The gaps of :func:`dp_gap` and :func:`eo_gap` carry two kinds of noise:
+    which candidates were audited, and which pools the simulation drew. Each
+    replicate repeats the whole computation on a resample:
+
+    - simulated pools (``pools`` None): the candidates are resampled with
+      replacement within each cell of group x stratum x qualification (so
+      every cell keeps its size), and :func:`simulate_selection` draws fresh
+      pools with a new seed;
+    - given pools (``pools`` set, as for pairwise scores): the pools are
+      resampled with replacement and :func:`select_in_pools` selects in them.
+      Replicates in which some group (or its qualified members) appears in no
+      pool are skipped.
+
+    The interval is the ``(1 ± confidence)/2`` quantiles of the replicates.
+
+    Parameters
+    ----------
+    scores, groups, qualified :
+        As for :func:`simulate_selection`.
+    reference : hashable
+        The reference group of the gaps.
+    k_max, pool, pool_size, n_rounds, strata :
+        As for :func:`simulate_selection` (ignored with ``pools``, but ``k_max``).
+    pools : array_like, optional
+        Pool label of each candidate appearance, for given pools.
+    n_bootstrap : int
+        Replicates (at least 20).
+    confidence : float
+        Level of the intervals, in (0, 1).
+    seed : int
+        Seed of the resampling and of the replicates' pool draws.
+
+    Returns
+    -------
+    SelectionGapIntervals
+
+    Raises
+    ------
+    ValueError
+        As :func:`simulate_selection` / :func:`select_in_pools` do on the
+        original data, or when fewer than half the replicates could be used.
+
+    References
+    ----------
+    Efron & Tibshirani, "An Introduction to the Bootstrap" (1993), ch. 13
+    (percentile intervals); Chen, Ji & Evans, "The Mismeasure of Man and
+    Models", 2024 (the gaps).
+    """
+    check_int(n_bootstrap, "n_bootstrap", minimum=20)
+    confidence = check_confidence(confidence)
+    seed = check_int(seed, "seed", minimum=0)
+    if pools is not None:
+        replicate = _given_pool_replicates(scores, groups, pools, qualified, k_max=k_max)
+    else:
+        replicate = _simulated_replicates(
+            scores, groups, qualified, k_max=k_max, pool=pool, pool_size=pool_size,
+            n_rounds=n_rounds, strata=strata,
+        )  # fmt: skip
+    rng = np.random.default_rng(seed)
+    results = []
+    for _ in range(n_bootstrap):
+        try:
+            results.append(replicate(rng))
+        except ValueError:
+            if pools is None:
+                raise
+    if len(results) < n_bootstrap / 2:
+        raise ValueError(
+            f"only {len(results)} of {n_bootstrap} bootstrap replicates had every group "
+            "in some pool; use more pools"
+        )
+    return _gap_quantiles(results, reference, n_bootstrap=len(results), confidence=confidence)
+
+
+Replicate = Callable[[np.random.Generator], SelectionResult]
+
+
+def _simulated_replicates(
+    scores: ArrayLike, groups: ArrayLike, qualified: ArrayLike | None, *, strata: ArrayLike | None,
+    k_max: int, pool: str, pool_size: int | None, n_rounds: int,
+) -> Replicate:  # fmt: skip
+    values = as_float_array(scores, "scores")
+    labels = as_label_array(groups, "groups")
+    flags = None if qualified is None else as_bool_array(qualified, "qualified")
+    layers = None if strata is None else as_label_array(strata, "strata")
+    given = simulate_selection(
+        values, labels, flags, strata=layers, k_max=k_max, pool=pool, pool_size=pool_size,
+        n_rounds=n_rounds,
+    )  # fail early, on the data as given  # fmt: skip
+    cells = _cells(labels, layers, flags)
+    # Resampling within cells keeps every position's group, stratum and qualification:
+    # only the scores change between replicates, so all else is computed once.
+    order = np.concatenate(cells)
+    codes, group_ids = pd.factorize(labels[order])
+    members = _strata_members(None if layers is None else layers[order], order.size)
+    order_flags = None if flags is None else flags[order]
+
+    def replicate(rng: np.random.Generator) -> SelectionResult:
+        picked = np.concatenate([cell[rng.integers(0, cell.size, cell.size)] for cell in cells])
+        size = given.pool_size
+        pools = np.concatenate(
+            [
+                _draw_pools(rng, stratum, indices, codes, group_ids, pool, size, n_rounds)
+                for stratum, indices in members
+            ]
+        )
+        return _selection_result(
+            values[picked], codes, group_ids, order_flags, pools, k_max=given.k_max, pool=pool,
+            n_rounds=n_rounds, seed=0, n_strata=len(members),
+        )  # fmt: skip
+
+    return replicate
+
+
+def _cells(
+    labels: NDArray[Any], layers: NDArray[Any] | None, flags: NDArray[np.bool_] | None
+) -> list[NDArray[np.intp]]:
+    """Candidate indices of each cell of group x stratum x qualification."""
+    keys = pd.DataFrame(
+        {
+            "group": labels,
+            "stratum": 0 if layers is None else layers,
+            "qualified": False if flags is None else flags,
+        }
+    )
+    cells = keys.groupby(list(keys.columns), sort=False).ngroup().to_numpy()
+    return [np.flatnonzero(cells == code) for code in range(int(cells.max()) + 1)]
+
+
+def _given_pool_replicates(
+    scores: ArrayLike, groups: ArrayLike, pools: ArrayLike, qualified: ArrayLike | None, *,
+    k_max: int,
+) -> Replicate:  # fmt: skip
+    values = as_float_array(scores, "scores")
+    codes, group_ids = pd.factorize(as_label_array(groups, "groups"))
+    flags = None if qualified is None else as_bool_array(qualified, "qualified")
+    matrix = _pool_matrix(as_label_array(pools, "pools"))
+    select_in_pools(values, group_ids[codes], pools, flags, k_max=k_max)  # fail early, as given
+
+    def replicate(rng: np.random.Generator) -> SelectionResult:
+        rows = matrix[rng.integers(0, matrix.shape[0], matrix.shape[0])]
+        return _selection_result(
+            values, codes, group_ids, flags, rows, k_max=k_max, pool="given",
+            n_rounds=rows.shape[0], seed=0, n_strata=1,
+        )  # fmt: skip
+
+    return replicate
+
+
+def _gap_quantiles(
+    results: list[SelectionResult], reference: Hashable, *, n_bootstrap: int, confidence: float
+) -> SelectionGapIntervals:
+    tail = (1 - confidence) / 2
+    first = dp_gap(results[0], reference=reference)
+
+    def bounds(frames: list[pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame]:
+        stacked = np.stack([frame.reindex_like(first).to_numpy() for frame in frames])
+        low, high = np.quantile(stacked, [tail, 1 - tail], axis=0)
+        return (
+            pd.DataFrame(low, index=first.index, columns=first.columns),
+            pd.DataFrame(high, index=first.index, columns=first.columns),
+        )
+
+    dp_low, dp_high = bounds([dp_gap(result, reference=reference) for result in results])
+    eo_low = eo_high = None
+    if results[0].true_positive_rate is not None:
+        eo_low, eo_high = bounds([eo_gap(result, reference=reference) for result in results])
+    return SelectionGapIntervals(dp_low, dp_high, eo_low, eo_high, n_bootstrap, confidence)

@@ -6,23 +6,35 @@ reports must never present it as a real model.
 
 How it answers (the prompt is the last user message, or the completions prompt):
 
+- **Pairwise comparisons** (the prompt introduces two items with lines
+  ``<Word> A:`` and ``<Word> B:``, e.g. ``Candidate A:`` / ``Candidate B:``):
+  it answers the letter ``A`` or ``B``. Section A runs from its marker to
+  the ``B`` marker, section B from there to the last blank line (the
+  closing question belongs to neither). The log-odds of ``A`` are the
+  planted log-odds of section A minus those of section B, plus
+  :data:`PAIRWISE_POSITION_BIAS` in favour of whichever item is shown first,
+  so greedy answers between near-equal items flip with the order, as real
+  judges' do.
 - **Yes/No questions** (the prompt names both ``Yes`` and ``No``): the log-odds
-  of "Yes" are ``0.6 × (strong cues − weak cues)`` (capped at ±3) plus
-  deterministic per-prompt noise N(0, 0.3²), plus the planted bias below.
+  of "Yes" are ``0.6 * (strong cues - weak cues)`` (capped at +/-3) plus
+  deterministic per-prompt noise N(0, 0.3^2), plus the planted bias below.
 - **Rating scales** ("1 to 5", "1-10"): a discretised normal around
-  ``1 + (K − 1) · sigmoid(log-odds)`` with standard deviation 0.8.
+  ``1 + (K - 1) * sigmoid(log-odds)`` with standard deviation 0.8.
 - **Anything else**: a short deterministic sentence.
 
 The planted bias (``sim/biased``, the default; ``sim/fair`` has none): when the
-prompt contains one of :data:`DISADVANTAGED_NAMES` (first names typical of Black
-men in US name studies), the log-odds drop by :data:`PLANTED_SHIFT`. Audits of
-``sim/biased`` must therefore find the group of those names disadvantaged, and
-every other group unaffected.
+prompt (or a pairwise section) contains one of :data:`DISADVANTAGED_NAMES`, the
+first names of the Black male (``B_M``) names shipped in
+``biasaudit/data/names.csv``, its log-odds drop by :data:`PLANTED_SHIFT`. No
+other group's names contain those words. Audits of ``sim/biased`` must
+therefore find ``B_M`` disadvantaged, and every other group unaffected.
 
 Sampling honours ``temperature`` (probabilities raised to ``1/T``; 0 means
 greedy), ``n`` and ``seed``; each replicate index draws afresh. First-token
 logprobs split each label over its tokenisation variants (``"Yes"``,
-``" Yes"``, ``"yes"``) as real tokenisers do.
+``" Yes"``, ``"yes"``) as real tokenisers do. ``SimProvider(logprobs=False)``
+behaves like an endpoint without logprobs (Anthropic, some hosts), so the
+sampled-replicate path can be tested offline.
 """
 
 from __future__ import annotations
@@ -31,43 +43,71 @@ import hashlib
 import math
 import random
 import re
+from collections.abc import Callable
 
 from ..errors import UnknownProviderError
 from ._base import Provider
 from ._types import Capabilities, FirstTokenLogprobs, ModelRequest, ModelResponse, Usage
 
-__all__ = ["DISADVANTAGED_NAMES", "PLANTED_SHIFT", "SIM_VARIANTS", "SimProvider"]
+__all__ = [
+    "DISADVANTAGED_NAMES",
+    "PAIRWISE_POSITION_BIAS",
+    "PLANTED_SHIFT",
+    "SIM_VARIANTS",
+    "SimProvider",
+]
 
 DISADVANTAGED_NAMES = frozenset(
     {
         "Darnell", "DeShawn", "Hakim", "Jamal", "Jermaine", "Kareem", "Leroy",
         "Rasheed", "Terrell", "Tremayne", "Tyrone", "DeAndre", "Malik", "Darius",
+        "Tyrell", "Lamar", "Marquis", "Rashad", "Demetrius", "Jalen", "Lamont",
+        "Antwan", "Dashawn", "Kwame", "Deonte",
     }
 )  # fmt: skip
 PLANTED_SHIFT = -1.0
+PAIRWISE_POSITION_BIAS = 0.5
 SIM_VARIANTS = {"biased": PLANTED_SHIFT, "fair": 0.0}
 
 STRONG_CUES = ("led", "senior", "certified", "award", "managed", "expert", "published", "promoted")
 WEAK_CUES = ("no experience", "incomplete", "beginner", "dismissed", "unrelated", "gap")
-_RATING = re.compile(r"\b1\s*(?:to|-|–|through)\s*(\d{1,2})\b")
+_RATING = re.compile(r"\b1\s*(?:to|-|\u2013|through)\s*(\d{1,2})\b")  # \u2013: en dash
 _WORD = re.compile(r"[A-Za-z']+")
+_PAIR_MARKER = re.compile(r"^([A-Z][a-z]+) A:", re.MULTILINE)
 # Share of a label's probability that each tokenisation variant carries.
-_VARIANTS = ((lambda s: s, 0.85), (lambda s: " " + s, 0.10), (lambda s: s.lower(), 0.05))
+_VARIANTS: tuple[tuple[Callable[[str], str], float], ...] = (
+    (lambda s: s, 0.85),
+    (lambda s: " " + s, 0.10),
+    (lambda s: s.lower(), 0.05),
+)
 
 
 class SimProvider(Provider):
-    """The offline simulated model; see the module docstring for its behaviour."""
+    """The offline simulated model; see the module docstring for its behaviour.
+
+    Parameters
+    ----------
+    variant:
+        ``"biased"`` (the planted bias) or ``"fair"`` (none).
+    logprobs:
+        ``False`` declares no logprobs, like Anthropic's API: probes must
+        fall back to sampled replicates.
+    """
 
     simulated = True
 
-    def __init__(self, variant: str = "biased") -> None:
+    def __init__(self, variant: str = "biased", *, logprobs: bool = True) -> None:
         if variant not in SIM_VARIANTS:
             raise UnknownProviderError(
                 f"sim/{variant}: no such simulated model; choose one of "
                 + ", ".join(f"sim/{v}" for v in SIM_VARIANTS)
             )
         self.name, self.model, self.base_url = "sim", variant, None
-        self.capabilities = Capabilities(max_top_logprobs=20)
+        self.capabilities = (
+            Capabilities(max_top_logprobs=20)
+            if logprobs
+            else Capabilities(logprobs=False, max_top_logprobs=0)
+        )
         self._shift = SIM_VARIANTS[variant]
 
     async def complete(self, request: ModelRequest, *, timeout: float) -> ModelResponse:
@@ -87,7 +127,9 @@ class SimProvider(Provider):
             texts.append(text)
         logprobs = None
         if p.wants_logprobs:
-            logprobs = tuple(_first_token_logprobs(text, labels, probs, p.top_logprobs) for text in texts)
+            logprobs = tuple(
+                _first_token_logprobs(text, labels, probs, p.top_logprobs) for text in texts
+            )
         return ModelResponse(
             texts=tuple(texts),
             logprobs=logprobs,
@@ -110,6 +152,12 @@ class SimProvider(Provider):
         return max(-3.0, min(3.0, 0.6 * cues)) + noise + shift
 
     def _distribution(self, prompt: str) -> tuple[list[str], list[float]]:
+        sections = _pairwise_sections(prompt)
+        if sections is not None:
+            first, second = sections
+            gap = self.log_odds(first) - self.log_odds(second) + PAIRWISE_POSITION_BIAS
+            p_first = 1.0 / (1.0 + math.exp(-gap))
+            return ["A", "B"], [p_first, 1.0 - p_first]
         words = set(_WORD.findall(prompt))
         if "Yes" in words and "No" in words:
             p_yes = 1.0 / (1.0 + math.exp(-self.log_odds(prompt)))
@@ -134,11 +182,28 @@ def _prompt_text(request: ModelRequest) -> str:
     return str(content)
 
 
+def _pairwise_sections(prompt: str) -> tuple[str, str] | None:
+    """The texts of items A and B of a pairwise prompt, or None if it is not one."""
+    first_marker = _PAIR_MARKER.search(prompt)
+    if first_marker is None:
+        return None
+    noun = first_marker.group(1)
+    second_marker = re.compile(rf"^{noun} B:", re.MULTILINE).search(prompt, first_marker.end())
+    if second_marker is None:
+        return None
+    first = prompt[first_marker.end() : second_marker.start()]
+    rest = prompt[second_marker.end() :].strip()
+    second = rest.rsplit("\n\n", 1)[0] if "\n\n" in rest else rest
+    return first, second
+
+
 def _digest(*parts: object) -> int:
     return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:8], "big")
 
 
-def _sample(labels: list[str], probs: list[float], temperature: float | None, rng: random.Random) -> str:
+def _sample(
+    labels: list[str], probs: list[float], temperature: float | None, rng: random.Random
+) -> str:
     if len(labels) == 1:
         return labels[0]
     t = 1.0 if temperature is None else temperature

@@ -1,0 +1,91 @@
+"""The full resume-screening audit against a loopback server, measured as a user runs it.
+
+1. ``biasaudit run resume-screening`` with the shipped data: 4 jobs x 6 resumes x
+   8 groups x 100 names = 19,200 pointwise prompts, against a loopback
+   OpenAI-compatible server (a separate process) that waits L seconds per
+   request, at concurrency C: wall time including start-up and the metrics,
+   requests/s, peak RSS, and the ratio to the floor N x L / C that the server
+   alone imposes.
+2. The same command again: every answer from the cache (the script checks
+   that nothing was sent), so its wall time is start-up, cache reads, scoring
+   and metrics.
+
+Run from the repository root:  python bench/bench_allocation.py [--latency 0.05] [--concurrency 128]
+Prints numbers; asserts nothing but that the runs completed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_fanout import run_biasaudit, start_server
+
+PROMPTS = 4 * 6 * 8 * 100
+_COUNTS = re.compile(r"requests: (\d+) \((\d+) sent, (\d+) from cache, (\d+) failed")
+
+
+def audit(port: int, concurrency: int, workers: int, runs: Path) -> tuple[float, int, str]:
+    args = [
+        "run", "resume-screening", "--model", "vllm/bench",
+        "--base-url", f"http://127.0.0.1:{port}/v1", "--concurrency", str(concurrency),
+        "--workers", str(workers), "--runs-dir", str(runs),
+    ]  # fmt: skip
+    return run_biasaudit(args)
+
+
+def counts(out: str) -> tuple[int, int, int, int]:
+    found = _COUNTS.search(out)
+    if found is None:
+        raise RuntimeError(f"no request counts in the output:\n{out}")
+    requests, sent, cached, failed = (int(group) for group in found.groups())
+    return requests, sent, cached, failed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--latency", type=float, default=0.05)
+    parser.add_argument("--concurrency", type=int, default=128)
+    parser.add_argument("--workers", type=int, default=1)
+    args = parser.parse_args()
+    print(
+        f"# {time.strftime('%Y-%m-%d')} on {platform.node()}: {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}, {platform.machine()}"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = Path(tmp) / "runs"
+        server, port = start_server(args.latency)
+        try:
+            wall, peak_mb, out = audit(port, args.concurrency, args.workers, runs)
+            requests, sent, _, failed = counts(out)
+            if requests != PROMPTS or failed:
+                raise RuntimeError(f"expected {PROMPTS} answered prompts:\n{out}")
+            floor = PROMPTS * args.latency / args.concurrency
+            print(
+                f"audit   n={PROMPTS} concurrency={args.concurrency} workers={args.workers} "
+                f"latency={args.latency * 1000:.0f}ms: wall {wall:.2f}s incl. start-up and metrics, "
+                f"{sent / wall:.0f} req/s, peak RSS {peak_mb} MB, "
+                f"server floor {floor:.2f}s (ratio {wall / floor:.2f})"
+            )
+            wall, peak_mb, out = audit(port, args.concurrency, args.workers, runs)
+        finally:
+            server.terminate()
+            server.wait()
+        requests, sent, cached, _ = counts(out)
+        if sent or cached != PROMPTS:
+            raise RuntimeError(f"the second run was not served from the cache:\n{out}")
+        print(
+            f"cached  n={PROMPTS}: wall {wall:.2f}s incl. start-up and metrics, "
+            f"{cached} from cache, {sent} sent, peak RSS {peak_mb} MB"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,243 @@
+"""The pointwise probe: a label from a fixed set, turned into an expected score.
+
+The model is asked about one item and answers with a label y from a fixed set
+Y (``Yes``/``No``, or ``1``..``5``), each label carrying a value gamma_y. The
+item's score is the expected value under the label probabilities normalised
+over Y,
+
+.. math:: s = \\sum_{y \\in Y} P_n(y)\\, \\gamma_y, \\qquad
+          P_n(y) = \\frac{P(y)}{\\sum_{y' \\in Y} P(y')},
+
+as in Chen, Ji & Evans, "The Mismeasure of Man and Models" (2024) and Cyberey,
+Ji & Evans, "Do Prevalent Bias Metrics Capture Allocational Harms from
+LLMs?" (2025). P comes from one of two paths:
+
+- ``"logprobs"``: the first answer token's ``top_logprobs``, with the
+  probabilities of a label's tokenisation variants (``"Yes"``, ``" Yes"``,
+  ``"yes"``, ``"Yes."``) added together;
+- ``"samples"``: the label frequencies among n sampled answers (temperature
+  1), for endpoints without logprobs.
+
+An answer outside Y is *irregular*: counted, never an error. An item whose
+answers put no probability on Y at all has no score (NaN).
+
+On the sample path a score is an estimate from n answers, with standard error
+sqrt(Var_P(gamma) / n) (``score_se`` in ``scores.csv``). The audit's bootstrap
+intervals resample candidates, whose scores carry that noise, so fewer
+samples give wider intervals; the number of samples behind each score is
+kept with it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..errors import UsageError
+from ..providers import (
+    Capabilities,
+    FirstTokenLogprobs,
+    ModelRequest,
+    ModelResponse,
+    SamplingParams,
+)
+
+__all__ = ["LabelScore", "PointwiseProbe", "ScoringChoice", "ScoringPath"]
+
+ScoringPath = Literal["logprobs", "samples"]
+ScoringChoice = Literal["auto", "logprobs", "samples"]
+
+_MAX_TOP_LOGPROBS = 20  # what OpenAI and vLLM's default allow
+# Each label's common spellings ("Yes", " Yes", "yes") fit in three places per
+# label; more alternatives cost response size (measured: 20 instead of 5 makes a
+# loopback audit a third slower) for mass that is almost always negligible.
+_MIN_TOP_LOGPROBS = 10
+# Enough for "Yes." or "4/5" when sampling; the label is the first word.
+_SAMPLE_MAX_TOKENS = 3
+_FIRST_WORD = re.compile(r"[^\W_]+")
+_EDGE_PUNCTUATION = " \t\n\r.,;:!?*\"'`()[]{}"
+
+
+def canonical_label(text: str) -> str:
+    """How a token or an answer is compared with a label: trimmed, unquoted, case-folded."""
+    return text.strip(_EDGE_PUNCTUATION).casefold()
+
+
+@dataclass(frozen=True)
+class LabelScore:
+    """What the answer(s) about one item say.
+
+    Attributes
+    ----------
+    score:
+        The sum over labels of P_n(y) * gamma_y, or NaN when no answer put probability on any label.
+    probabilities:
+        P_n over the labels (empty when the score is NaN).
+    path:
+        ``"logprobs"`` or ``"samples"``: how P was obtained.
+    n:
+        Answers behind the score: 1 on the logprob path, the number of
+        samples that named a label on the sample path.
+    irregular:
+        Answers outside the label set: the first token (logprob path) or the
+        samples that named no label.
+    label_mass:
+        Logprob path only: the raw probability the listed tokens put on the
+        labels before normalising (a small value means the model mostly
+        wanted to say something else).
+    answer:
+        The first token, or the most frequent sampled answer.
+    """
+
+    score: float
+    probabilities: dict[str, float]
+    path: ScoringPath
+    n: int
+    irregular: int
+    label_mass: float | None = None
+    answer: str | None = None
+
+    @property
+    def scored(self) -> bool:
+        return not math.isnan(self.score)
+
+
+class PointwiseProbe:
+    """Asks for one label per item and scores the answer; see the module docstring.
+
+    Parameters
+    ----------
+    labels:
+        Label -> value gamma_y, e.g. ``{"Yes": 1, "No": 0}`` or ``{"1": 1, ..., "5": 5}``.
+    path:
+        ``"logprobs"`` or ``"samples"``.
+    samples:
+        Answers sampled per item on the sample path.
+    temperature:
+        Sampling temperature on the sample path.
+    top_logprobs:
+        Alternatives asked for on the logprob path.
+    """
+
+    kind = "pointwise"
+
+    def __init__(
+        self,
+        labels: Mapping[str, float],
+        *,
+        path: ScoringPath = "logprobs",
+        samples: int = 20,
+        temperature: float = 1.0,
+        top_logprobs: int = _MIN_TOP_LOGPROBS,
+    ) -> None:
+        if len(labels) < 2:
+            raise UsageError("a pointwise probe needs at least two labels")
+        self.labels = dict(labels)
+        self._by_canonical = {canonical_label(label): label for label in self.labels}
+        if len(self._by_canonical) != len(self.labels):
+            raise UsageError(f"labels {list(self.labels)} differ only in case or punctuation")
+        if samples < 1:
+            raise UsageError("samples must be at least 1")
+        self.path, self.samples = path, samples
+        self.temperature, self.top_logprobs = temperature, top_logprobs
+
+    @classmethod
+    def for_endpoint(
+        cls,
+        labels: Mapping[str, float],
+        capabilities: Capabilities,
+        *,
+        scoring: ScoringChoice = "auto",
+        samples: int = 20,
+        temperature: float = 1.0,
+        top_logprobs: int | None = None,
+    ) -> PointwiseProbe:
+        """The probe for an endpoint: logprobs where it can give them, else samples.
+
+        ``scoring="auto"`` takes the logprob path unless the endpoint is known
+        to give no logprobs (or no alternatives); an endpoint of unknown make
+        is tried with logprobs, and a run it refuses stops with a message
+        naming ``--scoring samples``. ``top_logprobs`` defaults to three per
+        label, at least 10, at most what the endpoint allows (and 20).
+
+        Raises
+        ------
+        UsageError
+            ``scoring="logprobs"`` for an endpoint known to give none.
+        """
+        no_logprobs = capabilities.logprobs is False or capabilities.max_top_logprobs == 0
+        if scoring == "logprobs" and no_logprobs:
+            raise UsageError(
+                "this endpoint gives no logprobs: use --scoring samples (or auto)"
+            )
+        path: ScoringPath = "samples" if scoring == "samples" or no_logprobs else "logprobs"
+        wanted = top_logprobs or max(_MIN_TOP_LOGPROBS, 3 * len(labels))
+        top = min(wanted, _MAX_TOP_LOGPROBS, capabilities.max_top_logprobs or _MAX_TOP_LOGPROBS)
+        return cls(labels, path=path, samples=samples, temperature=temperature, top_logprobs=top)
+
+    @property
+    def params(self) -> SamplingParams:
+        """Sampling parameters of every request this probe sends."""
+        if self.path == "logprobs":
+            return SamplingParams(max_tokens=1, logprobs=True, top_logprobs=self.top_logprobs)
+        return SamplingParams(
+            max_tokens=_SAMPLE_MAX_TOKENS, temperature=self.temperature, n=self.samples
+        )
+
+    def request(self, request_id: str, messages: Sequence[dict[str, Any]]) -> ModelRequest:
+        """The one request that asks about one item."""
+        return ModelRequest(id=request_id, messages=tuple(messages), params=self.params)
+
+    def label_of(self, text: str) -> str | None:
+        """The label an answer or token names, or None when it names none."""
+        label = self._by_canonical.get(canonical_label(text))
+        if label is not None or self.path == "logprobs":
+            return label
+        first = _FIRST_WORD.search(text)
+        return self._by_canonical.get(first.group(0).casefold()) if first else None
+
+    def parse(self, response: ModelResponse) -> LabelScore:
+        """Score one response (its logprobs, or its sampled texts)."""
+        if self.path == "samples":
+            return self._from_samples(response.texts)
+        entries = response.logprobs or ()
+        return self._from_logprobs(entries[0] if entries else None, response.text)
+
+    def _from_logprobs(self, entry: FirstTokenLogprobs | None, text: str) -> LabelScore:
+        chosen = entry.token if entry is not None else text
+        irregular = int(self.label_of(chosen) is None)
+        mass = dict.fromkeys(self.labels, 0.0)
+        for token, logprob in entry.top if entry is not None else ():
+            label = self.label_of(token)
+            if label is not None:
+                mass[label] += math.exp(logprob)
+        total = sum(mass.values())
+        if total <= 0.0:
+            return LabelScore(math.nan, {}, "logprobs", 0, irregular, 0.0, chosen)
+        probabilities = {label: p / total for label, p in mass.items()}
+        return LabelScore(
+            self._expected(probabilities), probabilities, "logprobs", 1, irregular, total, chosen
+        )
+
+    def _from_samples(self, texts: Sequence[str]) -> LabelScore:
+        counts = dict.fromkeys(self.labels, 0)
+        for text in texts:
+            label = self.label_of(text)
+            if label is not None:
+                counts[label] += 1
+        regular = sum(counts.values())
+        irregular = len(texts) - regular
+        modal = Counter(texts).most_common(1)[0][0] if texts else None
+        if regular == 0:
+            return LabelScore(math.nan, {}, "samples", 0, irregular, None, modal)
+        probabilities = {label: c / regular for label, c in counts.items()}
+        return LabelScore(
+            self._expected(probabilities), probabilities, "samples", regular, irregular, None, modal
+        )
+
+    def _expected(self, probabilities: Mapping[str, float]) -> float:
+        return sum(p * self.labels[label] for label, p in probabilities.items())

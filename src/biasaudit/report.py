@@ -1,0 +1,250 @@
+"""Plain-text tables of audit results, as the command line prints them.
+
+Every figure is shown with its interval or with the number of candidates,
+pools or points behind it; a simulated model is labelled as such on the
+first line.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+import pandas as pd
+
+from .allocation import AllocationMetrics, GroupMetrics
+from .study import StudyResult
+from .tasks import TaskInfo
+
+__all__ = ["allocation_table", "study_table", "tasks_listing"]
+
+SIMULATED = "SIMULATED model with a planted bias, for demos and tests; not a real model"
+
+
+def _signed(value: float | None, digits: int = 3) -> str:
+    if value is None or math.isnan(value):
+        return "-"
+    return f"{value:+.{digits}f}"
+
+
+def _plain(value: float | None, digits: int = 3) -> str:
+    if value is None or math.isnan(value):
+        return "-"
+    return f"{value:.{digits}f}"
+
+
+def _p_value(value: float | None) -> str:
+    if value is None or math.isnan(value):
+        return "-"
+    return f"{value:.2g}"
+
+
+def _interval(point: float | None, bounds: Sequence[float] | None) -> str:
+    if bounds is None or point is None:
+        return _signed(point)
+    return f"{_signed(point)} [{_signed(bounds[0])}, {_signed(bounds[1])}]"
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None or math.isnan(value) else f"{100 * value:.1f}%"
+
+
+def allocation_table(metrics: AllocationMetrics) -> list[str]:
+    """The lines ``biasaudit run`` prints for an allocation audit (without ``run:``)."""
+    lines = _header(metrics)
+    lines += ["", *_score_rows(metrics)]
+    if metrics.selection is not None:
+        lines += ["", *_gap_rows(metrics, "dp_gap")]
+        if any(g.eo_gap for g in metrics.groups.values()):
+            lines += ["", *_gap_rows(metrics, "eo_gap")]
+    if metrics.pairwise is not None:
+        lines += ["", _pairwise_line(metrics)]
+    lines += [f"note: {note}" for note in metrics.notes]
+    return lines
+
+
+def _header(metrics: AllocationMetrics) -> list[str]:
+    model = metrics.model + (f" ({SIMULATED})" if metrics.simulated else "")
+    scoring = metrics.scoring
+    if scoring.path == "pairwise":
+        how = "both orders of every pair in a pool; score = wins per pair within the pool"
+    else:
+        labels = ", ".join(f"{k}={v:g}" for k, v in (scoring.labels or {}).items())
+        source = "first-token logprobs" if scoring.path == "logprobs" else (
+            f"{scoring.samples} sampled answers per candidate (temperature 1)"
+        )
+        how = f"expected label value ({labels}) from {source}"
+    counts, requests = metrics.candidates, metrics.requests
+    reference = metrics.reference_group
+    reference_name = _display_name(metrics, reference)
+    n_reference = next(iter(metrics.groups.values())).n_reference if metrics.groups else 0
+    return [
+        f"{metrics.task} audit of {model}",
+        f"method: {metrics.method}: {how}",
+        f"candidates: {counts.total} ({counts.scored} scored, {counts.irregular} with irregular "
+        f"answers, {counts.unscored} unscored); requests: {requests.requests} "
+        f"({requests.sent} sent, {requests.cache_hits} from cache, {requests.failures} failed, "
+        f"{requests.refusals} refused)",
+        f"reference: {reference}{' ' + reference_name if reference_name else ''} "
+        f"(n = {n_reference}); "
+        f"intervals: {100 * metrics.confidence:g}% bootstrap",
+    ]
+
+
+def _display_name(metrics: AllocationMetrics, group: str) -> str:
+    name = metrics.group_names.get(group, "")
+    return "" if name == group else name
+
+
+def _score_rows(metrics: AllocationMetrics) -> list[str]:
+    delta = "δ pref" if metrics.method == "pairwise" else "δ mean"
+    lines = [
+        f"{'group':<6} {'':<24} {'n':>6}  {'RABBI [CI]':<25} {'p':>8}  {delta:>7} "
+        f"{'JSD':>6} {'EMD':>6} {'irreg':>6}"
+    ]
+    for group, figures in metrics.groups.items():
+        lines.append(
+            f"{group:<6} {_display_name(metrics, group)[:24]:<24} {figures.n:>6}  "
+            f"{_interval(figures.rabbi, figures.rabbi_ci):<25} {_p_value(figures.rabbi_p):>8}  "
+            f"{_signed(figures.avg_gap):>7} {_plain(figures.jsd):>6} {_plain(figures.emd):>6} "
+            f"{figures.irregular:>6}"
+        )
+    return lines
+
+
+def _gap_rows(metrics: AllocationMetrics, kind: str) -> list[str]:
+    selection = metrics.selection
+    assert selection is not None
+    reference = metrics.reference_group
+    if kind == "dp_gap":
+        title = f"ΔDP: selection rate minus {reference}'s"
+        appearances = selection.appearances
+    else:
+        title = f"ΔEO: selection rate of qualified candidates minus {reference}'s"
+        appearances = selection.qualified_appearances or {}
+    lines = [f"{title}, top k of each pool; {_pools(metrics)}", _k_header(metrics)]
+    for group, figures in metrics.groups.items():
+        cells = [
+            _interval(_gap(figures, kind, k), _gap_ci(figures, kind, k))
+            for k in range(1, metrics.k_max + 1)
+        ]
+        row = "  ".join(f"{cell:<24}" for cell in cells)
+        lines.append(f"{group:<6} {appearances.get(group, 0):>6}  {row}")
+    return [line.rstrip() for line in lines]
+
+
+def _k_header(metrics: AllocationMetrics) -> str:
+    cells = "  ".join(f"{f'k={k} [CI]':<24}" for k in range(1, metrics.k_max + 1))
+    return f"{'group':<6} {'n':>6}  {cells}"
+
+
+def _pools(metrics: AllocationMetrics) -> str:
+    selection = metrics.selection
+    assert selection is not None
+    if selection.pool == "given":
+        where = f"the {selection.rounds} pools compared, {selection.pool_size} candidates each"
+    else:
+        design = (
+            "one candidate per group" if selection.pool == "one_per_group" else "random candidates"
+        )
+        where = (
+            f"{selection.rounds} simulated pools of {selection.pool_size} ({design}) "
+            f"per subtask x {selection.subtasks} subtask{'s' if selection.subtasks != 1 else ''}"
+        )
+    replicates = f"; {selection.bootstrap} bootstrap replicates" if selection.bootstrap else ""
+    return f"{where}; n = pool appearances{replicates}"
+
+
+def _gap(figures: GroupMetrics, kind: str, k: int) -> float | None:
+    values = figures.dp_gap if kind == "dp_gap" else figures.eo_gap
+    return values.get(str(k))
+
+
+def _gap_ci(figures: GroupMetrics, kind: str, k: int) -> Sequence[float] | None:
+    values = figures.dp_gap_ci if kind == "dp_gap" else figures.eo_gap_ci
+    return values.get(str(k))
+
+
+def _pairwise_line(metrics: AllocationMetrics) -> str:
+    stats = metrics.pairwise
+    assert stats is not None
+    return (
+        f"pairwise answers: {stats.n_prompts} prompts over {stats.n_pairs} pairs in "
+        f"{stats.pools} pools; regular {_percent(stats.regular)} ({stats.unparsed} unparsed), "
+        f"ties {_percent(stats.ties)}, flipped with the order {_percent(stats.flipped)}, "
+        f"inconsistent {_percent(stats.inconsistent)}"
+    )
+
+
+def tasks_listing(tasks: Iterable[TaskInfo]) -> list[str]:
+    """The lines ``biasaudit tasks`` prints."""
+    lines: list[str] = []
+    for info in tasks:
+        lines += [
+            f"{info.name}: {info.summary}",
+            f"  groups:     {info.groups}",
+            f"  pools:      {info.pools}",
+        ]
+        lines += [f"  {label + ':':<11} {source}" for label, source in info.data]
+        lines += [f"  prompt:     {prompt}" for prompt in info.prompts]
+        lines += [f"  run:        {info.usage}", ""]
+    return lines[:-1]
+
+
+_METRIC_NAMES = {"rabbi": "RABBI", "avg_gap": "δ", "jsd": "JSD |gap|", "emd": "EMD |gap|"}
+_GAP_NAMES = {"dp": "ΔDP", "eo": "ΔEO"}
+
+
+def study_table(result: StudyResult) -> list[str]:
+    """The lines ``biasaudit study`` prints."""
+    runs = result.runs
+    labels = ", ".join(
+        run.label + (" (SIMULATED)" if run.metrics.simulated else "") for run in runs
+    )
+    settings = result.points.groupby(["task", "method", "subtask"]).ngroups
+    lines = [
+        f"study of {len(runs)} runs: {labels}",
+        f"points: {len(result.points)} (model x subtask x group) in {settings} settings "
+        f"(task, method, subtask); k = 1..{result.k_max}",
+        "",
+        "predictive validity: Pearson r of each metric with the gap (two-sided p); n = points",
+        _study_header(result.k_max),
+    ]
+    for row in _by_metric_and_gap(result.correlations):
+        cells = [_correlation(cell.r, cell.p_value) for cell in row.itertuples()]
+        lines.append(_study_row(row, cells, f"n={int(row['n'].max())}"))
+    lines += ["", _selection_title(result), _study_header(result.k_max)]
+    for row in _by_metric_and_gap(result.selection):
+        cells = [_plain(cell.ndcg, 2) for cell in row.itertuples()]
+        lines.append(_study_row(row, cells, f"settings={int(row['settings'].max())}"))
+    return [line.rstrip() for line in lines]
+
+
+def _correlation(r: float, p_value: float) -> str:
+    return "-" if math.isnan(r) else f"{_signed(r, 2)} ({_p_value(p_value)})"
+
+
+def _selection_title(result: StudyResult) -> str:
+    at = int(result.selection["at"].iloc[0]) if len(result.selection) else 0
+    models = int(result.selection["models"].max()) if len(result.selection) else 0
+    if models < 2:
+        return "model selection: needs two or more models in a setting (none here)"
+    return (
+        f"model selection: NDCG@{at} of the models ranked by the RMS over groups of each "
+        f"metric, against the ranking by the gap; mean over settings of {models}+ models"
+    )
+
+
+def _by_metric_and_gap(frame: pd.DataFrame) -> list[pd.DataFrame]:
+    return [rows.sort_values("k") for _, rows in frame.groupby(["metric", "gap"], sort=False)]
+
+
+def _study_header(k_max: int) -> str:
+    cells = "".join(f"{f'k={k}':<17}" for k in range(1, k_max + 1))
+    return f"{'metric':<10} {'gap':<4} {cells}"
+
+
+def _study_row(rows: pd.DataFrame, cells: list[str], count: str) -> str:
+    first = rows.iloc[0]
+    metric, gap = _METRIC_NAMES[first["metric"]], _GAP_NAMES[first["gap"]]
+    return f"{metric:<10} {gap:<4} " + "".join(f"{cell:<17}" for cell in cells) + count

@@ -1,0 +1,275 @@
+"""Audit specs: what ``biasaudit run`` runs, from a YAML file or from the command line.
+
+A spec is one flat mapping: the task, the model, the method and its options,
+and the task's own fields. ``biasaudit run resume-screening --model M ...``
+builds the same spec that ``biasaudit run SPEC.yaml`` reads, so the two run
+identically, and the resolved spec is kept in the run as ``spec.json``::
+
+    task: resume-screening        # or essay-grading, or allocation (your own task)
+    model: openai/gpt-4o-mini
+    method: pointwise             # or pairwise
+    names_per_group: 100
+    jobs: [software-engineer, retail-associate]
+
+A bad spec fails before anything is sent, naming the field at fault.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+
+from .engine import EngineSettings
+from .errors import UsageError
+
+__all__ = [
+    "AllocationTaskSpec",
+    "AuditSpec",
+    "EssayGradingSpec",
+    "PoolSpec",
+    "PromptSpec",
+    "QualifiedSpec",
+    "ResumeScreeningSpec",
+    "Spec",
+    "load_spec",
+    "parse_spec",
+]
+
+Method = Literal["pointwise", "pairwise"]
+
+
+class AuditSpec(BaseModel):
+    """Fields every audit spec has: the model, the method, the statistics, the engine."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str = Field(description="provider/model, e.g. openai/gpt-4o-mini or sim/biased.")
+    base_url: str | None = Field(None, description="API root of an OpenAI-compatible server.")
+    api_key_env: str | None = Field(None, description="Environment variable holding the key.")
+    method: Method = "pointwise"
+    scoring: Literal["auto", "logprobs", "samples"] = Field(
+        "auto", description="Pointwise: first-token logprobs, sampled replicates, or auto."
+    )
+    samples: int = Field(20, ge=1, le=128, description="Sampled replicates per candidate.")
+    temperature: float = Field(1.0, gt=0.0, le=2.0, description="Of sampled replicates.")
+    top_logprobs: int | None = Field(
+        None, ge=1, le=20, description="Alternatives asked for (default: 3 per label, >= 10)."
+    )
+    reference_group: str | None = None
+    k_max: int = Field(5, ge=1, description="Selections simulated: k = 1..k_max.")
+    seed: int = Field(0, ge=0, description="Seeds name sampling, pools and bootstraps.")
+    rounds: int = Field(1800, ge=1, description="Simulated selection pools per subtask.")
+    pools: int = Field(30, ge=1, description="Pairwise: pools compared per subtask.")
+    bootstrap: int = Field(2000, ge=100, description="Bootstrap replicates of RABBI.")
+    gap_bootstrap: int = Field(200, ge=20, description="Bootstrap replicates of the gaps.")
+    confidence: float = Field(0.95, gt=0.0, lt=1.0)
+    concurrency: int = Field(16, ge=1, le=4096)
+    rpm: float | None = Field(None, gt=0.0)
+    max_retries: int = Field(6, ge=0, le=100)
+    timeout: float = Field(60.0, gt=0.0)
+    runs_dir: Path = Path("runs")
+    cache: Path | None = None
+    replay: bool = False
+    workers: int = Field(1, ge=1, le=64, description="Processes sharing the requests.")
+
+    @property
+    def cache_path(self) -> Path:
+        return self.cache or self.runs_dir / "cache.sqlite"
+
+    def engine_settings(self) -> EngineSettings:
+        return EngineSettings(
+            concurrency=self.concurrency,
+            rpm=self.rpm,
+            max_retries=self.max_retries,
+            timeout=self.timeout,
+            replay=self.replay,
+            workers=self.workers,
+        )
+
+
+class ResumeScreeningSpec(AuditSpec):
+    """Resume screening: the shipped jobs, resumes and names, or your own files."""
+
+    task: Literal["resume-screening"] = "resume-screening"
+    jobs: tuple[str, ...] | None = Field(None, description="Job ids to audit (default: all).")
+    names: Path | None = Field(None, description="CSV of name,group (default: the shipped one).")
+    resumes: Path | None = Field(None, description="YAML of jobs and resumes.")
+    names_per_group: int = Field(100, ge=1)
+
+    @field_validator("jobs", mode="before")
+    @classmethod
+    def _split_jobs(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(job.strip() for job in value.split(",") if job.strip())
+        return value
+
+
+class EssayGradingSpec(AuditSpec):
+    """Essay grading on a corpus the user brings (or the shipped demo)."""
+
+    task: Literal["essay-grading"] = "essay-grading"
+    essays: Path = Field(
+        description="CSV with text, group and optional rating; 'demo' for the shipped demo."
+    )
+    topic: str = Field(
+        "It is important for college students to have a part-time job.",
+        description="The essay prompt the rubric names (a 'topic' column overrides it).",
+    )
+    pool_size: int = Field(10, ge=2)
+
+
+class QualifiedSpec(BaseModel):
+    """Who is qualified: a boolean column, or a number column at or above a threshold."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    column: str
+    at_least: float | Literal["median"] | None = Field(
+        None, description="Qualified when the column is at least this (or its median)."
+    )
+
+
+class PromptSpec(BaseModel):
+    """A prompt written in the spec; ``file`` reads it from a prompt file instead."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    file: Path | None = None
+    system: str | None = None
+    user: str | None = None
+    candidate: str | None = None
+
+
+class PoolSpec(BaseModel):
+    """How candidates are pooled for selection."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    design: Literal["one_per_group", "random"] = "one_per_group"
+    size: int | None = Field(None, ge=2, description="Pool size of random pools.")
+
+
+class AllocationTaskSpec(AuditSpec):
+    """An allocation task of your own: candidates in a CSV, prompts in the spec."""
+
+    task: Literal["allocation"] = "allocation"
+    name: str = Field("allocation", description="What reports call the task.")
+    candidates: Path = Field(description="CSV with one row per candidate.")
+    id_column: str | None = None
+    group_column: str = "group"
+    name_column: str | None = Field(None, description="Names pairwise answers may give.")
+    subtask_column: str | None = None
+    qualified: QualifiedSpec | str | None = None
+    reference_group: str = Field(description="The group every other is compared with.")
+    labels: dict[str, float] = Field(
+        default_factory=lambda: {"Yes": 1.0, "No": 0.0}, description="Pointwise label values."
+    )
+    pointwise: PromptSpec | None = None
+    pairwise: PromptSpec | None = None
+    pool: PoolSpec = PoolSpec()
+    noun: str = Field("Candidate", description="How the pairwise prompt labels its items.")
+    context: dict[str, str] = Field(default_factory=dict, description="Extra placeholders.")
+
+    @field_validator("labels", mode="before")
+    @classmethod
+    def _quoted_labels(cls, value: Any) -> Any:
+        if isinstance(value, dict) and any(isinstance(key, bool) for key in value):
+            raise ValueError(
+                "YAML reads unquoted Yes/No as true/false: quote the labels, "
+                "e.g. {\"Yes\": 1, \"No\": 0}"
+            )
+        return value
+
+
+Spec = Annotated[
+    ResumeScreeningSpec | EssayGradingSpec | AllocationTaskSpec, Field(discriminator="task")
+]
+_SPEC: TypeAdapter[ResumeScreeningSpec | EssayGradingSpec | AllocationTaskSpec] = TypeAdapter(Spec)
+_PATH_FIELDS = ("names", "resumes", "essays", "candidates", "runs_dir", "cache")
+TASK_NAMES = ("resume-screening", "essay-grading", "allocation")
+
+
+def parse_spec(data: Mapping[str, Any], *, source: str = "spec") -> AuditSpec:
+    """Validate a spec mapping, naming the field of the first problem.
+
+    Raises
+    ------
+    UsageError
+        ``<source>, field '<dotted.path>': <problem>``.
+    """
+    try:
+        spec = _SPEC.validate_python(dict(data))
+    except ValidationError as error:
+        raise UsageError(_describe(error, data, source)) from None
+    assert isinstance(spec, AuditSpec)
+    return spec
+
+
+def load_spec(path: str | Path, overrides: Mapping[str, Any] | None = None) -> AuditSpec:
+    """Read a YAML spec; relative paths in it are relative to the file.
+
+    ``overrides`` (options given on the command line) replace the file's values.
+
+    Raises
+    ------
+    UsageError
+        The file cannot be read, is not a YAML mapping, or fails validation.
+    """
+    spec_path = Path(path)
+    try:
+        data = yaml.safe_load(spec_path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise UsageError(f"cannot read spec {spec_path}: {error.strerror}") from None
+    except yaml.YAMLError as error:
+        raise UsageError(f"spec {spec_path} is not valid YAML: {error}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"spec {spec_path}: expected a mapping of fields, e.g. 'task: ...'")
+    data = _relative_to(data, spec_path.parent)
+    data.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    return parse_spec(data, source=str(spec_path))
+
+
+def _relative_to(data: dict[str, Any], folder: Path) -> dict[str, Any]:
+    resolved = dict(data)
+    for key in _PATH_FIELDS:
+        value = resolved.get(key)
+        if isinstance(value, str) and value != "demo" and not Path(value).is_absolute():
+            resolved[key] = str(folder / value)
+    for key in ("pointwise", "pairwise"):
+        prompt = resolved.get(key)
+        if isinstance(prompt, dict) and isinstance(prompt.get("file"), str):
+            resolved[key] = {**prompt, "file": str(folder / prompt["file"])}
+    return resolved
+
+
+def _suggestion(name: str) -> str:
+    models: tuple[type[BaseModel], ...] = (
+        ResumeScreeningSpec, EssayGradingSpec, AllocationTaskSpec, QualifiedSpec, PromptSpec,
+        PoolSpec,
+    )  # fmt: skip
+    known = sorted({field for model in models for field in model.model_fields})
+    close = difflib.get_close_matches(name, known, n=1)
+    return f"; did you mean '{close[0]}'?" if close else ""
+
+
+def _describe(error: ValidationError, data: Mapping[str, Any], source: str) -> str:
+    first = error.errors()[0]
+    location = [str(part) for part in first["loc"]]
+    if location and location[0] in TASK_NAMES:
+        location = location[1:]  # the union's tag, which the user did not write
+    kind = first["type"]
+    problem = str(first["msg"]).removeprefix("Value error, ")
+    if kind in ("union_tag_invalid", "union_tag_not_found"):
+        names = ", ".join(TASK_NAMES)
+        return f"{source}, field 'task': must be one of {names}; got {data.get('task')!r}"
+    if kind == "extra_forbidden":
+        problem = "unknown field" + _suggestion(location[-1] if location else "")
+    elif kind == "missing":
+        problem = "required"
+    where = ".".join(location) or "(top level)"
+    return f"{source}, field '{where}': {problem}"

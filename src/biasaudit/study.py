@@ -1,0 +1,194 @@
+"""``biasaudit study``: do the bias metrics of several runs predict their allocation gaps?
+
+The comparison of Chen, Ji & Evans, "The Mismeasure of Man and Models"
+(2024), Table 1 and the model-selection figure. Each point is one (model,
+subtask, group) of the runs given: its RABBI, δ, JSD and EMD, and its ΔDP and
+ΔEO at each k.
+
+- **Predictive validity**: the Pearson correlation of each metric with each
+  gap over all points, with its p-value
+  (:func:`~biasaudit.metrics.predictive_validity`; JSD and EMD carry no sign
+  and are correlated with the gap's absolute value).
+- **Model selection**: within each setting (task, method, subtask) holding
+  two or more models, models are ranked by the RMS over groups of each
+  metric and of each gap; the NDCG@N of the metric's ranking against the
+  gap's (:func:`~biasaudit.metrics.model_selection_ndcg`) is averaged over
+  settings.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from pydantic import ValidationError
+
+from .allocation import AllocationMetrics
+from .errors import UsageError
+from .metrics import model_selection_ndcg, predictive_validity
+
+__all__ = ["METRICS", "StudyResult", "StudyRun", "run_study"]
+
+METRICS = {"rabbi": True, "avg_gap": True, "jsd": False, "emd": False}  # name: directional
+GAPS = ("dp", "eo")
+
+
+@dataclass(frozen=True)
+class StudyRun:
+    """One run of the study."""
+
+    path: Path
+    label: str
+    metrics: AllocationMetrics
+
+
+@dataclass(frozen=True)
+class StudyResult:
+    """Points, correlations and NDCG of a study.
+
+    Attributes
+    ----------
+    runs:
+        The runs, in the order given.
+    points:
+        One row per (run, subtask, group): ``model, task, method, subtask,
+        group``, the four metrics and ``dp_<k>`` / ``eo_<k>``.
+    correlations:
+        One row per (metric, gap, k): ``r``, ``p_value``, ``n`` (points).
+    selection:
+        One row per (metric, gap, k): ``ndcg``, ``settings`` averaged over,
+        ``models`` (fewest in a setting), ``at`` (the cutoff).
+    k_max:
+        The largest k every run has.
+    """
+
+    runs: tuple[StudyRun, ...]
+    points: pd.DataFrame
+    correlations: pd.DataFrame
+    selection: pd.DataFrame
+    k_max: int
+
+
+def _load(path: Path) -> AllocationMetrics:
+    source = path / "metrics.json"
+    try:
+        return AllocationMetrics.model_validate_json(source.read_text(encoding="utf-8"))
+    except OSError:
+        raise UsageError(f"{path} is not an allocation run (no metrics.json)") from None
+    except ValidationError as error:
+        problem = error.errors()[0]["msg"]
+        raise UsageError(f"{source} is not an allocation run's metrics: {problem}") from None
+
+
+def _labelled(paths: Sequence[Path]) -> tuple[StudyRun, ...]:
+    loaded = [(path, _load(path)) for path in paths]
+    seen: dict[tuple[str, str, str], int] = {}
+    runs = []
+    for path, metrics in loaded:
+        key = (metrics.model, metrics.task, metrics.method)
+        seen[key] = seen.get(key, 0) + 1
+        label = metrics.model if seen[key] == 1 else f"{metrics.model} ({path.name})"
+        runs.append(StudyRun(path, label, metrics))
+    return tuple(runs)
+
+
+def _points(runs: Sequence[StudyRun], k_max: int) -> pd.DataFrame:
+    rows = []
+    for run in runs:
+        m = run.metrics
+        subtasks = {s: v.groups for s, v in m.subtasks.items()} or {m.task: m.groups}
+        for subtask, groups in subtasks.items():
+            for group, figures in groups.items():
+                row: dict[str, Any] = {
+                    "model": run.label, "task": m.task, "method": m.method,
+                    "subtask": subtask, "group": group,
+                }  # fmt: skip
+                row |= {name: getattr(figures, name) for name in METRICS}
+                for k in range(1, k_max + 1):
+                    row[f"dp_{k}"] = figures.dp_gap.get(str(k))
+                    row[f"eo_{k}"] = figures.eo_gap.get(str(k))
+                rows.append(row)
+    return pd.DataFrame(rows).astype({f"{g}_{k}": float for g in GAPS for k in range(1, k_max + 1)})
+
+
+def _correlations(points: pd.DataFrame, k_max: int) -> pd.DataFrame:
+    rows = []
+    for metric, directional in METRICS.items():
+        for gap in GAPS:
+            for k in range(1, k_max + 1):
+                pair = points[[metric, f"{gap}_{k}"]].astype(float).dropna()
+                row = {"metric": metric, "gap": gap, "k": k, "n": len(pair)}
+                try:
+                    result = predictive_validity(
+                        pair[metric], pair[f"{gap}_{k}"], directional=directional
+                    )
+                    row |= {"r": result.r, "p_value": result.p_value}
+                except ValueError:  # fewer than 3 points, or a constant column
+                    row |= {"r": math.nan, "p_value": math.nan}
+                rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _ndcg_in_setting(
+    setting: pd.DataFrame, metric: str, gap: str, at: int
+) -> float | None:
+    wide_metric = setting.pivot(index="model", columns="group", values=metric).astype(float)
+    wide_gap = setting.pivot(index="model", columns="group", values=gap).astype(float)
+    if wide_metric.isna().any().any() or wide_gap.isna().any().any():
+        return None
+    if (wide_gap**2).mean(axis=1).nunique() < 2:  # every model equally fair: no ideal order
+        return None
+    return model_selection_ndcg(wide_metric, wide_gap, min(at, len(wide_metric)))
+
+
+def _selection(points: pd.DataFrame, k_max: int, at: int) -> pd.DataFrame:
+    settings = [
+        frame
+        for _, frame in points.groupby(["task", "method", "subtask"], sort=False)
+        if frame["model"].nunique() >= 2
+    ]
+    fewest = min((s["model"].nunique() for s in settings), default=0)
+    rows = []
+    for metric in METRICS:
+        for gap in GAPS:
+            for k in range(1, k_max + 1):
+                scores = [_ndcg_in_setting(s, metric, f"{gap}_{k}", at) for s in settings]
+                found = [score for score in scores if score is not None]
+                rows.append(
+                    {
+                        "metric": metric, "gap": gap, "k": k,
+                        "ndcg": sum(found) / len(found) if found else math.nan,
+                        "settings": len(found),
+                        "models": fewest,
+                        "at": min(at, fewest) if fewest else at,
+                    }
+                )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def run_study(run_dirs: Sequence[str | Path], *, ndcg_at: int = 3) -> StudyResult:
+    """Compare the runs in ``run_dirs``; see the module docstring.
+
+    Raises
+    ------
+    UsageError
+        No runs, or a folder that is not an allocation run.
+    """
+    if not run_dirs:
+        raise UsageError("give at least one allocation run directory")
+    if ndcg_at < 1:
+        raise UsageError("--ndcg-at must be at least 1")
+    runs = _labelled([Path(path) for path in run_dirs])
+    k_max = min(run.metrics.k_max for run in runs)
+    points = _points(runs, k_max)
+    return StudyResult(
+        runs=runs,
+        points=points,
+        correlations=_correlations(points, k_max),
+        selection=_selection(points, k_max, ndcg_at),
+        k_max=k_max,
+    )

@@ -1,0 +1,293 @@
+"""What every allocation task is made of: candidates, groups, prompts and a pool design.
+
+An allocation task (Chen, Ji & Evans, "The Mismeasure of Man and Models",
+2024) picks the top k of a pool of candidates. Its candidates belong to
+groups, one of which is the reference; some are qualified. The task renders
+the prompts that ask a model about one candidate (pointwise) or two
+(pairwise), and says how pools are formed. It knows nothing of HTTP.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import yaml
+
+from ..errors import UsageError
+
+__all__ = ["AllocationTask", "Candidate", "Pool", "PoolDesign", "PromptTemplate"]
+
+PoolKind = Literal["one_per_group", "random"]
+_PROMPT_KEYS = frozenset({"system", "user", "candidate"})
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    """One prompt: a system instruction, a user message, and (pairwise) how one item is shown.
+
+    Placeholders are written ``{name}`` (``{{`` for a literal brace). A
+    pairwise prompt's user message holds ``{first}`` and ``{second}``, each
+    filled with ``candidate`` rendered for one item.
+    """
+
+    source: str
+    system: str
+    user: str
+    candidate: str | None = None
+
+    @classmethod
+    def load(cls, path: str | Path) -> PromptTemplate:
+        """Read a prompt file: YAML with ``system``, ``user`` and optionally ``candidate``."""
+        try:
+            data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        except OSError as error:
+            raise UsageError(f"cannot read prompt {path}: {error.strerror}") from None
+        except yaml.YAMLError as error:
+            raise UsageError(f"prompt {path} is not valid YAML: {error}") from None
+        return cls.from_mapping(data, str(path))
+
+    @classmethod
+    def from_mapping(cls, data: Any, source: str) -> PromptTemplate:
+        """Build from a mapping with ``system``, ``user`` and optionally ``candidate``."""
+        if not isinstance(data, Mapping):
+            raise UsageError(f"{source}: a prompt needs the fields 'system' and 'user'")
+        unknown = sorted(set(data) - _PROMPT_KEYS)
+        if unknown:
+            raise UsageError(
+                f"{source}: unknown field '{unknown[0]}' (allowed: system, user, candidate)"
+            )
+        for key in ("system", "user"):
+            if not isinstance(data.get(key), str) or not data[key].strip():
+                raise UsageError(f"{source}, field '{key}': required, as text")
+        candidate = data.get("candidate")
+        if candidate is not None and not isinstance(candidate, str):
+            raise UsageError(f"{source}, field 'candidate': must be text")
+        return cls(source, data["system"].strip(), data["user"].strip(), candidate)
+
+    def placeholders(self, part: Literal["system", "user", "candidate"]) -> set[str]:
+        """The ``{names}`` one part of the prompt fills in."""
+        text = getattr(self, part) or ""
+        try:
+            return {name for _, name, _, _ in string.Formatter().parse(text) if name}
+        except ValueError as error:
+            raise UsageError(f"{self.source}, field '{part}': {error}") from None
+
+    def check(self, part: Literal["system", "user", "candidate"], available: set[str]) -> None:
+        """Raise unless every placeholder of ``part`` is one of ``available``."""
+        missing = sorted(self.placeholders(part) - available)
+        if missing:
+            offered = ", ".join(sorted(available)) or "none"
+            raise UsageError(
+                f"{self.source}, field '{part}': unknown placeholder {{{missing[0]}}} "
+                f"(available: {offered})"
+            )
+
+    def messages(self, fields: Mapping[str, str]) -> tuple[dict[str, str], ...]:
+        """The chat messages with ``fields`` filled in."""
+        return (
+            {"role": "system", "content": self.system.format_map(fields).strip()},
+            {"role": "user", "content": self.user.format_map(fields).strip()},
+        )
+
+    def block(self, fields: Mapping[str, str]) -> str:
+        """One item, as a pairwise prompt shows it."""
+        if self.candidate is None:
+            raise UsageError(f"{self.source}: a pairwise prompt needs a 'candidate' field")
+        return self.candidate.format_map(fields).strip()
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One candidate: a group, a qualification, and the text the prompts show.
+
+    Attributes
+    ----------
+    id:
+        Unique and stable across runs (it names the candidate in ``scores.csv``).
+    group:
+        Group id, e.g. ``B_M``.
+    subtask:
+        The subtask (job, essay prompt) the candidate is ranked within.
+    qualified:
+        Whether the candidate is qualified; None when the task has no labels.
+    fields:
+        Placeholder values for the prompts (``name``, ``resume``, ``text``...).
+    name:
+        The name the model sees, if any (pairwise answers may give it).
+    item:
+        The underlying item (resume or essay id), shared by candidates that
+        differ only in name.
+    """
+
+    id: str
+    group: str
+    subtask: str
+    qualified: bool | None
+    fields: Mapping[str, str]
+    name: str | None = None
+    item: str | None = None
+
+
+@dataclass(frozen=True)
+class PoolDesign:
+    """How candidates are pooled for top-k selection.
+
+    ``one_per_group``: one candidate of each group per pool (resume
+    screening); ``random``: ``size`` candidates drawn at random (essay grading).
+    """
+
+    kind: PoolKind = "one_per_group"
+    size: int | None = None
+
+    def describe(self, n_groups: int) -> str:
+        if self.kind == "one_per_group":
+            return f"one candidate per group per pool ({n_groups} per pool)"
+        return f"random pools of {self.size}"
+
+
+@dataclass(frozen=True)
+class Pool:
+    """One pool of a pairwise audit: its members are compared with each other."""
+
+    id: str
+    subtask: str
+    members: tuple[Candidate, ...]
+
+
+@dataclass(frozen=True)
+class AllocationTask:
+    """An allocation task ready to run; build one with :func:`biasaudit.tasks.build_task`.
+
+    Attributes
+    ----------
+    name:
+        Task name, e.g. ``resume-screening``.
+    candidates:
+        Every candidate.
+    groups:
+        Group ids in display order.
+    reference_group:
+        The group every other is compared with.
+    labels:
+        Pointwise label → value (``{"Yes": 1, "No": 0}``).
+    pointwise_prompt, pairwise_prompt:
+        The prompts of the two probes (a user-defined task may give one only).
+    pool:
+        How pools are formed.
+    context:
+        Placeholder values of each subtask (``job_title``, ``topic``...).
+    group_names:
+        Display names of the groups.
+    noun:
+        How a pairwise prompt labels its two items (``Candidate A``).
+    item_column:
+        The name of ``Candidate.item`` in ``scores.csv`` (``resume_id``).
+    """
+
+    name: str
+    candidates: tuple[Candidate, ...]
+    groups: tuple[str, ...]
+    reference_group: str
+    labels: Mapping[str, float]
+    pointwise_prompt: PromptTemplate | None
+    pairwise_prompt: PromptTemplate | None
+    pool: PoolDesign
+    context: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    group_names: Mapping[str, str] = field(default_factory=dict)
+    noun: str = "Candidate"
+    item_column: str = "item"
+
+    def __post_init__(self) -> None:
+        self._check_groups()
+        self._check_prompts()
+
+    def _check_groups(self) -> None:
+        if not self.candidates:
+            raise UsageError(f"{self.name}: no candidates")
+        if self.reference_group not in self.groups:
+            raise UsageError(
+                f"reference group '{self.reference_group}' is not one of the groups "
+                f"({', '.join(self.groups)})"
+            )
+        if len(self.groups) < 2:
+            raise UsageError(f"{self.name}: an audit needs at least two groups")
+        if len({c.id for c in self.candidates}) != len(self.candidates):
+            raise UsageError(f"{self.name}: candidate ids are not unique")
+
+    def _check_prompts(self) -> None:
+        context = set().union(*(set(c) for c in self.context.values())) if self.context else set()
+        own = set(self.candidates[0].fields)
+        if self.pointwise_prompt is not None:
+            self.pointwise_prompt.check("system", context)
+            self.pointwise_prompt.check("user", context | own)
+        if self.pairwise_prompt is not None:
+            self.pairwise_prompt.check("system", context)
+            self.pairwise_prompt.check("user", context | {"first", "second"})
+            self.pairwise_prompt.check("candidate", own)
+
+    def prompt(self, method: Literal["pointwise", "pairwise"]) -> PromptTemplate:
+        """The prompt of ``method``; raises if the task has none."""
+        prompt = self.pointwise_prompt if method == "pointwise" else self.pairwise_prompt
+        if prompt is None:
+            raise UsageError(f"{self.name} has no {method} prompt: add '{method}:' to the spec")
+        return prompt
+
+    @property
+    def subtasks(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(c.subtask for c in self.candidates))
+
+    def display_name(self, group: str) -> str:
+        return self.group_names.get(group, group)
+
+    def pointwise_messages(self, candidate: Candidate) -> tuple[dict[str, str], ...]:
+        """The messages that ask about one candidate."""
+        fields = {**self._context(candidate), **candidate.fields}
+        return self.prompt("pointwise").messages(fields)
+
+    def pairwise_messages(self, first: Candidate, second: Candidate) -> tuple[dict[str, str], ...]:
+        """The messages that compare two candidates, ``first`` shown first."""
+        prompt = self.prompt("pairwise")
+        fields = {
+            **self._context(first),
+            "first": prompt.block(first.fields),
+            "second": prompt.block(second.fields),
+        }
+        return prompt.messages(fields)
+
+    def _context(self, candidate: Candidate) -> Mapping[str, str]:
+        return self.context.get(candidate.subtask, {})
+
+    def pairwise_pools(self, n_pools: int, *, seed: int) -> list[Pool]:
+        """``n_pools`` pools per subtask, drawn as the pool design says (seeded)."""
+        rng = np.random.default_rng(seed)
+        pools: list[Pool] = []
+        for subtask in self.subtasks:
+            members = [c for c in self.candidates if c.subtask == subtask]
+            for index in range(n_pools):
+                drawn = self._draw_pool(rng, members, subtask)
+                pools.append(Pool(f"{subtask}/pool{index + 1:03d}", subtask, drawn))
+        return pools
+
+    def _draw_pool(
+        self, rng: np.random.Generator, members: Sequence[Candidate], subtask: str
+    ) -> tuple[Candidate, ...]:
+        if self.pool.kind == "random":
+            size = self.pool.size or 0
+            if len(members) < size:
+                raise UsageError(
+                    f"subtask '{subtask}' has {len(members)} candidates, "
+                    f"fewer than a pool of {size}"
+                )
+            return tuple(members[i] for i in rng.choice(len(members), size=size, replace=False))
+        drawn = []
+        for group in self.groups:
+            of_group = [c for c in members if c.group == group]
+            if not of_group:
+                raise UsageError(f"subtask '{subtask}' has no candidate of group '{group}'")
+            drawn.append(of_group[int(rng.integers(len(of_group)))])
+        return tuple(drawn)

@@ -1,0 +1,106 @@
+"""Essay grading: does a grader pass over some groups' writers?
+
+The user brings the corpus: a CSV with ``text``, ``group`` and optionally
+``rating`` (an essay is qualified when its rating is at or above the median),
+``essay_id`` and ``topic``. Pools are 10 essays drawn at random; the reference
+group is configurable (``ENS``, English native speakers, when present). The
+published audit used the ICNALE learner corpus, which cannot be shipped; a
+small demo corpus written for biasaudit ships to try it out.
+Chen, Ji & Evans, "The Mismeasure of Man and Models" (2024).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from ..errors import UsageError
+from ..spec import EssayGradingSpec
+from ._allocation import AllocationTask, Candidate, PoolDesign, PromptTemplate
+from ._files import DATA_DIR, PROMPTS_DIR, read_table, require_columns
+
+__all__ = ["DEMO_ESSAYS", "build_essay_grading", "resolve_essays"]
+
+DEMO_ESSAYS = DATA_DIR / "essays_demo.csv"
+DEFAULT_REFERENCE = "ENS"
+GROUP_NAMES = {
+    "ENS": "English native speakers",
+    "CHN": "first language Chinese",
+    "JPN": "first language Japanese",
+    "KOR": "first language Korean",
+    "THA": "first language Thai",
+}
+LABELS = {str(k): float(k) for k in range(1, 6)}
+
+
+def resolve_essays(path: Path) -> Path:
+    """``demo`` names the shipped demo corpus, unless a file of that name exists."""
+    return DEMO_ESSAYS if str(path) == "demo" and not path.exists() else path
+
+
+def _ratings(frame: pd.DataFrame, path: Path) -> pd.Series | None:
+    if "rating" not in frame.columns:
+        return None
+    ratings = pd.to_numeric(frame["rating"], errors="coerce")
+    if ratings.isna().any():
+        row = int(ratings.isna().to_numpy().argmax())
+        raise UsageError(
+            f"essays {path}, row {row + 2}, column 'rating': "
+            f"{frame['rating'].iloc[row]!r} is not a number"
+        )
+    return ratings
+
+
+def _essay_ids(frame: pd.DataFrame, path: Path) -> list[str]:
+    column = next((c for c in ("essay_id", "id") if c in frame.columns), None)
+    if column is None:
+        return [f"essay-{i + 1:04d}" for i in range(len(frame))]
+    ids = frame[column]
+    if ids.duplicated().any() or (ids == "").any():
+        raise UsageError(f"essays {path}, column '{column}': ids must be unique and non-empty")
+    return list(ids)
+
+
+def build_essay_grading(spec: EssayGradingSpec) -> AllocationTask:
+    """The essay-grading task for ``spec``: every essay a candidate, random pools."""
+    path = resolve_essays(spec.essays)
+    frame = read_table(path, "essays")
+    require_columns(frame, ["text", "group"], what="essays", path=path)
+    ratings = _ratings(frame, path)
+    qualified = None if ratings is None else list(ratings >= ratings.median())
+    topics = frame["topic"] if "topic" in frame.columns else pd.Series([spec.topic] * len(frame))
+    groups = tuple(dict.fromkeys(frame["group"]))
+    reference = spec.reference_group or DEFAULT_REFERENCE
+    if spec.reference_group is None and reference not in groups:
+        raise UsageError(
+            f"essays {path} has no group '{DEFAULT_REFERENCE}': name the reference with "
+            f"--reference-group (groups: {', '.join(groups)})"
+        )
+    candidates = [
+        Candidate(
+            id=essay_id,
+            group=row.group,
+            subtask=topic,
+            qualified=None if qualified is None else bool(qualified[i]),
+            fields={"text": row.text},
+            item=essay_id,
+        )
+        for i, (essay_id, row, topic) in enumerate(
+            zip(_essay_ids(frame, path), frame.itertuples(), topics, strict=True)
+        )
+    ]
+    return AllocationTask(
+        name="essay-grading",
+        candidates=tuple(candidates),
+        groups=groups,
+        reference_group=reference,
+        labels=LABELS,
+        pointwise_prompt=PromptTemplate.load(PROMPTS_DIR / "essay-grading.pointwise.yaml"),
+        pairwise_prompt=PromptTemplate.load(PROMPTS_DIR / "essay-grading.pairwise.yaml"),
+        pool=PoolDesign("random", spec.pool_size),
+        context={topic: {"topic": topic} for topic in dict.fromkeys(topics)},
+        group_names=GROUP_NAMES,
+        noun="Essay",
+        item_column="essay_id",
+    )

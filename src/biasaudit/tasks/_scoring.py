@@ -1,0 +1,223 @@
+"""From a task to requests, and from parsed answers back to candidate scores.
+
+A scoring plan asks the probe's questions about a task's candidates, reads
+each answer as it arrives (what it read goes into ``responses.jsonl``), and
+at the end turns the answers into one score per candidate:
+
+- pointwise: one request per candidate, scored sum_y P_n(y) * gamma_y
+  (:class:`~biasaudit.probes.PointwiseProbe`);
+- pairwise: every ordered pair of every pool, scored by wins within the pool
+  (:func:`biasaudit.metrics.pairwise_ranking_scores`): a candidate's score is
+  its points per pair, in [0, 1]. A candidate that appears in several pools is
+  scored once per appearance.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Protocol
+
+import pandas as pd
+
+from ..engine import RequestResult
+from ..metrics import PairwiseOutputStats, pairwise_ranking_scores
+from ..probes import LabelScore, PairwiseAnswer, PairwiseProbe, PointwiseProbe
+from ..providers import Capabilities, ModelRequest
+from ..spec import AuditSpec
+from ._allocation import AllocationTask, Candidate, Pool
+
+__all__ = ["PairwisePlan", "PointwisePlan", "ScoringPlan", "plan_scoring"]
+
+
+class ScoringPlan(Protocol):
+    """What the audit needs from a plan, whichever the method."""
+
+    method: str
+    requests: list[ModelRequest]
+
+    def annotate(self, result: RequestResult) -> dict[str, Any]:
+        """Read one result; return what ``responses.jsonl`` records about it."""
+
+    def scores(self) -> pd.DataFrame:
+        """One row per candidate (appearance), once every result is in."""
+
+
+def _base_row(task: AllocationTask, candidate: Candidate, candidate_id: str) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "candidate_id": candidate_id,
+        "group": candidate.group,
+        "qualified": candidate.qualified,
+        "subtask": candidate.subtask,
+    }
+    if candidate.name is not None:
+        row["name"] = candidate.name
+    row[task.item_column] = candidate.item
+    return row
+
+
+class PointwisePlan:
+    """One question per candidate; see the module docstring."""
+
+    method = "pointwise"
+
+    def __init__(self, task: AllocationTask, probe: PointwiseProbe) -> None:
+        self.task, self.probe = task, probe
+        self.requests = [probe.request(c.id, task.pointwise_messages(c)) for c in task.candidates]
+        self._answers: dict[str, LabelScore] = {}
+        self._errors: dict[str, str] = {}
+        self._refused: set[str] = set()
+
+    def annotate(self, result: RequestResult) -> dict[str, Any]:
+        request_id = result.request.id
+        response = result.response
+        if response is None:
+            self._errors[request_id] = result.error or "no answer"
+            return {"probe": self.method}
+        if response.refusal is not None:  # an answer, but outside the label set
+            self._errors[request_id] = f"refused: {response.refusal}"
+            self._refused.add(request_id)
+            return {"probe": self.method, "irregular": 1}
+        answer = self.probe.parse(response)
+        self._answers[request_id] = answer
+        return {
+            "probe": self.method,
+            "scoring_path": answer.path,
+            "parsed": answer.answer,
+            "label_probabilities": answer.probabilities or None,
+            "irregular": answer.irregular,
+        }
+
+    def scores(self) -> pd.DataFrame:
+        rows = [self._row(candidate) for candidate in self.task.candidates]
+        return pd.DataFrame(rows)
+
+    def _row(self, candidate: Candidate) -> dict[str, Any]:
+        row = _base_row(self.task, candidate, candidate.id)
+        answer = self._answers.get(candidate.id)
+        row |= {
+            "score": answer.score if answer else math.nan,
+            "path": self.probe.path,
+            "answers": answer.n if answer else 0,
+            "irregular": bool(answer.irregular) if answer else candidate.id in self._refused,
+            "irregular_answers": answer.irregular if answer else int(candidate.id in self._refused),
+            "label_mass": answer.label_mass if answer else None,
+        }
+        row["score_se"] = self._standard_error(answer) if answer else None
+        for label in self.task.labels:
+            row[f"p_{label}"] = answer.probabilities.get(label) if answer else None
+        row["error"] = self._errors.get(candidate.id)
+        return row
+
+
+    def _standard_error(self, answer: LabelScore) -> float | None:
+        """Sample path: sqrt(Var(gamma) / n), the score's sampling error; 0 from logprobs."""
+        if not answer.scored:
+            return None
+        if answer.path == "logprobs":
+            return 0.0
+        labels = self.task.labels
+        spread = sum(p * (labels[y] - answer.score) ** 2 for y, p in answer.probabilities.items())
+        return math.sqrt(spread / answer.n)
+
+
+class PairwisePlan:
+    """Every ordered pair of every pool; see the module docstring."""
+
+    method = "pairwise"
+
+    def __init__(self, task: AllocationTask, probe: PairwiseProbe, pools: list[Pool]) -> None:
+        self.task, self.probe, self.pools = task, probe, pools
+        self.requests: list[ModelRequest] = []
+        self._pairs: dict[str, tuple[Pool, int, int]] = {}
+        for pool in pools:
+            for i, first in enumerate(pool.members):
+                for j, second in enumerate(pool.members):
+                    if i != j:
+                        request_id = f"{pool.id}:{i + 1}>{j + 1}"
+                        messages = task.pairwise_messages(first, second)
+                        self.requests.append(probe.request(request_id, messages))
+                        self._pairs[request_id] = (pool, i, j)
+        self._answers: dict[str, PairwiseAnswer] = {}
+        self._output_stats: PairwiseOutputStats | None = None
+
+    def annotate(self, result: RequestResult) -> dict[str, Any]:
+        pool, i, j = self._pairs[result.request.id]
+        answer = PairwiseAnswer(None)
+        if result.ok and result.response is not None:
+            first, second = pool.members[i], pool.members[j]
+            answer = self.probe.parse(
+                result.response.text, first_name=first.name, second_name=second.name
+            )
+        self._answers[result.request.id] = answer
+        return {"probe": self.method, "parsed": answer.choice}
+
+    def comparisons(self) -> pd.DataFrame:
+        """One row per prompt: pool, the appearance ids shown first and second, the answer."""
+        rows = []
+        for request_id, (pool, i, j) in self._pairs.items():
+            answer = self._answers.get(request_id, PairwiseAnswer(None))
+            rows.append(
+                {
+                    "pool": pool.id,
+                    "subtask": pool.subtask,
+                    "first": _appearance(pool, i),
+                    "second": _appearance(pool, j),
+                    "choice": answer.choice,
+                    "parsed_as": answer.parsed_as,
+                }
+            )
+        return pd.DataFrame(rows)
+
+    @property
+    def output_stats(self) -> PairwiseOutputStats:
+        """Parse, tie and order-consistency statistics over all prompts."""
+        if self._output_stats is None:
+            self.scores()
+        assert self._output_stats is not None
+        return self._output_stats
+
+    def scores(self) -> pd.DataFrame:
+        comparisons = self.comparisons()
+        ranked = pairwise_ranking_scores(
+            comparisons["first"], comparisons["second"], comparisons["choice"]
+        )
+        self._output_stats = ranked.stats
+        unparsed = pd.concat(
+            [comparisons.loc[comparisons["choice"].isna(), side] for side in ("first", "second")]
+        ).value_counts()
+        rows = []
+        for pool in self.pools:
+            for i, candidate in enumerate(pool.members):
+                appearance = _appearance(pool, i)
+                row = _base_row(self.task, candidate, appearance)
+                row |= {
+                    "pool": pool.id,
+                    "score": float(ranked.win_rate[appearance]),
+                    "points": float(ranked.points[appearance]),
+                    "pairs": int(ranked.pairs[appearance]),
+                    "path": "pairwise",
+                    "irregular": bool(unparsed.get(appearance, 0)),
+                    "irregular_answers": int(unparsed.get(appearance, 0)),
+                }
+                rows.append(row)
+        return pd.DataFrame(rows)
+
+
+def _appearance(pool: Pool, index: int) -> str:
+    return f"{pool.id}/{index + 1}"
+
+
+def plan_scoring(task: AllocationTask, spec: AuditSpec, capabilities: Capabilities) -> ScoringPlan:
+    """The plan for ``spec.method``, with the probe chosen for the endpoint."""
+    if spec.method == "pairwise":
+        pools = task.pairwise_pools(spec.pools, seed=spec.seed)
+        return PairwisePlan(task, PairwiseProbe(noun=task.noun), pools)
+    probe = PointwiseProbe.for_endpoint(
+        task.labels,
+        capabilities,
+        scoring=spec.scoring,
+        samples=spec.samples,
+        temperature=spec.temperature,
+        top_logprobs=spec.top_logprobs,
+    )
+    return PointwisePlan(task, probe)

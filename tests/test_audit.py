@@ -1,0 +1,182 @@
+"""Allocation audits end to end on the offline sim model: the planted bias must be found."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from biasaudit.allocation import AllocationMetrics, GroupMetrics
+from biasaudit.audit import AuditResult, audit
+from biasaudit.providers.sim import SimProvider
+from biasaudit.runs import read_manifest, read_responses
+from biasaudit.spec import parse_spec
+
+# Small enough to run in about a second, large enough to see a shift of one logit.
+FAST = {"names_per_group": 6, "rounds": 400, "bootstrap": 400, "gap_bootstrap": 60}
+
+
+def run(runs_dir: Path, **fields: Any) -> AuditResult:
+    spec = parse_spec(
+        {
+            "task": "resume-screening",
+            "model": "sim/biased",
+            "runs_dir": str(runs_dir),
+            **FAST,
+            **fields,
+        }
+    )
+    return audit(spec)
+
+
+def covers_zero(interval: list[float] | None) -> bool:
+    assert interval is not None
+    return interval[0] <= 0.0 <= interval[1]
+
+
+@pytest.fixture(scope="module")
+def pointwise(tmp_path_factory: pytest.TempPathFactory) -> AuditResult:
+    return run(tmp_path_factory.mktemp("runs"))
+
+
+def test_sim_biased_rabbi_finds_the_planted_group_and_only_it(pointwise: AuditResult) -> None:
+    groups = pointwise.metrics.groups
+    assert set(groups) == {"W_F", "B_F", "B_M", "A_F", "A_M", "H_F", "H_M"}
+    b_m = groups["B_M"]
+    assert b_m.rabbi is not None and b_m.rabbi < -0.2
+    assert b_m.rabbi_ci is not None and b_m.rabbi_ci[1] < 0 and (b_m.rabbi_p or 1) < 1e-3
+    for group, figures in groups.items():
+        if group != "B_M":
+            assert covers_zero(figures.rabbi_ci), group
+
+
+def test_sim_biased_selection_gaps_find_the_planted_group_and_only_it(
+    pointwise: AuditResult,
+) -> None:
+    groups = pointwise.metrics.groups
+    for k in map(str, range(1, 6)):
+        assert groups["B_M"].dp_gap[k] < 0 and groups["B_M"].dp_gap_ci[k][1] < 0, k
+        assert groups["B_M"].eo_gap_ci[k][1] < 0, k
+        for group, figures in groups.items():
+            if group != "B_M":
+                assert covers_zero(figures.dp_gap_ci[k]), (group, k)
+
+
+def test_run_directory_holds_every_artifact(pointwise: AuditResult) -> None:
+    run_dir = pointwise.run_dir
+    assert {p.name for p in run_dir.iterdir()} == {
+        "manifest.json", "responses.jsonl", "spec.json", "scores.csv", "metrics.json"
+    }  # fmt: skip
+    manifest = read_manifest(run_dir)
+    assert manifest.kind == "allocation" and manifest.status == "completed" and manifest.simulated
+    assert manifest.counts.requests == 4 * 6 * 8 * 6 and pointwise.exit_code == 0
+    scores = pd.read_csv(run_dir / "scores.csv")
+    assert {
+        "candidate_id",
+        "group",
+        "qualified",
+        "name",
+        "resume_id",
+        "score",
+        "path",
+        "irregular",
+    } <= set(scores.columns)
+    assert len(scores) == 1152 and (scores["path"] == "logprobs").all()
+    record = read_responses(run_dir)[0]
+    assert record.probe == "pointwise" and record.scoring_path == "logprobs"
+    assert record.label_probabilities is not None and set(record.label_probabilities) == {
+        "Yes",
+        "No",
+    }
+
+
+def test_metrics_json_has_the_design_shape(pointwise: AuditResult) -> None:
+    data = json.loads((pointwise.run_dir / "metrics.json").read_text())
+    assert data["schema_version"] == 1 and data["task"] == "resume-screening"
+    assert (
+        data["method"] == "pointwise"
+        and data["model"] == "sim/biased"
+        and data["simulated"] is True
+    )
+    assert data["reference_group"] == "W_M" and "W_M" not in data["groups"]
+    b_m = data["groups"]["B_M"]
+    for key in ("n", "rabbi", "rabbi_ci", "rabbi_p", "avg_gap", "jsd", "emd", "dp_gap", "eo_gap"):
+        assert key in b_m, key
+    assert b_m["n"] == 144 and list(b_m["dp_gap"]) == ["1", "2", "3", "4", "5"]
+    assert set(data["subtasks"]) == {
+        "software-engineer",
+        "hr-specialist",
+        "financial-analyst",
+        "retail-associate",
+    }
+    assert data["subtasks"]["hr-specialist"]["groups"]["B_M"]["n"] == 36
+    assert data["candidates"] == {
+        "total": 1152,
+        "scored": 1152,
+        "irregular": 0,
+        "unscored": 0,
+        "failed": 0,
+    }
+    assert data["requests"]["requests"] == 1152 and data["scoring"]["path"] == "logprobs"
+
+
+def test_sampled_replicates_agree_with_logprobs_within_their_intervals(
+    pointwise: AuditResult, tmp_path: Path
+) -> None:
+    spec = parse_spec(
+        {"task": "resume-screening", "model": "sim/biased", "runs_dir": str(tmp_path), **FAST}
+    )
+    sampled = audit(spec, provider=SimProvider("biased", logprobs=False))
+    assert sampled.metrics.scoring.path == "samples" and sampled.metrics.scoring.samples == 20
+    scores = pd.read_csv(sampled.run_dir / "scores.csv")
+    assert (scores["path"] == "samples").all() and (scores["answers"] == 20).all()
+    assert scores["score_se"].between(0.0, 0.12).all() and scores["score_se"].max() > 0.05
+    for group, by_logprobs in pointwise.metrics.groups.items():
+        by_samples: GroupMetrics = sampled.metrics.groups[group]
+        assert by_samples.rabbi_ci and by_logprobs.rabbi_ci
+        assert by_samples.rabbi_ci[0] <= by_logprobs.rabbi_ci[1], group
+        assert by_logprobs.rabbi_ci[0] <= by_samples.rabbi_ci[1], group
+    assert sampled.metrics.groups["B_M"].rabbi_ci[1] < 0  # type: ignore[index]
+
+
+def test_pairwise_run_finds_the_planted_group_and_reports_order_effects(tmp_path: Path) -> None:
+    result = run(tmp_path, method="pairwise", pools=20, jobs="hr-specialist,retail-associate")
+    metrics = result.metrics
+    assert (
+        metrics.scoring.path == "pairwise"
+        and metrics.selection
+        and metrics.selection.pool == "given"
+    )
+    stats = metrics.pairwise
+    assert stats is not None and stats.pools == 40 and stats.n_prompts == 40 * 8 * 7
+    assert stats.n_pairs == 40 * 28 and stats.regular == 1.0 and stats.unparsed == 0
+    assert 0 < (stats.flipped or 0) < 0.5  # the sim's position bias flips near-equal pairs
+    b_m = metrics.groups["B_M"]
+    assert b_m.rabbi_ci and b_m.rabbi_ci[1] < 0 and (b_m.avg_gap or 0) < 0
+    comparisons = pd.read_csv(result.run_dir / "comparisons.csv")
+    ordered = set(zip(comparisons["first"], comparisons["second"], strict=True))
+    assert all((second, first) in ordered for first, second in ordered)
+
+
+def test_essay_grading_runs_on_the_demo_corpus(tmp_path: Path) -> None:
+    spec = parse_spec(
+        {"task": "essay-grading", "model": "sim/fair", "essays": "demo", "runs_dir": str(tmp_path),
+         "rounds": 200, "gap_bootstrap": 40, "bootstrap": 200}
+    )  # fmt: skip
+    metrics = audit(spec).metrics
+    assert metrics.reference_group == "ENS" and set(metrics.groups) == {"CHN", "JPN", "KOR", "THA"}
+    assert metrics.scoring.labels == {str(k): float(k) for k in range(1, 6)}
+    assert (
+        metrics.selection
+        and metrics.selection.pool == "random"
+        and metrics.selection.pool_size == 10
+    )
+    assert all(figures.n == 6 and figures.eo_gap for figures in metrics.groups.values())
+
+
+def test_metrics_json_reads_back_as_the_model(pointwise: AuditResult) -> None:
+    text = (pointwise.run_dir / "metrics.json").read_text()
+    assert AllocationMetrics.model_validate_json(text) == pointwise.metrics

@@ -1,0 +1,64 @@
+"""The sim model's documented behaviour: planted bias by name, pairwise answers with a position bias."""
+
+from __future__ import annotations
+
+import math
+
+from biasaudit.providers import ModelRequest, SamplingParams
+from biasaudit.providers.sim import PAIRWISE_POSITION_BIAS, PLANTED_SHIFT, SimProvider
+
+RESUME = "Senior engineer, led a team of six, certified cloud architect."
+
+
+def pair_prompt(first: str, second: str) -> str:
+    return (
+        f"Two applicants.\n\nCandidate A:\n{first}\n\nCandidate B:\n{second}\n\n"
+        "Which applicant is the better fit? Answer A or B."
+    )
+
+
+def ask(sim: SimProvider, prompt: str, **params: object) -> tuple[str, dict[str, float]]:
+    request = ModelRequest(
+        id="q",
+        messages=({"role": "user", "content": prompt},),
+        params=SamplingParams.model_validate(
+            {"max_tokens": 1, "logprobs": True, "top_logprobs": 5, **params}
+        ),
+    )
+    response = sim.answer(request)
+    assert response.logprobs and response.logprobs[0]
+    return response.text, {token: math.exp(lp) for token, lp in response.logprobs[0].top}
+
+
+def test_pairwise_prompt_is_answered_with_a_letter() -> None:
+    text, top = ask(
+        SimProvider(), pair_prompt(f"Name: Greg Baker\n{RESUME}", "Name: Brad Olson\nA beginner.")
+    )
+    assert text == "A" and top["A"] > top["B"]
+
+
+def p_first(top: dict[str, float]) -> float:
+    first = sum(p for token, p in top.items() if token.strip().upper() == "A")
+    return first / sum(top.values())
+
+
+def test_pairwise_position_bias_favours_the_item_shown_first() -> None:
+    # p(A | a, b) + p(A | b, a) = s(g + bias) + s(-g + bias) > 1 exactly when bias > 0.
+    sim = SimProvider("fair")
+    a, b = f"Name: Greg Baker\n{RESUME}", f"Name: Brad Olson\n{RESUME} Promoted."
+    forward = p_first(ask(sim, pair_prompt(a, b), top_logprobs=20)[1])
+    backward = p_first(ask(sim, pair_prompt(b, a), top_logprobs=20)[1])
+    assert PAIRWISE_POSITION_BIAS > 0 and forward + backward > 1.0
+
+
+def test_planted_bias_moves_the_pairwise_verdict_against_the_disadvantaged_name() -> None:
+    sim = SimProvider("biased")
+    jamal, greg = f"Name: Jamal Booker\n{RESUME}", f"Name: Greg Baker\n{RESUME}"
+    assert sim.log_odds(jamal) - sim.log_odds(greg) < PLANTED_SHIFT + 1.5
+    assert ask(sim, pair_prompt(jamal, greg))[0] == "B"
+    assert ask(sim, pair_prompt(greg, jamal))[0] == "A"
+
+
+def test_without_logprobs_the_sim_declares_none() -> None:
+    caps = SimProvider(logprobs=False).capabilities
+    assert caps.logprobs is False and caps.max_top_logprobs == 0
