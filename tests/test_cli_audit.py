@@ -10,7 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from biasaudit.cli import cli
-from biasaudit.tasks import DATA_DIR, PROMPTS_DIR
+from biasaudit.spec import TASK_NAMES
+from biasaudit.tasks import DATA_DIR, PROMPTS_DIR, TASKS
 
 FIRST_NAMES = {
     "W_M": ["Greg", "Todd", "Brett", "Neil", "Scott", "Kyle", "Logan", "Grant"],
@@ -164,10 +165,8 @@ def test_a_task_command_needs_a_model(tmp_path: Path) -> None:
 def test_an_unknown_task_is_named(tmp_path: Path) -> None:
     code, _, err = invoke("run", "loan-screening", "--model", "sim/biased")
     assert code == 2
-    assert (
-        "'loan-screening' is neither a built-in task (resume-screening, essay-grading) nor a spec file"
-        in err
-    )
+    built_in = [name for name in TASK_NAMES if name != "allocation"]  # each has a command
+    assert f"'loan-screening' is neither a built-in task ({', '.join(built_in)}) nor a spec file" in err
 
 
 @pytest.mark.parametrize(
@@ -179,8 +178,7 @@ def test_an_unknown_task_is_named(tmp_path: Path) -> None:
         ),
         (
             ("task: loan-screening\n",),
-            "field 'task': must be one of resume-screening, essay-grading, allocation; "
-            "got 'loan-screening'",
+            f"field 'task': must be one of {', '.join(TASK_NAMES)}; got 'loan-screening'",
         ),
         (
             ("pool: {design: randm}\n",),
@@ -231,9 +229,10 @@ def test_a_prompt_placeholder_the_candidates_lack_is_named(tmp_path: Path) -> No
 def test_tasks_lists_the_built_in_tasks_with_their_data() -> None:
     code, out, _ = invoke("tasks")
     assert code == 0
-    assert (
-        out
-        == f"""\
+    names = [line.split(":")[0] for line in out.splitlines() if line and line[0] != " "]
+    assert names == list(TASKS)  # the tasks of the other audits follow these three
+    assert out.startswith(
+        f"""\
 resume-screening: Screen resumes for four job postings; is a group's applicant picked less often?
   groups:     W_F W_M B_F B_M A_F A_M H_F H_M (race x gender); reference W_M
   pools:      one candidate per group (8); qualified = a resume of high fit

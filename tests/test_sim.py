@@ -62,3 +62,21 @@ def test_planted_bias_moves_the_pairwise_verdict_against_the_disadvantaged_name(
 def test_without_logprobs_the_sim_declares_none() -> None:
     caps = SimProvider(logprobs=False).capabilities
     assert caps.logprobs is False and caps.max_top_logprobs == 0
+
+
+def test_sim_settings_that_change_answers_change_the_cache_key() -> None:
+    """Regression: SimProvider(first_option_rate=...) reused sim/biased's cached answers."""
+    from biasaudit.providers import ModelRequest
+    from biasaudit.providers.sim import SimProvider
+
+    request = ModelRequest(id="q", messages=({"role": "user", "content": "Option 1 or Option 2?"},))
+    keys = {
+        SimProvider("biased").model,
+        SimProvider("biased", first_option_rate=0.9).model,
+        SimProvider("biased", gender_lean=0.5).model,
+        SimProvider("biased", gender_lean=0.5, first_option_rate=0.9).model,
+    }
+    assert len(keys) == 4
+    providers = [SimProvider("biased"), SimProvider("biased", first_option_rate=0.9)]
+    cache_keys = {request.cache_key(provider=p.name, model=p.model, base_url=p.base_url) for p in providers}
+    assert len(cache_keys) == 2

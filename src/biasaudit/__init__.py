@@ -28,6 +28,8 @@ from .runs import Manifest, ResponseRecord, RunDirectory
 
 if TYPE_CHECKING:
     from .audit import AuditResult, audit, run_audit
+    from .ruted import RutedResult, run_ruted_audit, ruted_audit
+    from .ruted_study import run_ruted_study
     from .spec import load_spec, parse_spec
     from .study import run_study
 
@@ -40,6 +42,10 @@ _LAZY = {
     "load_spec": ".spec",
     "parse_spec": ".spec",
     "run_study": ".study",
+    "RutedResult": ".ruted",
+    "ruted_audit": ".ruted",
+    "run_ruted_audit": ".ruted",
+    "run_ruted_study": ".ruted_study",
 }
 
 
@@ -68,6 +74,7 @@ __all__ = [
     "ResponseCache",
     "ResponseRecord",
     "RunDirectory",
+    "RutedResult",
     "SamplingParams",
     "__version__",
     "audit",
@@ -79,5 +86,8 @@ __all__ = [
     "run_async",
     "run_audit",
     "run_fanout",
+    "run_ruted_audit",
+    "run_ruted_study",
     "run_study",
+    "ruted_audit",
 ]

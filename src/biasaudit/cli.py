@@ -15,13 +15,16 @@ import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from . import __version__
 from .errors import BiasauditError
 from .secrets import RedactingFilter, redact
+
+if TYPE_CHECKING:
+    from .spec import GradeScoreSpec, RutedSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -223,7 +226,7 @@ def _run_audit(fields: dict[str, Any], *, spec_file: Path | None = None) -> None
     """Validate the spec, run the audit, print its table and ``run: <dir>``."""
     from .audit import audit
     from .report import allocation_table
-    from .spec import load_spec, parse_spec
+    from .spec import GradeScoreSpec, RutedSpec, load_spec, parse_spec
 
     given = {name: value for name, value in fields.items() if value is not None}
     if spec_file is not None:
@@ -232,8 +235,36 @@ def _run_audit(fields: dict[str, Any], *, spec_file: Path | None = None) -> None
         if "model" not in given:
             raise click.UsageError("Missing option '--model' / '-m'.")
         spec = parse_spec(given, source="command line")
+    if isinstance(spec, GradeScoreSpec):
+        _run_grade_score(spec)
+    if isinstance(spec, RutedSpec):
+        _run_ruted(spec)
     result = audit(spec, command=["biasaudit", *sys.argv[1:]])
     for line in allocation_table(result.metrics):
+        click.echo(line)
+    click.echo(f"run: {result.run_dir}")
+    sys.exit(result.exit_code)
+
+
+def _run_grade_score(spec: GradeScoreSpec) -> None:
+    """Run a Grade Score audit, print its table and ``run: <dir>``, and exit."""
+    from .grade import grade_audit
+    from .grade_report import grade_score_table
+
+    result = grade_audit(spec, command=["biasaudit", *sys.argv[1:]])
+    for line in grade_score_table(result.metrics, result.items):
+        click.echo(line)
+    click.echo(f"run: {result.run_dir}")
+    sys.exit(result.exit_code)
+
+
+def _run_ruted(spec: RutedSpec) -> None:
+    """Run a RUTEd audit, print its table and ``run: <dir>``, and exit."""
+    from .ruted import ruted_audit
+    from .ruted_report import ruted_table
+
+    result = ruted_audit(spec, command=["biasaudit", *sys.argv[1:]])
+    for line in ruted_table(result.metrics):
         click.echo(line)
     click.echo(f"run: {result.run_dir}")
     sys.exit(result.exit_code)
@@ -252,15 +283,20 @@ class _TaskOrSpec(click.Group):
 
 @cli.group(cls=_TaskOrSpec)
 def run() -> None:
-    """Run an allocation audit: a built-in task, or any task described in SPEC.yaml.
+    """Run an audit: a built-in task, or any task described in SPEC.yaml.
 
     \b
       biasaudit run resume-screening --model M [--method pairwise] [--names-per-group N]
       biasaudit run essay-grading --essays FILE.csv --model M
+      biasaudit run grade-score --items FILE.jsonl --model M [--prompt 1|2|3|4|FILE]
+      biasaudit run ruted --model M [--contexts standard,bedtime,personas,esl] [--templates all]
       biasaudit run SPEC.yaml [--model M]
 
-    Prints per group RABBI with its interval and p-value, the average gap, JSD,
-    EMD, and the selection gaps for k = 1..k_max; the last line is the run directory.
+    An allocation audit prints per group RABBI with its interval and p-value,
+    the average gap, JSD, EMD, and the selection gaps for k = 1..k_max; a Grade
+    Score audit its mean Grade Score, entropy and choice scores and the slots
+    chosen; a RUTEd audit neutrality, skew and stereotype with their intervals in
+    each context. The last line is the run directory.
     Exit status: 0 all answered, 1 some requests failed, 2 bad spec or input.
     """
 
@@ -295,6 +331,72 @@ def run_essay_grading(**fields: Any) -> None:
     _run_audit({"task": "essay-grading", **fields})
 
 
+@run.command("grade-score")
+@_audit_options
+@click.option(
+    "--items",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="JSONL of {id, prompt, options[, preferred | ranks]}; 'demo' for the shipped demo.",
+)
+@click.option(
+    "--prompt",
+    help="Judge prompt: 1 select then explain, 2 evaluate each then select, 3 told to ignore "
+    "the order, 4 grade each 0-5 then select; or a prompt file [default: 1].",
+)
+@click.option("--random-option", is_flag=True, default=None,
+              help="Add one unrelated option drawn from another item (seeded by --seed).")
+@click.option("--permutations", type=click.Choice(["cyclic", "all"]),
+              help="Every rotation of the options, or all n! orders, n <= 6 [default: cyclic].")
+@click.option("--replicates", type=click.IntRange(1, 100),
+              help="Times each order is asked [default: 1].")
+@click.option("--temperature", type=click.FloatRange(0, 2),
+              help="The judge's sampling temperature [default: 0.3, the paper's].")
+@click.option("--max-tokens", type=click.IntRange(1), help="Longest answer [the prompt's].")
+@_reports_errors
+def run_grade_score(**fields: Any) -> None:
+    """Grade Score: does a judge choose among options by position or by content?
+
+    Each item's options are shown in every cyclic order; prints the mean Grade
+    Score, entropy and choice scores with intervals, the slots chosen, and per item.
+    """
+    _run_audit({"task": "grade-score", **fields})
+
+
+_NOT_FOR_RUTED = ("method", "scoring", "samples", "reference_group", "k_max", "rounds", "pools")
+
+
+@run.command("ruted")
+@_audit_options
+@click.option("--contexts", help="Comma-separated, of standard, bedtime, personas, esl [all four].")
+@click.option("--replicates", type=click.IntRange(1, 10_000),
+              help="Texts per occupation and template; sampled next words where the endpoint "
+              "gives no logprobs [default: 30].")
+@click.option("--templates",
+              help="Templates per context: 0 (the main one), a list such as 0,3, or all [0].")
+@click.option("--occupations", type=click.Path(dir_okay=False, path_type=Path),
+              help="CSV of occupation,majority instead of the 40 WinoBias occupations.")
+@click.option("--next-word", type=click.Choice(["auto", "completions", "chat", "samples"]),
+              help="Standard test from legacy completions logprobs, chat logprobs or sampled "
+              "first words [default: auto: completions, else chat; samples without logprobs].")
+@click.option("--top-logprobs", type=click.IntRange(1, 20),
+              help="Next-word alternatives asked for [default: 20, or the endpoint's most].")
+@click.option("--temperature", type=click.FloatRange(0, 2, min_open=True),
+              help="Of the texts and sampled words [default: 1].")
+@_reports_errors
+def run_ruted(**fields: Any) -> None:
+    """RUTEd: gender-occupation bias in a next-word trick test and in long-form text.
+
+    Neutrality, skew and stereotype with 95% intervals in the standard test
+    ("The {occupation} is") and in bedtime stories, user personas and ESL
+    exercises (Lum et al.); per occupation in occupations.csv (see 'biasaudit tasks').
+    """
+    _run_audit({"task": "ruted", **fields})
+
+
+run_ruted.params = [p for p in run_ruted.params if p.name not in _NOT_FOR_RUTED]
+
+
 @run.command("spec", hidden=True)
 @click.argument("spec_file", metavar="SPEC.yaml", type=click.Path(path_type=Path))
 @_audit_options
@@ -304,8 +406,9 @@ def run_spec(spec_file: Path, **fields: Any) -> None:
     if not spec_file.is_file():
         from .spec import TASK_NAMES
 
+        built_in = ", ".join(name for name in run.commands if name != "spec")
         raise click.UsageError(
-            f"'{spec_file}' is neither a built-in task (resume-screening, essay-grading) "
+            f"'{spec_file}' is neither a built-in task ({built_in}) "
             f"nor a spec file; a spec's task is one of {', '.join(TASK_NAMES)}"
         )
     _run_audit(fields, spec_file=spec_file)
@@ -331,9 +434,28 @@ def study(run_dirs: tuple[Path, ...], ndcg_at: int) -> None:
 
     Pearson correlation of RABBI, the average gap, JSD and EMD with the selection
     gaps over every (model, subtask, group), and NDCG@N of the model rankings.
+    Given Grade Score runs instead: their Grade Score, entropy and choice scores,
+    models x judge prompts x random option. Given RUTEd runs (one per model): the
+    Spearman correlation of each metric between the standard test and each context,
+    between contexts, and whether the standard test picks the least biased model.
     """
     from .report import study_table
-    from .study import run_study
+    from .study import run_study, study_kind
+
+    if study_kind(run_dirs) == "grade-score":
+        from .grade_report import grade_study_table
+        from .grade_study import run_grade_study
+
+        for line in grade_study_table(run_grade_study(run_dirs)):
+            click.echo(line)
+        return
+    if study_kind(run_dirs) == "ruted":
+        from .ruted_report import ruted_study_table
+        from .ruted_study import run_ruted_study
+
+        for line in ruted_study_table(run_ruted_study(run_dirs)):
+            click.echo(line)
+        return
 
     for line in study_table(run_study(run_dirs, ndcg_at=ndcg_at)):
         click.echo(line)

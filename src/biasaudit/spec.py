@@ -31,10 +31,12 @@ __all__ = [
     "AllocationTaskSpec",
     "AuditSpec",
     "EssayGradingSpec",
+    "GradeScoreSpec",
     "PoolSpec",
     "PromptSpec",
     "QualifiedSpec",
     "ResumeScreeningSpec",
+    "RutedSpec",
     "Spec",
     "load_spec",
     "parse_spec",
@@ -186,12 +188,110 @@ class AllocationTaskSpec(AuditSpec):
         return value
 
 
+ALLOCATION_ONLY_FIELDS = (
+    "method", "scoring", "samples", "top_logprobs", "reference_group", "k_max", "rounds",
+    "pools", "bootstrap", "gap_bootstrap",
+)  # fmt: skip
+GRADE_SCORE_PROMPTS = ("1", "2", "3", "4")
+
+
+class GradeScoreSpec(AuditSpec):
+    """Grade Score: a judge picks the best of each item's options, shown in every order.
+
+    Iourovitski, "Grade Score: Quantifying LLM Performance in Option Selection" (2024).
+    """
+
+    task: Literal["grade-score"] = "grade-score"
+    items: Path = Field(
+        description="JSONL of {id, prompt, options[, preferred | ranks]}; 'demo' for the demo."
+    )
+    prompt: str = Field("1", description="Judge prompt: 1, 2, 3 or 4 (shipped), or a file.")
+    random_option: bool = Field(False, description="Add one unrelated option from another item.")
+    permutations: Literal["cyclic", "all"] = Field(
+        "cyclic", description="Every rotation of the options, or all n! orders (n <= 6)."
+    )
+    replicates: int = Field(1, ge=1, le=100, description="Times each order is asked.")
+    temperature: float = Field(0.3, ge=0.0, le=2.0, description="Of the judge (the paper: 0.3).")
+    max_tokens: int | None = Field(
+        None, ge=1, le=32768, description="Longest answer [default: the prompt's]."
+    )
+
+    @field_validator("prompt", mode="before")
+    @classmethod
+    def _prompt_number(cls, value: Any) -> Any:
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+    @field_validator(*ALLOCATION_ONLY_FIELDS, mode="before")
+    @classmethod
+    def _not_for_grade_score(cls, value: Any) -> Any:
+        raise ValueError("an allocation-audit option; grade-score does not use it")
+
+
+RutedContext = Literal["standard", "bedtime", "personas", "esl"]
+RUTED_CONTEXTS: tuple[RutedContext, ...] = ("standard", "bedtime", "personas", "esl")
+
+
+class RutedSpec(AuditSpec):
+    """RUTEd: gender-occupation bias in a next-word test and in three long-form contexts.
+
+    Lum et al., "Bias in Language Models: Beyond Trick Tests and Towards RUTEd
+    Evaluation" (ACL 2025). ``temperature`` is that of the generations (and of
+    sampled next words); ``top_logprobs`` the alternatives of the next-word test.
+    """
+
+    task: Literal["ruted"] = "ruted"
+    contexts: tuple[RutedContext, ...] = Field(
+        RUTED_CONTEXTS, min_length=1, description="Of standard, bedtime, personas, esl."
+    )
+    replicates: int = Field(
+        30, ge=1, le=10_000, description="Texts per occupation and template; sampled next words."
+    )
+    templates: tuple[Annotated[int, Field(ge=0)], ...] | Literal["all"] = Field(
+        (0,), description="Templates per context: 0 (the main one), a list such as 0,3, or all."
+    )
+    occupations: Path | None = Field(
+        None, description="CSV of occupation,majority [default: the 40 WinoBias occupations]."
+    )
+    next_word: Literal["auto", "completions", "chat", "samples"] = Field(
+        "auto", description="Standard test: completions or chat logprobs, or sampled words."
+    )
+
+    @field_validator("contexts", mode="before")
+    @classmethod
+    def _split_contexts(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(name.strip() for name in value.split(",") if name.strip())
+        return value
+
+    @field_validator("templates", mode="before")
+    @classmethod
+    def _template_list(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.strip() == "all":
+            return "all"
+        parts = value.split(",") if isinstance(value, str) else value
+        parts = parts if isinstance(parts, list | tuple) else [parts]
+        numbers = [str(part).strip() for part in parts]
+        if not numbers or not all(number.isdigit() for number in numbers):
+            raise ValueError(f"must be 'all' or template numbers such as 0 or 0,3; got {value!r}")
+        return tuple(int(number) for number in numbers)
+
+    @field_validator(*(f for f in ALLOCATION_ONLY_FIELDS if f != "top_logprobs"), mode="before")
+    @classmethod
+    def _not_for_ruted(cls, value: Any) -> Any:
+        raise ValueError("an allocation-audit option; ruted does not use it")
+
+
 Spec = Annotated[
-    ResumeScreeningSpec | EssayGradingSpec | AllocationTaskSpec, Field(discriminator="task")
+    ResumeScreeningSpec | EssayGradingSpec | AllocationTaskSpec | GradeScoreSpec | RutedSpec,
+    Field(discriminator="task"),
 ]
-_SPEC: TypeAdapter[ResumeScreeningSpec | EssayGradingSpec | AllocationTaskSpec] = TypeAdapter(Spec)
-_PATH_FIELDS = ("names", "resumes", "essays", "candidates", "runs_dir", "cache")
-TASK_NAMES = ("resume-screening", "essay-grading", "allocation")
+_SPEC: TypeAdapter[
+    ResumeScreeningSpec | EssayGradingSpec | AllocationTaskSpec | GradeScoreSpec | RutedSpec
+] = TypeAdapter(Spec)
+_PATH_FIELDS = (
+    "names", "resumes", "essays", "candidates", "items", "occupations", "runs_dir", "cache",
+)  # fmt: skip
+TASK_NAMES = ("resume-screening", "essay-grading", "allocation", "grade-score", "ruted")
 
 
 def parse_spec(data: Mapping[str, Any], *, source: str = "spec") -> AuditSpec:
@@ -244,13 +344,25 @@ def _relative_to(data: dict[str, Any], folder: Path) -> dict[str, Any]:
         prompt = resolved.get(key)
         if isinstance(prompt, dict) and isinstance(prompt.get("file"), str):
             resolved[key] = {**prompt, "file": str(folder / prompt["file"])}
+    judge = resolved.get("prompt")
+    if resolved.get("task") == "grade-score" and _is_relative_file(judge):
+        resolved["prompt"] = str(folder / str(judge))
     return resolved
+
+
+def _is_relative_file(prompt: Any) -> bool:
+    """A grade-score judge prompt that names a file by a relative path."""
+    return (
+        isinstance(prompt, str)
+        and prompt not in GRADE_SCORE_PROMPTS
+        and not Path(prompt).is_absolute()
+    )
 
 
 def _suggestion(name: str) -> str:
     models: tuple[type[BaseModel], ...] = (
         ResumeScreeningSpec, EssayGradingSpec, AllocationTaskSpec, QualifiedSpec, PromptSpec,
-        PoolSpec,
+        PoolSpec, GradeScoreSpec, RutedSpec,
     )  # fmt: skip
     known = sorted({field for model in models for field in model.model_fields})
     close = difflib.get_close_matches(name, known, n=1)

@@ -14,6 +14,10 @@ subtask, group) of the runs given: its RABBI, δ, JSD and EMD, and its ΔDP and
   metric and of each gap; the NDCG@N of the metric's ranking against the
   gap's (:func:`~biasaudit.metrics.model_selection_ndcg`) is averaged over
   settings.
+
+:func:`study_kind` tells allocation runs from Grade Score runs, which
+:mod:`biasaudit.grade_study` lays side by side instead, and from RUTEd runs,
+whose metrics :mod:`biasaudit.ruted_study` correlates across contexts.
 """
 
 from __future__ import annotations
@@ -30,8 +34,9 @@ from pydantic import ValidationError
 from .allocation import AllocationMetrics
 from .errors import UsageError
 from .metrics import model_selection_ndcg, predictive_validity
+from .runs import read_manifest
 
-__all__ = ["METRICS", "StudyResult", "StudyRun", "run_study"]
+__all__ = ["METRICS", "StudyResult", "StudyRun", "run_study", "study_kind"]
 
 METRICS = {"rabbi": True, "avg_gap": True, "jsd": False, "emd": False}  # name: directional
 GAPS = ("dp", "eo")
@@ -192,3 +197,27 @@ def run_study(run_dirs: Sequence[str | Path], *, ndcg_at: int = 3) -> StudyResul
         selection=_selection(points, k_max, ndcg_at),
         k_max=k_max,
     )
+
+
+def study_kind(run_dirs: Sequence[str | Path]) -> str:
+    """The kind of run the folders hold (their manifest's ``kind``), e.g. ``grade-score``.
+
+    A folder without a readable manifest counts as an allocation run, and
+    :func:`run_study` says what is wrong with it.
+
+    Raises
+    ------
+    UsageError
+        The folders hold runs of different kinds.
+    """
+    kinds: dict[str, str] = {}
+    for path in run_dirs:
+        try:
+            kind = read_manifest(path).kind
+        except (OSError, ValidationError):
+            kind = "allocation"
+        kinds.setdefault(kind, str(path))
+    if len(kinds) > 1:
+        found = "; ".join(f"{path} is a {kind} run" for kind, path in kinds.items())
+        raise UsageError(f"a study compares runs of one kind: {found}")
+    return next(iter(kinds), "allocation")

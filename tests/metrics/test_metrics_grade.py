@@ -146,3 +146,30 @@ def test_summary_validates() -> None:
         grade_score_summary([0.5])  # type: ignore[list-item]
     with pytest.raises(ValueError, match="confidence"):
         grade_score_summary([grade_score([0], ["A"], 2)], confidence=0)
+
+
+def test_summary_gives_entropy_and_choice_intervals_like_scipy() -> None:
+    items = [
+        grade_score([0, 1, 2], ["A", "A", "A"], 3),
+        grade_score([0, 0, 1], ["A", "B", "A"], 3),
+        grade_score([0, 0, 0], ["A", "B", "C"], 3),
+    ]
+    summary = grade_score_summary(items)
+    for mean, interval, values in (
+        (summary.entropy, summary.entropy_ci, [item.entropy for item in items]),
+        (summary.choice, summary.choice_ci, [item.choice for item in items]),
+    ):
+        low, high = stats.t.interval(0.95, 2, loc=np.mean(values), scale=stats.sem(values))
+        assert mean == pytest.approx(np.mean(values))
+        assert interval == pytest.approx((low, high))
+
+
+def test_mean_interval_matches_scipy_and_validates() -> None:
+    from biasaudit.metrics._grade import mean_interval
+
+    values = [0.2, 0.5, 0.9, 0.4]
+    low, high = stats.t.interval(0.9, 3, loc=np.mean(values), scale=stats.sem(values))
+    assert mean_interval(values, confidence=0.9) == pytest.approx((low, high))
+    assert all(math.isnan(bound) for bound in mean_interval([0.5]))
+    with pytest.raises(ValueError, match="without NaN"):
+        mean_interval([0.5, math.nan])

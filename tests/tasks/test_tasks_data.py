@@ -11,7 +11,8 @@ import pytest
 from biasaudit.errors import UsageError
 from biasaudit.providers.sim import DISADVANTAGED_NAMES
 from biasaudit.spec import EssayGradingSpec, ResumeScreeningSpec
-from biasaudit.tasks import DATA_DIR, PROMPTS_DIR, PromptTemplate, build_task
+from biasaudit.tasks import DATA_DIR, PROMPTS_DIR, ContextPrompts, PromptTemplate, build_task
+from biasaudit.tasks._grade_score import load_choice_prompt
 from biasaudit.tasks._resume import GROUP_NAMES, read_jobs, read_names
 
 WORD = re.compile(r"[A-Za-z']+")
@@ -127,6 +128,13 @@ def test_essay_ratings_must_be_numbers(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("path", sorted(PROMPTS_DIR.glob("*.yaml")), ids=lambda p: p.name)
 def test_every_shipped_prompt_loads(path: Path) -> None:
+    if path.name.startswith("grade-score."):  # a judge prompt: the template and its max_tokens
+        assert load_choice_prompt(path.name.split(".")[1]).max_tokens >= 1
+        return
+    if path.name.startswith("ruted."):  # one RUTEd context: its ten templates and max_tokens
+        prompts = ContextPrompts.load(path.name.split(".")[1])
+        assert len(prompts.templates) == 10 and prompts.max_tokens >= 1
+        return
     prompt = PromptTemplate.load(path)
     if ".pairwise." in path.name:
         assert {"first", "second"} <= prompt.placeholders("user") and prompt.candidate

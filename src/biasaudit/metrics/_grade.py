@@ -63,6 +63,8 @@ class GradeScoreSummary:
         t-interval for the mean; (nan, nan) for a single item.
     entropy, choice : float
         Mean entropy score and mean choice score over items.
+    entropy_ci, choice_ci : (float, float)
+        t-intervals for those means, like ``grade_score_ci``.
     items : int
         Items aggregated.
     unparsed : int
@@ -77,6 +79,8 @@ class GradeScoreSummary:
     grade_score_ci: tuple[float, float]
     entropy: float
     choice: float
+    entropy_ci: tuple[float, float]
+    choice_ci: tuple[float, float]
     items: int
     unparsed: int
     position_histogram: tuple[float, ...]
@@ -240,26 +244,60 @@ def grade_score_summary(
     widths = {len(item.position_counts) for item in items}
     if len(widths) > 1:
         raise ValueError(f"items have different numbers of options: {sorted(widths)}")
-    grades = np.array([item.grade for item in items])
-    mean = float(grades.mean())
-    interval = (math.nan, math.nan)
-    if len(items) > 1:
-        half = (
-            stats.t.ppf((1 + confidence) / 2, len(items) - 1)
-            * grades.std(ddof=1)
-            / math.sqrt(len(items))
-        )
-        interval = (mean - float(half), mean + float(half))
+    grades = [item.grade for item in items]
+    entropies = [item.entropy for item in items]
+    choices = [item.choice for item in items]
     counts = np.sum([item.position_counts for item in items], axis=0)
     total = counts.sum()
     histogram = counts / total if total else np.zeros(counts.size)
     return GradeScoreSummary(
-        grade_score=mean,
-        grade_score_ci=interval,
-        entropy=float(np.mean([item.entropy for item in items])),
-        choice=float(np.mean([item.choice for item in items])),
+        grade_score=float(np.mean(grades)),
+        grade_score_ci=mean_interval(grades, confidence=confidence),
+        entropy=float(np.mean(entropies)),
+        choice=float(np.mean(choices)),
+        entropy_ci=mean_interval(entropies, confidence=confidence),
+        choice_ci=mean_interval(choices, confidence=confidence),
         items=len(items),
         unparsed=sum(item.n_unparsed for item in items),
         position_histogram=tuple(float(share) for share in histogram),
         confidence=confidence,
     )
+
+
+def mean_interval(
+    values: ArrayLike | Sequence[float], *, confidence: float = 0.95
+) -> tuple[float, float]:
+    r"""Student-t interval for the mean of ``values``, one value per item.
+
+    .. math:: \bar x \pm t_{(1+\text{confidence})/2,\; m-1}\, s / \sqrt{m}
+
+    with m values and sample standard deviation s; (nan, nan) when m < 2. The
+    interval :func:`grade_score_summary` gives each mean (Iourovitski, "Grade
+    Score: Quantifying LLM Performance in Option Selection", 2024, averages
+    the scores over items).
+
+    Parameters
+    ----------
+    values : array_like
+        One number per item; NaN is not allowed.
+    confidence : float
+        Level of the interval.
+
+    Returns
+    -------
+    (float, float)
+        Lower and upper bound.
+    """
+    confidence = check_confidence(confidence)
+    sample = np.asarray(values, dtype=float)
+    if sample.ndim != 1 or np.isnan(sample).any():
+        raise ValueError("values must be one-dimensional numbers without NaN")
+    if sample.size < 2:
+        return (math.nan, math.nan)
+    mean = float(sample.mean())
+    half = float(
+        stats.t.ppf((1 + confidence) / 2, sample.size - 1)
+        * sample.std(ddof=1)
+        / math.sqrt(sample.size)
+    )
+    return (mean - half, mean + half)

@@ -7,17 +7,39 @@ responses into parsed answers.
 - :class:`PointwiseProbe`: one item, a label from a fixed set, scored as the
   expected label value, from first-token logprobs or sampled replicates.
 - :class:`PairwiseProbe`: two items, which is better, asked in both orders.
+- :class:`ChoiceProbe`: which of n options is best, asked in every cyclic
+  order (or every order) of the options.
+- :class:`NextWordProbe`: the probabilities of male and female next words
+  after a text, from logprobs or sampled first words (RUTEd standard test).
+- :class:`GenerationProbe`: replicate long-form texts of one prompt, each
+  read for its gendered pronouns by :func:`classify_pronouns`.
 """
 
+from ._choice import ChoiceAnswer, ChoiceProbe, OrderScheme, option_orders
+from ._generation import GenerationProbe
+from ._nextword import FEMALE_WORDS, MALE_WORDS, NextWordChoice, NextWordProbe, NextWordShares
 from ._pairwise import PairwiseAnswer, PairwiseProbe
 from ._pointwise import LabelScore, PointwiseProbe, ScoringChoice, ScoringPath, canonical_label
+from ._pronouns import PronounCount, classify_pronouns
 
 __all__ = [
+    "FEMALE_WORDS",
+    "MALE_WORDS",
+    "ChoiceAnswer",
+    "ChoiceProbe",
+    "GenerationProbe",
     "LabelScore",
+    "NextWordChoice",
+    "NextWordProbe",
+    "NextWordShares",
+    "OrderScheme",
     "PairwiseAnswer",
     "PairwiseProbe",
     "PointwiseProbe",
+    "PronounCount",
     "ScoringChoice",
     "ScoringPath",
     "canonical_label",
+    "classify_pronouns",
+    "option_orders",
 ]

@@ -6,6 +6,23 @@ reports must never present it as a real model.
 
 How it answers (the prompt is the last user message, or the completions prompt):
 
+- **Multiple-choice judging** (the prompt lists options on lines
+  ``Option 1:``, ``Option 2:``, ... numbered from 1, as the Grade Score
+  prompts do): it answers ``Option N``, or ``Selection: Option N`` when the
+  prompt asks for a ``Selection:`` line. Option k's text runs from its marker
+  to the next one (the last option's to the prompt's last blank line: the
+  closing question belongs to no option), and its *content score* is
+  :meth:`SimProvider.log_odds` of that text (cues, noise and the planted name
+  shift below), so it does not depend on where the option is shown. With
+  probability p the judge answers ``Option 1`` whatever stands there (a
+  planted position bias), otherwise the option of highest content score.
+  p is :data:`JUDGE_FIRST_OPTION_RATE` (0.4 for ``sim/biased``, 0 for
+  ``sim/fair``) unless ``SimProvider(first_option_rate=p)`` sets it. The two
+  probabilities are reshaped by the temperature like every sim answer's
+  (below), so they are exactly p and 1 - p at temperature 1. Over the n
+  cyclic orders of an item, slot 1 is then chosen in a share p + (1 - p)/n of
+  the answers and every other slot in (1 - p)/n, and the best option in
+  (1 - p) + p/n: a Grade Score test knows its analytic values.
 - **Pairwise comparisons** (the prompt introduces two items with lines
   ``<Word> A:`` and ``<Word> B:``, e.g. ``Candidate A:`` / ``Candidate B:``):
   it answers the letter ``A`` or ``B``. Section A runs from its marker to
@@ -20,6 +37,26 @@ How it answers (the prompt is the last user message, or the completions prompt):
   deterministic per-prompt noise N(0, 0.3^2), plus the planted bias below.
 - **Rating scales** ("1 to 5", "1-10"): a discretised normal around
   ``1 + (K - 1) * sigmoid(log-odds)`` with standard deviation 0.8.
+- **RUTEd next words** (the prompt, or the user message, ends with a line
+  ``The <occupation> is``; checked before everything else): it continues
+  with one of 20 tokens holding all the probability, so a top-20 request
+  sees them all: six other words (`` a``, `` the``, ...) with 0.8, and
+  seven spellings each of male words (`` he``, `` his``, `` He``, `` him``,
+  `` male``, `` boy``, `` himself``) and of female words (`` she``, ...)
+  sharing 0.2 in the ratio p : 1 - p, p the planted male probability of the
+  occupation in the ``standard`` context (below). Chat answers drop the
+  leading space. Fewer than 20 alternatives leave some listed words out.
+- **RUTEd texts** (a user message asking for a ``bedtime story``, a user
+  ``persona``, or an exercise for ``ESL`` / ``English learners``; checked
+  next): n short texts about the first occupation of the shipped list the
+  user message names. Each is, independently, a tie (one ``he`` and one
+  ``she``) with probability :data:`~biasaudit.providers._sim_ruted.TIE_RATE`
+  (0.03), free of pronouns with probability ``NO_PRONOUN_RATE`` (0.05
+  bedtime, 0.2 personas, 0.05 ESL), and otherwise uses male pronouns with
+  probability p (the occupation's planted male probability in that context)
+  and female ones otherwise, three in ten times with one pronoun of the other
+  gender for a second character (always outnumbered, so the majority rule
+  reads the drawn gender).
 - **Anything else**: a short deterministic sentence.
 
 The planted bias (``sim/biased``, the default; ``sim/fair`` has none): when the
@@ -28,6 +65,20 @@ first names of the Black male (``B_M``) names shipped in
 ``biasaudit/data/names.csv``, its log-odds drop by :data:`PLANTED_SHIFT`. No
 other group's names contain those words. Audits of ``sim/biased`` must
 therefore find ``B_M`` disadvantaged, and every other group unaffected.
+
+The planted gender lean (RUTEd; Lum et al., "Bias in Language Models: Beyond
+Trick Tests and Towards RUTEd Evaluation"): in context c, occupation o is
+referred to as male with probability
+:func:`~biasaudit.providers._sim_ruted.planted_male_probability`, whose
+log-odds are ``lean * (a_c * s_o + b_c + e_oc)``: s_o = +1 for the
+male-majority occupations of ``biasaudit/data/occupations.csv``, -1 for the
+female-majority ones (0 for any other occupation, which also gets e = 0),
+(a_c, b_c) the context's stereotype and skew (``CONTEXT_LEAN``: standard
+(1.4, 0.4), bedtime (1.3, -0.4), personas (1.5, 0.3), ESL (1.8, 0.6)), and
+e_oc a fixed draw from U(-0.5, 0.5). ``lean`` is 1 for ``sim/biased``, 0 for
+``sim/fair`` (every p = 0.5), or ``SimProvider(gender_lean=x)``. An audit's
+neutrality, skew and stereotype must match the means over occupations of
+``|2p - 1|``, ``2p - 1`` and ``±(2p - 1)``.
 
 Sampling honours ``temperature`` (probabilities raised to ``1/T``; 0 means
 greedy), ``n`` and ``seed``; each replicate index draws afresh. First-token
@@ -47,10 +98,12 @@ from collections.abc import Callable
 
 from ..errors import UnknownProviderError
 from ._base import Provider
+from ._sim_ruted import ruted_response
 from ._types import Capabilities, FirstTokenLogprobs, ModelRequest, ModelResponse, Usage
 
 __all__ = [
     "DISADVANTAGED_NAMES",
+    "JUDGE_FIRST_OPTION_RATE",
     "PAIRWISE_POSITION_BIAS",
     "PLANTED_SHIFT",
     "SIM_VARIANTS",
@@ -68,12 +121,14 @@ DISADVANTAGED_NAMES = frozenset(
 PLANTED_SHIFT = -1.0
 PAIRWISE_POSITION_BIAS = 0.5
 SIM_VARIANTS = {"biased": PLANTED_SHIFT, "fair": 0.0}
+JUDGE_FIRST_OPTION_RATE = {"biased": 0.4, "fair": 0.0}
 
 STRONG_CUES = ("led", "senior", "certified", "award", "managed", "expert", "published", "promoted")
 WEAK_CUES = ("no experience", "incomplete", "beginner", "dismissed", "unrelated", "gap")
 _RATING = re.compile(r"\b1\s*(?:to|-|\u2013|through)\s*(\d{1,2})\b")  # \u2013: en dash
 _WORD = re.compile(r"[A-Za-z']+")
 _PAIR_MARKER = re.compile(r"^([A-Z][a-z]+) A:", re.MULTILINE)
+_OPTION_MARKER = re.compile(r"^Option (\d{1,2}):", re.MULTILINE)
 # Share of a label's probability that each tokenisation variant carries.
 _VARIANTS: tuple[tuple[Callable[[str], str], float], ...] = (
     (lambda s: s, 0.85),
@@ -92,11 +147,25 @@ class SimProvider(Provider):
     logprobs:
         ``False`` declares no logprobs, like Anthropic's API: probes must
         fall back to sampled replicates.
+    first_option_rate:
+        p, how often the multiple-choice judge answers ``Option 1`` whatever
+        stands there [default: :data:`JUDGE_FIRST_OPTION_RATE` of the variant].
+    gender_lean:
+        Strength of the planted gender-occupation lean of RUTEd prompts
+        [default: 1 for ``sim/biased``, 0 for ``sim/fair``]; another value
+        names the model ``sim/<variant>-lean<x>``, so its answers are cached apart.
     """
 
     simulated = True
 
-    def __init__(self, variant: str = "biased", *, logprobs: bool = True) -> None:
+    def __init__(
+        self,
+        variant: str = "biased",
+        *,
+        logprobs: bool = True,
+        first_option_rate: float | None = None,
+        gender_lean: float | None = None,
+    ) -> None:
         if variant not in SIM_VARIANTS:
             raise UnknownProviderError(
                 f"sim/{variant}: no such simulated model; choose one of "
@@ -109,12 +178,27 @@ class SimProvider(Provider):
             else Capabilities(logprobs=False, max_top_logprobs=0)
         )
         self._shift = SIM_VARIANTS[variant]
+        rate = JUDGE_FIRST_OPTION_RATE[variant] if first_option_rate is None else first_option_rate
+        if not 0.0 <= rate <= 1.0:
+            raise ValueError(f"first_option_rate must be between 0 and 1, got {rate}")
+        self.first_option_rate = rate
+        default_lean = 1.0 if variant == "biased" else 0.0
+        self.gender_lean = default_lean if gender_lean is None else gender_lean
+        # Settings that change the answers change the name too, and so the cache key:
+        # otherwise one setting's cached answers would be served as another's.
+        if self.gender_lean != default_lean:
+            self.model = f"{self.model}-lean{self.gender_lean:g}"
+        if rate != JUDGE_FIRST_OPTION_RATE[variant]:
+            self.model = f"{self.model}-first{rate:g}"
 
     async def complete(self, request: ModelRequest, *, timeout: float) -> ModelResponse:
         return self.answer(request)
 
     def answer(self, request: ModelRequest) -> ModelResponse:
         """The response, computed synchronously (it is pure and fast)."""
+        ruted = ruted_response(request, model=self.model, lean=self.gender_lean)
+        if ruted is not None:
+            return ruted
         prompt = _prompt_text(request)
         labels, probs = self._distribution(prompt)
         p = request.params
@@ -152,6 +236,9 @@ class SimProvider(Provider):
         return max(-3.0, min(3.0, 0.6 * cues)) + noise + shift
 
     def _distribution(self, prompt: str) -> tuple[list[str], list[float]]:
+        options = _option_sections(prompt)
+        if options is not None:
+            return self._judge(options, selection="Selection:" in prompt)
         sections = _pairwise_sections(prompt)
         if sections is not None:
             first, second = sections
@@ -170,6 +257,27 @@ class SimProvider(Provider):
             total = sum(weights)
             return [str(k) for k in range(1, top + 1)], [w / total for w in weights]
         return [_free_text(prompt)], [1.0]
+
+    def _judge(self, options: list[str], *, selection: bool) -> tuple[list[str], list[float]]:
+        """Option 1 with probability p, else the option of highest content score."""
+        scores = [self.log_odds(text) for text in options]
+        best = max(range(len(options)), key=scores.__getitem__)
+        probs = [0.0] * len(options)
+        probs[0] += self.first_option_rate
+        probs[best] += 1.0 - self.first_option_rate
+        prefix = "Selection: " if selection else ""
+        return [f"{prefix}Option {k}" for k in range(1, len(options) + 1)], probs
+
+
+def _option_sections(prompt: str) -> list[str] | None:
+    """The texts of options 1..n of a multiple-choice prompt, or None if it is not one."""
+    markers = list(_OPTION_MARKER.finditer(prompt))
+    if len(markers) < 2 or [int(m.group(1)) for m in markers] != list(range(1, len(markers) + 1)):
+        return None
+    ends = [m.start() for m in markers[1:]] + [len(prompt)]
+    sections = [prompt[m.end() : end].strip() for m, end in zip(markers, ends, strict=True)]
+    sections[-1] = sections[-1].rsplit("\n\n", 1)[0].strip()
+    return sections
 
 
 def _prompt_text(request: ModelRequest) -> str:

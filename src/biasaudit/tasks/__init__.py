@@ -16,24 +16,58 @@ from ._allocation import AllocationTask, Candidate, Pool, PoolDesign, PromptTemp
 from ._custom import build_custom_task
 from ._essay import DEMO_ESSAYS, build_essay_grading
 from ._files import DATA_DIR, PROMPTS_DIR
+from ._grade_score import (
+    DEMO_ITEMS,
+    JUDGE_PROMPTS,
+    GradeItem,
+    GradeScorePlan,
+    GradeScoreTask,
+    build_grade_score_task,
+)
 from ._resume import JOBS_PATH, NAMES_PATH, build_resume_screening
+from ._ruted import (
+    GENERATION_CONTEXTS,
+    OCCUPATIONS_PATH,
+    ContextPrompts,
+    Occupation,
+    RutedTask,
+    build_ruted_task,
+    read_occupations,
+)
+from ._ruted_plan import OCCUPATION_COLUMNS, RutedPlan, plan_ruted
 from ._scoring import PairwisePlan, PointwisePlan, ScoringPlan, plan_scoring
 
 __all__ = [
     "DATA_DIR",
+    "DEMO_ITEMS",
+    "GENERATION_CONTEXTS",
+    "JUDGE_PROMPTS",
+    "OCCUPATIONS_PATH",
+    "OCCUPATION_COLUMNS",
     "PROMPTS_DIR",
     "TASKS",
     "AllocationTask",
     "Candidate",
+    "ContextPrompts",
+    "GradeItem",
+    "GradeScorePlan",
+    "GradeScoreTask",
+    "Occupation",
     "PairwisePlan",
     "PointwisePlan",
     "Pool",
     "PoolDesign",
     "PromptTemplate",
+    "RutedPlan",
+    "RutedTask",
     "ScoringPlan",
     "TaskInfo",
+    "build_grade_score_task",
+    "build_ruted_task",
     "build_task",
+    "plan_ruted",
     "plan_scoring",
+    "read_occupations",
 ]
 
 
@@ -90,6 +124,39 @@ TASKS: dict[str, TaskInfo] = {
         data=(("candidates", "yours: the CSV the spec names"),),
         prompts=("written in the spec (or files it names)",),
         usage="biasaudit run SPEC.yaml   (task: allocation)",
+    ),
+    "grade-score": TaskInfo(
+        name="grade-score",
+        summary="A judge picks the best of an item's options, shown in every cyclic order: "
+                "by position or by content? (Grade Score)",
+        groups="none: the judge's choices by slot and by option are audited",
+        pools="each item's n options in its n cyclic orders (all n! with --permutations all)",
+        data=(
+            ("items", "yours: --items FILE.jsonl with id, prompt, options[, preferred | ranks]"),
+            ("demo", f"{DEMO_ITEMS} (16 items x 4 options, written for biasaudit; --items demo)"),
+        ),
+        prompts=tuple(
+            f"{PROMPTS_DIR / f'grade-score.{key}.yaml'} ({key}: {role})"
+            for key, role in JUDGE_PROMPTS.items()
+        ),
+        usage="biasaudit run grade-score --items FILE.jsonl --model MODEL [--prompt 1|2|3|4|FILE]",
+    ),
+    "ruted": TaskInfo(
+        name="ruted",
+        summary="Gender-occupation neutrality, skew and stereotype: the next-word trick test "
+                "beside bedtime stories, user personas and ESL exercises (RUTEd)",
+        groups="male / female: next words (he, his, boy, ...) and third-person pronouns of texts",
+        pools="none: per occupation, next-word probabilities and 30 texts per template",
+        data=(
+            ("data", f"{OCCUPATIONS_PATH} (the 40 WinoBias occupations with their majority "
+                     "gender; --occupations FILE.csv of occupation,majority)"),
+        ),
+        prompts=tuple(
+            f"{PROMPTS_DIR / f'ruted.{context}.yaml'} (10 templates; 0 is the main one)"
+            for context in GENERATION_CONTEXTS
+        ),
+        usage="biasaudit run ruted --model MODEL [--contexts standard,bedtime,personas,esl] "
+              "[--replicates 30] [--templates 0|all]",
     ),
 }  # fmt: skip
 

@@ -1,0 +1,191 @@
+"""Plain-text tables of RUTEd audits and studies, as the command line prints them.
+
+Every metric is shown with its 95% interval (a point, for probabilities
+read from logprobs) and with the occupations and replicates behind it; a
+simulated model is labelled as such on the first line.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from .report import SIMULATED, _p_value, _plain, _signed
+from .ruted_metrics import METRICS, ContextMetrics, RutedMetrics
+from .ruted_study import RutedStudyResult
+
+__all__ = ["ruted_study_table", "ruted_table"]
+
+_WIDTH = 27
+
+
+def _interval(metric: str, point: float | None, bounds: Sequence[float] | None) -> str:
+    show = _plain if metric == "neutrality" else _signed
+    if point is None or bounds is None:
+        return show(point)
+    return f"{show(point)} [{show(bounds[0])}, {show(bounds[1])}]"
+
+
+def ruted_table(metrics: RutedMetrics) -> list[str]:
+    """The lines ``biasaudit run ruted`` prints (without ``run:``)."""
+    model = metrics.model + (f" ({SIMULATED})" if metrics.simulated else "")
+    requests = metrics.requests
+    lines = [
+        f"ruted audit of {model}",
+        f"occupations: {metrics.occupations} ({metrics.male_majority} male-majority) "
+        f"from {metrics.occupations_source}",
+    ]
+    standard = metrics.contexts.get("standard")
+    if standard is not None:
+        how = _how(standard, metrics.replicates)
+        lines.append(f'standard: next word after "The {{occupation}} is", {how}')
+    long_form = [c for c in metrics.contexts if c != "standard"]
+    if long_form:
+        templates = ", ".join(map(str, metrics.templates))
+        lines.append(
+            f"{', '.join(long_form)}: {metrics.replicates} texts per occupation and template "
+            f"(templates {templates}; temperature {metrics.temperature:g}), "
+            "labelled by their he/she pronouns"
+        )
+    lines += [
+        f"requests: {requests.requests} ({requests.sent} sent, {requests.cache_hits} from cache, "
+        f"{requests.failures} failed, {requests.refusals} refused); intervals: "
+        f"{100 * metrics.confidence:g}% normal (folded normal for neutrality)",
+        "",
+        f"{'context':<9} {'occ':>4} {'gendered':>9} {'dropped':>8}  "
+        + "".join(f"{f'{m} [CI]':<{_WIDTH}}" for m in METRICS).rstrip(),
+    ]
+    lines += [_context_row(name, figures) for name, figures in metrics.contexts.items()]
+    lines += _bounds_rows(metrics)
+    lines += [f"note: {note}" for note in metrics.notes]
+    return lines
+
+
+def _how(standard: ContextMetrics, replicates: int) -> str:
+    if standard.source == "sampled next words":
+        return f"from {replicates} sampled first words per occupation (no logprobs: estimated)"
+    coverage = (
+        ""
+        if standard.coverage is None
+        else (
+            f"; listed words' mass seen: {100 * standard.coverage:.1f}% "
+            f"(lowest occupation {100 * (standard.coverage_min or 0):.1f}%)"
+        )
+    )
+    return f"from {standard.source} (top {standard.top_logprobs}){coverage}"
+
+
+def _context_row(name: str, figures: ContextMetrics) -> str:
+    logprobs = figures.source.endswith("logprobs")
+    gendered = "-" if logprobs else str(figures.gendered)
+    dropped = "-" if logprobs else str(figures.dropped)
+    cells = "".join(
+        f"{_interval(m, getattr(figures, m), getattr(figures, f'{m}_ci')):<{_WIDTH}}"
+        for m in METRICS
+    )
+    return f"{name:<9} {figures.occupations:>4} {gendered:>9} {dropped:>8}  {cells}".rstrip()
+
+
+def _bounds_rows(metrics: RutedMetrics) -> list[str]:
+    lines = []
+    for name, figures in metrics.contexts.items():
+        if not figures.partly_covered or figures.skew_bounds is None:
+            continue
+        cells = "".join(
+            f"{_interval(m, getattr(figures, m), getattr(figures, f'{m}_bounds')):<{_WIDTH}}"
+            for m in METRICS
+        )
+        lines.append(f"{name + ' bounds':<34}{cells}".rstrip())
+    if lines:
+        lines.insert(0, "bounds: what the probability unseen among the top-N alternatives allows")
+    return lines
+
+
+def ruted_study_table(result: RutedStudyResult) -> list[str]:
+    """The lines ``biasaudit study`` prints for RUTEd runs."""
+    labels = [run.label + (" (SIMULATED)" if run.metrics.simulated else "") for run in result.runs]
+    models = len(result.runs)
+    if models < 3:
+        caveat = "; rank correlations need 3 or more models"
+    elif models < 10:
+        caveat = "; p-values from the t approximation are rough below 10 models"
+    else:
+        caveat = ""
+    lines = [
+        f"RUTEd study of {models} runs: {', '.join(labels)}",
+        f"contexts: {', '.join(result.contexts)}{caveat}",
+    ]
+    width = max(12, *(len(str(label)) + 2 for label in result.values.index))
+    for metric in METRICS:
+        show = _plain if metric == "neutrality" else _signed
+        header = _header("model", width, result.contexts, 12)
+        lines += ["", f"{metric} by model and context", header]
+        for label, row in result.values.iterrows():
+            cells = "".join(f"{show(row[(metric, c)]):<12}" for c in result.contexts)
+            lines.append(f"{label!s:<{width}}{cells}")
+    others = [c for c in result.contexts if c != "standard"]
+    if "standard" in result.contexts and others:
+        lines += [
+            "",
+            "Spearman rank correlation with the standard test (Lum et al., Table 1); "
+            f"rho (two-sided p), n = {models} models",
+            _header("metric", 12, others, 18),
+        ]
+        for metric in METRICS:
+            rows = result.with_standard[result.with_standard["metric"] == metric]
+            lines.append(_correlation_row(metric, list(rows["rho"]), list(rows["p_value"])))
+    if len(others) > 1:
+        pairs = result.between_contexts[result.between_contexts["metric"] == METRICS[0]]
+        names = [f"{a}~{b}" for a, b in zip(pairs["first"], pairs["second"], strict=True)]
+        lines += [
+            "",
+            "Spearman rank correlation between contexts (Lum et al., Table 2); rho (two-sided p)",
+            _header("metric", 12, names, 18),
+        ]
+        for metric in METRICS:
+            rows = result.between_contexts[result.between_contexts["metric"] == metric]
+            lines.append(_correlation_row(metric, list(rows["rho"]), list(rows["p_value"])))
+    if "standard" in result.contexts and others:
+        lines += ["", *_selection_rows(result, others, models)]
+    return [line.rstrip() for line in lines]
+
+
+def _header(first: str, first_width: int, names: Sequence[str], width: int) -> str:
+    return f"{first:<{first_width}}" + "".join(f"{name:<{width}}" for name in names)
+
+
+def _correlation_row(metric: str, rhos: list[float], p_values: list[float]) -> str:
+    cells = [
+        "-" if math.isnan(r) else f"{_signed(r, 2)} ({_p_value(p)})"
+        for r, p in zip(rhos, p_values, strict=True)
+    ]
+    return f"{metric:<12}" + "".join(f"{cell:<18}" for cell in cells)
+
+
+def _selection_rows(result: RutedStudyResult, others: list[str], models: int) -> list[str]:
+    table = result.least_biased
+    grid: list[list[str]] = []
+    agreed = total = 0
+    for metric in METRICS:
+        rows = table[table["metric"] == metric].set_index("context")
+        cells = [metric, rows.loc["standard", "models"] or "-"]
+        for context in others:
+            agrees = rows.loc[context, "agrees"]
+            total += 1
+            agreed += bool(agrees)
+            mark = "same" if agrees else "differs"
+            cells.append(f"{rows.loc[context, 'models'] or '-'} ({mark})")
+        grid.append(cells)
+    heading = ["metric", "standard", *others]
+    widths = [max(len(row[i]) for row in [heading, *grid]) + 2 for i in range(len(heading))]
+    lines = [
+        "least biased model (lowest neutrality, |skew|, |stereotype|): the standard test's "
+        "pick, and whether each context agrees",
+        *("".join(f"{cell:<{w}}" for cell, w in zip(row, widths, strict=True))
+          for row in [heading, *grid]),
+    ]  # fmt: skip
+    lines.append(
+        f"the standard test's pick is the least biased in {agreed} of {total} "
+        f"(metric, context) pairs; chance alone: 1 in {models}"
+    )
+    return lines
