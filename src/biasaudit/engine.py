@@ -247,7 +247,7 @@ class Engine:
 
     def key(self, request: ModelRequest) -> str:
         p = self.provider
-        return request.cache_key(provider=p.name, model=p.model, base_url=p.base_url)
+        return request.cache_key(provider=p.name, model=p.model, base_url=p.cache_scope)
 
     async def run(self, requests: Sequence[ModelRequest]) -> AsyncIterator[RequestResult]:
         """Yield one :class:`RequestResult` per request, cached ones first.

@@ -4,7 +4,8 @@
 hosts (``together/``, ``groq/``, ``fireworks/``, ``openrouter/``) and
 self-hosted servers (``vllm/``, ``llamacpp/``, ``ollama/``, ``tgi/``,
 ``sglang/``, ``lmstudio/``) go through the OpenAI-compatible adapter, as does
-any other name given with ``--base-url``; ``sim/…`` is the offline simulated model.
+any other name given with ``--base-url``; ``sim/…`` is the offline simulated model;
+``local/…`` is a GGUF file on a llama.cpp server biasaudit starts itself (:mod:`.local`).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ __all__ = [
 class ProviderInfo:
     """What biasaudit knows in advance about a provider name."""
 
-    kind: str  # "openai" (OpenAI-compatible), "anthropic" or "sim"
+    kind: str  # "openai" (OpenAI-compatible), "anthropic", "sim" or "local"
     base_url: str | None  # None: the user must give --base-url
     key_env: str | None  # None: keyless unless --api-key-env is given
     capabilities: Capabilities
@@ -91,6 +92,13 @@ KNOWN_PROVIDERS: dict[str, ProviderInfo] = {
     "sglang": ProviderInfo("openai", None, None, Capabilities(max_top_logprobs=None)),
     "lmstudio": ProviderInfo("openai", None, None, _UNKNOWN_LOGPROBS),
     "sim": ProviderInfo("sim", None, None, Capabilities(max_top_logprobs=20), "offline, simulated"),
+    # llama-cpp-python's server: chat and completions, both with first-token
+    # logprobs (chat-style content[]), seed; no `n` (the engine splits n-choice requests).
+    "local": ProviderInfo(
+        "local", None, None,
+        Capabilities(n=False, max_top_logprobs=None),
+        "local/smollm2 or local/PATH.gguf; needs the [local] extra; one process",
+    ),
 }  # fmt: skip
 
 
@@ -115,7 +123,10 @@ def resolve_model(
         The key's environment variable is unset.
     """
     provider = _build(model_id, base_url, api_key_env, max_connections, need_key)
-    provider.spec = {"model_id": model_id, "base_url": base_url, "api_key_env": api_key_env}
+    # Without a spec the engine runs no worker processes: each would start a local
+    # model's server of its own, and that server computes one request at a time.
+    if provider.name != "local":
+        provider.spec = {"model_id": model_id, "base_url": base_url, "api_key_env": api_key_env}
     return provider
 
 
@@ -143,6 +154,8 @@ def _build(
         from .sim import SimProvider
 
         return SimProvider(model)
+    if info is not None and info.kind == "local":
+        return _build_local(model, base_url, info.capabilities, max_connections)
     info = info or ProviderInfo("openai", None, None, _UNKNOWN_LOGPROBS)
     url = _check_url(base_url or info.base_url, provider_name)
     key_env = api_key_env or info.key_env
@@ -164,6 +177,19 @@ def _build(
         max_connections=max_connections,
         uses_max_completion_tokens=provider_name == "openai" and base_url is None,
     )
+
+
+def _build_local(
+    model: str, base_url: str | None, capabilities: Capabilities, max_connections: int
+) -> Provider:
+    if base_url is not None:
+        raise ConfigurationError(
+            "local/ models start their own server, so --base-url has no place here; "
+            "for a llama.cpp server you run yourself, use llamacpp/MODEL --base-url URL"
+        )
+    from .local import LocalProvider
+
+    return LocalProvider(model, capabilities=capabilities, max_connections=max_connections)
 
 
 def _check_url(url: str | None, provider_name: str) -> str:

