@@ -160,9 +160,9 @@ def providers() -> None:
         logprobs = {True: "yes", False: "no", None: "unknown"}[caps.logprobs]
         if caps.logprobs and caps.max_top_logprobs:
             logprobs += f" ({caps.max_top_logprobs})"
+        where = info.base_url or _NO_URL.get(info.kind, "(--base-url)")
         click.echo(
-            f"{name:<11} {info.base_url or '(--base-url)':<40} {info.key_env or '-':<19} "
-            f"{logprobs:<9} {info.note}"
+            f"{name:<11} {where:<40} {info.key_env or '-':<19} {logprobs:<9} {info.note}"
         )
     click.echo("any other name with --base-url: an OpenAI-compatible server")
 
@@ -459,6 +459,9 @@ def study(run_dirs: tuple[Path, ...], ndcg_at: int) -> None:
 
     for line in study_table(run_study(run_dirs, ndcg_at=ndcg_at)):
         click.echo(line)
+
+
+_NO_URL = {"sim": "(offline, in-process)", "local": "(starts its own llama.cpp server)"}
 
 
 def _human_bytes(size: float) -> str:
