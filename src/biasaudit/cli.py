@@ -212,6 +212,14 @@ _AUDIT_OPTIONS = [
         help="Response cache file [default: RUNS_DIR/cache.sqlite].",
     ),
     click.option("--replay", is_flag=True, default=None, help="Answer only from the cache."),
+    click.option("--no-report", is_flag=True, default=None,
+                 help="Skip report.html / report.md (write them later with 'biasaudit report')."),
+    click.option("--dry-run", is_flag=True, default=None,
+                 help="Print requests, cache hits, estimated tokens and cost; send nothing."),
+    click.option("--max-cost", type=click.FloatRange(min=0), metavar="USD",
+                 help="Refuse to start above this estimated cost; stop cleanly on reaching it."),
+    click.option("--prices", type=click.Path(dir_okay=False, path_type=Path),
+                 help="YAML of model prices over the shipped ones [$BIASAUDIT_PRICES]."),
 ]
 
 
@@ -229,24 +237,31 @@ def _run_audit(fields: dict[str, Any], *, spec_file: Path | None = None) -> None
     from .spec import GradeScoreSpec, RutedSpec, load_spec, parse_spec
 
     given = {name: value for name, value in fields.items() if value is not None}
+    report = not given.pop("no_report", False)
+    budget = {name: given.pop(name) for name in ("dry_run", "max_cost", "prices") if name in given}
     if spec_file is not None:
         spec = load_spec(spec_file, given)
     else:
         if "model" not in given:
             raise click.UsageError("Missing option '--model' / '-m'.")
         spec = parse_spec(given, source="command line")
+    if not spec.replay:
+        from .cli_runs import check_budget
+
+        check_budget(spec, **budget)  # exits after a dry run or a budgeted run
     if isinstance(spec, GradeScoreSpec):
-        _run_grade_score(spec)
+        _run_grade_score(spec, report=report)
     if isinstance(spec, RutedSpec):
-        _run_ruted(spec)
+        _run_ruted(spec, report=report)
     result = audit(spec, command=["biasaudit", *sys.argv[1:]])
     for line in allocation_table(result.metrics):
         click.echo(line)
+    _write_report(result.run_dir, report)
     click.echo(f"run: {result.run_dir}")
     sys.exit(result.exit_code)
 
 
-def _run_grade_score(spec: GradeScoreSpec) -> None:
+def _run_grade_score(spec: GradeScoreSpec, *, report: bool = True) -> None:
     """Run a Grade Score audit, print its table and ``run: <dir>``, and exit."""
     from .grade import grade_audit
     from .grade_report import grade_score_table
@@ -254,11 +269,12 @@ def _run_grade_score(spec: GradeScoreSpec) -> None:
     result = grade_audit(spec, command=["biasaudit", *sys.argv[1:]])
     for line in grade_score_table(result.metrics, result.items):
         click.echo(line)
+    _write_report(result.run_dir, report)
     click.echo(f"run: {result.run_dir}")
     sys.exit(result.exit_code)
 
 
-def _run_ruted(spec: RutedSpec) -> None:
+def _run_ruted(spec: RutedSpec, *, report: bool = True) -> None:
     """Run a RUTEd audit, print its table and ``run: <dir>``, and exit."""
     from .ruted import ruted_audit
     from .ruted_report import ruted_table
@@ -266,8 +282,26 @@ def _run_ruted(spec: RutedSpec) -> None:
     result = ruted_audit(spec, command=["biasaudit", *sys.argv[1:]])
     for line in ruted_table(result.metrics):
         click.echo(line)
+    _write_report(result.run_dir, report)
     click.echo(f"run: {result.run_dir}")
     sys.exit(result.exit_code)
+
+
+def _write_report(run_dir: Path, wanted: bool) -> None:
+    """Write the run's report.html and report.md, naming them on stderr (stdout stays the table).
+
+    A report that cannot be drawn is a warning: the audit itself is done and kept.
+    """
+    if not wanted:
+        return
+    from .html_report import write_report
+
+    try:
+        paths = write_report(run_dir)
+    except (BiasauditError, ImportError, OSError, ValueError) as error:
+        click.echo(f"warning: no report written: {redact(str(error))}", err=True)
+        return
+    click.echo(f"report: {paths[0]}", err=True)
 
 
 class _TaskOrSpec(click.Group):
@@ -428,8 +462,13 @@ def tasks() -> None:
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--ndcg-at", default=3, show_default=True, type=click.IntRange(1),
               help="Cutoff N of the model-selection NDCG@N.")
+@click.option("--report-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Where report.html / report.md go [default: a new folder beside the first run].")
+@click.option("--no-report", is_flag=True, help="Print the tables only.")
 @_reports_errors
-def study(run_dirs: tuple[Path, ...], ndcg_at: int) -> None:
+def study(
+    run_dirs: tuple[Path, ...], ndcg_at: int, report_dir: Path | None, no_report: bool
+) -> None:
     """Compare allocation runs: does each bias metric predict the allocation gaps?
 
     Pearson correlation of RABBI, the average gap, JSD and EMD with the selection
@@ -448,6 +487,7 @@ def study(run_dirs: tuple[Path, ...], ndcg_at: int) -> None:
 
         for line in grade_study_table(run_grade_study(run_dirs)):
             click.echo(line)
+        _write_study_report(run_dirs, "grade-score", ndcg_at, report_dir, not no_report)
         return
     if study_kind(run_dirs) == "ruted":
         from .ruted_report import ruted_study_table
@@ -455,10 +495,56 @@ def study(run_dirs: tuple[Path, ...], ndcg_at: int) -> None:
 
         for line in ruted_study_table(run_ruted_study(run_dirs)):
             click.echo(line)
+        _write_study_report(run_dirs, "ruted", ndcg_at, report_dir, not no_report)
         return
 
     for line in study_table(run_study(run_dirs, ndcg_at=ndcg_at)):
         click.echo(line)
+    _write_study_report(run_dirs, "allocation", ndcg_at, report_dir, not no_report)
+
+
+def _write_study_report(
+    run_dirs: tuple[Path, ...], kind: str, ndcg_at: int, report_dir: Path | None, wanted: bool
+) -> None:
+    """Write the study's report into its own folder, named on stderr like a run's."""
+    if not wanted:
+        return
+    from .html_report import write_study_report
+
+    try:
+        paths = write_study_report(run_dirs, kind=kind, ndcg_at=ndcg_at, report_dir=report_dir)
+    except (BiasauditError, ImportError, OSError, ValueError) as error:
+        click.echo(f"warning: no report written: {redact(str(error))}", err=True)
+        return
+    click.echo(f"report: {paths[0]}", err=True)
+
+
+@cli.command("report")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--format", "report_format", type=click.Choice(["html", "md", "both"]),
+              default="both", show_default=True,
+              help="report.html (self-contained), report.md (figures in report_figures/), or both.")
+@_reports_errors
+def report_command(run_dir: Path, report_format: str) -> None:
+    """Write the report of a run (allocation, grade-score, ruted) or a study folder into it.
+
+    The HTML file stands alone: figures embedded, no network needed to read it.
+    A simulated model is labelled as such in every section.
+    """
+    from .html_report import write_report
+
+    for path in write_report(run_dir, report_format):  # type: ignore[arg-type]
+        click.echo(f"report: {path}")
+
+
+def _add_run_commands() -> None:
+    """replay, compare, reaudit, history: commands on finished runs (biasaudit.cli_runs)."""
+    from .cli_runs import register
+
+    register(cli, _reports_errors)
+
+
+_add_run_commands()
 
 
 _NO_URL = {"sim": "(offline, in-process)", "local": "(starts its own llama.cpp server)"}

@@ -22,7 +22,8 @@ instead of printing, for a full traceback.
     │       ├── AuthenticationFailedError
     │       ├── QuotaExhaustedError
     │       ├── LogprobsUnavailableError
-    │       └── EndpointUnreachableError
+    │       ├── EndpointUnreachableError
+    │       └── BudgetExceededError         the run's spend reached --max-cost
     ├── RunAbortedError                 1   a fatal error stopped the run early
     └── RunInterruptedError           130   Ctrl-C or SIGTERM; what arrived is cached
 
@@ -35,6 +36,7 @@ from __future__ import annotations
 __all__ = [
     "AuthenticationFailedError",
     "BiasauditError",
+    "BudgetExceededError",
     "ConfigurationError",
     "EndpointUnreachableError",
     "FatalProviderError",
@@ -161,6 +163,10 @@ class LogprobsUnavailableError(FatalProviderError):
 
 class EndpointUnreachableError(FatalProviderError):
     """No request has ever reached the endpoint: wrong base URL or server down."""
+
+
+class BudgetExceededError(FatalProviderError):
+    """The run's spend reached its ``--max-cost``; later requests are not sent."""
 
 
 class RunAbortedError(BiasauditError):

@@ -83,6 +83,9 @@ class Manifest(BaseModel):
     settings: dict[str, Any] = Field(default_factory=dict, description="Limits and retry settings.")
     cache_path: str | None = None
     error: str | None = Field(None, description="Why the run stopped early, if it did.")
+    replay_of: str | None = Field(
+        None, description="The run this one replayed from the cache ('biasaudit replay')."
+    )
 
 
 class ResponseRecord(BaseModel):

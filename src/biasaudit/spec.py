@@ -77,6 +77,9 @@ class AuditSpec(BaseModel):
     runs_dir: Path = Path("runs")
     cache: Path | None = None
     replay: bool = False
+    fresh: bool = Field(
+        False, description="Ask the model afresh, never reading cached answers (re-audits)."
+    )
     workers: int = Field(1, ge=1, le=64, description="Processes sharing the requests.")
 
     @property
@@ -90,6 +93,7 @@ class AuditSpec(BaseModel):
             max_retries=self.max_retries,
             timeout=self.timeout,
             replay=self.replay,
+            read_cache=not self.fresh,
             workers=self.workers,
         )
 

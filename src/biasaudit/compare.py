@@ -1,0 +1,455 @@
+"""``biasaudit compare RUN_A RUN_B``: did anything change between two runs of one audit?
+
+Three questions, each answered with statistics:
+
+- **Model version.** The versions (dated snapshot names) and system
+  fingerprints each endpoint reported, from the manifests; changed when the
+  sets differ.
+- **Metrics.** One test of "no change" per figure, each with the difference
+  B - A and its confidence interval:
+
+  - allocation runs, per group against the reference: RABBI and the average
+    gap δ by a bootstrap of the candidates' scores (``scores.csv``), paired by
+    candidate when both runs scored the same candidates (the usual case: same
+    spec, same seed), independent otherwise: a percentile interval, and a
+    two-sided z-test of the difference on its bootstrap standard error. ΔDP and ΔEO at each k by a
+    normal approximation whose standard errors come from each run's own
+    bootstrap interval (width / 2z), the runs taken as independent
+    (conservative when they are paired);
+  - Grade Score runs: mean Grade Score, entropy and choice scores by a paired
+    t-test over the items both runs scored (``items.csv``);
+  - RUTEd runs: neutrality, skew and stereotype per context by the normal
+    approximation from each run's intervals.
+
+  The p-values are adjusted for the number of tests (Holm), so that a figure
+  that moved within its noise is not called drift.
+- **Verdict.** ``changed`` when any adjusted p-value is below ``alpha``;
+  ``model version changed without measurable change`` when only the reported
+  version did; ``no change`` otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+from scipy import stats
+
+from .audit_kinds import AUDIT_KINDS, read_metrics
+from .errors import UsageError
+from .metrics import avg_score_gap, rank_biserial
+from .runs import Manifest, read_manifest
+
+__all__ = [
+    "NO_CHANGE",
+    "VERSION_ONLY",
+    "ChangeTest",
+    "Comparison",
+    "VersionChange",
+    "compare_runs",
+    "comparison_lines",
+    "write_comparison",
+]
+
+CHANGED = "changed"
+NO_CHANGE = "no change"
+VERSION_ONLY = "model version changed without measurable change"
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+_RUTED_METRICS = ("neutrality", "skew", "stereotype")
+_GRADE_SCORES = {"grade_score": "grade", "entropy": "entropy", "choice": "choice"}
+
+
+@dataclass(frozen=True)
+class ChangeTest:
+    """One test of "no change" of one figure between run A and run B."""
+
+    metric: str
+    group: str | None
+    before: float | None
+    after: float | None
+    difference: float
+    ci: tuple[float, float]
+    p_value: float
+    method: str
+    p_adjusted: float = 1.0
+
+    def changed(self, alpha: float) -> bool:
+        return self.p_adjusted < alpha
+
+    @property
+    def label(self) -> str:
+        return f"{self.group} {self.metric}" if self.group else self.metric
+
+
+@dataclass(frozen=True)
+class VersionChange:
+    """What each run's endpoint reported about the model behind the name."""
+
+    versions_a: tuple[str, ...]
+    versions_b: tuple[str, ...]
+    fingerprints_a: tuple[str, ...]
+    fingerprints_b: tuple[str, ...]
+
+    @property
+    def changed(self) -> bool:
+        return set(self.versions_a) != set(self.versions_b) or set(self.fingerprints_a) != set(
+            self.fingerprints_b
+        )
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The comparison of two runs; see the module docstring."""
+
+    run_a: str
+    run_b: str
+    kind: str
+    model_a: str
+    model_b: str
+    versions: VersionChange
+    tests: list[ChangeTest]
+    alpha: float
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def changed_tests(self) -> list[ChangeTest]:
+        return [test for test in self.tests if test.changed(self.alpha)]
+
+    @property
+    def changed_groups(self) -> list[str]:
+        """Groups with at least one changed figure, in order of first appearance."""
+        return list(dict.fromkeys(t.group for t in self.changed_tests if t.group))
+
+    @property
+    def drift(self) -> bool:
+        return bool(self.changed_tests)
+
+    @property
+    def verdict(self) -> str:
+        if self.drift:
+            return CHANGED
+        return VERSION_ONLY if self.versions.changed else NO_CHANGE
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["versions"]["changed"] = self.versions.changed
+        data["verdict"], data["changed_groups"] = self.verdict, self.changed_groups
+        for test, row in zip(self.tests, data["tests"], strict=True):
+            row["changed"] = test.changed(self.alpha)
+        return data
+
+
+def compare_runs(
+    run_a: str | Path,
+    run_b: str | Path,
+    *,
+    alpha: float = 0.05,
+    bootstrap: int = 1000,
+    seed: int = 0,
+) -> Comparison:
+    """Compare two runs of the same kind; see the module docstring.
+
+    Raises
+    ------
+    UsageError
+        A path is not a run, the runs are of different kinds, or have no metrics.
+    """
+    path_a, path_b = Path(run_a), Path(run_b)
+    manifest_a, manifest_b = _manifest(path_a), _manifest(path_b)
+    if manifest_a.kind != manifest_b.kind:
+        raise UsageError(
+            f"compare: {path_a} is a '{manifest_a.kind}' run and {path_b} a "
+            f"'{manifest_b.kind}' run; compare runs of one audit"
+        )
+    kind = manifest_a.kind
+    if kind not in AUDIT_KINDS:
+        raise UsageError(f"compare: runs of kind '{kind}' have no metrics to compare")
+    metrics_a, metrics_b = read_metrics(path_a, kind), read_metrics(path_b, kind)
+    notes: list[str] = []
+    rng = np.random.default_rng(seed)
+    if kind == "allocation":
+        tests = _allocation_tests(path_a, path_b, metrics_a, metrics_b, rng, bootstrap, notes)
+    elif kind == "grade-score":
+        tests = _grade_tests(path_a, path_b, notes)
+    else:
+        tests = _ruted_tests(metrics_a, metrics_b)
+    if metrics_a.model != metrics_b.model:
+        notes.append(f"the runs audit different models: {metrics_a.model}, {metrics_b.model}")
+    return Comparison(
+        run_a=str(path_a),
+        run_b=str(path_b),
+        kind=kind,
+        model_a=metrics_a.model,
+        model_b=metrics_b.model,
+        versions=_versions(manifest_a, manifest_b),
+        tests=_holm(tests),
+        alpha=alpha,
+        notes=notes,
+    )
+
+
+def _manifest(path: Path) -> Manifest:
+    if not (path / "manifest.json").is_file():
+        raise UsageError(f"compare: {path} is not a run directory (no manifest.json)")
+    return read_manifest(path)
+
+
+def _versions(a: Manifest, b: Manifest) -> VersionChange:
+    return VersionChange(
+        tuple(sorted(a.model_versions)),
+        tuple(sorted(b.model_versions)),
+        tuple(sorted(a.system_fingerprints)),
+        tuple(sorted(b.system_fingerprints)),
+    )
+
+
+def _holm(tests: list[ChangeTest]) -> list[ChangeTest]:
+    """Holm's step-down adjustment: p_(i) x (m - i + 1), made monotone, capped at 1."""
+    order = sorted(range(len(tests)), key=lambda i: tests[i].p_value)
+    adjusted = [1.0] * len(tests)
+    running = 0.0
+    for rank, index in enumerate(order):
+        running = max(running, min(1.0, tests[index].p_value * (len(tests) - rank)))
+        adjusted[index] = running
+    return [replace(test, p_adjusted=p) for test, p in zip(tests, adjusted, strict=True)]
+
+
+def _normal_test(
+    metric: str,
+    group: str | None,
+    a: float | None,
+    a_ci: Sequence[float] | None,
+    b: float | None,
+    b_ci: Sequence[float] | None,
+    confidence: float,
+) -> ChangeTest | None:
+    """Difference of two independent estimates whose intervals give their standard errors."""
+    if a is None or b is None or not a_ci or not b_ci:
+        return None
+    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    se = math.hypot((a_ci[1] - a_ci[0]) / (2 * z), (b_ci[1] - b_ci[0]) / (2 * z))
+    diff = b - a
+    p = _two_sided(diff, se, stats.norm.sf)
+    method = "normal, from the runs' intervals"
+    return ChangeTest(metric, group, a, b, diff, (diff - z * se, diff + z * se), p, method)
+
+
+def _two_sided(diff: float, se: float, survival: Callable[[float], Any]) -> float:
+    """Two-sided p-value of ``diff`` against 0; a difference with no spread is exact."""
+    if se == 0:
+        return 1.0 if diff == 0 else 0.0
+    return float(2 * survival(abs(diff) / se))
+
+
+def _allocation_tests(
+    path_a: Path,
+    path_b: Path,
+    metrics_a: Any,
+    metrics_b: Any,
+    rng: np.random.Generator,
+    bootstrap: int,
+    notes: list[str],
+) -> list[ChangeTest]:
+    reference = metrics_a.reference_group
+    if metrics_b.reference_group != reference:
+        raise UsageError("compare: the runs have different reference groups")
+    scores_a, scores_b = _scores(path_a), _scores(path_b)
+    paired = _same_candidates(scores_a, scores_b)
+    if not paired:
+        notes.append("the runs scored different candidates: bootstraps are independent")
+    tests: list[ChangeTest] = []
+    for group in metrics_a.groups:
+        if group not in metrics_b.groups:
+            continue
+        tests += _score_tests(scores_a, scores_b, group, reference, paired, rng, bootstrap)
+        figures_a, figures_b = metrics_a.groups[group], metrics_b.groups[group]
+        for gap in ("dp_gap", "eo_gap"):
+            values_a, values_b = getattr(figures_a, gap), getattr(figures_b, gap)
+            cis_a, cis_b = getattr(figures_a, f"{gap}_ci"), getattr(figures_b, f"{gap}_ci")
+            for k in values_a:
+                test = _normal_test(
+                    f"{gap} k={k}",
+                    group,
+                    values_a.get(k),
+                    cis_a.get(k),
+                    values_b.get(k),
+                    cis_b.get(k),
+                    metrics_a.confidence,
+                )
+                if test is not None:
+                    tests.append(test)
+    return tests
+
+
+def _scores(path: Path) -> pd.DataFrame:
+    frame = pd.read_csv(path / "scores.csv")
+    return frame[frame["score"].notna()]
+
+
+def _same_candidates(a: pd.DataFrame, b: pd.DataFrame) -> bool:
+    ids_a, ids_b = a["candidate_id"].astype(str), b["candidate_id"].astype(str)
+    return ids_a.is_unique and ids_b.is_unique and set(ids_a) == set(ids_b)
+
+
+def _score_tests(
+    scores_a: pd.DataFrame,
+    scores_b: pd.DataFrame,
+    group: str,
+    reference: str,
+    paired: bool,
+    rng: np.random.Generator,
+    bootstrap: int,
+) -> list[ChangeTest]:
+    a_g, a_ref = _group_scores(scores_a, group), _group_scores(scores_a, reference)
+    b_g, b_ref = _group_scores(scores_b, group), _group_scores(scores_b, reference)
+    if min(len(a_g), len(a_ref), len(b_g), len(b_ref)) == 0:
+        return []
+    if paired:
+        b_g, b_ref = b_g.reindex(a_g.index), b_ref.reindex(a_ref.index)
+    figures = {"rabbi": rank_biserial, "avg_gap": avg_score_gap}
+    weights_g = rng.multinomial(len(a_g), np.full(len(a_g), 1 / len(a_g)), size=bootstrap)
+    weights_ref = rng.multinomial(len(a_ref), np.full(len(a_ref), 1 / len(a_ref)), size=bootstrap)
+    before_draws = _weighted_figures(a_g.to_numpy(), a_ref.to_numpy(), weights_g, weights_ref)
+    if not paired:
+        weights_g = rng.multinomial(len(b_g), np.full(len(b_g), 1 / len(b_g)), size=bootstrap)
+        weights_ref = rng.multinomial(
+            len(b_ref), np.full(len(b_ref), 1 / len(b_ref)), size=bootstrap
+        )
+    after_draws = _weighted_figures(b_g.to_numpy(), b_ref.to_numpy(), weights_g, weights_ref)
+    draws = {name: after_draws[name] - before_draws[name] for name in figures}
+    tests = []
+    for name, figure in figures.items():
+        before = float(figure(a_g.to_numpy(), a_ref.to_numpy()))
+        after = float(figure(b_g.to_numpy(), b_ref.to_numpy()))
+        spread = draws[name]
+        low, high = np.quantile(spread, [0.025, 0.975])
+        # A z-test on the bootstrap standard error: counting replicates past 0 would
+        # floor p at 2 / (B + 1), which no multiple-test adjustment could pass.
+        p = _two_sided(after - before, float(spread.std(ddof=1)), stats.norm.sf)
+        method = f"{'paired' if paired else 'independent'} bootstrap ({bootstrap})"
+        tests.append(
+            ChangeTest(
+                name, group, before, after, after - before, (float(low), float(high)), p, method
+            )
+        )
+    return tests
+
+
+def _weighted_figures(
+    scores: FloatArray, reference: FloatArray, weights: IntArray, weights_ref: IntArray
+) -> dict[str, FloatArray]:
+    """RABBI and δ of every bootstrap replicate, given as resampling multiplicities.
+
+    RABBI is the mean sign of (a - b) over all pairs (2U / (n_a n_b) - 1, ties
+    counting half), so each replicate's is ``w_a @ sign @ w_b / (n_a n_b)``.
+    """
+    signs = np.sign(scores[:, None] - reference[None, :])
+    n_a, n_b = len(scores), len(reference)
+    rabbi = np.einsum("bi,bi->b", weights @ signs, weights_ref) / (n_a * n_b)
+    gap = weights @ scores / n_a - weights_ref @ reference / n_b
+    return {"rabbi": rabbi.astype(float), "avg_gap": gap.astype(float)}
+
+
+def _group_scores(scores: pd.DataFrame, group: str) -> pd.Series:
+    rows = scores[scores["group"] == group]
+    return pd.Series(rows["score"].to_numpy(dtype=float), index=rows["candidate_id"].astype(str))
+
+
+def _grade_tests(path_a: Path, path_b: Path, notes: list[str]) -> list[ChangeTest]:
+    items_a = pd.read_csv(path_a / "items.csv").set_index("item_id")
+    items_b = pd.read_csv(path_b / "items.csv").set_index("item_id")
+    tests = []
+    for metric, column in _GRADE_SCORES.items():
+        both = pd.concat([items_a[column], items_b[column]], axis=1, join="inner").dropna()
+        if len(both) < 2:
+            notes.append(f"{metric}: fewer than two items scored in both runs; not tested")
+            continue
+        before, after = both.iloc[:, 0].to_numpy(float), both.iloc[:, 1].to_numpy(float)
+        diffs = after - before
+        diff = float(diffs.mean())
+        se = float(diffs.std(ddof=1) / math.sqrt(len(diffs)))
+        t = float(stats.t.ppf(0.975, len(diffs) - 1))
+        p = _two_sided(diff, se, stats.t(len(diffs) - 1).sf)
+        interval = (diff - t * se, diff + t * se)
+        method = f"paired t over {len(diffs)} items"
+        mean_a, mean_b = float(before.mean()), float(after.mean())
+        tests.append(ChangeTest(metric, None, mean_a, mean_b, diff, interval, p, method))
+    return tests
+
+
+def _ruted_tests(metrics_a: Any, metrics_b: Any) -> list[ChangeTest]:
+    tests = []
+    for context, figures_a in metrics_a.contexts.items():
+        figures_b = metrics_b.contexts.get(context)
+        if figures_b is None:
+            continue
+        for metric in _RUTED_METRICS:
+            test = _normal_test(
+                metric,
+                context,
+                getattr(figures_a, metric),
+                getattr(figures_a, f"{metric}_ci"),
+                getattr(figures_b, metric),
+                getattr(figures_b, f"{metric}_ci"),
+                metrics_a.confidence,
+            )
+            if test is not None:
+                tests.append(test)
+    return tests
+
+
+def comparison_lines(comparison: Comparison, *, show_all: bool = False) -> list[str]:
+    """What ``biasaudit compare`` prints."""
+    versions = comparison.versions
+    lines = [
+        f"compare {comparison.kind} runs of {comparison.model_a}: "
+        f"A {comparison.run_a}  ->  B {comparison.run_b}",
+        _version_line("model version", versions.versions_a, versions.versions_b),
+        _version_line("system fingerprint", versions.fingerprints_a, versions.fingerprints_b),
+        f"{len(comparison.tests)} tests of no change, Holm-adjusted, alpha {comparison.alpha:g}",
+    ]
+    shown = comparison.tests if show_all else comparison.changed_tests
+    if shown:
+        lines.append(
+            f"{'figure':<22} {'A':>8} {'B':>8} {'B - A [95% CI]':>28} {'p (adj.)':>10}  method"
+        )
+        lines += [_test_row(test) for test in shown]
+    quiet = len(comparison.tests) - len(comparison.changed_tests)
+    if quiet and not show_all:
+        lines.append(f"{quiet} other figures within noise (--all shows them)")
+    lines += [f"note: {note}" for note in comparison.notes]
+    groups = comparison.changed_groups
+    detail = f" ({', '.join(groups)})" if groups else ""
+    lines.append(f"verdict: {comparison.verdict}{detail}")
+    return lines
+
+
+def _version_line(what: str, a: Sequence[str], b: Sequence[str]) -> str:
+    before, after = ", ".join(a) or "(none reported)", ", ".join(b) or "(none reported)"
+    if set(a) == set(b):
+        return f"{what}: {before} (unchanged)"
+    return f"{what}: {before} -> {after} (CHANGED)"
+
+
+def _test_row(test: ChangeTest) -> str:
+    def number(value: float | None) -> str:
+        return "-" if value is None else f"{value:+.3f}"
+
+    interval = f"{test.difference:+.3f} [{test.ci[0]:+.3f}, {test.ci[1]:+.3f}]"
+    return (
+        f"{test.label:<22} {number(test.before):>8} {number(test.after):>8} {interval:>28} "
+        f"{test.p_adjusted:>10.2g}  {test.method}"
+    )
+
+
+def write_comparison(comparison: Comparison, path: Path) -> None:
+    """Write the comparison as JSON (``compare --json``, and a reaudit's ``compare.json``)."""
+    path.write_text(json.dumps(comparison.to_json(), indent=2) + "\n", encoding="utf-8")

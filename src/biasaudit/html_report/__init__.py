@@ -1,0 +1,124 @@
+"""Reports that stand on their own: one self-contained HTML file and a Markdown version.
+
+``write_report(run_dir)`` writes ``report.html`` and ``report.md`` (with its
+figures in ``report_figures/``) into an allocation, Grade Score or RUTEd run
+directory; ``write_study_report(run_dirs)`` writes them into a new study
+directory beside the runs, with ``study.json`` naming the runs, so that
+``write_report`` can rebuild it. The HTML embeds its figures as PNG ``data:``
+URIs and its style sheet inline: it needs no network to be read. A
+simulated model is labelled on every section it appears in.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+from pydantic import ValidationError
+
+from .. import __version__
+from ..errors import UsageError
+from ..runs import read_manifest
+from ._common import read_spec
+from ._document import Document, to_html, to_markdown
+
+__all__ = ["REPORT_FORMATS", "ReportFormat", "write_report", "write_study_report"]
+
+ReportFormat = Literal["html", "md", "both"]
+REPORT_FORMATS = ("html", "md", "both")
+FIGURE_DIR = "report_figures"
+STUDY_FILE = "study.json"
+
+
+def _footer(document: Document) -> str:
+    stamp = datetime.now(UTC).isoformat(timespec="seconds")
+    simulated = " Contains a SIMULATED model: not a real model." if document.simulated else ""
+    return f"Written by biasaudit {__version__} on {stamp}.{simulated}"
+
+
+def _write(document: Document, folder: Path, report_format: ReportFormat) -> list[Path]:
+    footer = _footer(document)
+    written = []
+    if report_format in ("html", "both"):
+        path = folder / "report.html"
+        path.write_text(to_html(document, footer=footer), encoding="utf-8")
+        written.append(path)
+    if report_format in ("md", "both"):
+        figures = folder / FIGURE_DIR
+        figures.mkdir(exist_ok=True)
+        for figure in document.figures():
+            (figures / figure.name).write_bytes(figure.png)
+        path = folder / "report.md"
+        path.write_text(to_markdown(document, figure_dir=FIGURE_DIR, footer=footer), "utf-8")
+        written.append(path)
+    return written
+
+
+def run_document(run_dir: Path) -> Document:
+    """The report of the run (or study) in ``run_dir``.
+
+    Raises
+    ------
+    UsageError
+        The folder is not a run of a kind with a report.
+    """
+    if (run_dir / STUDY_FILE).exists():
+        from ._study import study_document
+
+        return study_document(run_dir)
+    try:
+        manifest = read_manifest(run_dir)
+    except (OSError, ValidationError):
+        raise UsageError(f"{run_dir} is not a run directory (no readable manifest.json)") from None
+    if not (run_dir / "metrics.json").exists():
+        raise UsageError(f"{run_dir} has no metrics.json: a {manifest.kind} run has no report")
+    spec = read_spec(run_dir)
+    if manifest.kind == "allocation":
+        from ._allocation import allocation_document
+
+        return allocation_document(run_dir, manifest, spec)
+    if manifest.kind == "grade-score":
+        from ._grade import grade_document
+
+        return grade_document(run_dir, manifest, spec)
+    if manifest.kind == "ruted":
+        from ._ruted import ruted_document
+
+        return ruted_document(run_dir, manifest, spec)
+    raise UsageError(
+        f"{run_dir} is a {manifest.kind} run: reports cover allocation, grade-score and ruted runs"
+    )
+
+
+def write_report(run_dir: str | Path, report_format: ReportFormat = "both") -> list[Path]:
+    """Write the report of the run or study in ``run_dir`` into it; returns the files written."""
+    folder = Path(run_dir)
+    return _write(run_document(folder), folder, report_format)
+
+
+def write_study_report(
+    run_dirs: Sequence[str | Path],
+    *,
+    kind: str,
+    ndcg_at: int = 3,
+    report_dir: str | Path | None = None,
+    report_format: ReportFormat = "both",
+) -> list[Path]:
+    """Write a study's report into ``report_dir`` (default: a new folder beside the first run).
+
+    The folder gets ``study.json`` (kind, runs, options) besides the report,
+    so ``biasaudit report`` can rebuild it.
+    """
+    runs = [str(Path(path).resolve()) for path in run_dirs]
+    if report_dir is None:
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        report_dir = Path(runs[0]).parent / f"{stamp}-study-{kind}-{secrets.token_hex(2)}"
+    folder = Path(report_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    study = {"kind": kind, "runs": runs, "ndcg_at": ndcg_at, "tool_version": __version__}
+    (folder / STUDY_FILE).write_text(json.dumps(study, indent=2) + "\n", encoding="utf-8")
+    return write_report(folder, report_format)

@@ -1,0 +1,319 @@
+"""What a run will cost before it runs, and a budget it cannot overspend.
+
+- **Prices** come from ``data/prices.yaml`` (US dollars per million input and
+  output tokens for well-known hosted models; prices change, so check them),
+  overridden by a user file of the same shape (``--prices FILE`` or
+  ``BIASAUDIT_PRICES``). ``sim/``, ``local/`` and self-hosted servers cost 0.
+- **Token estimates**: input tokens are the prompt's characters divided by 4,
+  rounded up (OpenAI's rule of thumb for English text), plus 4 per chat
+  message and 3 to prime the reply (the chat format's overhead); output tokens
+  are the request's ``max_tokens`` (``DEFAULT_OUTPUT_TOKENS`` when unset) times
+  its choices ``n``, an upper bound. Answers already in the cache are free.
+- **Budget**: :class:`BudgetedProvider` wraps a provider, adds up the cost of
+  the tokens each answer reports, and once the spend reaches the budget
+  refuses every later request with :class:`BudgetExceededError`, a fatal
+  error: the engine stops the run (marked ``aborted``, every unanswered input
+  listed) and every answer that arrived is already cached, so a rerun with a
+  larger budget pays only for the rest. Requests already in flight when the
+  budget is reached still finish, so a run can overshoot by up to
+  ``concurrency`` answers.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import BudgetExceededError, ProviderError, UsageError
+from .providers import KNOWN_PROVIDERS, ModelRequest, ModelResponse, Provider
+from .providers._types import Usage
+from .spec import AuditSpec
+
+__all__ = [
+    "DEFAULT_OUTPUT_TOKENS",
+    "PRICES_ENV",
+    "PRICES_PATH",
+    "BudgetExceededError",
+    "BudgetedProvider",
+    "CostEstimate",
+    "ModelPrice",
+    "PriceTable",
+    "estimate_cost",
+    "estimate_spec_cost",
+    "estimate_tokens",
+    "load_prices",
+]
+
+PRICES_PATH = Path(__file__).parent / "data" / "prices.yaml"
+PRICES_ENV = "BIASAUDIT_PRICES"
+DEFAULT_OUTPUT_TOKENS = 512
+_CHARS_PER_TOKEN = 4
+_TOKENS_PER_MESSAGE = 4
+_REPLY_PRIMING_TOKENS = 3
+_FREE_PROVIDERS = frozenset({"sim", "local"})
+_SNAPSHOT_SUFFIX = re.compile(r"-(latest|\d{4}-\d{2}-\d{2}|\d{8})$")
+
+
+class ModelPrice(BaseModel):
+    """US dollars per million tokens."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input: float = Field(ge=0.0)
+    output: float = Field(ge=0.0)
+
+    def cost(self, input_tokens: float, output_tokens: float) -> float:
+        return (input_tokens * self.input + output_tokens * self.output) / 1e6
+
+
+class _PriceFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    checked: str | None = None
+    prices: dict[str, ModelPrice]
+
+
+@dataclass(frozen=True)
+class PriceTable:
+    """Prices by ``provider/model``; the user's entries over the shipped ones."""
+
+    shipped: dict[str, ModelPrice]
+    user: dict[str, ModelPrice]
+    sources: tuple[str, ...]
+
+    def price(self, model_id: str, *, base_url: str | None = None) -> ModelPrice | None:
+        """The user's price of ``model_id``, else 0 when free, else the shipped price or None."""
+        found = _lookup(self.user, model_id)
+        if found is not None:
+            return found
+        if _is_free(model_id, base_url):
+            return ModelPrice(input=0.0, output=0.0)
+        return _lookup(self.shipped, model_id)
+
+
+def load_prices(path: Path | None = None) -> PriceTable:
+    """The shipped price table, with ``path`` (or ``$BIASAUDIT_PRICES``) over it.
+
+    Raises
+    ------
+    UsageError
+        The user file cannot be read or has a bad entry (named).
+    """
+    shipped = _read_price_file(PRICES_PATH)
+    chosen = path or (Path(os.environ[PRICES_ENV]) if os.environ.get(PRICES_ENV) else None)
+    user = _read_price_file(chosen) if chosen is not None else {}
+    sources = (str(PRICES_PATH),) + ((str(chosen),) if chosen is not None else ())
+    return PriceTable(shipped, user, sources)
+
+
+def _read_price_file(path: Path) -> dict[str, ModelPrice]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise UsageError(f"cannot read prices {path}: {error.strerror}") from None
+    except yaml.YAMLError as error:
+        raise UsageError(f"prices {path} is not valid YAML: {error}") from None
+    try:
+        return _PriceFile.model_validate(data).prices
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise UsageError(
+            f"prices {path}, field '{where}': {first['msg']} "
+            "(expected prices: {provider/model: {input: USD, output: USD}} per million tokens)"
+        ) from None
+
+
+def _lookup(table: dict[str, ModelPrice], model_id: str) -> ModelPrice | None:
+    if model_id in table:
+        return table[model_id]
+    base = _SNAPSHOT_SUFFIX.sub("", model_id)
+    return table.get(base)
+
+
+def _is_free(model_id: str, base_url: str | None) -> bool:
+    """sim/, local/ and self-hosted servers: known names without a fixed host, or unknown ones."""
+    provider = model_id.partition("/")[0]
+    if provider in _FREE_PROVIDERS:
+        return True
+    info = KNOWN_PROVIDERS.get(provider)
+    return (info is None and base_url is not None) or (info is not None and info.base_url is None)
+
+
+def estimate_tokens(request: ModelRequest) -> tuple[int, int]:
+    """(input, output) tokens of one request, estimated as the module docstring says."""
+    if request.messages is not None:
+        chars = sum(len(str(message.get("content", ""))) for message in request.messages)
+        overhead = _TOKENS_PER_MESSAGE * len(request.messages) + _REPLY_PRIMING_TOKENS
+    else:
+        chars, overhead = len(request.prompt or ""), 0
+    params = request.params
+    output = (params.max_tokens or DEFAULT_OUTPUT_TOKENS) * (params.n or 1)
+    return math.ceil(chars / _CHARS_PER_TOKEN) + overhead, output
+
+
+@dataclass(frozen=True)
+class CostEstimate:
+    """What a run would send and cost.
+
+    Attributes
+    ----------
+    model:
+        ``provider/model``.
+    requests:
+        Calls the engine would make (one per choice where the endpoint has no ``n``).
+    cache_hits:
+        Of those, answers already cached (free).
+    input_tokens, output_tokens:
+        Estimated tokens of the calls to send (output: an upper bound).
+    price:
+        The model's price, ``None`` when the price table does not know it.
+    free_reason:
+        Why the run costs nothing (sim, local, self-hosted), if it does not.
+    """
+
+    model: str
+    requests: int
+    cache_hits: int
+    input_tokens: int
+    output_tokens: int
+    price: ModelPrice | None
+    free_reason: str | None = None
+
+    @property
+    def to_send(self) -> int:
+        return self.requests - self.cache_hits
+
+    @property
+    def cost(self) -> float | None:
+        """Estimated US dollars, ``None`` when the price is unknown."""
+        if self.price is None:
+            return None
+        return self.price.cost(self.input_tokens, self.output_tokens)
+
+    def lines(self) -> list[str]:
+        """The dry run's report."""
+        lines = [
+            f"dry run of {self.model}: {self.requests} requests, {self.cache_hits} in the cache "
+            f"(free), {self.to_send} to send",
+            f"estimated tokens to send: {self.input_tokens} input (prompt characters / 4 + "
+            f"chat overhead), at most {self.output_tokens} output (max_tokens x n)",
+        ]
+        if self.free_reason is not None:
+            lines.append(f"estimated cost: $0.00 ({self.free_reason})")
+        elif self.price is None:
+            lines.append(
+                f"estimated cost: unknown (no price for {self.model}; give one with --prices FILE)"
+            )
+        else:
+            lines.append(
+                f"estimated cost: ${self.cost:.4f} at ${self.price.input:g} input / "
+                f"${self.price.output:g} output per million tokens (prices change: check them)"
+            )
+        return lines
+
+
+def estimate_cost(
+    provider: Provider,
+    requests: Sequence[ModelRequest],
+    *,
+    prices: PriceTable,
+    cached_keys: set[str] | None = None,
+    units: Sequence[ModelRequest] | None = None,
+    key: Callable[[ModelRequest], str] | None = None,
+) -> CostEstimate:
+    """Estimate the cost of sending ``units`` (the engine's calls) of ``requests``.
+
+    ``key`` computes a call's cache key and ``cached_keys`` holds the keys in the
+    cache; calls found there are free.
+    """
+    calls = list(units if units is not None else requests)
+    cached = cached_keys or set()
+    hits = [call for call in calls if key is not None and key(call) in cached]
+    to_send = [call for call in calls if key is None or key(call) not in cached]
+    tokens = [estimate_tokens(call) for call in to_send]
+    model_id = provider.model_id
+    price = prices.price(model_id, base_url=provider.base_url)
+    reason = None
+    if _is_free(model_id, provider.base_url) and price == ModelPrice(input=0.0, output=0.0):
+        reason = "simulated model" if provider.simulated else "local or self-hosted model"
+    return CostEstimate(
+        model=model_id,
+        requests=len(calls),
+        cache_hits=len(hits),
+        input_tokens=sum(t[0] for t in tokens),
+        output_tokens=sum(t[1] for t in tokens),
+        price=price,
+        free_reason=reason,
+    )
+
+
+class BudgetedProvider(Provider):
+    """A provider that stops sending once its answers have cost ``max_cost`` dollars.
+
+    The cost of an answer is that of the tokens its endpoint reports, or of
+    the estimate (:func:`estimate_tokens`) when it reports none. Runs in one
+    process (``spec`` is ``None``): worker processes would each spend apart.
+    """
+
+    def __init__(self, inner: Provider, price: ModelPrice, max_cost: float) -> None:
+        self.inner, self.price, self.max_cost = inner, price, max_cost
+        self.name, self.model, self.base_url = inner.name, inner.model, inner.base_url
+        self.capabilities, self.simulated = inner.capabilities, inner.simulated
+        self.spec = None
+        self.spent = 0.0
+
+    async def complete(self, request: ModelRequest, *, timeout: float) -> ModelResponse:
+        if self.spent >= self.max_cost:
+            raise BudgetExceededError(
+                f"spent ${self.spent:.4f} of the --max-cost ${self.max_cost:g} budget; "
+                "the answers received are cached, so a rerun with a larger budget pays "
+                "only for the rest"
+            )
+        response = await self.inner.complete(request, timeout=timeout)
+        self.spent += self._cost(request, response.usage)
+        return response
+
+    def _cost(self, request: ModelRequest, usage: Usage) -> float:
+        if usage.input_tokens or usage.output_tokens:
+            return self.price.cost(usage.input_tokens, usage.output_tokens)
+        return self.price.cost(*estimate_tokens(request))
+
+    def classify(self, error: BaseException) -> ProviderError:
+        if isinstance(error, BudgetExceededError):
+            return error
+        return self.inner.classify(error)
+
+    def check(self, request: ModelRequest) -> None:
+        self.inner.check(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    def describe(self) -> dict[str, object]:
+        return {**self.inner.describe(), "max_cost_usd": self.max_cost}
+
+
+def estimate_spec_cost(spec: AuditSpec, provider: Provider, prices: PriceTable) -> CostEstimate:
+    """Estimate what running ``spec`` against ``provider`` would send and cost; sends nothing."""
+    from .audit_kinds import plan_requests
+    from .cache import ResponseCache
+    from .engine import Engine
+
+    requests = plan_requests(spec, provider)
+    engine = Engine(provider, None, spec.engine_settings())
+    units = engine._split_for_n(requests)  # the calls the engine would make
+    cached: set[str] = set()
+    if spec.cache_path.is_file() and not spec.fresh:
+        with ResponseCache(spec.cache_path, readonly=True) as store:
+            cached = store.keys_present(engine.key(unit) for unit in units)
+    return estimate_cost(
+        provider, requests, prices=prices, cached_keys=cached, units=units, key=engine.key
+    )

@@ -1,0 +1,244 @@
+"""``biasaudit replay RUN_DIR``: rebuild a run from the cache, sending nothing.
+
+The run's ``spec.json`` (audits) or ``inputs.jsonl`` (fan-outs) says what was
+asked; the cache named in its ``manifest.json`` (or given) holds the answers.
+The replay runs the same audit with ``replay=True``, so the engine never
+opens a connection and stops, before writing anything, when an answer is
+missing. Scores and metrics are recomputed from scratch with the run's seed,
+so they come out identical; :func:`replay_run` checks that they do.
+
+The replay is a new run directory of the same kind, beside the original
+unless told otherwise, whose manifest names the original in ``replay_of``.
+A run directory and its cache file copied together to another machine replay
+there: when the manifest's cache path does not exist, the cache is looked for
+next to the run directory.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from .audit_kinds import AUDIT_KINDS, run_spec
+from .errors import ReplayMissError, UsageError
+from .runs import Manifest, RunDirectory, read_manifest
+from .spec import AuditSpec, parse_spec
+
+__all__ = ["ReplayResult", "find_cache", "metric_differences", "replay_run"]
+
+# Figures that describe how a run went, not what it measured: a replay sends
+# nothing, so its request counts differ by design.
+_NOT_COMPARED = frozenset({"requests"})
+_RESPONSE_FIELDS = ("text", "texts", "top_logprobs", "model_version", "refusal", "parsed")
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    """A finished replay.
+
+    Attributes
+    ----------
+    run_dir:
+        The new run directory.
+    original:
+        The run replayed.
+    kind:
+        ``allocation``, ``grade-score``, ``ruted`` or ``fanout``.
+    manifest:
+        The new run's manifest.
+    table:
+        What ``biasaudit run`` printed for the original (a summary line for fan-outs).
+    differences:
+        Where the replay's metrics (or responses) differ from the original's;
+        empty when the replay reproduced it.
+    """
+
+    run_dir: Path
+    original: Path
+    kind: str
+    manifest: Manifest
+    table: list[str]
+    differences: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        """0 when the replay reproduced the original, 1 when it did not."""
+        return 1 if self.differences else 0
+
+
+def find_cache(run_dir: Path, manifest: Manifest, given: Path | None = None) -> Path:
+    """The cache file of ``run_dir``: ``given``, the manifest's, or one beside the run.
+
+    Raises
+    ------
+    UsageError
+        No such file exists, naming every place looked at.
+    """
+    if given is not None:
+        if not given.is_file():
+            raise UsageError(f"replay: no cache file at {given}")
+        return given
+    recorded = Path(manifest.cache_path) if manifest.cache_path else None
+    places = [recorded] if recorded is not None else []
+    name = recorded.name if recorded is not None else "cache.sqlite"
+    places += [run_dir.parent / name, run_dir / name]
+    for place in places:
+        if place.is_file():
+            return place
+    looked = ", ".join(str(p) for p in dict.fromkeys(places))
+    raise UsageError(
+        f"replay: cannot find the cache of {run_dir} (looked at {looked}); "
+        "copy the cache file next to the run directory or pass --cache FILE"
+    )
+
+
+def replay_run(
+    run_dir: str | Path,
+    *,
+    cache: Path | None = None,
+    runs_dir: Path | None = None,
+    stderr: TextIO | None = None,
+    command: Sequence[str] | None = None,
+) -> ReplayResult:
+    """Replay ``run_dir`` from the cache into a new run directory; see the module docstring.
+
+    Raises
+    ------
+    UsageError
+        Not a run directory, no cache found, or the cache lacks answers the
+        run needs (naming how many and which).
+    """
+    original = Path(run_dir)
+    if not (original / "manifest.json").is_file():
+        raise UsageError(f"replay: {original} is not a run directory (no manifest.json)")
+    manifest = read_manifest(original)
+    cache_path = find_cache(original, manifest, cache)
+    out = runs_dir if runs_dir is not None else original.parent
+    command = list(command) if command is not None else ["biasaudit", "replay", str(original)]
+    try:
+        if manifest.kind == "fanout":
+            result = _replay_fanout(original, cache_path, out, stderr, command)
+        elif manifest.kind in AUDIT_KINDS:
+            result = _replay_audit(original, manifest, cache_path, out, stderr, command)
+        else:
+            raise UsageError(f"replay: cannot replay a run of kind '{manifest.kind}'")
+    except ReplayMissError as error:
+        raise UsageError(_missing_message(original, manifest, cache_path, error)) from None
+    _mark_replay(result.run_dir, original)
+    result.manifest.replay_of = str(original)
+    return result
+
+
+def _replay_audit(
+    original: Path,
+    manifest: Manifest,
+    cache_path: Path,
+    out: Path,
+    stderr: TextIO | None,
+    command: list[str],
+) -> ReplayResult:
+    spec = _replay_spec(original, cache_path, out)
+    finished = run_spec(spec, stderr=stderr, command=command)
+    before = original / "metrics.json"
+    differences = (
+        metric_differences(_read_json(before), _read_json(finished.run_dir / "metrics.json"))
+        if before.is_file()
+        else ["metrics.json (the original run has none)"]
+    )
+    return ReplayResult(
+        finished.run_dir, original, manifest.kind, finished.manifest, finished.table, differences
+    )
+
+
+def _replay_spec(original: Path, cache_path: Path, out: Path) -> AuditSpec:
+    path = original / "spec.json"
+    if not path.is_file():
+        raise UsageError(f"replay: {original} has no spec.json, so what it asked is unknown")
+    data = _read_json(path)
+    data.update(replay=True, fresh=False, cache=str(cache_path), runs_dir=str(out))
+    return parse_spec(data, source=str(path))
+
+
+def _replay_fanout(
+    original: Path, cache_path: Path, out: Path, stderr: TextIO | None, command: list[str]
+) -> ReplayResult:
+    from .fanout import FanoutOptions, read_prompts, run_fanout
+    from .loop import run_async
+    from .runs import read_responses
+
+    inputs = original / "inputs.jsonl"
+    if not inputs.is_file():
+        raise UsageError(f"replay: {original} has no inputs.jsonl, so what it asked is unknown")
+    spec = _read_json(original / "spec.json")
+    settings = spec.get("settings", {})
+    options = FanoutOptions(
+        model=spec["model"],
+        base_url=spec.get("base_url"),
+        api_key_env=spec.get("api_key_env"),
+        concurrency=settings.get("concurrency", 16),
+        runs_dir=out,
+        cache_path=cache_path,
+        replay=True,
+        command=command,
+    )
+    result = run_async(run_fanout(read_prompts(inputs), options, stderr=stderr))
+    before = {(r.id, r.replicate): r for r in read_responses(original)}
+    after = {(r.id, r.replicate): r for r in read_responses(result.run_dir)}
+    differences = [
+        f"response {key[0]} (replicate {key[1]}).{name}"
+        for key, record in before.items()
+        for name in _RESPONSE_FIELDS
+        if key not in after or getattr(after[key], name) != getattr(record, name)
+    ]
+    counts = result.manifest.counts
+    table = [f"fanout replay of {counts.requests} prompts to {spec['model']}: all from the cache"]
+    return ReplayResult(result.run_dir, original, "fanout", result.manifest, table, differences)
+
+
+def metric_differences(before: Any, after: Any, where: str = "") -> list[str]:
+    """Dotted paths at which two ``metrics.json`` documents differ (request counts aside)."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        found: list[str] = []
+        for key in sorted(set(before) | set(after)):
+            if not where and key in _NOT_COMPARED:
+                continue
+            path = f"{where}.{key}" if where else str(key)
+            if key not in before or key not in after:
+                found.append(path)
+            else:
+                found += metric_differences(before[key], after[key], path)
+        return found
+    return [] if before == after else [where or "(document)"]
+
+
+def _missing_message(
+    original: Path, manifest: Manifest, cache_path: Path, error: ReplayMissError
+) -> str:
+    message = (
+        f"replay of {original}: {error.missing} of {error.total} answers are missing from "
+        f"the cache {cache_path}"
+    )
+    examples = str(error).partition("(e.g. ")[2].partition(")")[0]
+    if examples:
+        message += f" (e.g. {examples})"
+    if manifest.counts.failures or manifest.status != "completed":
+        message += (
+            f"; the original run was {manifest.status} with {manifest.counts.failures} "
+            "failed requests, which are never cached"
+        )
+    return message
+
+
+def _mark_replay(run_dir: Path, original: Path) -> None:
+    manifest = read_manifest(run_dir)
+    manifest.replay_of = str(original)
+    RunDirectory(run_dir).write_json("manifest.json", manifest)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert isinstance(data, dict), path
+    return data

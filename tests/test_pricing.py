@@ -1,0 +1,148 @@
+"""`biasaudit run --dry-run / --max-cost`: prices, token estimates, and a budget that holds."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from biasaudit.audit_kinds import run_spec
+from biasaudit.cli import cli
+from biasaudit.errors import RunAbortedError, UsageError
+from biasaudit.pricing import (
+    DEFAULT_OUTPUT_TOKENS,
+    BudgetedProvider,
+    ModelPrice,
+    estimate_tokens,
+    load_prices,
+)
+from biasaudit.providers import ModelRequest, resolve_model
+from biasaudit.providers._types import SamplingParams
+from biasaudit.runs import read_manifest, read_responses
+from biasaudit.spec import parse_spec
+from tests.servers import OpenAIServer
+
+SMALL = ["--jobs", "software-engineer", "--names-per-group", "1", "--rounds", "50"]
+
+
+@pytest.fixture
+def server() -> Iterator[OpenAIServer]:
+    with OpenAIServer() as srv:
+        yield srv
+
+
+@pytest.fixture
+def prices(tmp_path: Path) -> Path:
+    path = tmp_path / "prices.yaml"
+    path.write_text("prices:\n  vllm/test-model: {input: 1.0, output: 2.0}\n")
+    return path
+
+
+def invoke(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_shipped_prices_know_snapshots_and_aliases_and_free_models() -> None:
+    table = load_prices()
+    assert table.price("openai/gpt-4o-mini") == ModelPrice(input=0.15, output=0.60)
+    assert table.price("openai/gpt-4o-2024-08-06") == table.price("openai/gpt-4o")
+    assert table.price("anthropic/claude-3-5-haiku-20241022") == table.price(
+        "anthropic/claude-3-5-haiku-latest"
+    )
+    free = ModelPrice(input=0.0, output=0.0)
+    assert table.price("sim/biased") == free and table.price("local/smollm2") == free
+    assert table.price("vllm/meta-llama/Llama-3-8B", base_url="http://gpu:8000/v1") == free
+    assert table.price("myhost/model", base_url="http://gpu:8000/v1") == free
+    assert table.price("together/meta-llama/Llama-3-70b") is None  # a paid host not listed
+
+
+def test_a_user_price_file_wins_and_a_bad_one_is_named(prices: Path, tmp_path: Path) -> None:
+    assert load_prices(prices).price("vllm/test-model") == ModelPrice(input=1.0, output=2.0)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("prices:\n  openai/gpt-4o: {input: cheap}\n")
+    with pytest.raises(UsageError, match=r"prices .*bad.yaml, field 'prices.openai/gpt-4o.input'"):
+        load_prices(bad)
+
+
+def test_token_estimate_is_characters_over_four_plus_chat_overhead() -> None:
+    chat = ModelRequest(
+        id="a",
+        messages=({"role": "system", "content": "x" * 10}, {"role": "user", "content": "y" * 7}),
+        params=SamplingParams(max_tokens=3, n=2),
+    )
+    assert estimate_tokens(chat) == (math.ceil(17 / 4) + 2 * 4 + 3, 6)
+    legacy = ModelRequest(id="b", prompt="The nurse is")
+    assert estimate_tokens(legacy) == (3, DEFAULT_OUTPUT_TOKENS)
+
+
+def test_dry_run_counts_cache_hits_as_free_and_sends_nothing(
+    server: OpenAIServer, prices: Path, tmp_path: Path
+) -> None:
+    base = ["run", "resume-screening", "--model", "vllm/test-model", "--base-url", server.base_url,
+            "--runs-dir", str(tmp_path), *SMALL]  # fmt: skip
+    code, out, _ = invoke(*base, "--dry-run", "--prices", str(prices))
+    assert code == 0 and server.request_count == 0 and not list(tmp_path.glob("2*"))
+    lines = out.splitlines()
+    assert lines[0] == "dry run of vllm/test-model: 48 requests, 0 in the cache (free), 48 to send"
+    assert lines[2].startswith("estimated cost: $0.0") and "prices change" in lines[2]
+    assert invoke(*base)[0] == 0 and server.request_count == 48
+    code, out, _ = invoke(*base, "--dry-run", "--prices", str(prices))
+    assert out.splitlines()[0].endswith("48 in the cache (free), 0 to send")
+    assert "estimated cost: $0.0000" in out
+    code, out, _ = invoke(*base, "--dry-run")  # self-hosted, no price file: free, and says so
+    assert out.splitlines()[-1] == "estimated cost: $0.00 (local or self-hosted model)"
+
+
+def test_max_cost_refuses_to_start_above_the_estimate(
+    server: OpenAIServer, prices: Path, tmp_path: Path
+) -> None:
+    code, _, err = invoke(
+        "run", "resume-screening", "--model", "vllm/test-model", "--base-url", server.base_url,
+        "--runs-dir", str(tmp_path), *SMALL, "--prices", str(prices), "--max-cost", "0.001",
+    )  # fmt: skip
+    assert code == 2 and server.request_count == 0 and not list(tmp_path.glob("2*"))
+    assert "--max-cost $0.001: not started, the estimate is $0.0" in err
+    assert "nothing was sent" in err
+
+
+def test_max_cost_within_the_estimate_runs_and_reports_the_spend(
+    server: OpenAIServer, prices: Path, tmp_path: Path
+) -> None:
+    code, out, err = invoke(
+        "run", "resume-screening", "--model", "vllm/test-model", "--base-url", server.base_url,
+        "--runs-dir", str(tmp_path), *SMALL, "--prices", str(prices), "--max-cost", "5",
+    )  # fmt: skip
+    lines = out.splitlines()
+    assert code == 0 and server.request_count == 48
+    assert lines[-2].startswith("spent: $0.0") and lines[-2].endswith(" of $5")
+    assert lines[-1].startswith(f"run: {tmp_path}") and "estimated cost:" in err
+
+
+def test_spend_crossing_the_budget_stops_the_run_cleanly(
+    server: OpenAIServer, tmp_path: Path
+) -> None:
+    spec = parse_spec(
+        {"task": "resume-screening", "model": "vllm/test-model", "base_url": server.base_url,
+         "runs_dir": str(tmp_path), "jobs": "software-engineer", "names_per_group": 1,
+         "concurrency": 1}
+    )  # fmt: skip
+    inner = resolve_model("vllm/test-model", base_url=server.base_url)
+    # About 100 prompt tokens an answer at $100 per million: the budget holds ten answers.
+    budgeted = BudgetedProvider(inner, ModelPrice(input=100.0, output=100.0), max_cost=0.1)
+    with pytest.raises(RunAbortedError, match=r"spent \$0\.1\d* of the --max-cost \$0\.1 budget"):
+        run_spec(spec, provider=budgeted, command=["test"])
+    (run_dir,) = tmp_path.glob("2*")
+    manifest = read_manifest(run_dir)
+    sent = server.request_count
+    assert manifest.status == "aborted" and "--max-cost" in (manifest.error or "")
+    assert 1 <= sent < 48 and manifest.counts.failures == 48 - sent
+    records = read_responses(run_dir)
+    assert sum(r.error is None for r in records) == sent and len(records) == 48
+
+    rerun = run_spec(spec, command=["test"])  # the answers that arrived are cached
+    assert rerun.exit_code == 0 and server.request_count == 48
+    assert rerun.manifest.counts.cache_hits == sent

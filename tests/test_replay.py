@@ -1,0 +1,123 @@
+"""`biasaudit replay`: every run kind rebuilt from the cache, identically, and portably."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from biasaudit.audit_kinds import run_spec
+from biasaudit.cli import cli
+from biasaudit.errors import UsageError
+from biasaudit.fanout import FanoutOptions, run_fanout
+from biasaudit.loop import run_async
+from biasaudit.providers import ModelRequest
+from biasaudit.replay import find_cache, metric_differences, replay_run
+from biasaudit.runs import read_manifest
+from biasaudit.spec import parse_spec
+
+SPECS: dict[str, dict[str, Any]] = {
+    "allocation": {"task": "resume-screening", "jobs": "software-engineer", "names_per_group": 2,
+                   "rounds": 100, "bootstrap": 200, "gap_bootstrap": 40},
+    "grade-score": {"task": "grade-score", "items": "demo"},
+    "ruted": {"task": "ruted", "contexts": "standard,bedtime", "replicates": 3},
+}  # fmt: skip
+
+
+def audit_run(kind: str, runs_dir: Path) -> Path:
+    spec = parse_spec({**SPECS[kind], "model": "sim/biased", "runs_dir": str(runs_dir)})
+    return run_spec(spec, command=["test"]).run_dir
+
+
+def metrics_without_requests(run_dir: Path) -> dict[str, Any]:
+    data = json.loads((run_dir / "metrics.json").read_text())
+    data.pop("requests")
+    return data
+
+
+@pytest.mark.parametrize("kind", sorted(SPECS))
+def test_replay_reproduces_every_audit_kind_from_the_cache(kind: str, tmp_path: Path) -> None:
+    original = audit_run(kind, tmp_path)
+    result = replay_run(original)
+    assert result.differences == [] and result.exit_code == 0
+    assert result.run_dir.parent == original.parent and result.run_dir != original
+    assert metrics_without_requests(result.run_dir) == metrics_without_requests(original)
+    manifest = read_manifest(result.run_dir)
+    assert manifest.kind == kind and manifest.replay_of == str(original)
+    assert manifest.counts.sent == 0 and manifest.counts.cache_hits == manifest.counts.requests
+    assert manifest.settings["replay"] is True
+    for table in ("scores.csv", "items.csv", "trials.csv", "occupations.csv"):
+        if (original / table).exists():
+            assert (result.run_dir / table).read_bytes() == (original / table).read_bytes()
+
+
+def test_replay_rebuilds_fanout_responses(tmp_path: Path) -> None:
+    requests = [
+        ModelRequest(id=f"q{i}", messages=({"role": "user", "content": f"Answer Yes or No: {i}"},))
+        for i in range(5)
+    ]
+    options = FanoutOptions(model="sim/biased", runs_dir=tmp_path, command=["test"])
+    original = run_async(run_fanout(requests, options)).run_dir
+    result = replay_run(original)
+    assert result.kind == "fanout" and result.differences == []
+    lines = (result.run_dir / "responses.jsonl").read_text().splitlines()
+    assert len(lines) == 5 and all(json.loads(line)["cached"] for line in lines)
+
+
+def test_a_run_and_its_cache_copied_elsewhere_replay_there(tmp_path: Path) -> None:
+    original = audit_run("allocation", tmp_path / "here")
+    elsewhere = tmp_path / "there"
+    elsewhere.mkdir()
+    shutil.copytree(original, elsewhere / original.name)
+    shutil.copy(tmp_path / "here" / "cache.sqlite", elsewhere / "cache.sqlite")
+    shutil.rmtree(tmp_path / "here")  # the recorded cache path is gone
+    copied = elsewhere / original.name
+    result = replay_run(copied)
+    assert result.differences == [] and result.run_dir.parent == elsewhere
+    assert metrics_without_requests(result.run_dir) == metrics_without_requests(copied)
+
+
+def test_replay_names_the_missing_answers_and_computes_nothing(tmp_path: Path) -> None:
+    original = audit_run("allocation", tmp_path)
+    with sqlite3.connect(tmp_path / "cache.sqlite") as db:
+        db.execute("DELETE FROM responses WHERE rowid IN (SELECT rowid FROM responses LIMIT 3)")
+    before = set(tmp_path.iterdir())
+    with pytest.raises(UsageError, match=r"3 of 96 answers are missing from the cache .*e\.g\. "):
+        replay_run(original)
+    (failed,) = set(tmp_path.iterdir()) - before
+    assert read_manifest(failed).status == "failed" and not (failed / "metrics.json").exists()
+
+
+def test_no_cache_anywhere_names_the_places_looked_at(tmp_path: Path) -> None:
+    original = audit_run("allocation", tmp_path)
+    (tmp_path / "cache.sqlite").rename(tmp_path / "moved.sqlite")
+    with pytest.raises(UsageError, match=r"cannot find the cache .* pass --cache FILE"):
+        find_cache(original, read_manifest(original))
+    assert replay_run(original, cache=tmp_path / "moved.sqlite").differences == []
+
+
+def test_metric_differences_ignore_request_counts_only() -> None:
+    before = {"requests": {"sent": 5}, "groups": {"B_M": {"rabbi": 0.1, "n": 3}}}
+    after = {"requests": {"sent": 0}, "groups": {"B_M": {"rabbi": 0.2, "n": 3}}, "new": 1}
+    assert metric_differences(before, after) == ["groups.B_M.rabbi", "new"]
+
+
+def test_cli_replay_prints_the_table_then_the_run(tmp_path: Path) -> None:
+    original = audit_run("allocation", tmp_path)
+    result = CliRunner().invoke(cli, ["replay", str(original)], catch_exceptions=False)
+    lines = result.stdout.splitlines()
+    assert result.exit_code == 0, result.output
+    assert lines[0].startswith("resume-screening audit of sim/biased")
+    assert lines[-2] == f"replay: metrics identical to {original} (request counts aside)"
+    assert lines[-1].startswith(f"run: {tmp_path}")
+
+
+def test_cli_replay_of_something_else_is_a_usage_error(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["replay", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "is not a run directory (no manifest.json)" in result.output
