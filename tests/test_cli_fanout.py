@@ -105,7 +105,7 @@ def test_replay_miss_fails_clearly(tmp_path: Path) -> None:
 )
 def test_bad_input_names_line_and_field(tmp_path: Path, line: object, expected: str) -> None:
     path = write_lines(tmp_path / "in.jsonl", {"id": "a", "prompt": "fine"}, line)
-    code, out, err = run_cli(
+    code, _, err = run_cli(
         "fanout", str(path), "--model", "sim/biased", "--runs-dir", str(tmp_path / "runs")
     )
     assert code == 2, err

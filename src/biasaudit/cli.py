@@ -59,8 +59,12 @@ def cli() -> None:
 
 @cli.command()
 @click.argument("prompts", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--model", "-m", required=True, help="provider/model, e.g. openai/gpt-4o-mini, sim/biased.")
-@click.option("--base-url", help="API root of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1.")
+@click.option(
+    "--model", "-m", required=True, help="provider/model, e.g. openai/gpt-4o-mini, sim/biased."
+)
+@click.option(
+    "--base-url", help="API root of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1."
+)
 @click.option(
     "--api-key-env",
     metavar="NAME",
@@ -69,13 +73,15 @@ def cli() -> None:
 )
 @click.option("--concurrency", default=16, show_default=True, type=click.IntRange(1, 4096),
               help="Most requests in flight; lowered automatically on rate limits.")
-@click.option("--rpm", type=click.FloatRange(min=0, min_open=True), help="Most requests per minute.")
+@click.option(
+    "--rpm", type=click.FloatRange(min=0, min_open=True), help="Most requests per minute."
+)
 @click.option("--max-retries", default=6, show_default=True, type=click.IntRange(0, 100),
               help="Retries of a failed request (transient errors only).")
-@click.option("--timeout", default=60.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
-              help="Seconds one attempt may take.")
-@click.option("--runs-dir", default=Path("runs"), show_default=True, type=click.Path(path_type=Path),
-              help="Where run directories go.")
+@click.option("--timeout", default=60.0, show_default=True,
+              type=click.FloatRange(min=0, min_open=True), help="Seconds one attempt may take.")
+@click.option("--runs-dir", default=Path("runs"), show_default=True,
+              type=click.Path(path_type=Path), help="Where run directories go.")
 @click.option("--cache", "cache_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Response cache file [default: RUNS_DIR/cache.sqlite].")
 @click.option("--replay", is_flag=True, help="Answer only from the cache; never touch the network.")
@@ -118,7 +124,9 @@ def cache() -> None:
 
 
 @cache.command("stats")
-@click.option("--runs-dir", default=Path("runs"), show_default=True, type=click.Path(path_type=Path))
+@click.option(
+    "--runs-dir", default=Path("runs"), show_default=True, type=click.Path(path_type=Path)
+)
 @click.option("--cache", "cache_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Cache file [default: RUNS_DIR/cache.sqlite].")
 @_reports_errors

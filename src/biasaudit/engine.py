@@ -471,7 +471,9 @@ class Engine:
                         "the account's quota or spend limit is probably exhausted"
                     ) from error
                 result.error, result.error_type = str(error), type(error).__name__
-                logger.warning("%s failed after %d attempts: %s", request.id, result.attempts, error)
+                logger.warning(
+                    "%s failed after %d attempts: %s", request.id, result.attempts, error
+                )
                 return result
         result.response, result.latency_s = response, latency
         self._successes += 1

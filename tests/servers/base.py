@@ -29,7 +29,7 @@ _START_TIMEOUT_S = 10.0
 # fault) are cut after this long instead of aiohttp's 60 s default.
 _SHUTDOWN_GRACE_S = 0.2
 
-_HTML_ERROR = b"<html><head><title>502 Bad Gateway</title></head><body><center><h1>502 Bad Gateway</h1></center><hr><center>nginx</center></body></html>\n"  # noqa: E501
+_HTML_ERROR = b"<html><head><title>502 Bad Gateway</title></head><body><center><h1>502 Bad Gateway</h1></center><hr><center>nginx</center></body></html>\n"
 
 Builder = Callable[[JsonDict, Fault | None], JsonDict]
 
