@@ -18,7 +18,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TextIO
 
 import pandas as pd
@@ -37,7 +36,7 @@ from .allocation import (
 from .errors import BiasauditError
 from .loop import run_async
 from .providers import Provider, resolve_model
-from .runs import Manifest
+from .runs import RunResult
 from .session import RunSession
 from .spec import AuditSpec
 from .tasks import (
@@ -53,18 +52,10 @@ __all__ = ["AuditResult", "audit", "run_audit"]
 
 
 @dataclass(frozen=True)
-class AuditResult:
+class AuditResult(RunResult):
     """A finished audit: where its run is, its manifest and its metrics."""
 
-    run_dir: Path
-    manifest: Manifest
     metrics: AllocationMetrics
-
-    @property
-    def exit_code(self) -> int:
-        """0 when every request got an answer, 1 when some did not."""
-        counts = self.manifest.counts
-        return 0 if self.manifest.status == "completed" and counts.failures == 0 else 1
 
 
 def audit(

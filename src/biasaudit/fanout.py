@@ -23,7 +23,7 @@ from .engine import EngineSettings
 from .errors import InputError, UsageError
 from .loop import run_async
 from .providers import ModelRequest, resolve_model
-from .runs import Manifest
+from .runs import RunResult
 from .session import RunSession
 
 __all__ = ["FanoutOptions", "FanoutResult", "fanout", "read_prompts", "run_fanout"]
@@ -62,15 +62,8 @@ class FanoutOptions:
 
 
 @dataclass(frozen=True)
-class FanoutResult:
-    run_dir: Path
-    manifest: Manifest
-
-    @property
-    def exit_code(self) -> int:
-        """0 when every prompt got an answer, 1 when some did not."""
-        counts = self.manifest.counts
-        return 0 if self.manifest.status == "completed" and counts.failures == 0 else 1
+class FanoutResult(RunResult):
+    """A finished fan-out: its run directory and manifest."""
 
 
 def read_prompts(path: str | Path) -> list[ModelRequest]:

@@ -32,7 +32,6 @@ import math
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TextIO
 
 import pandas as pd
@@ -45,7 +44,7 @@ from .metrics import GradeScore, GradeScoreSummary, grade_score, grade_score_sum
 from .metrics._grade import mean_interval
 from .probes import ChoiceProbe
 from .providers import Provider, resolve_model
-from .runs import Manifest
+from .runs import RunResult
 from .session import RunSession
 from .spec import ALLOCATION_ONLY_FIELDS, GradeScoreSpec
 from .tasks import GradeItem, GradeScorePlan, GradeScoreTask, build_grade_score_task
@@ -113,19 +112,11 @@ class GradeScoreMetrics(BaseModel):
 
 
 @dataclass(frozen=True)
-class GradeScoreResult:
+class GradeScoreResult(RunResult):
     """A finished Grade Score audit: its run, manifest, metrics and per-item figures."""
 
-    run_dir: Path
-    manifest: Manifest
     metrics: GradeScoreMetrics
     items: pd.DataFrame
-
-    @property
-    def exit_code(self) -> int:
-        """0 when every request got an answer, 1 when some did not."""
-        counts = self.manifest.counts
-        return 0 if self.manifest.status == "completed" and counts.failures == 0 else 1
 
 
 def grade_audit(

@@ -20,6 +20,7 @@ import json
 import os
 import secrets
 import tempfile
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -34,6 +35,7 @@ __all__ = [
     "ResponseRecord",
     "RunCounts",
     "RunDirectory",
+    "RunResult",
     "TokenUsage",
 ]
 
@@ -119,6 +121,20 @@ class ResponseRecord(BaseModel):
         None, description="Pointwise: label probabilities normalised over the label set."
     )
     irregular: int | None = Field(None, description="Answers outside the label set.")
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """A finished run: where its directory is, and its manifest."""
+
+    run_dir: Path
+    manifest: Manifest
+
+    @property
+    def exit_code(self) -> int:
+        """0 when every request got an answer, 1 when some did not."""
+        counts = self.manifest.counts
+        return 0 if self.manifest.status == "completed" and counts.failures == 0 else 1
 
 
 def new_run_id(kind: str, model_id: str) -> str:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TextIO
 
 import pandas as pd
@@ -36,7 +35,7 @@ from .audit import _request_counts
 from .errors import BiasauditError, LogprobsUnavailableError, RunAbortedError
 from .loop import run_async
 from .providers import Provider, resolve_model
-from .runs import Manifest
+from .runs import RunResult
 from .ruted_metrics import ContextMetrics, RutedMetrics, context_metrics, occupations_csv
 from .session import RunSession
 from .spec import ALLOCATION_ONLY_FIELDS, RutedSpec
@@ -52,18 +51,10 @@ _SOURCES = {
 
 
 @dataclass(frozen=True)
-class RutedResult:
+class RutedResult(RunResult):
     """A finished RUTEd audit: where its run is, its manifest and its metrics."""
 
-    run_dir: Path
-    manifest: Manifest
     metrics: RutedMetrics
-
-    @property
-    def exit_code(self) -> int:
-        """0 when every request got an answer, 1 when some did not."""
-        counts = self.manifest.counts
-        return 0 if self.manifest.status == "completed" and counts.failures == 0 else 1
 
 
 def ruted_audit(
