@@ -51,6 +51,15 @@ def _reports_errors(command: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def _base_urls(
+    _ctx: click.Context, _param: click.Parameter, urls: tuple[str, ...]
+) -> str | tuple[str, ...] | None:
+    """``--base-url`` given once is one server; given again, replicas of one model."""
+    if not urls:
+        return None
+    return urls[0] if len(urls) == 1 else urls
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="biasaudit")
 def cli() -> None:
@@ -63,7 +72,9 @@ def cli() -> None:
     "--model", "-m", required=True, help="provider/model, e.g. openai/gpt-4o-mini, sim/biased."
 )
 @click.option(
-    "--base-url", help="API root of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1."
+    "--base-url", multiple=True, callback=_base_urls,
+    help="API root of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1; "
+    "give it again for each replica of the same model.",
 )
 @click.option(
     "--api-key-env",
@@ -177,7 +188,8 @@ def providers() -> None:
 
 _AUDIT_OPTIONS = [
     click.option("--model", "-m", help="provider/model, e.g. openai/gpt-4o-mini, sim/biased."),
-    click.option("--base-url", help="API root of an OpenAI-compatible server."),
+    click.option("--base-url", multiple=True, callback=_base_urls,
+                 help="API root of an OpenAI-compatible server (again for each replica)."),
     click.option("--api-key-env", metavar="NAME", help="Environment variable holding the key."),
     click.option(
         "--method",
@@ -256,14 +268,15 @@ def _run_audit(fields: dict[str, Any], *, spec_file: Path | None = None) -> None
     if not spec.replay:
         from .cli_runs import check_budget
 
-        check_budget(spec, **budget)  # exits after a dry run or a budgeted run
+        check_budget(spec, report=report, **budget)  # exits after a dry run or a budgeted run
     if isinstance(spec, GradeScoreSpec):
         _run_grade_score(spec, report=report)
     if isinstance(spec, RutedSpec):
         _run_ruted(spec, report=report)
     result = audit(spec, command=["biasaudit", *sys.argv[1:]])
-    for line in allocation_table(result.metrics):
-        click.echo(line)
+    from .rich_tables import audit_view, echo_table
+
+    echo_table(allocation_table(result.metrics), lambda: audit_view(result.metrics, result.run_dir))
     _write_report(result.run_dir, report)
     click.echo(f"run: {result.run_dir}")
     sys.exit(result.exit_code)
@@ -275,8 +288,10 @@ def _run_grade_score(spec: GradeScoreSpec, *, report: bool = True) -> None:
     from .grade_report import grade_score_table
 
     result = grade_audit(spec, command=["biasaudit", *sys.argv[1:]])
-    for line in grade_score_table(result.metrics, result.items):
-        click.echo(line)
+    from .rich_tables import echo_table, grade_score_view
+
+    table = grade_score_table(result.metrics, result.items)
+    echo_table(table, lambda: grade_score_view(result.metrics, result.items))
     _write_report(result.run_dir, report)
     click.echo(f"run: {result.run_dir}")
     sys.exit(result.exit_code)
@@ -288,8 +303,9 @@ def _run_ruted(spec: RutedSpec, *, report: bool = True) -> None:
     from .ruted_report import ruted_table
 
     result = ruted_audit(spec, command=["biasaudit", *sys.argv[1:]])
-    for line in ruted_table(result.metrics):
-        click.echo(line)
+    from .rich_tables import echo_table, ruted_view
+
+    echo_table(ruted_table(result.metrics), lambda: ruted_view(result.metrics))
     _write_report(result.run_dir, report)
     click.echo(f"run: {result.run_dir}")
     sys.exit(result.exit_code)
@@ -534,7 +550,7 @@ def _write_study_report(
               help="report.html (self-contained), report.md (figures in report_figures/), or both.")
 @_reports_errors
 def report_command(run_dir: Path, report_format: str) -> None:
-    """Write the report of a run (allocation, grade-score, ruted) or a study folder into it.
+    """Write the report of a run (allocation, grade-score, ruted), a study or a compare folder.
 
     The HTML file stands alone: figures embedded, no network needed to read it.
     A simulated model is labelled as such in every section.

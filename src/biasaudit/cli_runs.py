@@ -31,6 +31,7 @@ def check_budget(
     dry_run: bool = False,
     max_cost: float | None = None,
     prices: Path | None = None,
+    report: bool = True,
 ) -> None:
     """Before ``biasaudit run``: the dry run, the cost notice, and the budgeted run.
 
@@ -90,9 +91,14 @@ def check_budget(
 
     budgeted = BudgetedProvider(provider, estimate.price, max_cost)
     finished = run_spec(spec, provider=budgeted, command=["biasaudit", *sys.argv[1:]])
-    for line in finished.table:
-        click.echo(line)
+    from .rich_tables import audit_view, echo_table
+
+    echo_table(finished.table, lambda: audit_view(finished.metrics, finished.run_dir))
     click.echo(f"spent: ${budgeted.spent:.4f} of ${max_cost:g}")
+    if report and finished.run_dir.joinpath("metrics.json").is_file():
+        from .html_report import write_report
+
+        _write_reports(lambda: write_report(finished.run_dir))
     click.echo(f"run: {finished.run_dir}")
     sys.exit(finished.exit_code)
 
@@ -101,6 +107,30 @@ def register(group: click.Group, reports_errors: Decorator) -> None:
     """Add the commands of this module to ``group``."""
     for build in (_replay_command, _compare_command, _reaudit_command, _history_command):
         group.add_command(build(reports_errors))
+
+
+_NO_REPORT = click.option(
+    "--no-report", is_flag=True, help="Skip report.html / report.md ('biasaudit report' later)."
+)
+_REPORTED_KINDS = ("allocation", "grade-score", "ruted")
+
+
+def _write_reports(write: Callable[[], list[Path]]) -> None:
+    """Write reports after the command's output, naming the HTML files on stderr.
+
+    A report that cannot be drawn is a warning: the run or comparison is done and kept.
+    """
+    from .errors import BiasauditError
+    from .secrets import redact
+
+    try:
+        paths = write()
+    except (BiasauditError, ImportError, OSError, ValueError) as error:
+        click.echo(f"warning: no report written: {redact(str(error))}", err=True)
+        return
+    for path in paths:
+        if path.suffix == ".html":
+            click.echo(f"report: {path}", err=True)
 
 
 def _replay_command(reports_errors: Decorator) -> click.Command:
@@ -117,8 +147,11 @@ def _replay_command(reports_errors: Decorator) -> click.Command:
         type=click.Path(path_type=Path),
         help="Where the replay's run goes [default: beside the original].",
     )
+    @_NO_REPORT
     @reports_errors
-    def replay(run_dir: Path, cache_path: Path | None, runs_dir: Path | None) -> None:
+    def replay(
+        run_dir: Path, cache_path: Path | None, runs_dir: Path | None, no_report: bool = False
+    ) -> None:
         """Rebuild a run's scores, metrics and table from the cache; sends nothing.
 
         Works for allocation, grade-score, ruted and fanout runs. The replay is
@@ -131,8 +164,15 @@ def _replay_command(reports_errors: Decorator) -> click.Command:
         result = replay_run(
             run_dir, cache=cache_path, runs_dir=runs_dir, command=["biasaudit", *sys.argv[1:]]
         )
-        for line in result.table:
-            click.echo(line)
+        from .audit_kinds import read_metrics
+        from .rich_tables import audit_view, echo_table
+
+        echo_table(
+            result.table,
+            None
+            if result.kind == "fanout"
+            else lambda: audit_view(read_metrics(result.run_dir, result.kind), result.run_dir),
+        )
         if result.differences:
             shown = ", ".join(result.differences[:10])
             more = len(result.differences) - 10
@@ -141,6 +181,10 @@ def _replay_command(reports_errors: Decorator) -> click.Command:
         else:
             what = "responses" if result.kind == "fanout" else "metrics"
             click.echo(f"replay: {what} identical to {run_dir} (request counts aside)")
+        if not no_report and result.kind in _REPORTED_KINDS:
+            from .html_report import write_report
+
+            _write_reports(lambda: write_report(result.run_dir))
         click.echo(f"run: {result.run_dir}")
         sys.exit(result.exit_code)
 
@@ -172,6 +216,13 @@ def _compare_command(reports_errors: Decorator) -> click.Command:
         type=click.Path(dir_okay=False, path_type=Path),
         help="Also write the comparison, every test included, to this JSON file.",
     )
+    @click.option(
+        "--report-dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        help="Where compare.json and report.html / report.md go "
+        "[default: a new folder beside RUN_B].",
+    )
+    @click.option("--no-report", is_flag=True, help="Print the comparison only; write no folder.")
     @reports_errors
     def compare(
         run_a: Path,
@@ -180,21 +231,31 @@ def _compare_command(reports_errors: Decorator) -> click.Command:
         bootstrap: int,
         show_all: bool,
         json_path: Path | None,
+        report_dir: Path | None = None,
+        no_report: bool = False,
     ) -> None:
-        """What changed from RUN_A to RUN_B, with significance; writes nothing by default.
+        """What changed from RUN_A to RUN_B, with significance.
 
         Model versions and system fingerprints the endpoints reported; for each
         figure (per group for allocation runs) the difference B - A with its 95%
         interval and a test of no change, Holm-adjusted; and a verdict: no change,
-        changed, or model version changed without measurable change. Exit status 0.
+        changed, or model version changed without measurable change. Unless
+        --no-report, writes compare.json, report.html and report.md into a new
+        folder beside RUN_B (named on stderr). Exit status 0.
         """
         from .compare import compare_runs, comparison_lines, write_comparison
 
         comparison = compare_runs(run_a, run_b, alpha=alpha, bootstrap=bootstrap)
-        for line in comparison_lines(comparison, show_all=show_all):
-            click.echo(line)
+        from .rich_tables import comparison_view, echo_table
+
+        lines = comparison_lines(comparison, show_all=show_all)
+        echo_table(lines, lambda: comparison_view(comparison, show_all=show_all))
         if json_path is not None:
             write_comparison(comparison, json_path)
+        if not no_report:
+            from .html_report import write_compare_report
+
+            _write_reports(lambda: write_compare_report(comparison, report_dir=report_dir))
 
     return compare
 
@@ -221,13 +282,21 @@ def _reaudit_command(reports_errors: Decorator) -> click.Command:
         type=click.FloatRange(0, 1),
         help="Level of the Holm-adjusted tests of no change.",
     )
+    @_NO_REPORT
     @reports_errors
-    def reaudit(spec_file: Path, history: Path | None, fail_on: str | None, alpha: float) -> None:
+    def reaudit(
+        spec_file: Path,
+        history: Path | None,
+        fail_on: str | None,
+        alpha: float,
+        no_report: bool = False,
+    ) -> None:
         """Run SPEC.yaml afresh and compare it with its latest run in the history.
 
         The model is asked again (cached answers are not read, new ones are
         stored); the comparison is printed and kept in the new run as
-        compare.json. Exit status: 0, 1 some requests failed, 2 bad spec,
+        compare.json, with the run's report.html and the comparison's
+        compare.html (unless --no-report). Exit status: 0, 1 some requests failed, 2 bad spec,
         3 the --fail-on condition was met (for cron or a CI schedule).
         """
         from .compare import comparison_lines
@@ -241,17 +310,23 @@ def _reaudit_command(reports_errors: Decorator) -> click.Command:
             alpha=alpha,
             command=["biasaudit", *sys.argv[1:]],
         )
-        for line in result.finished.table:
-            click.echo(line)
+        from .rich_tables import audit_view, comparison_view, echo_table
+
+        finished = result.finished
+        echo_table(finished.table, lambda: audit_view(finished.metrics, finished.run_dir))
         click.echo("")
         if result.comparison is None:
             click.echo("baseline: none (the first completed run of this spec here)")
         else:
             click.echo(f"baseline: {result.baseline}")
-            for line in comparison_lines(result.comparison):
-                click.echo(line)
+            comparison = result.comparison
+            echo_table(comparison_lines(comparison), lambda: comparison_view(comparison))
         if result.alert:
             click.echo(f"alert: --fail-on {fail_on} met", err=True)
+        if not no_report and (result.finished.run_dir / "metrics.json").is_file():
+            from .html_report import write_report
+
+            _write_reports(lambda: write_report(result.finished.run_dir))
         click.echo(f"run: {result.finished.run_dir}")
         sys.exit(result.exit_code)
 

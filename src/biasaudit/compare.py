@@ -55,6 +55,7 @@ __all__ = [
     "VersionChange",
     "compare_runs",
     "comparison_lines",
+    "read_comparison",
     "write_comparison",
 ]
 
@@ -145,6 +146,21 @@ class Comparison:
         for test, row in zip(self.tests, data["tests"], strict=True):
             row["changed"] = test.changed(self.alpha)
         return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Comparison:
+        """The comparison :meth:`to_json` wrote; its derived fields are recomputed, not read."""
+        versions = {name: tuple(v) for name, v in data["versions"].items() if name != "changed"}
+        rows = [{k: v for k, v in row.items() if k != "changed"} for row in data["tests"]]
+        tests = [ChangeTest(**{**row, "ci": tuple(row["ci"])}) for row in rows]
+        named = {name: data[name] for name in ("run_a", "run_b", "kind", "model_a", "model_b")}
+        return cls(
+            **named,
+            versions=VersionChange(**versions),
+            tests=tests,
+            alpha=float(data["alpha"]),
+            notes=list(data.get("notes", [])),
+        )
 
 
 def compare_runs(
@@ -453,3 +469,8 @@ def _test_row(test: ChangeTest) -> str:
 def write_comparison(comparison: Comparison, path: Path) -> None:
     """Write the comparison as JSON (``compare --json``, and a reaudit's ``compare.json``)."""
     path.write_text(json.dumps(comparison.to_json(), indent=2) + "\n", encoding="utf-8")
+
+
+def read_comparison(path: Path) -> Comparison:
+    """Read a comparison :func:`write_comparison` wrote."""
+    return Comparison.from_json(json.loads(path.read_text(encoding="utf-8")))

@@ -34,7 +34,7 @@ class FanoutOptions:
     """Everything ``biasaudit fanout`` takes besides the input file."""
 
     model: str
-    base_url: str | None = None
+    base_url: str | tuple[str, ...] | None = None  # several: replicas of one model
     api_key_env: str | None = None
     concurrency: int = 16
     rpm: float | None = None

@@ -88,7 +88,9 @@ class PriceTable:
     user: dict[str, ModelPrice]
     sources: tuple[str, ...]
 
-    def price(self, model_id: str, *, base_url: str | None = None) -> ModelPrice | None:
+    def price(
+        self, model_id: str, *, base_url: str | Sequence[str] | None = None
+    ) -> ModelPrice | None:
         """The user's price of ``model_id``, else 0 when free, else the shipped price or None."""
         found = _lookup(self.user, model_id)
         if found is not None:
@@ -138,7 +140,7 @@ def _lookup(table: dict[str, ModelPrice], model_id: str) -> ModelPrice | None:
     return table.get(base)
 
 
-def _is_free(model_id: str, base_url: str | None) -> bool:
+def _is_free(model_id: str, base_url: str | Sequence[str] | None) -> bool:
     """sim/, local/ and self-hosted servers: known names without a fixed host, or unknown ones."""
     provider = model_id.partition("/")[0]
     if provider in _FREE_PROVIDERS:
@@ -299,6 +301,9 @@ class BudgetedProvider(Provider):
 
     def describe(self) -> dict[str, object]:
         return {**self.inner.describe(), "max_cost_usd": self.max_cost}
+
+    def run_report(self) -> dict[str, object]:
+        return self.inner.run_report()
 
 
 def estimate_spec_cost(spec: AuditSpec, provider: Provider, prices: PriceTable) -> CostEstimate:

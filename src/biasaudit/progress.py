@@ -1,13 +1,18 @@
-"""A progress line on stderr: rewritten in place on a terminal, a line now and then otherwise."""
+"""Progress on stderr: a rich bar on a terminal, a plain line now and then otherwise."""
 
 from __future__ import annotations
 
 import asyncio
 import sys
 import time
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from .engine import EngineStats
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from .progress_bar import ProgressBar
 
 __all__ = ["ProgressPrinter", "describe_progress"]
 
@@ -40,12 +45,26 @@ class ProgressPrinter:
         A callable returning the stats to show (the engine replaces its object per run).
     stream:
         Where to print; defaults to stderr.
+    console:
+        Draw the rich bar on this console whatever ``stream`` is (tests force a terminal so).
     """
 
-    def __init__(self, stats: object, stream: TextIO | None = None, *, label: str = "") -> None:
+    def __init__(
+        self,
+        stats: object,
+        stream: TextIO | None = None,
+        *,
+        label: str = "",
+        console: Console | None = None,
+    ) -> None:
         self._stats = stats
         self._stream = stream or sys.stderr
-        self._tty = self._stream.isatty()
+        self._tty = console is not None or self._stream.isatty()
+        self._bar: ProgressBar | None = None
+        if self._tty:
+            from .progress_bar import ProgressBar
+
+            self._bar = ProgressBar(console or self._stream, label=label)
         self._interval = 0.25 if self._tty else 5.0
         self._label = label
         self._task: asyncio.Task[None] | None = None
@@ -71,9 +90,8 @@ class ProgressPrinter:
             self._print()
 
     def _print(self, *, final: bool = False) -> None:
-        line = f"{self._label}{describe_progress(self._current())}"
-        if self._tty:
-            self._stream.write("\r\x1b[2K" + line + ("\n" if final else ""))
-        else:
-            self._stream.write(line + "\n")
+        if self._bar is not None:
+            self._bar.show(self._current(), final=final)
+            return
+        self._stream.write(f"{self._label}{describe_progress(self._current())}\n")
         self._stream.flush()

@@ -122,6 +122,7 @@ class RunSession:
 
     async def close(self) -> None:
         """Release the provider, write the final manifest, close the files."""
+        self.manifest.endpoint.update(self.provider.run_report())
         try:
             await self.provider.aclose()
         finally:

@@ -22,7 +22,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from .engine import EngineSettings
 from .errors import UsageError
@@ -51,7 +59,9 @@ class AuditSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     model: str = Field(description="provider/model, e.g. openai/gpt-4o-mini or sim/biased.")
-    base_url: str | None = Field(None, description="API root of an OpenAI-compatible server.")
+    base_url: str | tuple[str, ...] | None = Field(
+        None, description="API root of an OpenAI-compatible server; several for replicas."
+    )
     api_key_env: str | None = Field(None, description="Environment variable holding the key.")
     method: Method = "pointwise"
     scoring: Literal["auto", "logprobs", "samples"] = Field(
@@ -81,6 +91,25 @@ class AuditSpec(BaseModel):
         False, description="Ask the model afresh, never reading cached answers (re-audits)."
     )
     workers: int = Field(1, ge=1, le=64, description="Processes sharing the requests.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _base_urls(cls, data: Any) -> Any:
+        # `base_urls: [...]` (replicas of one model) is another spelling of a list base_url.
+        if isinstance(data, dict) and "base_urls" in data:
+            data = dict(data)
+            urls = data.pop("base_urls")
+            if data.get("base_url") is not None:
+                raise ValueError("give base_url or base_urls, not both")
+            data["base_url"] = urls
+        return data
+
+    @field_validator("base_url", mode="before")
+    @classmethod
+    def _one_url_is_a_string(cls, value: Any) -> Any:
+        if isinstance(value, list | tuple) and len(value) == 1:
+            return value[0]
+        return value
 
     @property
     def cache_path(self) -> Path:

@@ -4,9 +4,13 @@
 figures in ``report_figures/``) into an allocation, Grade Score or RUTEd run
 directory; ``write_study_report(run_dirs)`` writes them into a new study
 directory beside the runs, with ``study.json`` naming the runs, so that
-``write_report`` can rebuild it. The HTML embeds its figures as PNG ``data:``
-URIs and its style sheet inline: it needs no network to be read. A
-simulated model is labelled on every section it appears in.
+``write_report`` can rebuild it; ``write_compare_report(comparison)`` writes
+a comparison's report into a new compare folder beside run B, with
+``compare.json``. A run holding a ``compare.json`` (a re-audit's) gets the
+comparison's report too, as ``compare.html`` and ``compare.md``. The HTML
+embeds its figures as PNG ``data:`` URIs and its style sheet inline: it needs
+no network to be read. A simulated model is labelled on every section it
+appears in.
 """
 
 from __future__ import annotations
@@ -14,9 +18,10 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import ValidationError
 
@@ -26,12 +31,22 @@ from ..runs import read_manifest
 from ._common import read_spec
 from ._document import Document, to_html, to_markdown
 
-__all__ = ["REPORT_FORMATS", "ReportFormat", "write_report", "write_study_report"]
+if TYPE_CHECKING:
+    from ..compare import Comparison
+
+__all__ = [
+    "REPORT_FORMATS",
+    "ReportFormat",
+    "write_compare_report",
+    "write_report",
+    "write_study_report",
+]
 
 ReportFormat = Literal["html", "md", "both"]
 REPORT_FORMATS = ("html", "md", "both")
 FIGURE_DIR = "report_figures"
 STUDY_FILE = "study.json"
+COMPARE_FILE = "compare.json"
 
 
 def _footer(document: Document) -> str:
@@ -40,20 +55,23 @@ def _footer(document: Document) -> str:
     return f"Written by biasaudit {__version__} on {stamp}.{simulated}"
 
 
-def _write(document: Document, folder: Path, report_format: ReportFormat) -> list[Path]:
+def _write(
+    document: Document, folder: Path, report_format: ReportFormat, stem: str = "report"
+) -> list[Path]:
     footer = _footer(document)
+    figure_dir = FIGURE_DIR if stem == "report" else f"{stem}_figures"
     written = []
     if report_format in ("html", "both"):
-        path = folder / "report.html"
+        path = folder / f"{stem}.html"
         path.write_text(to_html(document, footer=footer), encoding="utf-8")
         written.append(path)
     if report_format in ("md", "both"):
-        figures = folder / FIGURE_DIR
+        figures = folder / figure_dir
         figures.mkdir(exist_ok=True)
         for figure in document.figures():
             (figures / figure.name).write_bytes(figure.png)
-        path = folder / "report.md"
-        path.write_text(to_markdown(document, figure_dir=FIGURE_DIR, footer=footer), "utf-8")
+        path = folder / f"{stem}.md"
+        path.write_text(to_markdown(document, figure_dir=figure_dir, footer=footer), "utf-8")
         written.append(path)
     return written
 
@@ -70,6 +88,10 @@ def run_document(run_dir: Path) -> Document:
         from ._study import study_document
 
         return study_document(run_dir)
+    if (run_dir / COMPARE_FILE).exists() and not (run_dir / "manifest.json").exists():
+        from ._compare import compare_document
+
+        return compare_document(run_dir)
     try:
         manifest = read_manifest(run_dir)
     except (OSError, ValidationError):
@@ -95,9 +117,18 @@ def run_document(run_dir: Path) -> Document:
 
 
 def write_report(run_dir: str | Path, report_format: ReportFormat = "both") -> list[Path]:
-    """Write the report of the run or study in ``run_dir`` into it; returns the files written."""
+    """Write the report of the run, study or comparison in ``run_dir`` into it.
+
+    Returns the files written: ``report.html`` / ``report.md``, and for a run
+    holding a ``compare.json`` (a re-audit) ``compare.html`` / ``compare.md`` too.
+    """
     folder = Path(run_dir)
-    return _write(run_document(folder), folder, report_format)
+    written = _write(run_document(folder), folder, report_format)
+    if (folder / COMPARE_FILE).exists() and (folder / "manifest.json").exists():
+        from ._compare import compare_document
+
+        written += _write(compare_document(folder), folder, report_format, stem="compare")
+    return written
 
 
 def write_study_report(
@@ -121,4 +152,31 @@ def write_study_report(
     folder.mkdir(parents=True, exist_ok=True)
     study = {"kind": kind, "runs": runs, "ndcg_at": ndcg_at, "tool_version": __version__}
     (folder / STUDY_FILE).write_text(json.dumps(study, indent=2) + "\n", encoding="utf-8")
+    return write_report(folder, report_format)
+
+
+def write_compare_report(
+    comparison: Comparison,
+    *,
+    report_dir: str | Path | None = None,
+    report_format: ReportFormat = "both",
+) -> list[Path]:
+    """Write a comparison's report into ``report_dir`` (default: a new folder beside run B).
+
+    The folder gets ``compare.json`` (every test, the runs' paths made
+    absolute) besides the report, so ``biasaudit report`` can rebuild it.
+    """
+    from ..compare import write_comparison
+
+    absolute = replace(
+        comparison,
+        run_a=str(Path(comparison.run_a).resolve()),
+        run_b=str(Path(comparison.run_b).resolve()),
+    )
+    if report_dir is None:
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        report_dir = Path(absolute.run_b).parent / f"{stamp}-compare-{secrets.token_hex(2)}"
+    folder = Path(report_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_comparison(absolute, folder / COMPARE_FILE)
     return write_report(folder, report_format)

@@ -144,6 +144,7 @@ def audited_section(
         ("tokens", f"{usage.input_tokens} in, {usage.output_tokens} out (requests sent only)"),
         ("date", f"{manifest.started_at.isoformat(timespec='seconds')} to {ended} ({duration})"),
         ("status", manifest.status + (f": {manifest.error}" if manifest.error else "")),
+        *([("replay of", manifest.replay_of)] if manifest.replay_of else []),
         ("tool", f"biasaudit {manifest.tool_version}; run {manifest.run_id}"),
     ]
     return Section(
@@ -156,12 +157,16 @@ def audited_section(
 def replay_section(manifest: Manifest, run_dir: Path) -> Section:
     """The exact commands that made the run, replay it from the cache, and rebuild this report."""
     command = list(manifest.command)
-    replay = command if "--replay" in command else [*command, "--replay"]
-    lines = [
-        "# the command that made this run",
-        shlex.join(command),
-        "# the same audit answered from the cache only (never touches the network)",
-        shlex.join(replay),
+    lines = ["# the command that made this run", shlex.join(command)]
+    if command[1:2] not in (["replay"], ["reaudit"]):  # those have no --replay of their own
+        replay = command if "--replay" in command else [*command, "--replay"]
+        lines += [
+            "# the same audit answered from the cache only (never touches the network)",
+            shlex.join(replay),
+        ]
+    lines += [
+        "# this run rebuilt from its spec and the cache, and checked against it",
+        shlex.join(["biasaudit", "replay", str(run_dir)]),
         "# this report, rebuilt from the run directory",
         shlex.join(["biasaudit", "report", str(run_dir)]),
     ]

@@ -10,6 +10,7 @@ any other name given with ``--base-url``; ``sim/…`` is the offline simulated m
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
@@ -53,6 +54,8 @@ class ProviderInfo:
 
 
 _UNKNOWN_LOGPROBS = Capabilities(logprobs=None, max_top_logprobs=None)
+# Legacy-completions prompts sent in one request to servers that take a list (vLLM, SGLang).
+PROMPT_BATCH = 32
 
 KNOWN_PROVIDERS: dict[str, ProviderInfo] = {
     "openai": ProviderInfo(
@@ -80,7 +83,7 @@ KNOWN_PROVIDERS: dict[str, ProviderInfo] = {
         "openai", "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY", _UNKNOWN_LOGPROBS
     ),
     "vllm": ProviderInfo(
-        "openai", None, None, Capabilities(max_top_logprobs=20),
+        "openai", None, None, Capabilities(max_top_logprobs=20, prompt_batch=PROMPT_BATCH),
         "top_logprobs capped by the server's --max-logprobs (default 20)",
     ),
     "llamacpp": ProviderInfo(
@@ -89,7 +92,9 @@ KNOWN_PROVIDERS: dict[str, ProviderInfo] = {
     ),
     "ollama": ProviderInfo("openai", None, None, _UNKNOWN_LOGPROBS),
     "tgi": ProviderInfo("openai", None, None, _UNKNOWN_LOGPROBS),
-    "sglang": ProviderInfo("openai", None, None, Capabilities(max_top_logprobs=None)),
+    "sglang": ProviderInfo(
+        "openai", None, None, Capabilities(max_top_logprobs=None, prompt_batch=PROMPT_BATCH)
+    ),
     "lmstudio": ProviderInfo("openai", None, None, _UNKNOWN_LOGPROBS),
     "sim": ProviderInfo("sim", None, None, Capabilities(max_top_logprobs=20), "offline, simulated"),
     # llama-cpp-python's server: chat and completions, both with first-token
@@ -105,12 +110,14 @@ KNOWN_PROVIDERS: dict[str, ProviderInfo] = {
 def resolve_model(
     model_id: str,
     *,
-    base_url: str | None = None,
+    base_url: str | Sequence[str] | None = None,
     api_key_env: str | None = None,
     max_connections: int = 64,
     need_key: bool = True,
 ) -> Provider:
     """Build the provider for ``provider/model``.
+
+    Several base URLs are replicas of one self-hosted model (:mod:`.replicas`).
 
     Reads the API key from the environment now, so a missing key fails before
     any request is sent. ``need_key=False`` (replays, which send nothing) skips it.
@@ -122,6 +129,16 @@ def resolve_model(
     MissingAPIKeyError
         The key's environment variable is unset.
     """
+    if base_url is not None and not isinstance(base_url, str):
+        from .replicas import build_replica_set
+
+        return build_replica_set(
+            base_url,
+            lambda url: resolve_model(
+                model_id, base_url=url, api_key_env=api_key_env,
+                max_connections=max_connections, need_key=need_key,
+            ),
+        )  # fmt: skip
     provider = _build(model_id, base_url, api_key_env, max_connections, need_key)
     # Without a spec the engine runs no worker processes: each would start a local
     # model's server of its own, and that server computes one request at a time.

@@ -98,6 +98,13 @@ class Provider(ABC):
     async def aclose(self) -> None:  # noqa: B027 - optional hook, not abstract
         """Release connections; the default has none."""
 
+    def run_report(self) -> dict[str, object]:
+        """What the provider counted during the run, added to the manifest's endpoint at the end.
+
+        Nothing by default; a replica set reports each replica's counts.
+        """
+        return {}
+
     def describe(self) -> dict[str, object]:
         """What the manifest records about the endpoint (never a key)."""
         return {

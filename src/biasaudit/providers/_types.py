@@ -174,3 +174,6 @@ class Capabilities(BaseModel):
     max_top_logprobs: int | None = 20
     n: bool = True
     seed: bool = True
+    prompt_batch: int = Field(
+        1, ge=1, description="Most legacy-completions prompts one request may carry (a list)."
+    )

@@ -14,11 +14,13 @@ those variants:
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from ..errors import LogprobsUnavailableError, ProviderError, TransientProviderError
 from ..secrets import redact, remember_secret
 from ._base import classify_status
+from ._prompt_batch import PromptBatcher, split_choices
 from ._sdk import SDKProvider, connection_error, http_module
 from ._types import Capabilities, FirstTokenLogprobs, ModelRequest, ModelResponse, Usage
 
@@ -66,6 +68,7 @@ class OpenAICompatibleProvider(SDKProvider):
         self._max_connections = max_connections
         self._max_completion_tokens = uses_max_completion_tokens
         self._http: Any = None
+        self._batcher: PromptBatcher | None = None
 
     def __repr__(self) -> str:  # never show the key
         return f"OpenAICompatibleProvider({self.model_id!r}, base_url={self.base_url!r})"
@@ -82,6 +85,10 @@ class OpenAICompatibleProvider(SDKProvider):
         )
 
     async def complete(self, request: ModelRequest, *, timeout: float) -> ModelResponse:
+        if request.kind == "completion" and self.capabilities.prompt_batch > 1:
+            if self._batcher is None:
+                self._batcher = PromptBatcher(self.capabilities.prompt_batch, self._complete_many)
+            return await self._batcher.submit(request, timeout)
         client = self._sdk()
         if request.kind == "chat":
             path = "/chat/completions"
@@ -98,6 +105,35 @@ class OpenAICompatibleProvider(SDKProvider):
         )
         body = _json_body(http_response)
         return _parse_body(body, request, request_id=http_response.headers.get("x-request-id"))
+
+    async def _complete_many(
+        self, requests: Sequence[ModelRequest], timeout: float
+    ) -> list[ModelResponse | Exception]:
+        """Legacy completions of several prompts with the same parameters, in one request."""
+        first = requests[0]
+        prompts = [r.prompt for r in requests]
+        payload: dict[str, Any] = {"model": self.model, "prompt": prompts[0]}
+        if len(prompts) > 1:
+            payload["prompt"] = prompts
+        payload |= _completion_params(first)
+        http_response = await self._sdk().post(
+            "/completions", cast_to=self._http.Response, body=payload, options={"timeout": timeout}
+        )
+        body = _json_body(http_response)
+        request_id = http_response.headers.get("x-request-id")
+        bodies = split_choices(body, len(requests), first.params.n or 1)
+        outcomes: list[ModelResponse | Exception] = []
+        for request, part in zip(requests, bodies, strict=True):
+            try:
+                outcomes.append(_parse_body(part, request, request_id=request_id))
+            except Exception as error:  # one prompt's bad answer fails that prompt alone
+                outcomes.append(error)
+        return outcomes
+
+    async def aclose(self) -> None:
+        if self._batcher is not None:
+            await self._batcher.aclose()
+        await super().aclose()
 
     def _chat_params(self, request: ModelRequest) -> dict[str, Any]:
         p = request.params
