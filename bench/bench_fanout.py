@@ -6,9 +6,12 @@
    requests/s, peak RSS of the biasaudit process, and the ratio to the
    theoretical floor N x L / C.
 2. Replay of a run of R responses from the cache (``--replay``), wall time.
+3. With ``--cpu``: the client's CPU time per request (user + system, from
+   ``getrusage``), fanning out in this process; other load on the machine,
+   which moves wall times a lot, hardly moves this figure.
 
 Run from the repository root:  python bench/bench_fanout.py [--prompts 2000] [--replay-size 100000]
-Prints numbers; asserts nothing.
+[--repeat 5] [--cpu]. Prints numbers; asserts nothing.
 """
 
 from __future__ import annotations
@@ -97,7 +100,7 @@ def bench_fanout(n: int, concurrency: int, latency: float, workers: int, work: P
     try:
         args = [
             "fanout", str(prompts), "--model", "vllm/bench", "--base-url", f"http://127.0.0.1:{port}/v1",
-            "--concurrency", str(concurrency), "--runs-dir", str(work / f"runs-{concurrency}-{workers}"),
+            "--concurrency", str(concurrency), "--runs-dir", str(work / f"runs-{concurrency}-{workers}-{time.monotonic_ns()}"),
             "--workers", str(workers),
         ]  # fmt: skip
         wall, peak_mb, out = run_biasaudit(args)
@@ -112,6 +115,42 @@ def bench_fanout(n: int, concurrency: int, latency: float, workers: int, work: P
         f"wall {wall:.2f}s incl. start-up, {n / wall:.0f} req/s, peak RSS {peak_mb} MB, "
         f"theoretical floor {floor:.2f}s (ratio {wall / floor:.2f})"
     )
+
+
+def bench_cpu(n: int, concurrency: int, latency: float, repeat: int, work: Path) -> None:
+    """Client CPU per request of an in-process fan-out (after one warm-up run)."""
+    import resource
+
+    from biasaudit.fanout import FanoutOptions, read_prompts, run_fanout
+    from biasaudit.loop import run_async
+
+    prompts = work / "cpu-prompts.jsonl"
+    write_prompts(prompts, n)
+    server, port = start_server(latency)
+    try:
+        for run in range(repeat + 1):
+            options = FanoutOptions(
+                model="vllm/bench",
+                base_url=f"http://127.0.0.1:{port}/v1",
+                concurrency=concurrency,
+                runs_dir=work / f"runs-cpu-{run}",
+            )
+            before = resource.getrusage(resource.RUSAGE_SELF)
+            started = time.perf_counter()
+            with open(os.devnull, "w") as quiet:
+                run_async(run_fanout(read_prompts(prompts), options, stderr=quiet))
+            wall = time.perf_counter() - started
+            after = resource.getrusage(resource.RUSAGE_SELF)
+            cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+            label = "warm-up (imports the SDK)" if run == 0 else f"run {run}"
+            print(
+                f"cpu     n={n} concurrency={concurrency} in-process, {label}: "
+                f"{cpu * 1e6 / n:.0f} us CPU per request (whole run: reading prompts, "
+                f"cache, run directory), wall {wall:.2f}s"
+            )
+    finally:
+        server.terminate()
+        server.wait()
 
 
 def bench_replay(size: int, work: Path) -> None:
@@ -148,6 +187,8 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.05)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--replay-size", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=1, help="times to run each fan-out")
+    parser.add_argument("--cpu", action="store_true", help="also measure CPU per request")
     args = parser.parse_args()
     print(
         f"# {time.strftime('%Y-%m-%d')} on {platform.node()}: {os.cpu_count()} cores, "
@@ -157,7 +198,10 @@ def main() -> None:
         work = Path(tmp)
         for concurrency in args.concurrency:
             for workers in args.workers:
-                bench_fanout(args.prompts, concurrency, args.latency, workers, work)
+                for _ in range(args.repeat):
+                    bench_fanout(args.prompts, concurrency, args.latency, workers, work)
+            if args.cpu:
+                bench_cpu(args.prompts, concurrency, args.latency, max(args.repeat, 3), work)
         if args.replay_size:
             bench_replay(args.replay_size, work)
 

@@ -170,30 +170,27 @@ def finish_manifest(manifest: Manifest, engine: Engine) -> None:
 def response_record(result: RequestResult) -> ResponseRecord:
     """The ``responses.jsonl`` line of one result."""
     response = result.response
-    record = ResponseRecord(
-        id=result.request.id,
-        replicate=result.request.replicate,
-        cache_key=result.key,
-        cached=result.cached,
-        attempts=result.attempts,
-        latency_s=round(result.latency_s, 4) if result.latency_s is not None else None,
-        error=result.error,
-        error_type=result.error_type,
-    )
-    if response is None:
-        return record
-    many = len(response.texts) > 1
-    return record.model_copy(
-        update={
-            "text": None if many else response.text,
-            "texts": list(response.texts) if many else None,
-            "top_logprobs": list(response.logprobs) if response.logprobs is not None else None,
-            "finish_reason": response.finish_reasons[0] if response.finish_reasons else None,
-            "model_version": response.model_version,
-            "system_fingerprint": response.system_fingerprint,
-            "refusal": response.refusal,
-        }
-    )
+    fields: dict[str, Any] = {
+        "id": result.request.id,
+        "replicate": result.request.replicate,
+        "cache_key": result.key,
+        "cached": result.cached,
+        "attempts": result.attempts,
+        "latency_s": round(result.latency_s, 4) if result.latency_s is not None else None,
+        "error": result.error,
+        "error_type": result.error_type,
+    }
+    if response is not None:
+        many = len(response.texts) > 1
+        fields["text"] = None if many else response.text
+        fields["texts"] = list(response.texts) if many else None
+        if response.logprobs is not None:
+            fields["top_logprobs"] = list(response.logprobs)
+        fields["finish_reason"] = response.finish_reasons[0] if response.finish_reasons else None
+        fields["model_version"] = response.model_version
+        fields["system_fingerprint"] = response.system_fingerprint
+        fields["refusal"] = response.refusal
+    return ResponseRecord(**fields)
 
 
 def _answered_ids(path: Path) -> set[tuple[str, int]]:

@@ -69,6 +69,7 @@ class OpenAICompatibleProvider(SDKProvider):
         self._max_completion_tokens = uses_max_completion_tokens
         self._http: Any = None
         self._batcher: PromptBatcher | None = None
+        self._templates: dict[tuple[str, float], Any] = {}
 
     def __repr__(self) -> str:  # never show the key
         return f"OpenAICompatibleProvider({self.model_id!r}, base_url={self.base_url!r})"
@@ -97,12 +98,7 @@ class OpenAICompatibleProvider(SDKProvider):
         else:
             path = "/completions"
             payload = {"model": self.model, "prompt": request.prompt} | _completion_params(request)
-        # The SDK's generic post (its documented way to make custom requests) sends
-        # with the SDK's own headers, auth, timeouts and error types, but skips the
-        # typed-parameter transform, which costs more CPU than the request itself.
-        http_response = await client.post(
-            path, cast_to=self._http.Response, body=payload, options={"timeout": timeout}
-        )
+        http_response = await self._post(client, path, payload, timeout)
         body = _json_body(http_response)
         return _parse_body(body, request, request_id=http_response.headers.get("x-request-id"))
 
@@ -116,9 +112,7 @@ class OpenAICompatibleProvider(SDKProvider):
         if len(prompts) > 1:
             payload["prompt"] = prompts
         payload |= _completion_params(first)
-        http_response = await self._sdk().post(
-            "/completions", cast_to=self._http.Response, body=payload, options={"timeout": timeout}
-        )
+        http_response = await self._post(self._sdk(), "/completions", payload, timeout)
         body = _json_body(http_response)
         request_id = http_response.headers.get("x-request-id")
         bodies = split_choices(body, len(requests), first.params.n or 1)
@@ -129,6 +123,29 @@ class OpenAICompatibleProvider(SDKProvider):
             except Exception as error:  # one prompt's bad answer fails that prompt alone
                 outcomes.append(error)
         return outcomes
+
+    async def _post(self, client: Any, path: str, payload: dict[str, Any], timeout: float) -> Any:
+        """POST ``payload`` as JSON through the SDK and return the raw HTTP response.
+
+        This is what the SDK's generic ``client.post(path, cast_to=Response,
+        body=payload, options={"timeout": timeout})`` (its documented way to make
+        custom requests) does: the SDK's ``request`` builds and sends it with the
+        SDK's own headers, auth, timeouts and error types, and the typed-parameter
+        transform, which costs more CPU than the request itself, is skipped. The
+        request options are built once per path and copied per request (building
+        them from scratch costs about as much as parsing the answer), and the
+        path is joined to the base URL once, as the SDK joins it.
+        """
+        template = self._templates.get((path, timeout))
+        if template is None:
+            template = _request_options(client, path, timeout)
+            if template is None:  # an SDK without the pieces used here
+                return await client.post(
+                    path, cast_to=self._http.Response, body=payload, options={"timeout": timeout}
+                )
+            self._templates[(path, timeout)] = template
+        options = template.model_copy(update={"json_data": payload})
+        return await client.request(self._http.Response, options)
 
     async def aclose(self) -> None:
         if self._batcher is not None:
@@ -164,6 +181,19 @@ class OpenAICompatibleProvider(SDKProvider):
         if isinstance(error, openai.APIResponseValidationError):
             return TransientProviderError(redact(f"malformed response: {error.message}"))
         return super().classify(error)
+
+
+def _request_options(client: Any, path: str, timeout: float) -> Any:
+    """The SDK's request options for a JSON POST to ``path``, as its ``post`` builds them."""
+    try:
+        from openai._models import FinalRequestOptions
+    except ImportError:
+        return None
+    base = client.base_url  # the SDK's own join: base URL (ending in "/") + relative path
+    url = str(base.copy_with(raw_path=base.raw_path + path.lstrip("/").encode("ascii")))
+    return FinalRequestOptions.construct(
+        method="post", url=url, json_data=None, content=None, files=None, timeout=timeout
+    )
 
 
 def _common_params(request: ModelRequest) -> dict[str, Any]:
