@@ -35,7 +35,7 @@ from .allocation import (
 )
 from .errors import BiasauditError
 from .loop import run_async
-from .providers import Provider, resolve_model
+from .providers import Provider
 from .runs import RunResult
 from .session import RunSession
 from .spec import AuditSpec
@@ -84,13 +84,7 @@ async def run_audit(
     """
     task = build_task(spec)
     task.prompt(spec.method)
-    provider = provider or resolve_model(
-        spec.model,
-        base_url=spec.base_url,
-        api_key_env=spec.api_key_env,
-        max_connections=spec.concurrency,
-        need_key=not spec.replay,
-    )
+    provider = provider or spec.resolve_provider()
     plan = plan_scoring(task, spec, provider.capabilities)
     session = RunSession.open(
         "allocation",

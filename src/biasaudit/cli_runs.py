@@ -48,19 +48,11 @@ def check_budget(
     from .errors import UsageError
     from .loop import run_async
     from .pricing import BudgetedProvider, estimate_spec_cost, load_prices
-    from .providers import resolve_model
-
     table = load_prices(prices)
     price = table.price(spec.model, base_url=spec.base_url)
     if not dry_run and max_cost is None and (price is None or price.input == price.output == 0):
         return
-    provider = resolve_model(
-        spec.model,
-        base_url=spec.base_url,
-        api_key_env=spec.api_key_env,
-        max_connections=spec.concurrency,
-        need_key=not dry_run,
-    )
+    provider = spec.resolve_provider(need_key=not dry_run)
     try:
         estimate = estimate_spec_cost(spec, provider, table)
     except BaseException:

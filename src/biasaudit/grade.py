@@ -43,7 +43,7 @@ from .loop import run_async
 from .metrics import GradeScore, GradeScoreSummary, grade_score, grade_score_summary
 from .metrics._grade import mean_interval
 from .probes import ChoiceProbe
-from .providers import Provider, resolve_model
+from .providers import Provider
 from .runs import RunResult
 from .session import RunSession
 from .spec import ALLOCATION_ONLY_FIELDS, GradeScoreSpec
@@ -151,13 +151,7 @@ async def run_grade_audit(
         max_tokens=spec.max_tokens or task.prompt.max_tokens,
     )
     plan = GradeScorePlan(task, probe)
-    provider = provider or resolve_model(
-        spec.model,
-        base_url=spec.base_url,
-        api_key_env=spec.api_key_env,
-        max_connections=spec.concurrency,
-        need_key=not spec.replay,
-    )
+    provider = provider or spec.resolve_provider()
     session = RunSession.open(
         "grade-score",
         provider,

@@ -34,7 +34,7 @@ import pandas as pd
 from .audit import _request_counts
 from .errors import BiasauditError, LogprobsUnavailableError, RunAbortedError
 from .loop import run_async
-from .providers import Provider, resolve_model
+from .providers import Provider
 from .runs import RunResult
 from .ruted_metrics import ContextMetrics, RutedMetrics, context_metrics, occupations_csv
 from .session import RunSession
@@ -83,13 +83,7 @@ async def run_ruted_audit(
     names (tests, custom adapters).
     """
     task = build_ruted_task(spec)
-    provider = provider or resolve_model(
-        spec.model,
-        base_url=spec.base_url,
-        api_key_env=spec.api_key_env,
-        max_connections=spec.concurrency,
-        need_key=not spec.replay,
-    )
+    provider = provider or spec.resolve_provider()
     plan = plan_ruted(task, spec, provider.capabilities)
     session = RunSession.open(
         "ruted",

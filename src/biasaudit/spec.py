@@ -34,6 +34,7 @@ from pydantic import (
 
 from .engine import EngineSettings
 from .errors import UsageError
+from .providers import Provider, resolve_model
 
 __all__ = [
     "AllocationTaskSpec",
@@ -114,6 +115,20 @@ class AuditSpec(BaseModel):
     @property
     def cache_path(self) -> Path:
         return self.cache or self.runs_dir / "cache.sqlite"
+
+    def resolve_provider(self, *, need_key: bool | None = None) -> Provider:
+        """The provider ``model`` names, pooled for ``concurrency``.
+
+        The API key is read now (unless the run sends nothing: a replay, or
+        ``need_key=False``), so a missing key fails before anything is written.
+        """
+        return resolve_model(
+            self.model,
+            base_url=self.base_url,
+            api_key_env=self.api_key_env,
+            max_connections=self.concurrency,
+            need_key=not self.replay if need_key is None else need_key,
+        )
 
     def engine_settings(self) -> EngineSettings:
         return EngineSettings(

@@ -47,8 +47,8 @@ def as_float_array(values: ArrayLike, name: str, *, finite: bool = False) -> Flo
     return np.asarray(array, dtype=np.float64)
 
 
-def as_bool_array(values: ArrayLike, name: str) -> NDArray[np.bool_]:
-    """Return booleans (or 0/1) as a non-empty 1-D bool array without missing values."""
+def _object_array(values: ArrayLike, name: str, missing: str) -> NDArray[Any]:
+    """A non-empty 1-D object array; ``missing`` words the error for a NaN/None entry."""
     if isinstance(values, pd.Series | pd.Index):
         values = values.to_numpy(dtype=object)
     array = np.asarray(values, dtype=object)
@@ -56,9 +56,15 @@ def as_bool_array(values: ArrayLike, name: str) -> NDArray[np.bool_]:
         raise ValueError(f"{name} must be one-dimensional, got shape {array.shape}")
     if array.size == 0:
         raise ValueError(f"{name} is empty")
-    missing = pd.isna(array)
-    if missing.any():
-        raise ValueError(f"{name} contains NaN or None at position {int(np.argmax(missing))}")
+    absent = pd.isna(array)
+    if absent.any():
+        raise ValueError(f"{name} {missing} at position {int(np.argmax(absent))}")
+    return array
+
+
+def as_bool_array(values: ArrayLike, name: str) -> NDArray[np.bool_]:
+    """Return booleans (or 0/1) as a non-empty 1-D bool array without missing values."""
+    array = _object_array(values, name, "contains NaN or None")
     numeric = (bool, int, float, np.bool_, np.integer, np.floating)
     if not all(isinstance(value, numeric) and value in (0, 1) for value in array):
         raise ValueError(f"{name} must hold only booleans or 0/1")
@@ -67,17 +73,7 @@ def as_bool_array(values: ArrayLike, name: str) -> NDArray[np.bool_]:
 
 def as_label_array(values: ArrayLike, name: str) -> NDArray[Any]:
     """Return labels (group ids, candidate ids) as a 1-D object array without missing values."""
-    if isinstance(values, pd.Series | pd.Index):
-        values = values.to_numpy(dtype=object)
-    array = np.asarray(values, dtype=object)
-    if array.ndim != 1:
-        raise ValueError(f"{name} must be one-dimensional, got shape {array.shape}")
-    if array.size == 0:
-        raise ValueError(f"{name} is empty")
-    missing = pd.isna(array)
-    if missing.any():
-        raise ValueError(f"{name} has a missing label at position {int(np.argmax(missing))}")
-    return array
+    return _object_array(values, name, "has a missing label")
 
 
 def check_same_length(**arrays: NDArray[Any]) -> None:
