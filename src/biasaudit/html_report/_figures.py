@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -193,17 +193,32 @@ def _dot_series(axes: Axes, series: Series, rows: int, offset: float, index: int
         labelled = True
 
 
+_P = TypeVar("_P")
+
+
 def line_panels(panels: Sequence[LinePanel], *, simulated: bool, columns: int = 2) -> bytes:
     """Panels of series along x (k = 1..K, say), markers and line styles per series."""
+    return _panel_grid(panels, _line_panel, simulated=simulated, columns=columns, height=3.6)
+
+
+def _panel_grid(
+    panels: Sequence[_P],
+    draw: Callable[[Axes, _P], None],
+    *,
+    simulated: bool,
+    columns: int,
+    height: float,
+) -> bytes:
+    """Draw each panel in a grid of ``columns``; cells left over are hidden."""
     columns = min(columns, len(panels))
     rows = math.ceil(len(panels) / columns)
-    figure = _figure(5.4 * columns + 0.5, 3.6 * rows + 0.3)
+    figure = _figure(5.4 * columns + 0.5, height * rows + 0.3)
     grid = figure.subplots(rows, columns, squeeze=False)
     for index, axes in enumerate(grid.flat):
         if index >= len(panels):
             axes.set_visible(False)
             continue
-        _line_panel(axes, panels[index])
+        draw(axes, panels[index])
     return _png(figure, simulated)
 
 
@@ -293,16 +308,7 @@ def distributions(
 
 def bar_panels(panels: Sequence[Bars], *, simulated: bool, columns: int = 2) -> bytes:
     """Grouped bars, told apart by hatch as well as colour."""
-    columns = min(columns, len(panels))
-    rows = math.ceil(len(panels) / columns)
-    figure = _figure(5.4 * columns + 0.5, 3.4 * rows + 0.3)
-    grid = figure.subplots(rows, columns, squeeze=False)
-    for index, axes in enumerate(grid.flat):
-        if index >= len(panels):
-            axes.set_visible(False)
-            continue
-        _bars(axes, panels[index])
-    return _png(figure, simulated)
+    return _panel_grid(panels, _bars, simulated=simulated, columns=columns, height=3.4)
 
 
 def _bars(axes: Axes, panel: Bars) -> None:
