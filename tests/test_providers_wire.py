@@ -17,6 +17,7 @@ from biasaudit.errors import (
     QuotaExhaustedError,
     RunAbortedError,
 )
+from biasaudit.probes import NextWordProbe
 from biasaudit.providers import ModelRequest, Provider, resolve_model
 from tests.servers import AnthropicServer, Choice, Fault, OpenAIServer
 
@@ -152,6 +153,31 @@ def test_groq_is_known_not_to_give_logprobs(monkeypatch: pytest.MonkeyPatch) -> 
     provider = resolve_model("groq/llama-3.1-8b-instant")
     with pytest.raises(LogprobsUnavailableError, match="cannot return logprobs"):
         provider.check(chat("q", logprobs=True))
+
+
+@pytest.mark.parametrize(
+    ("model", "completions"),
+    [
+        ("gpt-4o-mini", False),
+        ("gpt-3.5-turbo-instruct", True),
+        ("davinci-002", True),
+        ("ft:babbage-002:acme::abc123", True),
+    ],
+)
+def test_openai_chat_models_have_no_legacy_completions(
+    monkeypatch: pytest.MonkeyPatch, model: str, completions: bool
+) -> None:
+    """OpenAI's API 404s /v1/completions for chat models: probes must choose chat there."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    provider = resolve_model(f"openai/{model}")
+    assert provider.capabilities.completions is completions
+    # RUTEd's next-word test (--next-word auto) follows: completions logprobs or chat logprobs.
+    probe = NextWordProbe.for_endpoint(provider.capabilities)
+    assert probe.via == ("completions" if completions else "chat")
+    # Behind a --base-url, openai/ is any OpenAI-compatible server: completions stay on.
+    assert resolve_model(
+        f"openai/{model}", base_url="http://127.0.0.1:9/v1"
+    ).capabilities.completions
 
 
 def test_empty_content_is_an_answer_not_a_crash(

@@ -185,15 +185,30 @@ def _build(
         )
     from .openai_compatible import OpenAICompatibleProvider
 
+    capabilities = info.capabilities
+    if provider_name == "openai" and base_url is None and not _openai_completions_model(model):
+        # OpenAI's own API answers /v1/completions only for its few legacy models;
+        # a chat model there gets a 404, so probes must not choose that path.
+        capabilities = capabilities.model_copy(update={"completions": False})
     return OpenAICompatibleProvider(
         provider_name,
         model,
         base_url=url,
         api_key=api_key,
-        capabilities=info.capabilities,
+        capabilities=capabilities,
         max_connections=max_connections,
         uses_max_completion_tokens=provider_name == "openai" and base_url is None,
     )
+
+
+# The models OpenAI's API still serves through legacy /v1/completions.
+_OPENAI_COMPLETIONS_MODELS = ("gpt-3.5-turbo-instruct", "davinci-002", "babbage-002")
+
+
+def _openai_completions_model(model: str) -> bool:
+    """Whether ``model`` (possibly a dated or fine-tuned variant) is one of them."""
+    base = model.removeprefix("ft:")
+    return base.startswith(_OPENAI_COMPLETIONS_MODELS)
 
 
 def _build_local(
