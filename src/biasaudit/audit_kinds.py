@@ -96,17 +96,9 @@ def run_spec(
 def plan_requests(spec: AuditSpec, provider: Provider) -> list[ModelRequest]:
     """The requests a run of ``spec`` would send to ``provider`` (nothing is sent)."""
     if isinstance(spec, GradeScoreSpec):
-        from .probes import ChoiceProbe
-        from .tasks import GradeScorePlan, build_grade_score_task
+        from .tasks import build_grade_score_task, plan_grade_score
 
-        task = build_grade_score_task(spec)
-        probe = ChoiceProbe(
-            scheme=spec.permutations,
-            replicates=spec.replicates,
-            temperature=spec.temperature,
-            max_tokens=spec.max_tokens or task.prompt.max_tokens,
-        )
-        return list(GradeScorePlan(task, probe).requests)
+        return list(plan_grade_score(build_grade_score_task(spec), spec).requests)
     if isinstance(spec, RutedSpec):
         from .tasks import build_ruted_task, plan_ruted
 

@@ -42,12 +42,17 @@ from .errors import BiasauditError
 from .loop import run_async
 from .metrics import GradeScore, GradeScoreSummary, grade_score, grade_score_summary
 from .metrics._grade import mean_interval
-from .probes import ChoiceProbe
 from .providers import Provider
 from .runs import RunResult
 from .session import RunSession
 from .spec import ALLOCATION_ONLY_FIELDS, GradeScoreSpec
-from .tasks import GradeItem, GradeScorePlan, GradeScoreTask, build_grade_score_task
+from .tasks import (
+    GradeItem,
+    GradeScorePlan,
+    GradeScoreTask,
+    build_grade_score_task,
+    plan_grade_score,
+)
 
 __all__ = [
     "GRADE_METRICS_SCHEMA_VERSION",
@@ -144,13 +149,7 @@ async def run_grade_audit(
     ``provider`` replaces the one ``spec.model`` names (tests, custom adapters).
     """
     task = build_grade_score_task(spec)
-    probe = ChoiceProbe(
-        scheme=spec.permutations,
-        replicates=spec.replicates,
-        temperature=spec.temperature,
-        max_tokens=spec.max_tokens or task.prompt.max_tokens,
-    )
-    plan = GradeScorePlan(task, probe)
+    plan = plan_grade_score(task, spec)
     provider = provider or spec.resolve_provider()
     session = RunSession.open(
         "grade-score",

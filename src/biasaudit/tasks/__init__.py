@@ -23,6 +23,7 @@ from ._grade_score import (
     GradeScorePlan,
     GradeScoreTask,
     build_grade_score_task,
+    plan_grade_score,
 )
 from ._resume import JOBS_PATH, NAMES_PATH, build_resume_screening
 from ._ruted import (
@@ -65,6 +66,7 @@ __all__ = [
     "build_grade_score_task",
     "build_ruted_task",
     "build_task",
+    "plan_grade_score",
     "plan_ruted",
     "plan_scoring",
     "read_occupations",

@@ -72,6 +72,7 @@ __all__ = [
     "GradeScoreTask",
     "build_grade_score_task",
     "load_choice_prompt",
+    "plan_grade_score",
     "read_items",
     "resolve_items",
     "with_random_options",
@@ -439,3 +440,14 @@ class GradeScorePlan:
                 }
             )
         return pd.DataFrame(rows).astype({"slot": "Int64", "option": "Int64"})
+
+
+def plan_grade_score(task: GradeScoreTask, spec: GradeScoreSpec) -> GradeScorePlan:
+    """The plan for ``task``: every order of every item, as ``spec`` asks them."""
+    probe = ChoiceProbe(
+        scheme=spec.permutations,
+        replicates=spec.replicates,
+        temperature=spec.temperature,
+        max_tokens=spec.max_tokens or task.prompt.max_tokens,
+    )
+    return GradeScorePlan(task, probe)
