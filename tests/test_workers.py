@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from biasaudit import worker_pool
 from biasaudit.cache import ResponseCache
+from biasaudit.cli import cli
 from biasaudit.engine import MIN_REQUESTS_PER_WORKER, Engine, EngineSettings, RequestResult
 from biasaudit.errors import AuthenticationFailedError, RunAbortedError
 from biasaudit.providers import ModelRequest, resolve_model
+from biasaudit.runs import read_manifest
 from tests.servers import OpenAIServer
 
 from .fakes import chat
@@ -68,7 +73,10 @@ def test_a_fatal_error_in_a_worker_stops_the_run(
 ) -> None:
     monkeypatch.setenv("WORKER_KEY", "sk-wrong-key-123456")
     requests = [chat(f"q{i}", f"prompt {i}") for i in range(N)]
-    with OpenAIServer(require_api_key="sk-right") as server, pytest.raises(RunAbortedError) as caught:
+    with (
+        OpenAIServer(require_api_key="sk-right") as server,
+        pytest.raises(RunAbortedError) as caught,
+    ):
         run(requests, server.base_url, cache, workers=2, api_key_env="WORKER_KEY")
     assert isinstance(caught.value.cause, AuthenticationFailedError)
     assert "sk-wrong-key" not in str(caught.value)
@@ -80,3 +88,80 @@ def test_small_runs_stay_in_one_process(cache: ResponseCache) -> None:
             [chat(f"q{i}", str(i)) for i in range(20)], server.base_url, cache, workers=4
         )
     assert len(results) == 20 and engine.stats.sent == 20
+
+
+def test_the_parent_sends_a_share_and_one_child_per_extra_worker(
+    cache: ResponseCache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started: list[dict[str, object]] = []
+    real_init = worker_pool.WorkerProcess.__init__
+
+    def counting_init(self: worker_pool.WorkerProcess, provider: dict[str, object]) -> None:
+        started.append(provider)
+        real_init(self, provider)
+
+    monkeypatch.setattr(worker_pool.WorkerProcess, "__init__", counting_init)
+    n = 3 * MIN_REQUESTS_PER_WORKER
+    requests = [chat(f"q{i}", f"prompt {i}") for i in range(n)]
+    with OpenAIServer() as server:
+        results, engine = run(requests, server.base_url, cache, workers=3, concurrency=30)
+    assert len(started) == 2, "workers=3 is this process and two children"
+    assert all(p["max_connections"] == 10 for p in started), "each process gets a third"
+    assert len(results) == n and engine.stats.sent == n and len(cache) == n
+    assert engine.stats.concurrency_limit == 30 and engine.stats.in_flight == 0
+
+
+def test_prestarted_children_are_used_and_unused_ones_exit(
+    cache: ResponseCache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    requests = [chat(f"q{i}", f"prompt {i}") for i in range(N)]
+    with OpenAIServer() as server:
+        worker_pool.prestart_for(
+            "vllm/test-model", server.base_url, None, concurrency=16, workers=2
+        )
+        ready = list(worker_pool._prestarted)
+        assert len(ready) == 1
+        real_init = worker_pool.WorkerProcess.__init__
+        fresh: list[object] = []
+
+        def counting_init(self: worker_pool.WorkerProcess, provider: dict[str, object]) -> None:
+            fresh.append(provider)
+            real_init(self, provider)
+
+        monkeypatch.setattr(worker_pool.WorkerProcess, "__init__", counting_init)
+        results, engine = run(requests, server.base_url, cache, workers=2, concurrency=16)
+        assert not fresh and not worker_pool._prestarted, "the waiting child did the work"
+        assert len(results) == N and engine.stats.sent == N
+        assert ready[0].popen.wait(timeout=30) == 0
+        # A child started for other settings is not used: it reads end-of-file and exits.
+        monkeypatch.setattr(worker_pool.WorkerProcess, "__init__", real_init)
+        worker_pool.prestart_for(
+            "vllm/other-model", server.base_url, None, concurrency=16, workers=2
+        )
+        (unused,) = worker_pool._prestarted
+        run([chat(f"r{i}", f"other {i}") for i in range(N)], server.base_url, cache, workers=2)
+        assert not worker_pool._prestarted
+        assert unused.popen.wait(timeout=30) == 0
+        assert server.count_by(lambda r: r.body and r.body.get("model"))["other-model"] == 0
+
+
+def test_fanout_command_with_workers_answers_each_prompt_once(tmp_path: Path) -> None:
+    """The CLI starts its child before reading the prompts; the run is the same run."""
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(
+        "".join(
+            json.dumps({"id": f"p{i}", "messages": [{"role": "user", "content": f"q {i}"}]}) + "\n"
+            for i in range(N)
+        )
+    )
+    with OpenAIServer() as server:
+        args = ["fanout", str(prompts), "--model", "vllm/test-model", "--base-url"]
+        args += [server.base_url, "--workers", "2", "--runs-dir", str(tmp_path / "runs")]
+        result = CliRunner().invoke(cli, args, catch_exceptions=False)
+        received = server.count_by(lambda r: r.body["messages"][0]["content"] if r.body else None)
+    assert result.exit_code == 0, result.output
+    assert len(received) == N and set(received.values()) == {1}
+    run_dir = Path(result.output.strip().splitlines()[-1].removeprefix("run: "))
+    manifest = read_manifest(run_dir)
+    assert manifest.counts.sent == N and manifest.counts.failures == 0
+    assert not worker_pool._prestarted

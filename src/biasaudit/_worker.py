@@ -2,18 +2,21 @@
 
 One Python process drives one core. Past a few hundred requests a second the
 SDKs' own request building, not the endpoint, limits a fan-out, so with
-``workers > 1`` the engine shares the uncached requests among worker processes
-that each run an ordinary single-process :class:`~biasaudit.engine.Engine`.
+``workers > 1`` the engine sends one share of the uncached requests itself and
+hands the others to worker processes that each run an ordinary single-process
+:class:`~biasaudit.engine.Engine` (the parent's side: :mod:`biasaudit.worker_pool`).
 
 Protocol, one JSON object per line:
 
-- stdin: a header ``{"provider": {...}, "settings": {...}, "cache": path}``,
-  then one :class:`~biasaudit.providers.ModelRequest` per line, then EOF. The
-  provider is described by the arguments of
-  :func:`~biasaudit.providers.resolve_model`; API keys are never sent, the
-  worker reads them from the environment it inherits.
+- stdin: ``{"provider": {...}}`` first (the arguments of
+  :func:`~biasaudit.providers.resolve_model`: the worker builds its provider,
+  importing the SDK, as soon as it reads them); then ``{"settings": {...},
+  "cache": path}``, then one :class:`~biasaudit.providers.ModelRequest` per
+  line, then EOF. End-of-file right after the provider means the worker is not
+  needed: it exits. API keys are never sent; the worker reads them from the
+  environment it inherits.
 - stdout: ``{"i": n, "result": {...}, "stats": {...}}`` per request, in the
-  order they complete (``n`` counts input lines from 0); or a last
+  order they complete (``n`` counts request lines from 0); or a last
   ``{"fatal": {"type": ..., "message": ...}}`` when a fatal provider error stops
   the worker. Each answer is committed to the shared cache by the worker itself
   before its line is written.
@@ -30,14 +33,13 @@ from .cache import ResponseCache
 from .engine import Engine, EngineSettings, RequestResult
 from .errors import BiasauditError, RunAbortedError
 from .loop import run_async
-from .providers import ModelRequest, resolve_model
+from .providers import ModelRequest, Provider, resolve_model
 
 
-async def serve(lines: list[str], out: Any) -> None:
+async def serve(provider: Provider, lines: list[str], out: Any) -> None:
     header = json.loads(lines[0])
     requests = [ModelRequest.model_validate_json(line) for line in lines[1:]]
     index = {(r.id, r.replicate, r.sample): i for i, r in enumerate(requests)}
-    provider = resolve_model(**header["provider"])
     settings = EngineSettings(**header["settings"])
     cache = ResponseCache(header["cache"]) if header["cache"] else None
     engine = Engine(provider, cache, settings)
@@ -87,9 +89,14 @@ def snapshot(engine: Engine) -> dict[str, int]:
 
 
 def main() -> None:
-    lines = sys.stdin.read().splitlines()
+    first = sys.stdin.readline()
+    if not first:
+        return
     try:
-        run_async(serve(lines, sys.stdout))
+        provider = resolve_model(**json.loads(first)["provider"])
+        lines = sys.stdin.read().splitlines()
+        if lines:
+            run_async(serve(provider, lines, sys.stdout))
     except BiasauditError as error:
         sys.stdout.write(
             json.dumps({"fatal": {"type": type(error).__name__, "message": str(error)}}) + "\n"

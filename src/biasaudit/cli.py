@@ -108,6 +108,8 @@ def fanout(prompts: Path, **options: Any) -> None:
     logprobs, top_logprobs, n, seed, stop) and "replicate" (int). Exit status: 0 all
     answered, 1 some failed, 2 bad input.
     """
+    if not options["replay"] and not options.get("batch"):
+        _prestart_workers(options)
     from .fanout import FanoutOptions
     from .fanout import fanout as run
 
@@ -127,6 +129,19 @@ def fanout(prompts: Path, **options: Any) -> None:
         click.echo(f"{counts.failures} prompts failed; see 'error' in responses.jsonl", err=True)
     click.echo(f"run: {result.run_dir}")
     sys.exit(result.exit_code)
+
+
+def _prestart_workers(options: dict[str, Any]) -> None:
+    """Start ``--workers`` children now, so their imports overlap this process's start-up."""
+    from .worker_pool import prestart_for
+
+    prestart_for(
+        options["model"],
+        options.get("base_url"),
+        options.get("api_key_env"),
+        concurrency=options["concurrency"],
+        workers=options["workers"],
+    )
 
 
 @cli.group()
@@ -268,6 +283,8 @@ def _run_audit(fields: dict[str, Any], *, spec_file: Path | None = None) -> None
     if not spec.replay:
         from .cli_runs import check_budget
 
+        if not budget.get("dry_run") and not getattr(spec, "batch", False):
+            _prestart_workers(spec.model_dump())
         check_budget(spec, report=report, **budget)  # exits after a dry run or a budgeted run
     if isinstance(spec, GradeScoreSpec):
         _run_grade_score(spec, report=report)

@@ -24,10 +24,8 @@ probes or metrics.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import math
-import sys
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -37,6 +35,7 @@ from typing import Any
 from asyncio_throttle import Throttler  # type: ignore[attr-defined]
 from tenacity import AsyncRetrying, RetryCallState, stop_after_attempt, wait_random_exponential
 
+from . import worker_pool
 from .cache import ResponseCache
 from .errors import (
     EndpointUnreachableError,
@@ -86,10 +85,11 @@ class EngineSettings:
     read_cache:
         ``False`` asks the endpoint afresh (re-audits) but still stores the answers.
     workers:
-        Processes to share the uncached requests among (each with its share of
-        ``concurrency`` and ``rpm``). One process drives one core; beyond a few
-        hundred requests a second the SDKs' request building, not the endpoint,
-        is the limit, and more workers lift it. Runs of fewer than
+        Processes to share the uncached requests among, this one included
+        (each with its share of ``concurrency`` and ``rpm``; the children come
+        from :mod:`biasaudit.worker_pool`). One process drives one core; beyond
+        a few hundred requests a second the SDKs' request building, not the
+        endpoint, is the limit, and more workers lift it. Runs of fewer than
         ``MIN_REQUESTS_PER_WORKER`` requests per worker stay in-process.
     """
 
@@ -244,6 +244,9 @@ class Engine:
         self.stats = EngineStats()
         self._sleep = sleep
         self._successes = 0
+        # With worker processes: the children's concurrency limits, and this process's.
+        self._limit_elsewhere = 0
+        self._limit_here: _AdaptiveLimit | None = None
 
     def key(self, request: ModelRequest) -> str:
         p = self.provider
@@ -329,13 +332,21 @@ class Engine:
             async for result in self._fan_out_to_processes(todo, workers):
                 yield result
             return
+        async for result in self._fan_out_here(todo, self.settings):
+            yield result
+
+    async def _fan_out_here(
+        self, todo: list[tuple[ModelRequest, str]], settings: EngineSettings
+    ) -> AsyncIterator[RequestResult]:
+        """Send ``todo`` from this process, within ``settings``' concurrency and rate."""
         queue: asyncio.Queue[tuple[ModelRequest, str]] = asyncio.Queue()
         for pair in todo:
             queue.put_nowait(pair)
         results: asyncio.Queue[RequestResult | BaseException] = asyncio.Queue()
-        limit = _AdaptiveLimit(min(self.settings.concurrency, len(todo)))
-        self.stats.concurrency_limit = self.stats.lowest_concurrency_limit = limit.limit
-        throttler = _throttler(self.settings.rpm) if self.settings.rpm else None
+        limit = self._limit_here = _AdaptiveLimit(min(settings.concurrency, len(todo)))
+        total = limit.limit + self._limit_elsewhere
+        self.stats.concurrency_limit = self.stats.lowest_concurrency_limit = total
+        throttler = _throttler(settings.rpm) if settings.rpm else None
         tasks = [
             asyncio.create_task(self._worker(i, queue, results, limit, throttler))
             for i in range(limit.ceiling)
@@ -362,21 +373,28 @@ class Engine:
     async def _fan_out_to_processes(
         self, todo: list[tuple[ModelRequest, str]], workers: int
     ) -> AsyncIterator[RequestResult]:
-        """Share ``todo`` among worker processes (see :mod:`biasaudit._worker`)."""
+        """Send one share of ``todo`` from here and the others from child processes.
+
+        The children (:mod:`biasaudit.worker_pool`) may have been started
+        before the run, so that their imports overlapped the parent's start-up.
+        """
         shards = [todo[i::workers] for i in range(workers)]
-        settings = self.settings.for_worker(workers)
+        share = self.settings.for_worker(workers)
         assert self.provider.spec is not None
+        children = worker_pool.take(
+            worker_pool.worker_provider_spec(self.provider.spec, share.concurrency), workers - 1
+        )
         header = {
-            "provider": {**self.provider.spec, "max_connections": settings.concurrency},
-            "settings": asdict(settings),
+            "settings": asdict(share),
             "cache": str(self.cache.path) if self.cache is not None else None,
         }
-        lines: asyncio.Queue[tuple[int, dict[str, Any]] | BaseException] = asyncio.Queue()
-        processes = [await _start_worker() for _ in shards]
+        lines: asyncio.Queue[tuple[int, Any] | BaseException] = asyncio.Queue()
         feeders = [
-            asyncio.create_task(_talk_to_worker(p, slot, header, shards[slot], lines))
-            for slot, p in enumerate(processes)
+            asyncio.create_task(child.talk(slot, header, _request_lines(shards[slot]), lines))
+            for slot, child in enumerate(children, start=1)
         ]
+        self._limit_elsewhere = sum(min(share.concurrency, len(s)) for s in shards[1:])
+        here = asyncio.create_task(self._pump(self._fan_out_here(shards[0], share), lines))
         latest: list[dict[str, int]] = [{} for _ in shards]
         try:
             for _ in range(len(todo)):
@@ -384,10 +402,12 @@ class Engine:
                 if isinstance(item, BaseException):
                     raise item
                 slot, line = item
+                if isinstance(line, RequestResult):
+                    yield line  # sent from this process: already recorded and cached
+                    continue
                 if "fatal" in line:
                     raise RunAbortedError(_rebuild_error(line["fatal"]))
-                latest[slot] = line["stats"]
-                self._merge_worker_stats(latest)
+                self._merge_worker_stats(latest, slot, line["stats"])
                 request, key = shards[slot][line["i"]]
                 result = _decode_result(request, key, line["result"])
                 if result.response is not None:
@@ -396,22 +416,45 @@ class Engine:
             # Every answer is in: let the workers close their connections and exit.
             await asyncio.wait_for(asyncio.gather(*feeders, return_exceptions=True), timeout=10)
         finally:
-            for process in processes:
-                if process.returncode is None:
-                    process.terminate()
+            here.cancel()
+            await asyncio.gather(here, return_exceptions=True)
+            await asyncio.gather(*(child.stop() for child in children), return_exceptions=True)
             for feeder in feeders:
                 feeder.cancel()
             await asyncio.gather(*feeders, return_exceptions=True)
-            await asyncio.gather(*(p.wait() for p in processes), return_exceptions=True)
+            self._limit_elsewhere, self._limit_here = 0, None
 
-    def _merge_worker_stats(self, latest: list[dict[str, int]]) -> None:
-        stats = self.stats
-        stats.sent = sum(s.get("sent", 0) for s in latest)
-        stats.retries = sum(s.get("retries", 0) for s in latest)
-        stats.rate_limited = sum(s.get("rate_limited", 0) for s in latest)
-        stats.in_flight = sum(s.get("in_flight", 0) for s in latest)
-        stats.concurrency_limit = sum(s.get("limit", 0) for s in latest)
-        stats.lowest_concurrency_limit = sum(s.get("lowest_limit", 0) for s in latest)
+    @staticmethod
+    async def _pump(
+        results: AsyncIterator[RequestResult], lines: asyncio.Queue[tuple[int, Any] | BaseException]
+    ) -> None:
+        """Pass this process's own results (slot 0), or what stopped them, to ``lines``."""
+        try:
+            async for result in results:
+                lines.put_nowait((0, result))
+        except asyncio.CancelledError:
+            raise
+        except BaseException as error:
+            lines.put_nowait(error)
+
+    def _merge_worker_stats(
+        self, latest: list[dict[str, int]], slot: int, snapshot: dict[str, int]
+    ) -> None:
+        """Add what a child's latest counters add to the last ones it reported."""
+        stats, before = self.stats, latest[slot]
+        latest[slot] = snapshot
+        for name in ("sent", "retries", "rate_limited", "in_flight"):
+            change = snapshot.get(name, 0) - before.get(name, 0)
+            setattr(stats, name, getattr(stats, name) + change)
+        self._limit_elsewhere = sum(s.get("limit", 0) for s in latest[1:])
+        if self._limit_here is not None:
+            self._show_limit(self._limit_here)
+
+    def _show_limit(self, limit: _AdaptiveLimit) -> None:
+        """Report the concurrency limit of every process sending for this run."""
+        total = limit.limit + self._limit_elsewhere
+        self.stats.concurrency_limit = total
+        self.stats.lowest_concurrency_limit = min(self.stats.lowest_concurrency_limit, total)
 
     async def _worker(
         self,
@@ -478,7 +521,7 @@ class Engine:
         result.response, result.latency_s = response, latency
         self._successes += 1
         limit.succeeded()
-        self.stats.concurrency_limit = limit.limit
+        self._show_limit(limit)
         self._record(response)
         if response.refusal is None and self.cache is not None:
             self.cache.put(key, response, model_id=self.provider.model_id)
@@ -515,8 +558,7 @@ class Engine:
     def _slow_down(self, limit: _AdaptiveLimit) -> None:
         self.stats.rate_limited += 1
         limit.rate_limited()
-        self.stats.concurrency_limit = limit.limit
-        self.stats.lowest_concurrency_limit = min(self.stats.lowest_concurrency_limit, limit.limit)
+        self._show_limit(limit)
 
     async def _send(
         self, request: ModelRequest, throttler: Throttler | None
@@ -566,36 +608,8 @@ def _log_retry(state: RetryCallState) -> None:
     logger.info("attempt %d failed (%s); retrying in %.2fs", state.attempt_number, error, wait)
 
 
-async def _start_worker() -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "biasaudit._worker",
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        limit=1 << 24,  # one result line can be long (many choices, logprobs)
-    )  # fmt: skip
-
-
-async def _talk_to_worker(
-    process: asyncio.subprocess.Process,
-    slot: int,
-    header: dict[str, Any],
-    shard: list[tuple[ModelRequest, str]],
-    lines: asyncio.Queue[tuple[int, dict[str, Any]] | BaseException],
-) -> None:
-    """Send a worker its requests, then pass each line it answers to ``lines``."""
-    assert process.stdin is not None and process.stdout is not None
-    process.stdin.write((json.dumps(header) + "\n").encode())
-    for request, _ in shard:
-        process.stdin.write((request.model_dump_json(exclude_defaults=True) + "\n").encode())
-    await process.stdin.drain()
-    process.stdin.close()
-    answered = 0
-    async for raw in process.stdout:
-        line = json.loads(raw)
-        answered += "i" in line
-        lines.put_nowait((slot, line))
-    code = await process.wait()
-    if answered < len(shard) and code != 0:
-        lines.put_nowait(RuntimeError(f"fan-out worker {slot} exited with status {code}"))
+def _request_lines(shard: list[tuple[ModelRequest, str]]) -> list[bytes]:
+    return [(r.model_dump_json(exclude_defaults=True) + "\n").encode() for r, _ in shard]
 
 
 def _decode_result(request: ModelRequest, key: str, data: dict[str, Any]) -> RequestResult:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlparse
 
 from ..errors import ConfigurationError, UnknownProviderError
@@ -38,6 +39,7 @@ __all__ = [
     "Usage",
     "classify_status",
     "parse_retry_after",
+    "provider_spec",
     "resolve_model",
 ]
 
@@ -143,8 +145,13 @@ def resolve_model(
     # Without a spec the engine runs no worker processes: each would start a local
     # model's server of its own, and that server computes one request at a time.
     if provider.name != "local":
-        provider.spec = {"model_id": model_id, "base_url": base_url, "api_key_env": api_key_env}
+        provider.spec = provider_spec(model_id, base_url, api_key_env)
     return provider
+
+
+def provider_spec(model_id: str, base_url: str | None, api_key_env: str | None) -> dict[str, Any]:
+    """The :func:`resolve_model` arguments that rebuild a provider in a worker process."""
+    return {"model_id": model_id, "base_url": base_url, "api_key_env": api_key_env}
 
 
 def _build(
