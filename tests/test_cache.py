@@ -1,0 +1,88 @@
+"""The response cache: when answers become durable, and what another process can see."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from biasaudit.cache import ResponseCache
+from biasaudit.providers import ModelResponse
+
+
+def answer(text: str) -> ModelResponse:
+    return ModelResponse(texts=(text,), model_version="m-1")
+
+
+def keys_seen_elsewhere(path: Path) -> set[str]:
+    """What a second connection (another process, a restarted run) reads from the file."""
+    with ResponseCache(path, readonly=True) as other:
+        return other.keys_present([f"k{i}" for i in range(100)])
+
+
+def test_outside_a_loop_each_answer_is_committed_before_put_returns(tmp_path: Path) -> None:
+    with ResponseCache(tmp_path / "c.sqlite") as store:
+        store.put("k1", answer("Yes"), model_id="sim/x")
+        assert keys_seen_elsewhere(store.path) == {"k1"}
+
+
+def test_in_a_loop_answers_of_one_turn_are_committed_together_at_its_end(
+    tmp_path: Path,
+) -> None:
+    store = ResponseCache(tmp_path / "c.sqlite")
+
+    async def arrive() -> tuple[set[str], set[str]]:
+        for i in range(5):  # five answers handled in the same loop turn
+            store.put(f"k{i}", answer(str(i)), model_id="sim/x")
+        during = keys_seen_elsewhere(store.path)
+        await asyncio.sleep(0)  # the turn ends: the commit runs
+        return during, keys_seen_elsewhere(store.path)
+
+    during, after = asyncio.run(arrive())
+    assert during == set(), "nothing is half-written mid-turn"
+    assert after == {f"k{i}" for i in range(5)}
+    assert store.get("k3") == answer("3")
+    store.close()
+
+
+def test_reads_and_close_commit_what_is_pending(tmp_path: Path) -> None:
+    store = ResponseCache(tmp_path / "c.sqlite")
+
+    async def arrive_then_read() -> int:
+        store.put("k1", answer("Yes"), model_id="sim/x")
+        store.put("k2", answer("No"), model_id="sim/x")
+        return len(store)  # this process reads its own writes at once
+
+    assert asyncio.run(arrive_then_read()) == 2
+    store.put("k3", answer("Yes"), model_id="sim/x")
+
+    async def last_answer_then_stop() -> None:
+        store.put("k4", answer("No"), model_id="sim/x")
+
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(last_answer_then_stop())
+    loop.close()  # the loop is gone before its commit callback ran
+    store.close()
+    assert keys_seen_elsewhere(store.path) == {"k1", "k2", "k3", "k4"}
+
+
+def test_a_failed_commit_keeps_the_answers_for_the_next(tmp_path: Path) -> None:
+    store = ResponseCache(tmp_path / "c.sqlite")
+    blocker = ResponseCache(tmp_path / "c.sqlite")
+    blocker._db.execute("BEGIN EXCLUSIVE")  # another process holds the write lock
+    store._db.execute("PRAGMA busy_timeout = 10")
+
+    async def arrive() -> None:
+        store.put("k1", answer("Yes"), model_id="sim/x")
+        store.put("k2", answer("No"), model_id="sim/x")
+        await asyncio.sleep(0)  # the end-of-turn commit fails and logs
+
+    asyncio.run(arrive())
+    with pytest.raises(Exception, match="locked"):
+        store.commit()
+    blocker._db.execute("ROLLBACK")
+    blocker.close()
+    store.commit()
+    assert keys_seen_elsewhere(store.path) == {"k1", "k2"}
+    store.close()
