@@ -29,6 +29,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture
+def terminal_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A terminal rich draws on as in a shell, whatever the CI's TERM, COLUMNS and colour say."""
+    monkeypatch.setenv("TERM", "xterm-256color")
+    monkeypatch.setenv("COLUMNS", "100")
+    for name in ("NO_COLOR", "FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
 def cache(tmp_path: Path) -> Iterator[ResponseCache]:
     store = ResponseCache(tmp_path / "cache.sqlite")
     yield store

@@ -27,6 +27,7 @@ from biasaudit.spec import parse_spec
 from tests.test_report_html import invoke, run_dir_of
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+pytestmark = pytest.mark.usefixtures("terminal_environment")
 
 
 class Terminal(io.StringIO):
@@ -34,15 +35,6 @@ class Terminal(io.StringIO):
 
     def isatty(self) -> bool:
         return True
-
-
-@pytest.fixture(autouse=True)
-def terminal_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A terminal rich draws on as it would in a shell, whatever the CI's TERM and COLUMNS say."""
-    monkeypatch.setenv("TERM", "xterm-256color")
-    monkeypatch.setenv("COLUMNS", "100")
-    for name in ("NO_COLOR", "FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"):
-        monkeypatch.delenv(name, raising=False)
 
 
 def forced_console(width: int = 200) -> Console:
@@ -189,6 +181,7 @@ def test_comparison_view_lists_every_figure_with_all(runs: dict[str, Path]) -> N
     console = forced_console(width=250)
     console.print(comparison_view(comparison, show_all=True))
     text = output(console)
-    missing = [test.label for test in comparison.tests if f" {test.label} " not in text]
+    rows = {line.split("  ")[0] for line in text.splitlines()}  # a table starts in column 0
+    missing = [test.label for test in comparison.tests if test.label not in rows]
     assert not missing, missing
     assert text.rstrip().endswith("verdict: changed (B_M)")

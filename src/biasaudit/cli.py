@@ -168,19 +168,27 @@ def cache_stats(runs_dir: Path, cache_path: Path | None) -> None:
     size = path.stat().st_size + sum(
         p.stat().st_size for p in path.parent.glob(path.name + "-*") if p.is_file()
     )
-    click.echo(f"cache: {path} ({_human_bytes(size)} on disk)")
-    header = f"{'model':<44} {'entries':>9} {'stored':>10} {'hits':>9}  newest"
-    click.echo(header)
-    for row in rows:
-        newest = datetime.fromtimestamp(row.last, UTC).strftime("%Y-%m-%d %H:%M")
-        click.echo(
-            f"{row.model_id:<44} {row.entries:>9} {_human_bytes(row.body_bytes):>10} "
-            f"{row.hits:>9}  {newest}"
-        )
-    click.echo(
-        f"{'total':<44} {sum(r.entries for r in rows):>9} "
-        f"{_human_bytes(sum(r.body_bytes for r in rows)):>10} {sum(r.hits for r in rows):>9}"
+    cells = [
+        (row.model_id, str(row.entries), _human_bytes(row.body_bytes), str(row.hits),
+         datetime.fromtimestamp(row.last, UTC).strftime("%Y-%m-%d %H:%M"))
+        for row in rows
+    ]  # fmt: skip
+    total = (
+        "total",
+        str(sum(r.entries for r in rows)),
+        _human_bytes(sum(r.body_bytes for r in rows)),
+        str(sum(r.hits for r in rows)),
     )
+    lines = [
+        f"cache: {path} ({_human_bytes(size)} on disk)",
+        f"{'model':<44} {'entries':>9} {'stored':>10} {'hits':>9}  newest",
+        *("{:<44} {:>9} {:>10} {:>9}  {}".format(*row) for row in cells),
+        "{:<44} {:>9} {:>10} {:>9}".format(*total),
+    ]
+    from .rich_tables import echo_table, listing_view
+
+    headers = ("model", "entries", "stored", "hits", "newest")
+    echo_table(lines, lambda: listing_view(headers, cells, total=total, above=lines[:1]))
 
 
 @cli.command()
@@ -188,17 +196,24 @@ def providers() -> None:
     """List the provider names biasaudit knows, with what their endpoints can do."""
     from .providers import KNOWN_PROVIDERS
 
-    click.echo(f"{'provider':<11} {'base URL':<40} {'key variable':<19} {'logprobs':<9} note")
+    cells = []
     for name, info in KNOWN_PROVIDERS.items():
         caps = info.capabilities
         logprobs = {True: "yes", False: "no", None: "unknown"}[caps.logprobs]
         if caps.logprobs and caps.max_top_logprobs:
             logprobs += f" ({caps.max_top_logprobs})"
         where = info.base_url or _NO_URL.get(info.kind, "(--base-url)")
-        click.echo(
-            f"{name:<11} {where:<40} {info.key_env or '-':<19} {logprobs:<9} {info.note}"
-        )
-    click.echo("any other name with --base-url: an OpenAI-compatible server")
+        cells.append((name, where, info.key_env or "-", logprobs, info.note))
+    other = "any other name with --base-url: an OpenAI-compatible server"
+    lines = [
+        f"{'provider':<11} {'base URL':<40} {'key variable':<19} {'logprobs':<9} note",
+        *("{:<11} {:<40} {:<19} {:<9} {}".format(*row) for row in cells),
+        other,
+    ]
+    from .rich_tables import echo_table, listing_view
+
+    headers = ("provider", "base URL", "key variable", "logprobs", "note")
+    echo_table(lines, lambda: listing_view(headers, cells, left=5, below=[other]))
 
 
 _AUDIT_OPTIONS = [
@@ -493,10 +508,11 @@ def run_spec(spec_file: Path, **fields: Any) -> None:
 def tasks() -> None:
     """List the built-in audit tasks, their groups, data sources and prompts."""
     from .report import tasks_listing
+    from .rich_tables import echo_table, tasks_view
     from .tasks import TASKS
 
-    for line in tasks_listing(TASKS.values()):
-        click.echo(line)
+    infos = list(TASKS.values())
+    echo_table(tasks_listing(infos), lambda: tasks_view(infos))
 
 
 @cli.command()
@@ -519,28 +535,26 @@ def study(
     Spearman correlation of each metric between the standard test and each context,
     between contexts, and whether the standard test picks the least biased model.
     """
-    from .report import study_table
+    from .report import study_blocks
+    from .rich_tables import echo_blocks
     from .study import run_study, study_kind
 
     if study_kind(run_dirs) == "grade-score":
-        from .grade_report import grade_study_table
+        from .grade_report import grade_study_blocks
         from .grade_study import run_grade_study
 
-        for line in grade_study_table(run_grade_study(run_dirs)):
-            click.echo(line)
+        echo_blocks(grade_study_blocks(run_grade_study(run_dirs)))
         _write_study_report(run_dirs, "grade-score", ndcg_at, report_dir, not no_report)
         return
     if study_kind(run_dirs) == "ruted":
-        from .ruted_report import ruted_study_table
+        from .ruted_report import ruted_study_blocks
         from .ruted_study import run_ruted_study
 
-        for line in ruted_study_table(run_ruted_study(run_dirs)):
-            click.echo(line)
+        echo_blocks(ruted_study_blocks(run_ruted_study(run_dirs)))
         _write_study_report(run_dirs, "ruted", ndcg_at, report_dir, not no_report)
         return
 
-    for line in study_table(run_study(run_dirs, ndcg_at=ndcg_at)):
-        click.echo(line)
+    echo_blocks(study_blocks(run_study(run_dirs, ndcg_at=ndcg_at)))
     _write_study_report(run_dirs, "allocation", ndcg_at, report_dir, not no_report)
 
 

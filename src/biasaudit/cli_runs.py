@@ -48,6 +48,7 @@ def check_budget(
     from .errors import UsageError
     from .loop import run_async
     from .pricing import BudgetedProvider, estimate_spec_cost, load_prices
+
     table = load_prices(prices)
     price = table.price(spec.model, base_url=spec.base_url)
     if not dry_run and max_cost is None and (price is None or price.input == price.output == 0):
@@ -351,17 +352,9 @@ def _history_command(reports_errors: Decorator) -> click.Command:
         if not entries:
             click.echo(f"no audit runs in {folder}" + (" of this spec" if spec else ""))
             return
-        click.echo(
-            f"{'started (UTC)':<17} {'kind':<12} {'status':<10} {'model version':<30} headline  run"
-        )
-        for entry in entries:
-            version = ", ".join(entry.versions) or "-"
-            if entry.fingerprints:
-                version += f" [{', '.join(entry.fingerprints)}]"
-            replay = " (replay)" if entry.replay_of else ""
-            click.echo(
-                f"{entry.started_at:%Y-%m-%d %H:%M} {entry.kind:<12} {entry.status:<10} "
-                f"{version:<30} {entry.headline}{replay}  {entry.run_dir.name}"
-            )
+        from .history import history_table
+        from .rich_tables import echo_table, history_view
+
+        echo_table(history_table(entries), lambda: history_view(entries))
 
     return history

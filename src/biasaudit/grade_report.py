@@ -14,9 +14,9 @@ import pandas as pd
 
 from .grade import GradeScoreMetrics
 from .grade_study import SCORES, GradeStudyResult
-from .report import SIMULATED
+from .report import SIMULATED, Block, PlainTable, block_lines
 
-__all__ = ["grade_score_table", "grade_study_table"]
+__all__ = ["grade_score_table", "grade_study_blocks", "grade_study_table"]
 
 # Beyond this many items, the run's table shows the lowest Grade Scores only.
 MAX_ITEM_ROWS = 20
@@ -138,21 +138,28 @@ def _item_rows(metrics: GradeScoreMetrics, items: pd.DataFrame) -> list[str]:
 
 def grade_study_table(result: GradeStudyResult) -> list[str]:
     """The lines ``biasaudit study`` prints for Grade Score runs."""
+    return block_lines(grade_study_blocks(result))
+
+
+def grade_study_blocks(result: GradeStudyResult) -> list[Block]:
+    """What was studied, then a table of each score by model and setting."""
     runs = result.runs
     labels = ", ".join(
         dict.fromkeys(run.label + (" (SIMULATED)" if run.metrics.simulated else "") for run in runs)
     )
-    lines = [f"Grade Score study of {len(runs)} runs: {labels}", *_settings_lines(result)]
-    headers = [_setting_name(prompt, random) for prompt, random in result.settings]
+    blocks: list[Block] = [f"Grade Score study of {len(runs)} runs: {labels}"]
+    blocks += _settings_lines(result)
+    header = ["model", *(_setting_name(prompt, random) for prompt, random in result.settings)]
     models = list(dict.fromkeys(result.table["model"]))
-    width = max(12, *(len(model) for model in models))
+    widths = [max(12, *(len(model) for model in models)) + 2, *([18] * len(result.settings))]
     for score in SCORES:
-        lines += ["", f"{_SCORE_TITLES[score]}; mean ± half the {_level(result)} interval"]
-        lines.append(f"{'model':<{width}}  " + "".join(f"{h:<18}" for h in headers))
-        for model in models:
-            cells = [_cell(result.table, model, setting, score) for setting in result.settings]
-            lines.append(f"{model:<{width}}  " + "".join(f"{c:<18}" for c in cells))
-    return [line.rstrip() for line in lines]
+        title = f"{_SCORE_TITLES[score]}; mean ± half the {_level(result)} interval"
+        rows = [
+            [model, *(_cell(result.table, model, setting, score) for setting in result.settings)]
+            for model in models
+        ]
+        blocks += ["", PlainTable(title, header, rows, widths)]
+    return blocks
 
 
 def _level(result: GradeStudyResult) -> str:

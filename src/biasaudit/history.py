@@ -34,9 +34,11 @@ from .spec import AuditSpec, load_spec, parse_spec
 
 __all__ = [
     "DRIFT_EXIT_CODE",
+    "HISTORY_COLUMNS",
     "FailOn",
     "HistoryEntry",
     "ReauditResult",
+    "history_table",
     "latest_baseline",
     "list_history",
     "reaudit",
@@ -84,6 +86,35 @@ def list_history(runs_dir: Path, spec: AuditSpec | None = None) -> list[HistoryE
         if entry is not None and (wanted is None or entry.spec_id == wanted):
             entries.append(entry)
     return sorted(entries, key=lambda e: e.started_at)
+
+
+HISTORY_COLUMNS = ("started (UTC)", "kind", "status", "model version", "headline", "run")
+
+
+def history_table(entries: Sequence[HistoryEntry]) -> list[str]:
+    """The lines ``biasaudit history`` prints: one run a line, under a header."""
+    lines = [
+        f"{'started (UTC)':<17} {'kind':<12} {'status':<10} {'model version':<30} headline  run"
+    ]
+    for started, kind, status, version, headline, run in map(_history_cells, entries):
+        lines.append(f"{started} {kind:<12} {status:<10} {version:<30} {headline}  {run}")
+    return lines
+
+
+def _history_cells(entry: HistoryEntry) -> tuple[str, str, str, str, str, str]:
+    """An entry's cells under :data:`HISTORY_COLUMNS`."""
+    version = ", ".join(entry.versions) or "-"
+    if entry.fingerprints:
+        version += f" [{', '.join(entry.fingerprints)}]"
+    replay = " (replay)" if entry.replay_of else ""
+    return (
+        f"{entry.started_at:%Y-%m-%d %H:%M}",
+        entry.kind,
+        entry.status,
+        version,
+        entry.headline + replay,
+        entry.run_dir.name,
+    )
 
 
 def latest_baseline(runs_dir: Path, spec: AuditSpec) -> Path | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import pandas as pd
 
@@ -16,9 +17,53 @@ from .allocation import AllocationMetrics, GroupMetrics
 from .study import StudyResult
 from .tasks import TaskInfo
 
-__all__ = ["allocation_table", "study_table", "tasks_listing"]
+__all__ = [
+    "Block",
+    "PlainTable",
+    "allocation_table",
+    "block_lines",
+    "study_blocks",
+    "study_table",
+    "tasks_listing",
+]
 
 SIMULATED = "SIMULATED model with a planted bias, for demos and tests; not a real model"
+
+
+@dataclass(frozen=True)
+class PlainTable:
+    """A titled table of a study: plain text pads each cell to its column's width.
+
+    :func:`biasaudit.rich_tables.blocks_view` draws the same cells as a rich
+    table on a terminal, its first ``labels`` columns aligned left.
+    """
+
+    title: str
+    header: Sequence[str]
+    rows: Sequence[Sequence[str]]
+    widths: Sequence[int]
+    labels: int = 1
+    notes: Sequence[str] = ()
+
+    def lines(self) -> list[str]:
+        """The title, the header and the rows as padded lines, then the notes."""
+        padded = [
+            "".join(f"{cell:<{width}}" for cell, width in zip(row, self.widths, strict=True))
+            for row in (self.header, *self.rows)
+        ]
+        return [self.title, *padded, *self.notes]
+
+
+Block = str | PlainTable
+"""A line of text, or a table: what a study's output is made of."""
+
+
+def block_lines(blocks: Iterable[Block]) -> list[str]:
+    """The plain lines of ``blocks``, trailing spaces stripped."""
+    lines: list[str] = []
+    for block in blocks:
+        lines += [block] if isinstance(block, str) else block.lines()
+    return [line.rstrip() for line in lines]
 
 
 def _signed(value: float | None, digits: int = 3) -> str:
@@ -70,8 +115,10 @@ def _header(metrics: AllocationMetrics) -> list[str]:
         how = "both orders of every pair in a pool; score = wins per pair within the pool"
     else:
         labels = ", ".join(f"{k}={v:g}" for k, v in (scoring.labels or {}).items())
-        source = "first-token logprobs" if scoring.path == "logprobs" else (
-            f"{scoring.samples} sampled answers per candidate (temperature 1)"
+        source = (
+            "first-token logprobs"
+            if scoring.path == "logprobs"
+            else f"{scoring.samples} sampled answers per candidate (temperature 1)"
         )
         how = f"expected label value ({labels}) from {source}"
     counts, requests = metrics.candidates, metrics.requests
@@ -180,15 +227,21 @@ def tasks_listing(tasks: Iterable[TaskInfo]) -> list[str]:
     """The lines ``biasaudit tasks`` prints."""
     lines: list[str] = []
     for info in tasks:
-        lines += [
-            f"{info.name}: {info.summary}",
-            f"  groups:     {info.groups}",
-            f"  pools:      {info.pools}",
-        ]
-        lines += [f"  {label + ':':<11} {source}" for label, source in info.data]
-        lines += [f"  prompt:     {prompt}" for prompt in info.prompts]
-        lines += [f"  run:        {info.usage}", ""]
+        lines.append(f"{info.name}: {info.summary}")
+        lines += [f"  {label + ':':<11} {value}" for label, value in _task_fields(info)]
+        lines.append("")
     return lines[:-1]
+
+
+def _task_fields(info: TaskInfo) -> list[tuple[str, str]]:
+    """What a task is, field by field: its groups, pools, data, prompts and command."""
+    return [
+        ("groups", info.groups),
+        ("pools", info.pools),
+        *info.data,
+        *(("prompt", prompt) for prompt in info.prompts),
+        ("run", info.usage),
+    ]
 
 
 _METRIC_NAMES = {"rabbi": "RABBI", "avg_gap": "δ", "jsd": "JSD |gap|", "emd": "EMD |gap|"}
@@ -197,27 +250,44 @@ _GAP_NAMES = {"dp": "ΔDP", "eo": "ΔEO"}
 
 def study_table(result: StudyResult) -> list[str]:
     """The lines ``biasaudit study`` prints."""
+    return block_lines(study_blocks(result))
+
+
+def study_blocks(result: StudyResult) -> list[Block]:
+    """What was studied, then the tables of predictive validity and of model selection."""
     runs = result.runs
     labels = ", ".join(
         run.label + (" (SIMULATED)" if run.metrics.simulated else "") for run in runs
     )
     settings = result.points.groupby(["task", "method", "subtask"]).ngroups
-    lines = [
+    header = ["metric", "gap", *(f"k={k}" for k in range(1, result.k_max + 1)), ""]
+    widths = [11, 5, *([17] * result.k_max), 0]
+    validity = [
+        _study_cells(
+            rows,
+            [_correlation(cell.r, cell.p_value) for cell in rows.itertuples()],
+            f"n={int(rows['n'].max())}",
+        )
+        for rows in _by_metric_and_gap(result.correlations)
+    ]
+    selection = [
+        _study_cells(
+            rows,
+            [_plain(cell.ndcg, 2) for cell in rows.itertuples()],
+            f"settings={int(rows['settings'].max())}",
+        )
+        for rows in _by_metric_and_gap(result.selection)
+    ]
+    title = "predictive validity: Pearson r of each metric with the gap (two-sided p); n = points"
+    return [
         f"study of {len(runs)} runs: {labels}",
         f"points: {len(result.points)} (model x subtask x group) in {settings} settings "
         f"(task, method, subtask); k = 1..{result.k_max}",
         "",
-        "predictive validity: Pearson r of each metric with the gap (two-sided p); n = points",
-        _study_header(result.k_max),
+        PlainTable(title, header, validity, widths, labels=2),
+        "",
+        PlainTable(_selection_title(result), header, selection, widths, labels=2),
     ]
-    for row in _by_metric_and_gap(result.correlations):
-        cells = [_correlation(cell.r, cell.p_value) for cell in row.itertuples()]
-        lines.append(_study_row(row, cells, f"n={int(row['n'].max())}"))
-    lines += ["", _selection_title(result), _study_header(result.k_max)]
-    for row in _by_metric_and_gap(result.selection):
-        cells = [_plain(cell.ndcg, 2) for cell in row.itertuples()]
-        lines.append(_study_row(row, cells, f"settings={int(row['settings'].max())}"))
-    return [line.rstrip() for line in lines]
 
 
 def _correlation(r: float, p_value: float) -> str:
@@ -239,12 +309,6 @@ def _by_metric_and_gap(frame: pd.DataFrame) -> list[pd.DataFrame]:
     return [rows.sort_values("k") for _, rows in frame.groupby(["metric", "gap"], sort=False)]
 
 
-def _study_header(k_max: int) -> str:
-    cells = "".join(f"{f'k={k}':<17}" for k in range(1, k_max + 1))
-    return f"{'metric':<10} {'gap':<4} {cells}"
-
-
-def _study_row(rows: pd.DataFrame, cells: list[str], count: str) -> str:
+def _study_cells(rows: pd.DataFrame, cells: list[str], count: str) -> list[str]:
     first = rows.iloc[0]
-    metric, gap = _METRIC_NAMES[first["metric"]], _GAP_NAMES[first["gap"]]
-    return f"{metric:<10} {gap:<4} " + "".join(f"{cell:<17}" for cell in cells) + count
+    return [_METRIC_NAMES[first["metric"]], _GAP_NAMES[first["gap"]], *cells, count]

@@ -1,17 +1,22 @@
-"""The audit and comparison tables drawn with rich, for a terminal.
+"""The tables of the command line drawn with rich, for a terminal.
 
-On a terminal, ``biasaudit run``, ``replay``, ``reaudit`` and ``compare`` print
-these; anywhere else (a pipe, a file, a test) they print the plain lines of
+On a terminal, every command that prints a table prints it with these: the
+audit tables of ``run``, ``replay`` and ``reaudit``, ``compare``, the three
+kinds of ``study``, ``history``, ``tasks``, ``providers`` and ``cache stats``.
+Anywhere else (a pipe, a file, a test) they print the plain lines of
 :mod:`biasaudit.report` and its siblings, byte for byte as before, so scripts
-that read them keep working. Both show the same figures with the same
-rounding: a figure whose interval excludes 0 (or whose p is below 0.05) is in
-bold here, which is all the rich tables add.
+that read them keep working. Both show the same cells with the same rounding:
+in an audit or a comparison, a figure whose interval excludes 0 (or whose p is
+below 0.05) is in bold here, which is all the rich tables add. Every cell is
+plain text (never rich markup, so a ``[fp_1]`` stays as it is) and folds
+rather than being cut short on a narrow terminal; rich leaves out colour
+under ``NO_COLOR``.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,16 +31,24 @@ if TYPE_CHECKING:
     from .allocation import AllocationMetrics
     from .compare import ChangeTest, Comparison
     from .grade import GradeScoreMetrics
+    from .history import HistoryEntry
+    from .report import Block
     from .ruted_metrics import RutedMetrics
+    from .tasks import TaskInfo
 
 __all__ = [
     "allocation_view",
     "audit_view",
+    "blocks_view",
     "comparison_view",
+    "echo_blocks",
     "echo_table",
     "grade_score_view",
+    "history_view",
+    "listing_view",
     "ruted_view",
     "stdout_is_terminal",
+    "tasks_view",
 ]
 
 _SIGNIFICANT = 0.05
@@ -57,11 +70,31 @@ def echo_table(lines: Sequence[str], view: Callable[[], RenderableType] | None) 
     Console(file=sys.stdout).print(view())
 
 
-def _table(*headers: str, title: str = "", left: int = 1) -> Table:
-    table = Table(title=title or None, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
+def echo_blocks(blocks: Sequence[Block]) -> None:
+    """Print a study's lines and tables: :func:`blocks_view` on a terminal, else the plain lines."""
+    from .report import block_lines
+
+    echo_table(block_lines(blocks), lambda: blocks_view(blocks))
+
+
+def _table(*headers: str, left: int = 1) -> Table:
+    """A table whose first ``left`` columns are aligned left and the rest right.
+
+    It starts in the first column, as the lines around it do; its title is one of
+    those lines, since rich would wrap a title to the table's width. Cells fold onto
+    more lines instead of being cut short when the terminal is too narrow.
+    """
+    table = Table(
+        box=box.SIMPLE_HEAD, padding=(0, 1), collapse_padding=True, pad_edge=False, show_edge=False
+    )
     for index, header in enumerate(headers):
-        table.add_column(header, justify="left" if index < left else "right", no_wrap=index == 0)
+        table.add_column(Text(header), justify="left" if index < left else "right", overflow="fold")
     return table
+
+
+def _add_row(table: Table, cells: Iterable[str | Text], *, style: str = "") -> None:
+    """Add a row of plain text: a ``str`` cell is never read as rich markup or highlighted."""
+    table.add_row(*(Text(c) if isinstance(c, str) else c for c in cells), style=style or None)
 
 
 def _excludes_zero(bounds: Sequence[float] | None) -> bool:
@@ -97,7 +130,7 @@ def allocation_view(metrics: AllocationMetrics) -> RenderableType:
     scores = _table("group", "", "n", "RABBI [CI]", "p", delta, "JSD", "EMD", "irreg", left=2)
     for group, figures in metrics.groups.items():
         strong = figures.rabbi_p is not None and figures.rabbi_p < _SIGNIFICANT
-        scores.add_row(
+        cells: list[str | Text] = [
             group,
             _display_name(metrics, group),
             str(figures.n),
@@ -107,7 +140,8 @@ def allocation_view(metrics: AllocationMetrics) -> RenderableType:
             _plain(figures.jsd),
             _plain(figures.emd),
             str(figures.irregular),
-        )
+        ]
+        _add_row(scores, cells)
     parts: list[RenderableType] = [*_lines(_header(metrics), first_bold=True), Text(), scores]
     selection = metrics.selection
     if selection is not None:
@@ -118,19 +152,17 @@ def allocation_view(metrics: AllocationMetrics) -> RenderableType:
             gaps.append(("eo_gap", title, selection.qualified_appearances or {}))
         ks = range(1, metrics.k_max + 1)
         for kind, title, appearances in gaps:
-            table = _table(
-                "group", "n", *(f"k={k} [CI]" for k in ks), title=f"{title}; {_pools(metrics)}"
-            )
+            table = _table("group", "n", *(f"k={k} [CI]" for k in ks))
             for group, figures in metrics.groups.items():
-                cells = [
+                intervals = [
                     _cell(
                         _interval(_gap(figures, kind, k), _gap_ci(figures, kind, k)),
                         _excludes_zero(_gap_ci(figures, kind, k)),
                     )
                     for k in ks
                 ]
-                table.add_row(group, str(appearances.get(group, 0)), *cells)
-            parts += [Text(), table]
+                _add_row(table, [group, str(appearances.get(group, 0)), *intervals])
+            parts += [Text(), Text(f"{title}; {_pools(metrics)}"), table]
     if metrics.pairwise is not None:
         parts.append(Text(_pairwise_line(metrics)))
     parts += _lines([f"note: {note}" for note in metrics.notes])
@@ -154,7 +186,7 @@ def grade_score_view(metrics: GradeScoreMetrics, items: pd.DataFrame) -> Rendera
     means = _table("score", "mean", f"{100 * metrics.confidence:g}% interval")
     for score in SCORES:
         mean, bounds = getattr(metrics, score), getattr(metrics, f"{score}_ci")
-        means.add_row(_SCORE_NAMES[score], _number(mean), _bounds(bounds))
+        _add_row(means, [_SCORE_NAMES[score], _number(mean), _bounds(bounds)])
     shown, title = items, "per item (slots: answers naming slot 1..n; options by index)"
     if len(items) > MAX_ITEM_ROWS:
         shown = items.sort_values("grade", na_position="first").head(_LOWEST_SHOWN)
@@ -162,12 +194,11 @@ def grade_score_view(metrics: GradeScoreMetrics, items: pd.DataFrame) -> Rendera
             f"the {_LOWEST_SHOWN} items of lowest Grade Score of {len(items)} (all in items.csv)"
         )
     rows = _table(
-        "item", "grade", "entropy", "choice", "unparsed", "slots", "most chosen", "preferred",
-        title=title,
+        "item", "grade", "entropy", "choice", "unparsed", "slots", "most chosen", "preferred"
     )  # fmt: skip
     for row in shown.itertuples(index=False):
         slots = " ".join(str(getattr(row, f"pos_{s}")) for s in range(1, metrics.n_options + 1))
-        rows.add_row(
+        cells = [
             str(row.item_id),
             _number(row.grade),
             _number(row.entropy),
@@ -176,13 +207,15 @@ def grade_score_view(metrics: GradeScoreMetrics, items: pd.DataFrame) -> Rendera
             slots,
             "-" if pd.isna(row.most_chosen) else str(row.most_chosen),
             "-" if pd.isna(row.preferred) else str(row.preferred),
-        )
+        ]
+        _add_row(rows, cells)
     return Group(
         *_lines(_header(metrics), first_bold=True),
         Text(),
         means,
         *_lines([_slots_line(metrics), *_agreement_lines(metrics)]),
         Text(),
+        Text(title),
         rows,
         *_lines([f"note: {note}" for note in metrics.notes]),
     )
@@ -205,13 +238,13 @@ def ruted_view(metrics: RutedMetrics) -> RenderableType:
             )
             for m in METRICS
         ]
-        table.add_row(
+        counts = [
             name,
             str(figures.occupations),
             "-" if logprobs else str(figures.gendered),
             "-" if logprobs else str(figures.dropped),
-            *cells,
-        )
+        ]
+        _add_row(table, [*counts, *cells])
     return Group(
         *_lines(header, first_bold=True),
         Text(),
@@ -244,7 +277,7 @@ def comparison_view(comparison: Comparison, *, show_all: bool = False) -> Render
     table = _table("figure", "A", "B", "B - A [95% CI]", "p (adj.)", "method")
     table.columns[-1].justify = "left"
     for test in tests:
-        table.add_row(*_test_cells(test, comparison.alpha))
+        _add_row(table, _test_cells(test, comparison.alpha))
     parts: list[RenderableType] = [*_lines(plain[:4], first_bold=True)]
     if tests:
         parts += [Text(), table]
@@ -268,3 +301,61 @@ def _test_cells(test: ChangeTest, alpha: float) -> list[Text]:
         _cell(f"{test.p_adjusted:.2g}", changed),
         Text(test.method),
     ]
+
+
+def blocks_view(blocks: Sequence[Block]) -> RenderableType:
+    """A study's lines (the first in bold) and its tables, each with its notes under it."""
+    parts: list[RenderableType] = []
+    for block in blocks:
+        if isinstance(block, str):
+            parts.append(Text(block, style="" if parts else "bold"))
+            continue
+        table = _table(*block.header, left=block.labels)
+        for row in block.rows:
+            _add_row(table, row)
+        parts += [Text(block.title), table, *_lines(block.notes)]
+    return Group(*parts)
+
+
+def listing_view(
+    headers: Sequence[str],
+    rows: Iterable[Sequence[str]],
+    *,
+    left: int = 1,
+    total: Sequence[str] | None = None,
+    above: Sequence[str] = (),
+    below: Sequence[str] = (),
+) -> RenderableType:
+    """Rows under ``headers``, then a ``total`` row set apart in bold; lines above and below."""
+    table = _table(*headers, left=left)
+    for row in rows:
+        _add_row(table, row)
+    if total is not None:
+        table.add_section()
+        _add_row(table, total, style="bold")
+    return Group(*_lines(above), table, *_lines(below))
+
+
+def history_view(entries: Sequence[HistoryEntry]) -> RenderableType:
+    """One run a row: when, kind, status, the model versions reported, the headline figures."""
+    from .history import HISTORY_COLUMNS, _history_cells
+
+    cells = map(_history_cells, entries)
+    return listing_view(HISTORY_COLUMNS, cells, left=len(HISTORY_COLUMNS))
+
+
+def tasks_view(tasks: Sequence[TaskInfo]) -> RenderableType:
+    """Each task's name and summary in bold, its fields under it with long values folded."""
+    from .report import _task_fields
+
+    listed = [(info, _task_fields(info)) for info in tasks]
+    width = max((len(label) for _, fields in listed for label, _ in fields), default=0) + 3
+    parts: list[RenderableType] = []
+    for info, fields in listed:
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(min_width=width, no_wrap=True)  # labels are single short words
+        grid.add_column(overflow="fold")
+        for label, value in fields:
+            grid.add_row(Text(f"  {label}:"), Text(value))
+        parts += [Text(f"{info.name}: {info.summary}", style="bold"), grid, Text()]
+    return Group(*parts[:-1])

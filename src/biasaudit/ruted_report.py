@@ -10,11 +10,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from .report import SIMULATED, _p_value, _plain, _signed
+import pandas as pd
+
+from .report import SIMULATED, Block, PlainTable, _p_value, _plain, _signed, block_lines
 from .ruted_metrics import METRICS, ContextMetrics, RutedMetrics
 from .ruted_study import RutedStudyResult
 
-__all__ = ["ruted_study_table", "ruted_table"]
+__all__ = ["ruted_study_blocks", "ruted_study_table", "ruted_table"]
 
 _WIDTH = 27
 
@@ -103,6 +105,11 @@ def _bounds_rows(metrics: RutedMetrics) -> list[str]:
 
 def ruted_study_table(result: RutedStudyResult) -> list[str]:
     """The lines ``biasaudit study`` prints for RUTEd runs."""
+    return block_lines(ruted_study_blocks(result))
+
+
+def ruted_study_blocks(result: RutedStudyResult) -> list[Block]:
+    """What was studied, each metric by model and context, and the rank correlations."""
     labels = [run.label + (" (SIMULATED)" if run.metrics.simulated else "") for run in result.runs]
     models = len(result.runs)
     if models < 3:
@@ -111,58 +118,53 @@ def ruted_study_table(result: RutedStudyResult) -> list[str]:
         caveat = "; p-values from the t approximation are rough below 10 models"
     else:
         caveat = ""
-    lines = [
+    blocks: list[Block] = [
         f"RUTEd study of {models} runs: {', '.join(labels)}",
         f"contexts: {', '.join(result.contexts)}{caveat}",
     ]
     width = max(12, *(len(str(label)) + 2 for label in result.values.index))
     for metric in METRICS:
         show = _plain if metric == "neutrality" else _signed
-        header = _header("model", width, result.contexts, 12)
-        lines += ["", f"{metric} by model and context", header]
-        for label, row in result.values.iterrows():
-            cells = "".join(f"{show(row[(metric, c)]):<12}" for c in result.contexts)
-            lines.append(f"{label!s:<{width}}{cells}")
+        rows = [
+            [str(label), *(show(row[(metric, c)]) for c in result.contexts)]
+            for label, row in result.values.iterrows()
+        ]
+        header = ["model", *result.contexts]
+        widths = [width, *([12] * len(result.contexts))]
+        blocks += ["", PlainTable(f"{metric} by model and context", header, rows, widths)]
     others = [c for c in result.contexts if c != "standard"]
     if "standard" in result.contexts and others:
-        lines += [
-            "",
+        title = (
             "Spearman rank correlation with the standard test (Lum et al., Table 1); "
-            f"rho (two-sided p), n = {models} models",
-            _header("metric", 12, others, 18),
-        ]
-        for metric in METRICS:
-            rows = result.with_standard[result.with_standard["metric"] == metric]
-            lines.append(_correlation_row(metric, list(rows["rho"]), list(rows["p_value"])))
+            f"rho (two-sided p), n = {models} models"
+        )
+        blocks += ["", _correlation_table(title, others, result.with_standard)]
     if len(others) > 1:
         pairs = result.between_contexts[result.between_contexts["metric"] == METRICS[0]]
         names = [f"{a}~{b}" for a, b in zip(pairs["first"], pairs["second"], strict=True)]
-        lines += [
-            "",
-            "Spearman rank correlation between contexts (Lum et al., Table 2); rho (two-sided p)",
-            _header("metric", 12, names, 18),
-        ]
-        for metric in METRICS:
-            rows = result.between_contexts[result.between_contexts["metric"] == metric]
-            lines.append(_correlation_row(metric, list(rows["rho"]), list(rows["p_value"])))
+        title = (
+            "Spearman rank correlation between contexts (Lum et al., Table 2); rho (two-sided p)"
+        )
+        blocks += ["", _correlation_table(title, names, result.between_contexts)]
     if "standard" in result.contexts and others:
-        lines += ["", *_selection_rows(result, others, models)]
-    return [line.rstrip() for line in lines]
+        blocks += ["", _selection_table(result, others, models)]
+    return blocks
 
 
-def _header(first: str, first_width: int, names: Sequence[str], width: int) -> str:
-    return f"{first:<{first_width}}" + "".join(f"{name:<{width}}" for name in names)
+def _correlation_table(title: str, names: list[str], frame: pd.DataFrame) -> PlainTable:
+    """rho (two-sided p) of each metric in each column, as ``frame`` lists them."""
+    rows = []
+    for metric in METRICS:
+        found = frame[frame["metric"] == metric]
+        cells = [
+            "-" if math.isnan(r) else f"{_signed(r, 2)} ({_p_value(p)})"
+            for r, p in zip(found["rho"], found["p_value"], strict=True)
+        ]
+        rows.append([metric, *cells])
+    return PlainTable(title, ["metric", *names], rows, [12, *([18] * len(names))])
 
 
-def _correlation_row(metric: str, rhos: list[float], p_values: list[float]) -> str:
-    cells = [
-        "-" if math.isnan(r) else f"{_signed(r, 2)} ({_p_value(p)})"
-        for r, p in zip(rhos, p_values, strict=True)
-    ]
-    return f"{metric:<12}" + "".join(f"{cell:<18}" for cell in cells)
-
-
-def _selection_rows(result: RutedStudyResult, others: list[str], models: int) -> list[str]:
+def _selection_table(result: RutedStudyResult, others: list[str], models: int) -> PlainTable:
     table = result.least_biased
     grid: list[list[str]] = []
     agreed = total = 0
@@ -178,14 +180,12 @@ def _selection_rows(result: RutedStudyResult, others: list[str], models: int) ->
         grid.append(cells)
     heading = ["metric", "standard", *others]
     widths = [max(len(row[i]) for row in [heading, *grid]) + 2 for i in range(len(heading))]
-    lines = [
+    title = (
         "least biased model (lowest neutrality, |skew|, |stereotype|): the standard test's "
-        "pick, and whether each context agrees",
-        *("".join(f"{cell:<{w}}" for cell, w in zip(row, widths, strict=True))
-          for row in [heading, *grid]),
-    ]  # fmt: skip
-    lines.append(
+        "pick, and whether each context agrees"
+    )
+    summary = (
         f"the standard test's pick is the least biased in {agreed} of {total} "
         f"(metric, context) pairs; chance alone: 1 in {models}"
     )
-    return lines
+    return PlainTable(title, heading, grid, widths, labels=len(heading), notes=[summary])
