@@ -51,6 +51,13 @@ def _reports_errors(command: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+_BATCH_HELP = (
+    "Send the uncached requests through the provider's batch API (openai/, anthropic/): "
+    "half price, answers within 24 h; run the same command again to resume."
+)
+_BATCH_POLL_HELP = "Seconds before a batch's first status check; doubles up to 60 s."
+
+
 def _base_urls(
     _ctx: click.Context, _param: click.Parameter, urls: tuple[str, ...]
 ) -> str | tuple[str, ...] | None:
@@ -99,6 +106,9 @@ def cli() -> None:
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64),
               help="Processes sharing the requests; one drives about one core "
               "(worth it above a few hundred requests per second).")
+@click.option("--batch", is_flag=True, help=_BATCH_HELP)
+@click.option("--batch-poll", default=5.0, show_default=True, metavar="SECONDS",
+              type=click.FloatRange(min=0, min_open=True), help=_BATCH_POLL_HELP)
 @_reports_errors
 def fanout(prompts: Path, **options: Any) -> None:
     """Send every prompt in PROMPTS.jsonl to a model, with caching, retries and rate limits.
@@ -117,10 +127,11 @@ def fanout(prompts: Path, **options: Any) -> None:
     manifest, counts = result.manifest, result.manifest.counts
     label = " (simulated model)" if manifest.simulated else ""
     answered = counts.requests - counts.failures
+    batched = f" ({counts.batched} answered through batches)" if counts.batched else ""
     click.echo(
         f"fanout of {counts.requests} prompts to {options['model']}{label}: {answered} answered, "
         f"{counts.failures} failed, {counts.refusals} refused; {counts.cache_hits} from cache, "
-        f"{counts.sent} requests sent, {counts.retries} retries, "
+        f"{counts.sent} requests sent{batched}, {counts.retries} retries, "
         f"{manifest.usage.input_tokens + manifest.usage.output_tokens} tokens"
     )
     for version, n in sorted(manifest.model_versions.items()):
@@ -255,6 +266,9 @@ _AUDIT_OPTIONS = [
         help="Seconds per attempt [default: 60].",
     ),
     click.option("--workers", type=click.IntRange(1, 64), help="Processes [default: 1]."),
+    click.option("--batch", is_flag=True, default=None, help=_BATCH_HELP),
+    click.option("--batch-poll", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+                 help=_BATCH_POLL_HELP.replace(".", " [default: 5].", 1)),
     click.option("--runs-dir", type=click.Path(path_type=Path), help="Where runs go [runs]."),
     click.option(
         "--cache",

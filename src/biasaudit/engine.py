@@ -16,6 +16,9 @@ probes or metrics.
   ``max_retries=0``): tenacity retries transient failures with capped
   exponential backoff and full jitter, waits as long as ``Retry-After`` /
   ``retry-after-ms`` asks, and never retries a request the endpoint rejected.
+- **Batches** (``batch=True``): the uncached requests go through the
+  provider's batch API instead (:mod:`biasaudit.batch`); entries the batch
+  does not answer come back through the path above.
 - **Fatal errors** (bad key, exhausted quota, no logprobs, nothing reachable)
   stop the run: in-flight requests are cancelled and :class:`RunAbortedError`
   is raised after every result that did arrive has been yielded.
@@ -36,6 +39,7 @@ from asyncio_throttle import Throttler  # type: ignore[attr-defined]
 from tenacity import AsyncRetrying, RetryCallState, stop_after_attempt, wait_random_exponential
 
 from . import worker_pool
+from .batch import BatchRunner, require_batch_api
 from .cache import ResponseCache
 from .errors import (
     EndpointUnreachableError,
@@ -48,6 +52,7 @@ from .errors import (
     TransientProviderError,
 )
 from .providers import ModelRequest, ModelResponse, Provider, Usage
+from .runs import BatchRecord
 
 __all__ = ["Engine", "EngineSettings", "EngineStats", "RequestResult"]
 
@@ -91,6 +96,14 @@ class EngineSettings:
         a few hundred requests a second the SDKs' request building, not the
         endpoint, is the limit, and more workers lift it. Runs of fewer than
         ``MIN_REQUESTS_PER_WORKER`` requests per worker stay in-process.
+    batch:
+        Send the uncached requests through the provider's batch API
+        (:mod:`biasaudit.batch`): half price, answers within 24 h, resumable.
+    batch_poll, batch_poll_max:
+        Seconds before the first status check of a batch; the wait doubles
+        after each check, up to ``batch_poll_max``.
+    batch_max_requests, batch_max_bytes:
+        Lower the provider's limits per batch (``None``: the provider's own).
     """
 
     concurrency: int = 16
@@ -103,6 +116,11 @@ class EngineSettings:
     replay: bool = False
     read_cache: bool = True
     workers: int = 1
+    batch: bool = False
+    batch_poll: float = 5.0
+    batch_poll_max: float = 60.0
+    batch_max_requests: int | None = None
+    batch_max_bytes: int | None = None
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -113,6 +131,8 @@ class EngineSettings:
             raise ValueError("max_retries must be >= 0 and timeout > 0")
         if self.workers < 1:
             raise ValueError("workers must be at least 1")
+        if self.batch_poll <= 0 or (self.batch_max_requests or 1) < 1:
+            raise ValueError("batch_poll must be positive and batch_max_requests at least 1")
 
     def for_worker(self, workers: int) -> EngineSettings:
         """The share of these limits that one of ``workers`` processes gets."""
@@ -123,6 +143,7 @@ class EngineSettings:
             workers=1,
             read_cache=False,  # the parent has already served what the cache holds
             replay=False,
+            batch=False,  # workers only ever send directly
         )
 
 
@@ -165,6 +186,8 @@ class EngineStats:
     lowest_concurrency_limit: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    batched: int = 0
+    batch_status: str = ""
     model_versions: Counter[str] = field(default_factory=Counter)
     system_fingerprints: Counter[str] = field(default_factory=Counter)
     started: float = field(default_factory=time.monotonic)
@@ -247,6 +270,8 @@ class Engine:
         # With worker processes: the children's concurrency limits, and this process's.
         self._limit_elsewhere = 0
         self._limit_here: _AdaptiveLimit | None = None
+        # Called with the records of the run's provider batches whenever one changes.
+        self.on_batch_update: Callable[[list[BatchRecord]], None] | None = None
 
     def key(self, request: ModelRequest) -> str:
         p = self.provider
@@ -265,6 +290,8 @@ class Engine:
         self.stats = EngineStats(total=len(requests))
         for request in requests:
             self.provider.check(request)
+        if self.settings.batch and not self.settings.replay:
+            require_batch_api(self.provider)  # a usage error before anything is sent
         units = self._split_for_n(requests)
         keyed = [(unit, self.key(unit)) for unit in units]
         in_cache = self._cached_keys([key for _, key in keyed])
@@ -324,8 +351,14 @@ class Engine:
         elif result.response is not None and result.response.refusal is not None:
             stats.refusals += 1
 
-    async def _fan_out(self, todo: list[tuple[ModelRequest, str]]) -> AsyncIterator[RequestResult]:
+    async def _fan_out(
+        self, todo: list[tuple[ModelRequest, str]], *, direct: bool = False
+    ) -> AsyncIterator[RequestResult]:
         if not todo:
+            return
+        if self.settings.batch and not direct:
+            async for result in self._fan_out_batch(todo):
+                yield result
             return
         workers = min(self.settings.workers, len(todo) // MIN_REQUESTS_PER_WORKER)
         if workers > 1 and self.provider.spec is not None:
@@ -369,6 +402,28 @@ class Engine:
             raise RunAbortedError(fatal)
         if fatal is not None:
             raise fatal
+
+    async def _fan_out_batch(
+        self, todo: list[tuple[ModelRequest, str]]
+    ) -> AsyncIterator[RequestResult]:
+        """Send ``todo`` through the provider's batch API (see :mod:`biasaudit.batch`)."""
+        runner = BatchRunner(
+            self.provider,
+            self.cache,
+            self.settings,
+            self.stats,
+            send_directly=lambda pairs: self._fan_out(pairs, direct=True),
+            record=self._record,
+            sleep=self._sleep,
+            on_update=self.on_batch_update,
+        )
+        try:
+            async for result in runner.run(todo):
+                yield result
+        except RunAbortedError:
+            raise
+        except ProviderError as error:
+            raise RunAbortedError(error) from error
 
     async def _fan_out_to_processes(
         self, todo: list[tuple[ModelRequest, str]], workers: int

@@ -182,8 +182,9 @@ class RunInterruptedError(BiasauditError):
 
     exit_code = 130
 
-    def __init__(self, run_dir: str | None = None) -> None:
+    def __init__(self, run_dir: str | None = None, *, note: str | None = None) -> None:
         self.run_dir = run_dir
         super().__init__(
             "interrupted: the answers received so far are in the cache; run again to resume"
+            + (f"; {note}" if note else "")
         )

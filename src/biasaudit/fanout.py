@@ -44,6 +44,8 @@ class FanoutOptions:
     cache_path: Path | None = None
     replay: bool = False
     workers: int = 1
+    batch: bool = False
+    batch_poll: float = 5.0
     command: Sequence[str] = field(default_factory=lambda: list(sys.argv))
 
     @property
@@ -58,6 +60,8 @@ class FanoutOptions:
             timeout=self.timeout,
             replay=self.replay,
             workers=self.workers,
+            batch=self.batch,
+            batch_poll=self.batch_poll,
         )
 
 

@@ -17,6 +17,10 @@
   larger budget pays only for the rest. Requests already in flight when the
   budget is reached still finish, so a run can overshoot by up to
   ``concurrency`` answers.
+- **Batches** (``--batch``) cost half: the estimate and the spend count half
+  price. A batch is submitted whole, so with ``--batch`` the budget is held by
+  the estimate, checked before anything is submitted (the output estimate is
+  an upper bound).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import math
 import os
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
@@ -33,10 +37,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import BudgetExceededError, ProviderError, UsageError
 from .providers import KNOWN_PROVIDERS, ModelRequest, ModelResponse, Provider
+from .providers._batch_api import BatchAPI
 from .providers._types import Usage
 from .spec import AuditSpec
 
 __all__ = [
+    "BATCH_DISCOUNT",
     "DEFAULT_OUTPUT_TOKENS",
     "PRICES_ENV",
     "PRICES_PATH",
@@ -54,6 +60,7 @@ __all__ = [
 PRICES_PATH = Path(__file__).parent / "data" / "prices.yaml"
 PRICES_ENV = "BIASAUDIT_PRICES"
 DEFAULT_OUTPUT_TOKENS = 512
+BATCH_DISCOUNT = 0.5  # OpenAI's Batch API and Anthropic's Message Batches: half price
 _CHARS_PER_TOKEN = 4
 _TOKENS_PER_MESSAGE = 4
 _REPLY_PRIMING_TOKENS = 3
@@ -188,6 +195,7 @@ class CostEstimate:
     output_tokens: int
     price: ModelPrice | None
     free_reason: str | None = None
+    batch: bool = False
 
     @property
     def to_send(self) -> int:
@@ -198,7 +206,8 @@ class CostEstimate:
         """Estimated US dollars, ``None`` when the price is unknown."""
         if self.price is None:
             return None
-        return self.price.cost(self.input_tokens, self.output_tokens)
+        full = self.price.cost(self.input_tokens, self.output_tokens)
+        return full * BATCH_DISCOUNT if self.batch else full
 
     def lines(self) -> list[str]:
         """The dry run's report."""
@@ -215,8 +224,9 @@ class CostEstimate:
                 f"estimated cost: unknown (no price for {self.model}; give one with --prices FILE)"
             )
         else:
+            half = " through batches, at half" if self.batch else ""
             lines.append(
-                f"estimated cost: ${self.cost:.4f} at ${self.price.input:g} input / "
+                f"estimated cost: ${self.cost:.4f}{half} at ${self.price.input:g} input / "
                 f"${self.price.output:g} output per million tokens (prices change: check them)"
             )
         return lines
@@ -296,6 +306,16 @@ class BudgetedProvider(Provider):
     def check(self, request: ModelRequest) -> None:
         self.inner.check(request)
 
+    def batch_api(self) -> BatchAPI | None:
+        """The inner provider's batch API, its answers counted at half price."""
+        api = self.inner.batch_api()
+        if api is not None:
+            api.on_answer = self._charge_batch
+        return api
+
+    def _charge_batch(self, request: ModelRequest, response: ModelResponse) -> None:
+        self.spent += self._cost(request, response.usage) * BATCH_DISCOUNT
+
     async def aclose(self) -> None:
         await self.inner.aclose()
 
@@ -319,6 +339,9 @@ def estimate_spec_cost(spec: AuditSpec, provider: Provider, prices: PriceTable) 
     if spec.cache_path.is_file() and not spec.fresh:
         with ResponseCache(spec.cache_path, readonly=True) as store:
             cached = store.keys_present(engine.key(unit) for unit in units)
-    return estimate_cost(
+    estimate = estimate_cost(
         provider, requests, prices=prices, cached_keys=cached, units=units, key=engine.key
     )
+    if spec.batch and provider.batch_api() is not None:
+        estimate = replace(estimate, batch=True)
+    return estimate

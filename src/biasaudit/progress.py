@@ -33,7 +33,7 @@ def describe_progress(stats: EngineStats) -> str:
         f"{stats.done}/{stats.total} done ({stats.cache_hits} cached, {stats.retries} retries, "
         f"{stats.failures} failed, {stats.in_flight} in flight{limited}) "
         f"{rate:.0f} req/s, ETA {eta}"
-    )
+    ) + (f"; {stats.batch_status}" if stats.batch_status else "")
 
 
 class ProgressPrinter:

@@ -49,7 +49,7 @@ def progress_details(stats: EngineStats) -> str:
     return (
         f"{stats.cache_hits} cached · {stats.retries} retries · {failed} · "
         f"{stats.in_flight} in flight{limit} · {_rate(stats):.0f} req/s"
-    )
+    ) + (f"\n{stats.batch_status}" if stats.batch_status else "")
 
 
 class _TwoLines(Progress):

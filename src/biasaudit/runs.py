@@ -9,6 +9,8 @@
   flushed as each arrives.
 - ``inputs.jsonl`` — the resolved requests, so the run can be replayed.
 - ``spec.json`` — the resolved options of the command.
+- ``batches.json`` — :class:`BatchesFile`, ``--batch`` runs only: the provider
+  batches submitted or picked up, with their ids, status and counts.
 
 Every artifact is a versioned pydantic model; ``SCHEMA_VERSION`` goes up
 whenever a shape changes.
@@ -31,6 +33,8 @@ from .providers import FirstTokenLogprobs
 
 __all__ = [
     "SCHEMA_VERSION",
+    "BatchRecord",
+    "BatchesFile",
     "Manifest",
     "ResponseRecord",
     "RunCounts",
@@ -53,6 +57,7 @@ class RunCounts(BaseModel):
     failures: int = Field(0, description="Inputs with no answer after all retries.")
     refusals: int = Field(0, description="Inputs the model refused to answer (not cached).")
     rate_limited: int = Field(0, description="Rate-limit answers (429/529) met.")
+    batched: int = Field(0, description="Inputs answered through a provider batch (--batch).")
 
 
 class TokenUsage(BaseModel):
@@ -60,6 +65,44 @@ class TokenUsage(BaseModel):
 
     input_tokens: int = 0
     output_tokens: int = 0
+
+
+BatchRunState = Literal["submitting", "submitted", "ended", "collected"]
+
+
+class BatchRecord(BaseModel):
+    """One provider batch of a ``--batch`` run, as ``batches.json`` and the manifest list it."""
+
+    local_id: str = Field(description="biasaudit's id of the batch (OpenAI: in its metadata).")
+    provider: str = Field(description="Whose batch API: 'openai' or 'anthropic'.")
+    model: str = Field(description="provider/model.")
+    endpoint: str = Field(description="The endpoint every entry of the batch goes to.")
+    batch_id: str | None = Field(
+        None, description="The provider's batch id; None until the provider has created it."
+    )
+    state: BatchRunState = Field(
+        description="submitting (recorded, not yet created), submitted, ended (results "
+        "ready), collected (answers in the cache)."
+    )
+    status: str = Field(description="The provider's last word on the batch.")
+    requests: int = Field(description="Entries in the batch.")
+    counts: dict[str, int] = Field(
+        default_factory=dict,
+        description="Entries by outcome (total, processing, succeeded, errored, expired, "
+        "canceled), as the provider last counted them.",
+    )
+    failed_entries: int = Field(
+        0, description="Entries without an answer in the batch, sent again directly."
+    )
+    resumed: bool = Field(False, description="Submitted by an earlier, stopped run.")
+    created_at: datetime = Field(description="When biasaudit recorded the batch.")
+
+
+class BatchesFile(BaseModel):
+    """``batches.json``: the provider batches a ``--batch`` run submitted or picked up."""
+
+    schema_version: int = SCHEMA_VERSION
+    batches: list[BatchRecord] = Field(default_factory=list)
 
 
 class Manifest(BaseModel):
@@ -87,6 +130,9 @@ class Manifest(BaseModel):
     error: str | None = Field(None, description="Why the run stopped early, if it did.")
     replay_of: str | None = Field(
         None, description="The run this one replayed from the cache ('biasaudit replay')."
+    )
+    batches: list[BatchRecord] = Field(
+        default_factory=list, description="Provider batches of a --batch run (batches.json)."
     )
 
 

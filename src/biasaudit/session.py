@@ -25,12 +25,21 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from . import __version__
+from .batch import require_batch_api
 from .cache import ResponseCache
 from .engine import Engine, EngineSettings, RequestResult
 from .errors import BiasauditError, RunAbortedError, RunInterruptedError
 from .progress import ProgressPrinter
 from .providers import ModelRequest, Provider
-from .runs import Manifest, ResponseRecord, RunCounts, RunDirectory, TokenUsage
+from .runs import (
+    BatchesFile,
+    BatchRecord,
+    Manifest,
+    ResponseRecord,
+    RunCounts,
+    RunDirectory,
+    TokenUsage,
+)
 
 __all__ = ["Annotate", "RunSession", "finish_manifest", "response_record"]
 
@@ -64,6 +73,8 @@ class RunSession:
         Resolve ``provider`` first: a configuration error then leaves nothing
         behind and sends nothing.
         """
+        if settings.batch and not settings.replay:
+            require_batch_api(provider)  # before the run directory exists
         cache = ResponseCache(cache_path)
         run = RunDirectory.create(runs_dir, kind, provider.model_id)
         manifest = Manifest(
@@ -78,7 +89,15 @@ class RunSession:
             cache_path=str(cache_path),
         )
         run.write_json("manifest.json", manifest)
-        return cls(provider, cache, Engine(provider, cache, settings), run, manifest)
+        session = cls(provider, cache, Engine(provider, cache, settings), run, manifest)
+        session.engine.on_batch_update = session._record_batches
+        return session
+
+    def _record_batches(self, batches: list[BatchRecord]) -> None:
+        """Keep ``batches.json`` and the manifest up to date: a killed run still names them."""
+        self.manifest.batches = batches
+        self.run.write_json("batches.json", BatchesFile(batches=batches))
+        self.run.write_json("manifest.json", self.manifest)
 
     async def send(
         self,
@@ -116,7 +135,7 @@ class RunSession:
             raise
         except (asyncio.CancelledError, KeyboardInterrupt) as error:
             manifest.status, manifest.error = "interrupted", "interrupted by the user"
-            raise RunInterruptedError(str(run.path)) from error
+            raise RunInterruptedError(str(run.path), note=self._pending_batches()) from error
         finally:
             await progress.stop()
 
@@ -130,6 +149,17 @@ class RunSession:
             self.run.write_json("manifest.json", self.manifest)
             self.run.close()
             self.cache.close()
+
+    def _pending_batches(self) -> str | None:
+        """Says which provider batches are still pending, and that a rerun collects them."""
+        batches = self.manifest.batches
+        pending = [b.batch_id or b.local_id for b in batches if b.state != "collected"]
+        if not pending:
+            return None
+        return (
+            f"batch {', '.join(pending)} still pending at the provider; run the same command "
+            "again to collect the answers (nothing is submitted twice)"
+        )
 
     def _record_unanswered(self, requests: Sequence[ModelRequest], reason: str) -> None:
         """List every input the aborted run never answered, so nothing is silently lost."""
@@ -163,6 +193,7 @@ def finish_manifest(manifest: Manifest, engine: Engine) -> None:
         failures=stats.failures,
         refusals=stats.refusals,
         rate_limited=stats.rate_limited,
+        batched=stats.batched,
     )
     manifest.usage = TokenUsage(input_tokens=stats.input_tokens, output_tokens=stats.output_tokens)
 

@@ -92,6 +92,10 @@ class AuditSpec(BaseModel):
         False, description="Ask the model afresh, never reading cached answers (re-audits)."
     )
     workers: int = Field(1, ge=1, le=64, description="Processes sharing the requests.")
+    batch: bool = Field(
+        False, description="Through the provider's batch API (openai, anthropic): half price."
+    )
+    batch_poll: float = Field(5.0, gt=0.0, description="Seconds before a batch's first check.")
 
     @model_validator(mode="before")
     @classmethod
@@ -139,6 +143,8 @@ class AuditSpec(BaseModel):
             replay=self.replay,
             read_cache=not self.fresh,
             workers=self.workers,
+            batch=self.batch,
+            batch_poll=self.batch_poll,
         )
 
 

@@ -2,6 +2,8 @@
 
 `base_url` has no /v1: the anthropic SDK appends "/v1/messages" itself.
 Standalone: python -m tests.servers.anthropic_server --port 0 [--latency S] [--log FILE]
+    [--batch-delay S]
+Message Batches are in `anthropic_batches.py`.
 """
 
 from __future__ import annotations
@@ -10,9 +12,19 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from aiohttp import web
 
+from .anthropic_batches import AnthropicBatchRoutes
 from .base import ApiError, FakeProviderServer, cli_parser, json_response, run_cli
+from .batches import BatchBook
 from .faults import Fault
-from .responders import JsonDict, Rendered, Responder, content_text, count_tokens, render
+from .responders import (
+    RESPONDERS,
+    JsonDict,
+    Rendered,
+    Responder,
+    content_text,
+    count_tokens,
+    render,
+)
 
 MESSAGES_PATH = "/v1/messages"
 
@@ -46,6 +58,8 @@ class AnthropicServer(FakeProviderServer):
         require_api_key: str | None = None,
         record: bool = True,
         log_path: str | None = None,
+        batch_delay: float = 0.0,
+        batch_max_requests: int | None = None,
     ) -> None:
         super().__init__(
             latency=latency,
@@ -55,13 +69,19 @@ class AnthropicServer(FakeProviderServer):
             record=record,
             log_path=log_path,
         )
+        self.batches = BatchBook(delay=batch_delay, max_requests=batch_max_requests)
+        self._batch_routes = AnthropicBatchRoutes(self, self.batches)
 
     @property
     def base_url(self) -> str:
         return self.root_url
 
     def routes(self) -> Iterable[web.AbstractRouteDef]:
-        return [web.post(MESSAGES_PATH, self._messages), web.get("/v1/models", self._models)]
+        return [
+            web.post(MESSAGES_PATH, self._messages),
+            web.get("/v1/models", self._models),
+            *self._batch_routes.routes(),
+        ]
 
     async def _messages(self, request: web.Request) -> web.StreamResponse:
         return await self.handle(request, self.message)
@@ -159,6 +179,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         model=args.model,
         require_api_key=args.require_api_key,
         log_path=args.log,
+        batch_delay=args.batch_delay,
+        responder=RESPONDERS[args.responder],
     )
     run_cli(server, args.host, args.port)
 

@@ -21,7 +21,7 @@ from typing import IO, NamedTuple, Self
 from aiohttp import web
 
 from .faults import Fault, FaultBook, Match
-from .responders import Choice, JsonDict, Responder, default_responder, request_key
+from .responders import RESPONDERS, Choice, JsonDict, Responder, default_responder, request_key
 
 HOST = "127.0.0.1"
 _START_TIMEOUT_S = 10.0
@@ -203,8 +203,8 @@ class FakeProviderServer(ABC):
                 self._log_file = None
 
     def make_app(self) -> web.Application:
-        # Big enough for long prompt batches; aiohttp's default is 1 MiB.
-        app = web.Application(client_max_size=64 * 2**20)
+        # Big enough for batch files (OpenAI: up to 200 MB); aiohttp's default is 1 MiB.
+        app = web.Application(client_max_size=256 * 2**20)
         app.add_routes(self.routes())
         app.router.add_get("/health", self._health)
         app.router.add_route("*", "/{tail:.*}", self._not_found)
@@ -391,6 +391,10 @@ def cli_parser(prog: str) -> argparse.ArgumentParser:
     parser.add_argument("--model", default="test-model")
     parser.add_argument("--require-api-key", default=None)
     parser.add_argument("--log", default=None, help="append one line per request to FILE")
+    parser.add_argument(
+        "--batch-delay", type=float, default=0.0, help="seconds before a batch is answered"
+    )
+    parser.add_argument("--responder", choices=sorted(RESPONDERS), default="default")
     return parser
 
 

@@ -2,6 +2,8 @@
 
 Run standalone for benchmarks / kill tests (from the repo root):
     python -m tests.servers.openai_server --port 0 --latency 0.05 [--model X] [--log FILE]
+        [--batch-delay S]
+The Batch API (files and batches) is in `openai_batches.py`.
 It prints `PORT <n>` once listening and serves until SIGTERM.
 """
 
@@ -13,8 +15,11 @@ from typing import Any, Literal
 from aiohttp import web
 
 from .base import ApiError, Builder, FakeProviderServer, cli_parser, json_response, run_cli
+from .batches import BatchBook
 from .faults import Fault
+from .openai_batches import OpenAIBatchRoutes
 from .responders import (
+    RESPONDERS,
     JsonDict,
     Rendered,
     Responder,
@@ -61,6 +66,8 @@ class OpenAIServer(FakeProviderServer):
         require_api_key: str | None = None,
         record: bool = True,
         log_path: str | None = None,
+        batch_delay: float = 0.0,
+        batch_max_requests: int | None = None,
     ) -> None:
         super().__init__(
             latency=latency,
@@ -76,6 +83,8 @@ class OpenAIServer(FakeProviderServer):
         self.logprobs_supported = logprobs_supported
         self.completions_logprobs_style = completions_logprobs_style
         self.system_fingerprint = system_fingerprint
+        self.batches = BatchBook(delay=batch_delay, max_requests=batch_max_requests)
+        self._batch_routes = OpenAIBatchRoutes(self, self.batches)
 
     @property
     def base_url(self) -> str:
@@ -86,6 +95,7 @@ class OpenAIServer(FakeProviderServer):
             web.post(CHAT_PATH, self._post(self.chat_completion)),
             web.post(COMPLETIONS_PATH, self._post(self.completion)),
             web.get("/v1/models", self._models),
+            *self._batch_routes.routes(),
         ]
 
     def _post(self, build: Builder) -> Any:
@@ -343,6 +353,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         logprobs_supported=not args.no_logprobs,
         completions_logprobs_style=args.completions_logprobs_style,
         log_path=args.log,
+        batch_delay=args.batch_delay,
+        responder=RESPONDERS[args.responder],
     )
     run_cli(server, args.host, args.port)
 

@@ -8,6 +8,7 @@ answer like "Yes" is exactly one position.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import random
@@ -120,6 +121,18 @@ def default_responder(body: JsonDict, path: str) -> list[Choice]:
     key = request_key(body, path)
     seed = body.get("seed")
     return [_sampled_choice(random.Random(f"{seed}|{i}|{key}")) for i in range(n)]
+
+
+def hashed_responder(body: JsonDict, path: str) -> list[Choice]:
+    """A Yes/No answer whose P(Yes) is a hash of the prompt (`request_key`): answers
+    differ from prompt to prompt, reproducibly, so a run's scores and metrics
+    show any answer matched to the wrong prompt."""
+    digest = hashlib.sha256(request_key(body, path).encode()).digest()
+    return [Choice.binary(int.from_bytes(digest[:4], "big") / 2**32)]
+
+
+RESPONDERS: Mapping[str, Responder] = {"default": default_responder, "hashed": hashed_responder}
+"""Responders a server started from the command line can use (`--responder`)."""
 
 
 def _sampled_choice(rng: random.Random) -> Choice:

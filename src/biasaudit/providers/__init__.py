@@ -61,12 +61,14 @@ PROMPT_BATCH = 32
 
 KNOWN_PROVIDERS: dict[str, ProviderInfo] = {
     "openai": ProviderInfo(
-        "openai", "https://api.openai.com/v1", "OPENAI_API_KEY", Capabilities(max_top_logprobs=20)
+        "openai", "https://api.openai.com/v1", "OPENAI_API_KEY",
+        Capabilities(max_top_logprobs=20, batch=True),
     ),
     "anthropic": ProviderInfo(
         "anthropic", "https://api.anthropic.com", "ANTHROPIC_API_KEY",
         Capabilities(
-            completions=False, logprobs=False, max_top_logprobs=0, n=False, seed=False
+            completions=False, logprobs=False, max_top_logprobs=0, n=False, seed=False,
+            batch=True,
         ),
         "no logprobs, no n: sampled replicates",
     ),

@@ -6,7 +6,7 @@ import email.utils
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import (
     AuthenticationFailedError,
@@ -20,6 +20,9 @@ from ..errors import (
 )
 from ..secrets import redact
 from ._types import Capabilities, ModelRequest, ModelResponse
+
+if TYPE_CHECKING:
+    from ._batch_api import BatchAPI
 
 __all__ = ["Provider", "classify_status", "parse_retry_after"]
 
@@ -97,6 +100,10 @@ class Provider(ABC):
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook, not abstract
         """Release connections; the default has none."""
+
+    def batch_api(self) -> BatchAPI | None:
+        """The provider's batch API (``--batch``), or ``None`` where it has none (the default)."""
+        return None
 
     def run_report(self) -> dict[str, object]:
         """What the provider counted during the run, added to the manifest's endpoint at the end.

@@ -177,3 +177,6 @@ class Capabilities(BaseModel):
     prompt_batch: int = Field(
         1, ge=1, description="Most legacy-completions prompts one request may carry (a list)."
     )
+    batch: bool = Field(
+        False, description="Has a provider batch API (``--batch``): half price, up to 24 h."
+    )

@@ -12,14 +12,16 @@ from typing import Any
 from ..errors import ProviderError, RequestRejectedError, TransientProviderError
 from ..secrets import redact, remember_secret
 from ._base import classify_status
+from ._batch_api import BatchAPI
 from ._sdk import SDKProvider, connection_error
 from ._types import Capabilities, ModelRequest, ModelResponse, Usage
 
 __all__ = ["ANTHROPIC_CAPABILITIES", "AnthropicProvider"]
 
 ANTHROPIC_CAPABILITIES = Capabilities(
-    chat=True, completions=False, logprobs=False, max_top_logprobs=0, n=False, seed=False
-)
+    chat=True, completions=False, logprobs=False, max_top_logprobs=0, n=False, seed=False,
+    batch=True,
+)  # fmt: skip
 # The Messages API requires max_tokens; this is used when a request sets none.
 DEFAULT_MAX_TOKENS = 1024
 
@@ -57,28 +59,41 @@ class AnthropicProvider(SDKProvider):
         )
 
     async def complete(self, request: ModelRequest, *, timeout: float) -> ModelResponse:
+        params = self.message_body(request)
+        # Recent SDKs no longer type the sampling parameters, but models that take
+        # them still read them from the body.
+        sampling = {name: params.pop(name) for name in ("temperature", "top_p") if name in params}
+        if sampling:
+            params["extra_body"] = sampling
+        raw = await self._sdk().messages.with_raw_response.create(timeout=timeout, **params)
+        return _parse_message(raw.http_response)
+
+    def message_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The Messages API body of one request, as it is sent."""
         if request.kind != "chat":
             raise RequestRejectedError("anthropic/ takes chat 'messages', not a 'prompt'")
         system, messages = _split_system(request.messages or ())
         p = request.params
-        params: dict[str, Any] = {"max_tokens": p.max_tokens or DEFAULT_MAX_TOKENS}
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "max_tokens": p.max_tokens or DEFAULT_MAX_TOKENS,
+        }
         if system:
-            params["system"] = system
-        # Recent SDKs no longer type the sampling parameters, but models that take
-        # them still read them from the body.
-        sampling: dict[str, float] = {}
+            body["system"] = system
         if p.temperature is not None:
-            sampling["temperature"] = min(p.temperature, 1.0)  # Anthropic's range is [0, 1]
+            body["temperature"] = min(p.temperature, 1.0)  # Anthropic's range is [0, 1]
         if p.top_p is not None:
-            sampling["top_p"] = p.top_p
-        if sampling:
-            params["extra_body"] = sampling
+            body["top_p"] = p.top_p
         if p.stop:
-            params["stop_sequences"] = list(p.stop)
-        raw = await self._sdk().messages.with_raw_response.create(
-            model=self.model, messages=messages, timeout=timeout, **params
-        )
-        return _parse_message(raw.http_response)
+            body["stop_sequences"] = list(p.stop)
+        return body
+
+    def batch_api(self) -> BatchAPI:
+        """Anthropic's Message Batches."""
+        from .anthropic_batch import AnthropicBatchAPI
+
+        return AnthropicBatchAPI(self._sdk, self.message_body, parse_message_body)
 
     def classify(self, error: BaseException) -> ProviderError:
         import anthropic
@@ -108,12 +123,17 @@ def _split_system(messages: tuple[dict[str, Any], ...]) -> tuple[str, list[dict[
 def _parse_message(http_response: Any) -> ModelResponse:
     try:
         body = json.loads(http_response.content)
-        blocks = body["content"]
+        return parse_message_body(body, request_id=http_response.headers.get("request-id"))
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
         snippet = http_response.content[:120].decode("utf-8", "replace")
         raise TransientProviderError(
             redact(f"the endpoint returned an unreadable message: {snippet!r}")
         ) from None
+
+
+def parse_message_body(body: dict[str, Any], *, request_id: str | None) -> ModelResponse:
+    """Normalise a Messages API answer (raises ``KeyError``/``TypeError`` if it is not one)."""
+    blocks = body["content"]
     text = "".join(
         b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text"
     )
@@ -123,7 +143,7 @@ def _parse_message(http_response: Any) -> ModelResponse:
         finish_reasons=(body.get("stop_reason"),),
         refusal="the model refused" if body.get("stop_reason") == "refusal" else None,
         model_version=body.get("model"),
-        request_id=http_response.headers.get("request-id") or body.get("id"),
+        request_id=request_id or body.get("id"),
         usage=Usage(
             input_tokens=int(usage.get("input_tokens") or 0),
             output_tokens=int(usage.get("output_tokens") or 0),

@@ -20,6 +20,7 @@ from typing import Any
 from ..errors import LogprobsUnavailableError, ProviderError, TransientProviderError
 from ..secrets import redact, remember_secret
 from ._base import classify_status
+from ._batch_api import BatchAPI
 from ._prompt_batch import PromptBatcher, split_choices
 from ._sdk import SDKProvider, connection_error, http_module
 from ._types import Capabilities, FirstTokenLogprobs, ModelRequest, ModelResponse, Usage
@@ -90,17 +91,27 @@ class OpenAICompatibleProvider(SDKProvider):
             if self._batcher is None:
                 self._batcher = PromptBatcher(self.capabilities.prompt_batch, self._complete_many)
             return await self._batcher.submit(request, timeout)
-        client = self._sdk()
-        if request.kind == "chat":
-            path = "/chat/completions"
-            payload = {"model": self.model, "messages": list(request.messages or ())}
-            payload |= self._chat_params(request)
-        else:
-            path = "/completions"
-            payload = {"model": self.model, "prompt": request.prompt} | _completion_params(request)
-        http_response = await self._post(client, path, payload, timeout)
+        path, payload = self.request_body(request)
+        http_response = await self._post(self._sdk(), path, payload, timeout)
         body = _json_body(http_response)
         return _parse_body(body, request, request_id=http_response.headers.get("x-request-id"))
+
+    def request_body(self, request: ModelRequest) -> tuple[str, dict[str, Any]]:
+        """The path (below the base URL) and JSON body of one request, as it is sent."""
+        payload: dict[str, Any]
+        if request.kind == "chat":
+            payload = {"model": self.model, "messages": list(request.messages or ())}
+            return "/chat/completions", payload | self._chat_params(request)
+        payload = {"model": self.model, "prompt": request.prompt}
+        return "/completions", payload | _completion_params(request)
+
+    def batch_api(self) -> BatchAPI | None:
+        """OpenAI's Batch API; other OpenAI-compatible hosts have none here."""
+        if not self.capabilities.batch:
+            return None
+        from .openai_batch import OpenAIBatchAPI
+
+        return OpenAIBatchAPI(self._sdk, self.request_body, _parse_body)
 
     async def _complete_many(
         self, requests: Sequence[ModelRequest], timeout: float
