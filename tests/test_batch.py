@@ -331,20 +331,7 @@ def test_a_rerun_collects_the_pending_batch_instead_of_submitting_again(
     ant.batches.delay = 30.0
     requests = prompts(12)
 
-    async def stopped_while_polling() -> None:
-        provider = provider_for(ant)
-        with ResponseCache(tmp_path / "c.sqlite") as cache:
-            engine = Engine(provider, cache, EngineSettings(batch=True, batch_poll=0.01))
-            task = asyncio.ensure_future(_drain(engine, requests))
-            while ant.batches.created == 0:
-                await asyncio.sleep(0.01)
-            await asyncio.sleep(0.1)
-            task.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await task
-        await provider.aclose()
-
-    asyncio.run(stopped_while_polling())
+    stop_while_polling(ant, requests, tmp_path / "c.sqlite")
     [pending] = stored_batches(tmp_path / "c.sqlite")
     assert pending.state == "submitted" and pending.batch_id is not None
     ant.batches.delay = 0.0
@@ -356,6 +343,25 @@ def test_a_rerun_collects_the_pending_batch_instead_of_submitting_again(
 
 async def _drain(engine: Engine, requests: list[ModelRequest]) -> list[RequestResult]:
     return [r async for r in engine.run(requests)]
+
+
+def stop_while_polling(server: Server, requests: list[ModelRequest], cache_path: Path) -> None:
+    """Run ``--batch`` until its batch is created, then cancel it as Ctrl-C would."""
+
+    async def stopped() -> None:
+        provider = provider_for(server)
+        with ResponseCache(cache_path) as cache:
+            engine = Engine(provider, cache, EngineSettings(batch=True, batch_poll=0.01))
+            task = asyncio.ensure_future(_drain(engine, requests))
+            while server.batches.created == 0:
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.05)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        await provider.aclose()
+
+    asyncio.run(stopped())
 
 
 @pytest.mark.parametrize("server_name", ["oai", "ant"])
@@ -526,20 +532,7 @@ def test_a_pending_batch_the_provider_no_longer_has_is_sent_directly(
     oai.batches.delay = 30.0
     requests = prompts(6)
 
-    async def stopped_while_polling() -> None:
-        provider = provider_for(oai)
-        with ResponseCache(tmp_path / "c.sqlite") as cache:
-            engine = Engine(provider, cache, EngineSettings(batch=True, batch_poll=0.01))
-            task = asyncio.ensure_future(_drain(engine, requests))
-            while oai.batches.created == 0:
-                await asyncio.sleep(0.01)
-            await asyncio.sleep(0.05)
-            task.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await task
-        await provider.aclose()
-
-    asyncio.run(stopped_while_polling())
+    stop_while_polling(oai, requests, tmp_path / "c.sqlite")
     oai.batches.clear()  # the provider forgot it (deleted, or its results expired)
     oai.batches.delay = 0.0
     with ResponseCache(tmp_path / "c.sqlite") as cache:

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from .base import ApiError, json_response
-from .batches import BatchBook, BatchJob
+from .batches import BatchBook, BatchJob, guarded
 from .responders import JsonDict
 
 if TYPE_CHECKING:
@@ -41,26 +40,12 @@ class AnthropicBatchRoutes:
 
     def routes(self) -> list[web.AbstractRouteDef]:
         return [
-            web.post(BATCHES_PATH, self._guarded(self._create)),
-            web.get(BATCHES_PATH, self._guarded(self._list)),
-            web.get(BATCHES_PATH + "/{id}", self._guarded(self._retrieve)),
-            web.get(BATCHES_PATH + "/{id}/results", self._guarded(self._results)),
-            web.post(BATCHES_PATH + "/{id}/cancel", self._guarded(self._cancel)),
+            web.post(BATCHES_PATH, guarded(self.server, self._create)),
+            web.get(BATCHES_PATH, guarded(self.server, self._list)),
+            web.get(BATCHES_PATH + "/{id}", guarded(self.server, self._retrieve)),
+            web.get(BATCHES_PATH + "/{id}/results", guarded(self.server, self._results)),
+            web.post(BATCHES_PATH + "/{id}/cancel", guarded(self.server, self._cancel)),
         ]
-
-    def _guarded(self, handler: Callable[[web.Request], Any]) -> Any:
-        async def guarded(request: web.Request) -> web.StreamResponse:
-            try:
-                if self.server.require_api_key is not None and not self.server.authorized(
-                    request.headers
-                ):
-                    raise self.server.auth_error()
-                response: web.StreamResponse = await handler(request)
-                return response
-            except ApiError as err:
-                return json_response(self.server.error_payload(err), err.status, err.headers)
-
-        return guarded
 
     async def _create(self, request: web.Request) -> web.Response:
         body = await request.json()

@@ -17,9 +17,15 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
+from aiohttp import web
+
+from .base import ApiError, json_response
 from .responders import JsonDict
+
+if TYPE_CHECKING:
+    from .base import FakeProviderServer
 
 EntryFault = Literal["error", "expire", "cancel"]
 EntryMatch = Callable[[JsonDict], bool] | str
@@ -130,3 +136,18 @@ class BatchBook:
         job.results = results
         job.ended_at = time.time()
         job.status = "cancelled" if job.cancel_requested else "expired" if expired else "ended"
+
+
+def guarded(server: FakeProviderServer, handler: Callable[[web.Request], Any]) -> Any:
+    """``handler`` behind the server's key check, its errors in the provider's shape."""
+
+    async def guarded_handler(request: web.Request) -> web.StreamResponse:
+        try:
+            if server.require_api_key is not None and not server.authorized(request.headers):
+                raise server.auth_error()
+            response: web.StreamResponse = await handler(request)
+            return response
+        except ApiError as err:
+            return json_response(server.error_payload(err), err.status, err.headers)
+
+    return guarded_handler

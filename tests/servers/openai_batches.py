@@ -17,13 +17,12 @@ entries go to the error file with OpenAI's `batch_expired` / `batch_cancelled`.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from .base import ApiError, json_response
-from .batches import BatchBook, BatchJob
+from .batches import BatchBook, BatchJob, guarded
 from .responders import JsonDict
 
 if TYPE_CHECKING:
@@ -51,30 +50,14 @@ class OpenAIBatchRoutes:
 
     def routes(self) -> list[web.AbstractRouteDef]:
         return [
-            web.post("/v1/files", self._guarded(self._upload)),
-            web.get("/v1/files/{id}", self._guarded(self._file)),
-            web.get("/v1/files/{id}/content", self._guarded(self._content)),
-            web.post("/v1/batches", self._guarded(self._create)),
-            web.get("/v1/batches", self._guarded(self._list)),
-            web.get("/v1/batches/{id}", self._guarded(self._retrieve)),
-            web.post("/v1/batches/{id}/cancel", self._guarded(self._cancel)),
+            web.post("/v1/files", guarded(self.server, self._upload)),
+            web.get("/v1/files/{id}", guarded(self.server, self._file)),
+            web.get("/v1/files/{id}/content", guarded(self.server, self._content)),
+            web.post("/v1/batches", guarded(self.server, self._create)),
+            web.get("/v1/batches", guarded(self.server, self._list)),
+            web.get("/v1/batches/{id}", guarded(self.server, self._retrieve)),
+            web.post("/v1/batches/{id}/cancel", guarded(self.server, self._cancel)),
         ]
-
-    def _guarded(self, handler: Callable[[web.Request], Any]) -> Any:
-        """Auth and the provider's error shape, as on the normal endpoints."""
-
-        async def guarded(request: web.Request) -> web.StreamResponse:
-            try:
-                if self.server.require_api_key is not None and not self.server.authorized(
-                    request.headers
-                ):
-                    raise self.server.auth_error()
-                response: web.StreamResponse = await handler(request)
-                return response
-            except ApiError as err:
-                return json_response(self.server.error_payload(err), err.status, err.headers)
-
-        return guarded
 
     # ------------------------------------------------------------ files
     async def _upload(self, request: web.Request) -> web.Response:
