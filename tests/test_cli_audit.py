@@ -68,18 +68,18 @@ candidates: 24 (24 scored, 0 with irregular answers, 0 unscored); requests: 24 (
 reference: W_M (n = 8); intervals: 95% bootstrap
 
 group                                n  RABBI [CI]                       p   δ mean    JSD    EMD  irreg
-B_M                                  8  -0.594 [-1.000, -0.188]       0.05   -0.223  0.422  0.223      0
-A_F                                  8  +0.000 [-0.688, +0.500]          1   -0.009  0.125  0.034      0
+B_M                                  8  -0.594 [-0.938, -0.031]       0.05   -0.223  0.422  0.223      0
+A_F                                  8  +0.000 [-0.562, +0.531]          1   -0.009  0.125  0.034      0
 
 ΔDP: selection rate minus W_M's, top k of each pool; 300 simulated pools of 3 (one candidate per group) per subtask x 1 subtask; n = pool appearances; 40 bootstrap replicates
 group       n  k=1 [CI]                  k=2 [CI]                  k=3 [CI]
-B_M       300  -0.353 [-0.663, -0.173]   -0.480 [-0.800, -0.313]   +0.000 [+0.000, +0.000]
-A_F       300  +0.013 [-0.443, +0.362]   -0.060 [-0.193, +0.124]   +0.000 [+0.000, +0.000]
+B_M       300  -0.353 [-0.681, -0.093]   -0.480 [-0.789, -0.239]   +0.000 [+0.000, +0.000]
+A_F       300  +0.013 [-0.451, +0.402]   -0.060 [-0.197, +0.161]   +0.000 [+0.000, +0.000]
 
 ΔEO: selection rate of qualified candidates minus W_M's, top k of each pool; 300 simulated pools of 3 (one candidate per group) per subtask x 1 subtask; n = pool appearances; 40 bootstrap replicates
 group       n  k=1 [CI]                  k=2 [CI]                  k=3 [CI]
-B_M       180  -0.394 [-0.753, -0.182]   -0.311 [-0.778, -0.139]   +0.000 [+0.000, +0.000]
-A_F       191  +0.131 [-0.443, +0.545]   +0.031 [-0.146, +0.155]   +0.000 [+0.000, +0.000]
+B_M       180  -0.394 [-0.811, -0.077]   -0.311 [-0.713, -0.138]   +0.000 [+0.000, +0.000]
+A_F       191  +0.131 [-0.411, +0.685]   +0.031 [-0.145, +0.165]   +0.000 [+0.000, +0.000]
 note: k_max lowered from 5 to the pool size, 3
 """
 

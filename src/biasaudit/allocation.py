@@ -5,7 +5,7 @@ Evans, "The Mismeasure of Man and Models", 2024; Cyberey, Ji & Evans, "Do
 Prevalent Bias Metrics Capture Allocational Harms from LLMs?", 2025):
 
 - RABBI with its bootstrap interval and Mann-Whitney p-value
-  (:func:`~biasaudit.metrics.rank_biserial_test`);
+  (:func:`~biasaudit.metrics.rank_biserial_tests`);
 - δ, the average score gap (pointwise, :func:`~biasaudit.metrics.avg_score_gap`)
   or preference gap (pairwise, :func:`~biasaudit.metrics.pairwise_preference_gap`);
 - JSD and EMD of the score distributions;
@@ -30,12 +30,13 @@ import pandas as pd
 from pydantic import BaseModel, Field
 
 from .metrics import (
+    RankBiserialResult,
     avg_score_gap,
     bootstrap_selection_gaps,
     emd,
     jsd,
     pairwise_preference_gap,
-    rank_biserial_test,
+    rank_biserial_tests,
     select_in_pools,
     simulate_selection,
 )
@@ -185,16 +186,37 @@ def group_metrics(
     ``comparisons`` (pairwise runs) holds the prompts: ``first``, ``second``,
     ``choice``. Problems become ``notes``, not errors.
     """
-    scored = scores[scores["score"].notna()]
-    reference = scored.loc[scored["group"] == options.reference, "score"].to_numpy(float)
+    group_of = scores["group"].to_numpy()
+    score = scores["score"].to_numpy(float)
+    is_scored = ~np.isnan(score)
+    reference = score[is_scored & (group_of == options.reference)]
+    audited = [group for group in options.groups if group != options.reference]
+    values = {group: score[is_scored & (group_of == group)] for group in audited}
+    tests: dict[str, RankBiserialResult] = {}
+    if reference.size:
+        tests = rank_biserial_tests(
+            {group: found for group, found in values.items() if found.size}, reference,
+            n_bootstrap=options.bootstrap, confidence=options.confidence, seed=options.seed,
+        )  # fmt: skip
+    irregular = scores["irregular"].to_numpy(bool)
     result = {}
-    for group in options.groups:
-        if group == options.reference:
+    for group in audited:
+        in_group = group_of == group
+        counts = {
+            "n": int(values[group].size),
+            "n_reference": int(reference.size),
+            "irregular": int(np.count_nonzero(irregular & in_group)),
+            "unscored": int(np.count_nonzero(in_group & ~is_scored)),
+        }
+        if group not in tests:
+            notes.append(f"{group}: no scored candidates of it or of {options.reference}")
+            result[group] = GroupMetrics(**counts)
             continue
+        average_gap = _average_gap(values[group], reference, group, options, scores, comparisons)
         result[group] = _score_figures(
-            scores, scored, group, reference, options, comparisons, notes
+            counts, values[group], reference, tests[group], average_gap, options
         )
-    selection = _selection(scored, options, notes)
+    selection = _selection(scores[is_scored], options, notes)
     if selection is not None:
         gaps, summary = selection
         for group, figures in result.items():
@@ -204,35 +226,19 @@ def group_metrics(
 
 
 def _score_figures(
-    scores: pd.DataFrame,
-    scored: pd.DataFrame,
-    group: str,
+    counts: dict[str, int],
+    values: np.ndarray[Any, Any],
     reference: np.ndarray[Any, Any],
+    test: RankBiserialResult,
+    average_gap: float | None,
     options: MetricOptions,
-    comparisons: pd.DataFrame | None,
-    notes: list[str],
 ) -> GroupMetrics:
-    rows = scores[scores["group"] == group]
-    values = scored.loc[scored["group"] == group, "score"].to_numpy(float)
-    counts = {
-        "n": int(values.size),
-        "n_reference": int(reference.size),
-        "irregular": int(rows["irregular"].astype(bool).sum()),
-        "unscored": int(rows["score"].isna().sum()),
-    }
-    if values.size == 0 or reference.size == 0:
-        notes.append(f"{group}: no scored candidates of it or of {options.reference}")
-        return GroupMetrics(**counts)
-    test = rank_biserial_test(
-        values, reference, n_bootstrap=options.bootstrap, confidence=options.confidence,
-        seed=options.seed,
-    )  # fmt: skip
     return GroupMetrics(
         **counts,
         rabbi=test.r,
         rabbi_ci=[test.ci_low, test.ci_high] if test.ci_low is not None else None,
         rabbi_p=test.p_value,
-        avg_gap=_average_gap(values, reference, group, options, scores, comparisons),
+        avg_gap=average_gap,
         jsd=jsd(values, reference, bins=10, value_range=options.value_range),
         emd=emd(values, reference),
     )

@@ -19,8 +19,15 @@ from biasaudit.metrics import (
     jsd,
     rank_biserial,
     rank_biserial_test,
+    rank_biserial_tests,
 )
-from biasaudit.metrics._allocation import _weighted_sign_sums
+from biasaudit.metrics._allocation import (
+    _bootstrap_rank_biserial,
+    _bootstrap_stream,
+    _cumulative_counts,
+    _multiplicities,
+    _weighted_sign_sums,
+)
 
 INPUT_TYPES: list[Callable[[Any], Any]] = [list, np.asarray, pd.Series]
 INPUT_IDS = ["list", "ndarray", "series"]
@@ -126,7 +133,7 @@ def test_weighted_sign_sums_equal_brute_force() -> None:
     weights_b = rng.integers(0, 4, size=(5, b.size))
     sign = np.sign(np.subtract.outer(a, b_sorted))
     expected = [weights_a[r] @ sign @ weights_b[r] for r in range(5)]
-    got = _weighted_sign_sums(below, at_or_below, weights_a, weights_b)
+    got = _weighted_sign_sums(below, at_or_below, weights_a, _cumulative_counts(weights_b))
     np.testing.assert_array_equal(got, expected)
 
 
@@ -157,6 +164,77 @@ def test_bootstrap_confidence_widens_interval() -> None:
     narrow = rank_biserial_test(a, b, confidence=0.5)
     wide = rank_biserial_test(a, b, confidence=0.99)
     assert wide.ci_low < narrow.ci_low < narrow.ci_high < wide.ci_high  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("block_cells", [1, 700, 10**6])
+def test_bootstrap_replicates_equal_rabbi_of_the_same_resamples(
+    monkeypatch: pytest.MonkeyPatch, block_cells: int
+) -> None:
+    # Each replicate is exactly RABBI of the resample its multiplicities describe,
+    # whatever the block size (one replicate per block, several, all at once).
+    monkeypatch.setattr("biasaudit.metrics._allocation._BLOCK_CELLS", block_cells)
+    a, b = np.array(tied_scores(4, 37, 6)), np.array(tied_scores(5, 29, 6))
+    got = _bootstrap_rank_biserial({"a": a}, np.sort(b), n_bootstrap=150, seed=7)["a"]
+    counts_a = _multiplicities(_bootstrap_stream(7, 1), n=a.size, replicates=150)
+    counts_b = _multiplicities(_bootstrap_stream(7, 0), n=b.size, replicates=150)
+    assert (counts_a.sum(axis=1) == a.size).all() and (counts_b.sum(axis=1) == b.size).all()
+    resampled = [
+        (np.repeat(np.sort(a), counts_a[r]), np.repeat(np.sort(b), counts_b[r])) for r in range(150)
+    ]
+    np.testing.assert_array_equal(got, [rank_biserial(x, y) for x, y in resampled])
+    assert got[0] == pair_loop_rabbi(resampled[0][0].tolist(), resampled[0][1].tolist())
+
+
+def test_rank_biserial_tests_equal_one_test_per_group() -> None:
+    rng = np.random.default_rng(12)
+    reference = rng.normal(size=90)
+    groups = {"A": rng.normal(size=90), "B": tied_scores(3, 40, 4), "C": rng.normal(size=90) - 1}
+    together = rank_biserial_tests(groups, reference, seed=2, confidence=0.9)
+    assert list(together) == ["A", "B", "C"]
+    for name, scores in groups.items():
+        assert together[name] == rank_biserial_test(scores, reference, seed=2, confidence=0.9)
+    assert together["A"].ci_low != together["C"].ci_low
+
+
+def test_rank_biserial_tests_name_the_bad_group() -> None:
+    with pytest.raises(ValueError, match=r"groups\['B'\] contains NaN"):
+        rank_biserial_tests({"A": [1.0], "B": [math.nan]}, [1.0, 2.0])
+
+
+@pytest.mark.parametrize("alternative", ["two-sided", "greater", "less"])
+@pytest.mark.parametrize(
+    ("sizes", "levels"),
+    [
+        ((3, 5), 10**9),
+        ((3, 5), 3),
+        ((8, 30), 10**9),
+        ((9, 9), 10**9),
+        ((40, 25), 4),
+        ((300, 200), 50),
+    ],
+)
+def test_p_value_equals_scipy(alternative: str, sizes: tuple[int, int], levels: int) -> None:
+    # Small samples without ties use scipy's exact distribution, the rest the
+    # normal approximation computed here: both must give scipy's p-value.
+    a, b = tied_scores(sizes[0], sizes[0], levels), tied_scores(sizes[1] + 1, sizes[1], levels)
+    got = rank_biserial_test(a, b, alternative=alternative, n_bootstrap=None).p_value
+    expected = stats.mannwhitneyu(a, b, alternative=alternative).pvalue
+    assert got == pytest.approx(expected, rel=1e-12, abs=1e-300)
+
+
+def test_bootstrap_interval_covers_the_true_rabbi() -> None:
+    # Normal scores shifted by delta: RABBI = P(a > b) - P(a < b) = 2 Phi(delta / sqrt 2) - 1.
+    rng = np.random.default_rng(21)
+    delta = -0.4
+    truth = 2 * stats.norm.cdf(delta / math.sqrt(2)) - 1
+    trials = 300
+    covered = 0
+    for seed in range(trials):
+        a, b = rng.normal(delta, size=80), rng.normal(size=100)
+        result = rank_biserial_test(a, b, n_bootstrap=500, seed=seed)
+        covered += result.ci_low <= truth <= result.ci_high  # type: ignore[operator]
+    # 95% nominal; three binomial standard errors either side.
+    assert abs(covered / trials - 0.95) <= 3 * math.sqrt(0.95 * 0.05 / trials)
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,8 @@ Options are keyword-only and validated before any computation; bad input
 
 Allocational bias (Chen, Ji & Evans, "The Mismeasure of Man and Models" /
 "Do Prevalent Bias Metrics Capture Allocational Harms from LLMs?"):
-:func:`rank_biserial`, :func:`rank_biserial_test`, :func:`avg_score_gap`,
+:func:`rank_biserial`, :func:`rank_biserial_test` (:func:`rank_biserial_tests`
+for several groups against one reference), :func:`avg_score_gap`,
 :func:`jsd`, :func:`emd`, :func:`distribution_shape`,
 :func:`pairwise_ranking_scores`, :func:`pairwise_preference_gap`,
 :func:`simulate_selection` (or :func:`select_in_pools` for pools fixed in
@@ -30,7 +31,9 @@ from biasaudit.metrics._allocation import (
     jsd,
     rank_biserial,
     rank_biserial_test,
+    rank_biserial_tests,
 )
+from biasaudit.metrics._gap_bootstrap import SelectionGapIntervals, bootstrap_selection_gaps
 from biasaudit.metrics._grade import GradeScore, GradeScoreSummary, grade_score, grade_score_summary
 from biasaudit.metrics._pairwise import (
     PairwiseOutputStats,
@@ -47,9 +50,7 @@ from biasaudit.metrics._ruted import (
     stereotype,
 )
 from biasaudit.metrics._selection import (
-    SelectionGapIntervals,
     SelectionResult,
-    bootstrap_selection_gaps,
     dp_gap,
     eo_gap,
     select_in_pools,
@@ -98,6 +99,7 @@ __all__ = [
     "predictive_validity",
     "rank_biserial",
     "rank_biserial_test",
+    "rank_biserial_tests",
     "rank_models_by_rms",
     "rms",
     "select_in_pools",

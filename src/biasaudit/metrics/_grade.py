@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
-from scipy import stats
 
 from biasaudit.metrics._validate import check_confidence, check_int, check_same_length
 
@@ -294,6 +293,8 @@ def mean_interval(
         raise ValueError("values must be one-dimensional numbers without NaN")
     if sample.size < 2:
         return (math.nan, math.nan)
+    from scipy import stats  # scipy.stats is a slow import (~0.4 s) that most runs never need
+
     mean = float(sample.mean())
     half = float(
         stats.t.ppf((1 + confidence) / 2, sample.size - 1)

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import special, stats
 
 from biasaudit.metrics._validate import (
     FloatArray,
@@ -137,6 +136,8 @@ def _occupation_differences(
 def _estimate(
     value: float, variance: float, n_occupations: int, confidence: float
 ) -> RutedEstimate:
+    from scipy import stats  # scipy.stats is a slow import (~0.4 s) that most runs never need
+
     half = float(stats.norm.ppf((1 + confidence) / 2)) * math.sqrt(variance)
     return RutedEstimate(
         value=value,
@@ -288,6 +289,8 @@ def neutrality(
 
 def _folded_normal_variance(mu: FloatArray, sigma: FloatArray) -> FloatArray:
     """Variance of |X| for X ~ N(mu, sigma²); 0 where sigma is 0."""
+    from scipy import special  # a slow import (~0.25 s) that most runs never need
+
     spread = sigma > 0
     safe_sigma = np.where(spread, sigma, 1.0)
     mean = safe_sigma * math.sqrt(2 / math.pi) * np.exp(-(mu**2) / (2 * safe_sigma**2)) + mu * (

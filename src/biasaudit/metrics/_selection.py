@@ -8,7 +8,7 @@ Evans, "Do Prevalent Bias Metrics Capture Allocational Harms from LLMs?"
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +22,6 @@ from biasaudit.metrics._validate import (
     as_float_array,
     as_label_array,
     check_choice,
-    check_confidence,
     check_int,
     check_same_length,
 )
@@ -204,9 +203,13 @@ def top_k_shares(pool_scores: ArrayLike, *, k_max: int) -> FloatArray:
         raise ValueError(f"pool_scores must have shape (rounds, pool size), got {scores.shape}")
     if np.isnan(scores).any():
         raise ValueError("pool_scores contains NaN: drop or impute missing scores first")
-    n_rounds, size = scores.shape
-    k_max = check_int(k_max, "k_max", minimum=1, maximum=size)
+    k_max = check_int(k_max, "k_max", minimum=1, maximum=scores.shape[1])
+    return _shares_of_places(*_higher_and_tied(scores), k_max=k_max)
 
+
+def _higher_and_tied(scores: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Per member of each pool (row): how many score higher, and how many the same (itself too)."""
+    n_rounds, size = scores.shape
     order = np.argsort(-scores, axis=1, kind="stable")
     ranked = np.take_along_axis(scores, order, axis=1)
     position = np.broadcast_to(np.arange(size), (n_rounds, size))
@@ -223,8 +226,14 @@ def top_k_shares(pool_scores: ArrayLike, *, k_max: int) -> FloatArray:
     tied = np.empty((n_rounds, size))
     np.put_along_axis(higher, order, block_start, axis=1)
     np.put_along_axis(tied, order, block_end - block_start + 1, axis=1)
+    return higher, tied
+
+
+def _shares_of_places(higher: NDArray[Any], tied: NDArray[Any], *, k_max: int) -> FloatArray:
+    """``min(1, max(0, (k - higher) / tied))`` for k = 1..k_max, on a new last axis."""
     k = np.arange(1, k_max + 1)
-    return np.clip((k - higher[..., None]) / tied[..., None], 0.0, 1.0)
+    shares: FloatArray = np.clip((k - higher[..., None]) / tied[..., None], 0.0, 1.0)
+    return shares
 
 
 def _one_per_group_pools(
@@ -581,232 +590,3 @@ def _pool_matrix(pool_labels: NDArray[Any]) -> NDArray[np.intp]:
         )
     order = np.argsort(codes, kind="stable")
     return order.reshape(len(uniques), int(sizes[0]))
-
-
-@dataclass(frozen=True, eq=False)
-class SelectionGapIntervals:
-    """Bootstrap intervals of ΔDP and ΔEO, per group and k.
-
-    Attributes
-    ----------
-    dp_low, dp_high : pandas.DataFrame
-        Index: group; columns: k. Bounds of the ΔDP interval.
-    eo_low, eo_high : pandas.DataFrame or None
-        The same for ΔEO; None without qualification labels.
-    n_bootstrap : int
-        Replicates behind the intervals.
-    confidence : float
-        Level of the intervals.
-    """
-
-    dp_low: pd.DataFrame
-    dp_high: pd.DataFrame
-    eo_low: pd.DataFrame | None
-    eo_high: pd.DataFrame | None
-    n_bootstrap: int
-    confidence: float
-
-    def to_dict(self, reference: Hashable) -> dict[str, dict[str, dict[str, list[float]]]]:
-        """``{group: {"dp_gap_ci": {"1": [low, high], ...}, "eo_gap_ci": ...}}``, no reference."""
-        bounds = {"dp_gap_ci": (self.dp_low, self.dp_high)}
-        if self.eo_low is not None and self.eo_high is not None:
-            bounds["eo_gap_ci"] = (self.eo_low, self.eo_high)
-        return {
-            str(group): {
-                name: {
-                    str(k): [float(low.loc[group, k]), float(high.loc[group, k])]
-                    for k in low.columns
-                }
-                for name, (low, high) in bounds.items()
-            }
-            for group in self.dp_low.index
-            if group != reference
-        }
-
-
-def bootstrap_selection_gaps(
-    scores: ArrayLike,
-    groups: ArrayLike,
-    qualified: ArrayLike | None = None,
-    *,
-    reference: Hashable,
-    k_max: int = 5,
-    pool: str = "one_per_group",
-    pool_size: int | None = None,
-    n_rounds: int = 1800,
-    strata: ArrayLike | None = None,
-    pools: ArrayLike | None = None,
-    n_bootstrap: int = 200,
-    confidence: float = 0.95,
-    seed: int = 0,
-) -> SelectionGapIntervals:
-    r"""Percentile bootstrap intervals for ΔDP and ΔEO of every group, per k.
-
-    The gaps of :func:`dp_gap` and :func:`eo_gap` carry two kinds of noise:
-    which candidates were audited, and which pools the simulation drew. Each
-    replicate repeats the whole computation on a resample:
-
-    - simulated pools (``pools`` None): the candidates are resampled with
-      replacement within each cell of group x stratum x qualification (so
-      every cell keeps its size), and :func:`simulate_selection` draws fresh
-      pools with a new seed;
-    - given pools (``pools`` set, as for pairwise scores): the pools are
-      resampled with replacement and :func:`select_in_pools` selects in them.
-      Replicates in which some group (or its qualified members) appears in no
-      pool are skipped.
-
-    The interval is the ``(1 ± confidence)/2`` quantiles of the replicates.
-
-    Parameters
-    ----------
-    scores, groups, qualified :
-        As for :func:`simulate_selection`.
-    reference : hashable
-        The reference group of the gaps.
-    k_max, pool, pool_size, n_rounds, strata :
-        As for :func:`simulate_selection` (ignored with ``pools``, but ``k_max``).
-    pools : array_like, optional
-        Pool label of each candidate appearance, for given pools.
-    n_bootstrap : int
-        Replicates (at least 20).
-    confidence : float
-        Level of the intervals, in (0, 1).
-    seed : int
-        Seed of the resampling and of the replicates' pool draws.
-
-    Returns
-    -------
-    SelectionGapIntervals
-
-    Raises
-    ------
-    ValueError
-        As :func:`simulate_selection` / :func:`select_in_pools` do on the
-        original data, or when fewer than half the replicates could be used.
-
-    References
-    ----------
-    Efron & Tibshirani, "An Introduction to the Bootstrap" (1993), ch. 13
-    (percentile intervals); Chen, Ji & Evans, "The Mismeasure of Man and
-    Models", 2024 (the gaps).
-    """
-    check_int(n_bootstrap, "n_bootstrap", minimum=20)
-    confidence = check_confidence(confidence)
-    seed = check_int(seed, "seed", minimum=0)
-    if pools is not None:
-        replicate = _given_pool_replicates(scores, groups, pools, qualified, k_max=k_max)
-    else:
-        replicate = _simulated_replicates(
-            scores, groups, qualified, k_max=k_max, pool=pool, pool_size=pool_size,
-            n_rounds=n_rounds, strata=strata,
-        )  # fmt: skip
-    rng = np.random.default_rng(seed)
-    results = []
-    for _ in range(n_bootstrap):
-        try:
-            results.append(replicate(rng))
-        except ValueError:
-            if pools is None:
-                raise
-    if len(results) < n_bootstrap / 2:
-        raise ValueError(
-            f"only {len(results)} of {n_bootstrap} bootstrap replicates had every group "
-            "in some pool; use more pools"
-        )
-    return _gap_quantiles(results, reference, n_bootstrap=len(results), confidence=confidence)
-
-
-Replicate = Callable[[np.random.Generator], SelectionResult]
-
-
-def _simulated_replicates(
-    scores: ArrayLike, groups: ArrayLike, qualified: ArrayLike | None, *, strata: ArrayLike | None,
-    k_max: int, pool: str, pool_size: int | None, n_rounds: int,
-) -> Replicate:  # fmt: skip
-    values = as_float_array(scores, "scores")
-    labels = as_label_array(groups, "groups")
-    flags = None if qualified is None else as_bool_array(qualified, "qualified")
-    layers = None if strata is None else as_label_array(strata, "strata")
-    given = simulate_selection(
-        values, labels, flags, strata=layers, k_max=k_max, pool=pool, pool_size=pool_size,
-        n_rounds=n_rounds,
-    )  # fail early, on the data as given  # fmt: skip
-    cells = _cells(labels, layers, flags)
-    # Resampling within cells keeps every position's group, stratum and qualification:
-    # only the scores change between replicates, so all else is computed once.
-    order = np.concatenate(cells)
-    codes, group_ids = pd.factorize(labels[order])
-    members = _strata_members(None if layers is None else layers[order], order.size)
-    order_flags = None if flags is None else flags[order]
-
-    def replicate(rng: np.random.Generator) -> SelectionResult:
-        picked = np.concatenate([cell[rng.integers(0, cell.size, cell.size)] for cell in cells])
-        size = given.pool_size
-        pools = np.concatenate(
-            [
-                _draw_pools(rng, stratum, indices, codes, group_ids, pool, size, n_rounds)
-                for stratum, indices in members
-            ]
-        )
-        return _selection_result(
-            values[picked], codes, group_ids, order_flags, pools, k_max=given.k_max, pool=pool,
-            n_rounds=n_rounds, seed=0, n_strata=len(members),
-        )  # fmt: skip
-
-    return replicate
-
-
-def _cells(
-    labels: NDArray[Any], layers: NDArray[Any] | None, flags: NDArray[np.bool_] | None
-) -> list[NDArray[np.intp]]:
-    """Candidate indices of each cell of group x stratum x qualification."""
-    keys = pd.DataFrame(
-        {
-            "group": labels,
-            "stratum": 0 if layers is None else layers,
-            "qualified": False if flags is None else flags,
-        }
-    )
-    cells = keys.groupby(list(keys.columns), sort=False).ngroup().to_numpy()
-    return [np.flatnonzero(cells == code) for code in range(int(cells.max()) + 1)]
-
-
-def _given_pool_replicates(
-    scores: ArrayLike, groups: ArrayLike, pools: ArrayLike, qualified: ArrayLike | None, *,
-    k_max: int,
-) -> Replicate:  # fmt: skip
-    values = as_float_array(scores, "scores")
-    codes, group_ids = pd.factorize(as_label_array(groups, "groups"))
-    flags = None if qualified is None else as_bool_array(qualified, "qualified")
-    matrix = _pool_matrix(as_label_array(pools, "pools"))
-    select_in_pools(values, group_ids[codes], pools, flags, k_max=k_max)  # fail early, as given
-
-    def replicate(rng: np.random.Generator) -> SelectionResult:
-        rows = matrix[rng.integers(0, matrix.shape[0], matrix.shape[0])]
-        return _selection_result(
-            values, codes, group_ids, flags, rows, k_max=k_max, pool="given",
-            n_rounds=rows.shape[0], seed=0, n_strata=1,
-        )  # fmt: skip
-
-    return replicate
-
-
-def _gap_quantiles(
-    results: list[SelectionResult], reference: Hashable, *, n_bootstrap: int, confidence: float
-) -> SelectionGapIntervals:
-    tail = (1 - confidence) / 2
-    first = dp_gap(results[0], reference=reference)
-
-    def bounds(frames: list[pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame]:
-        stacked = np.stack([frame.reindex_like(first).to_numpy() for frame in frames])
-        low, high = np.quantile(stacked, [tail, 1 - tail], axis=0)
-        return (
-            pd.DataFrame(low, index=first.index, columns=first.columns),
-            pd.DataFrame(high, index=first.index, columns=first.columns),
-        )
-
-    dp_low, dp_high = bounds([dp_gap(result, reference=reference) for result in results])
-    eo_low = eo_high = None
-    if results[0].true_positive_rate is not None:
-        eo_low, eo_high = bounds([eo_gap(result, reference=reference) for result in results])
-    return SelectionGapIntervals(dp_low, dp_high, eo_low, eo_high, n_bootstrap, confidence)

@@ -64,6 +64,10 @@ def _object_array(values: ArrayLike, name: str, missing: str) -> NDArray[Any]:
 
 def as_bool_array(values: ArrayLike, name: str) -> NDArray[np.bool_]:
     """Return booleans (or 0/1) as a non-empty 1-D bool array without missing values."""
+    if isinstance(values, np.ndarray) and values.dtype == np.bool_ and values.ndim == 1:
+        if values.size == 0:
+            raise ValueError(f"{name} is empty")
+        return values  # already what the checks below establish, without a loop in Python
     array = _object_array(values, name, "contains NaN or None")
     numeric = (bool, int, float, np.bool_, np.integer, np.floating)
     if not all(isinstance(value, numeric) and value in (0, 1) for value in array):

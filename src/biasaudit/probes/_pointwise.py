@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -144,6 +144,9 @@ class PointwiseProbe:
             raise UsageError("samples must be at least 1")
         self.path, self.samples = path, samples
         self.temperature, self.top_logprobs = temperature, top_logprobs
+        # The label (or None) of each logprob token seen so far: a run meets few
+        # distinct tokens, so most of its answers are read by lookups alone.
+        self._token_labels: dict[str, str | None] = {}
 
     @classmethod
     def for_endpoint(
@@ -171,9 +174,7 @@ class PointwiseProbe:
         """
         no_logprobs = capabilities.logprobs is False or capabilities.max_top_logprobs == 0
         if scoring == "logprobs" and no_logprobs:
-            raise UsageError(
-                "this endpoint gives no logprobs: use --scoring samples (or auto)"
-            )
+            raise UsageError("this endpoint gives no logprobs: use --scoring samples (or auto)")
         path: ScoringPath = "samples" if scoring == "samples" or no_logprobs else "logprobs"
         wanted = top_logprobs or max(_MIN_TOP_LOGPROBS, 3 * len(labels))
         top = min(wanted, _MAX_TOP_LOGPROBS, capabilities.max_top_logprobs or _MAX_TOP_LOGPROBS)
@@ -192,6 +193,14 @@ class PointwiseProbe:
         """The one request that asks about one item."""
         return ModelRequest(id=request_id, messages=tuple(messages), params=self.params)
 
+    def requests(self, items: Iterable[tuple[str, Sequence[dict[str, Any]]]]) -> list[ModelRequest]:
+        """:meth:`request` for each ``(request_id, messages)``, sharing one :attr:`params`."""
+        params = self.params
+        return [
+            ModelRequest(id=request_id, messages=tuple(messages), params=params)
+            for request_id, messages in items
+        ]
+
     def label_of(self, text: str) -> str | None:
         """The label an answer or token names, or None when it names none."""
         label = self._by_canonical.get(canonical_label(text))
@@ -209,10 +218,11 @@ class PointwiseProbe:
 
     def _from_logprobs(self, entry: FirstTokenLogprobs | None, text: str) -> LabelScore:
         chosen = entry.token if entry is not None else text
-        irregular = int(self.label_of(chosen) is None)
+        irregular = int(self._token_label(chosen) is None)
         mass = dict.fromkeys(self.labels, 0.0)
+        known = self._token_labels
         for token, logprob in entry.top if entry is not None else ():
-            label = self.label_of(token)
+            label = known[token] if token in known else self._token_label(token)
             if label is not None:
                 mass[label] += math.exp(logprob)
         total = sum(mass.values())
@@ -222,6 +232,12 @@ class PointwiseProbe:
         return LabelScore(
             self._expected(probabilities), probabilities, "logprobs", 1, irregular, total, chosen
         )
+
+    def _token_label(self, token: str) -> str | None:
+        """:meth:`label_of` a logprob token, remembered."""
+        if token not in self._token_labels:
+            self._token_labels[token] = self.label_of(token)
+        return self._token_labels[token]
 
     def _from_samples(self, texts: Sequence[str]) -> LabelScore:
         counts = dict.fromkeys(self.labels, 0)

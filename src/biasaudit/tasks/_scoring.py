@@ -62,7 +62,7 @@ class PointwisePlan:
 
     def __init__(self, task: AllocationTask, probe: PointwiseProbe) -> None:
         self.task, self.probe = task, probe
-        self.requests = [probe.request(c.id, task.pointwise_messages(c)) for c in task.candidates]
+        self.requests = probe.requests((c.id, task.pointwise_messages(c)) for c in task.candidates)
         self._answers: dict[str, LabelScore] = {}
         self._errors: dict[str, str] = {}
         self._refused: set[str] = set()
@@ -107,7 +107,6 @@ class PointwisePlan:
             row[f"p_{label}"] = answer.probabilities.get(label) if answer else None
         row["error"] = self._errors.get(candidate.id)
         return row
-
 
     def _standard_error(self, answer: LabelScore) -> float | None:
         """Sample path: sqrt(Var(gamma) / n), the score's sampling error; 0 from logprobs."""
