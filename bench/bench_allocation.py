@@ -22,8 +22,6 @@ Run from the repository root:  python bench/bench_allocation.py [--latency 0.05]
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import re
 import sys
 import tempfile
@@ -34,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_fanout import run_biasaudit, start_server
+from bench_fanout import machine_line, run_biasaudit, start_server
 
 from biasaudit.allocation import MetricOptions, group_metrics, subtask_options
 from biasaudit.tasks import PoolDesign
@@ -88,10 +86,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--cached-runs", type=int, default=1, help="times to run from the cache")
     args = parser.parse_args()
-    print(
-        f"# {time.strftime('%Y-%m-%d')} on {platform.node()}: {os.cpu_count()} cores, "
-        f"Python {platform.python_version()}, {platform.machine()}"
-    )
+    print(machine_line())
     with tempfile.TemporaryDirectory() as tmp:
         runs = Path(tmp) / "runs"
         server, port = start_server(args.latency)

@@ -25,7 +25,6 @@ import csv
 import itertools
 import json
 import os
-import platform
 import signal
 import subprocess
 import sys
@@ -33,7 +32,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_fanout import ROOT, machine_line, spawn_server
+
 NAMES = ROOT / "src" / "biasaudit" / "data" / "names.csv"
 PER_GROUP = 105
 PROMPTS = 4 * 6 * 8 * PER_GROUP
@@ -63,17 +64,10 @@ def write_names(path: Path) -> None:
 def start_server(
     log: Path, batch_delay: float, latency: float
 ) -> tuple[subprocess.Popen[str], str]:
-    server = subprocess.Popen(
-        [sys.executable, "-m", "tests.servers.openai_server", "--port", "0", "--log", str(log),
-         "--batch-delay", str(batch_delay), "--latency", str(latency), "--responder", "hashed"],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True,
+    return spawn_server(
+        ["-m", "tests.servers.openai_server", "--port", "0", "--log", str(log),
+         "--batch-delay", str(batch_delay), "--latency", str(latency), "--responder", "hashed"]
     )  # fmt: skip
-    assert server.stdout is not None
-    line = server.stdout.readline()
-    if not line.startswith("PORT "):
-        server.kill()
-        raise RuntimeError(f"server did not start: {line!r}")
-    return server, f"http://127.0.0.1:{int(line.split()[1])}/v1"
 
 
 def audit(base_url: str, runs: Path, names: Path, *extra: str) -> subprocess.Popen[str]:
@@ -114,10 +108,7 @@ def main() -> None:
         "--latency", type=float, default=0.05, help="server: seconds per direct request"
     )
     args = parser.parse_args()
-    print(
-        f"# {time.strftime('%Y-%m-%d')} on {platform.node()}: {os.cpu_count()} cores, "
-        f"Python {platform.python_version()}, {platform.machine()}"
-    )
+    print(machine_line())
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         names, log = work / "names.csv", work / "server.log"

@@ -49,26 +49,30 @@ def write_prompts(path: Path, n: int, *, logprobs: bool = True) -> None:
 
 
 def start_server(latency: float) -> tuple[subprocess.Popen[str], int]:
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tests.servers.openai_server",
-            "--port",
-            "0",
-            "--latency",
-            str(latency),
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
+    """The loopback OpenAI-compatible server (a separate process) and its port."""
+    server, url = spawn_server(
+        ["-m", "tests.servers.openai_server", "--port", "0", "--latency", str(latency)]
     )
+    return server, int(url.rsplit(":", 1)[1].split("/")[0])
+
+
+def spawn_server(argv: list[str]) -> tuple[subprocess.Popen[str], str]:
+    """``python ARGV`` from the repository root, once it prints ``PORT n``; and its /v1 URL."""
+    server = subprocess.Popen([sys.executable, *argv], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     assert server.stdout is not None
     line = server.stdout.readline()
     if not line.startswith("PORT "):
         server.kill()
         raise RuntimeError(f"server did not start: {line!r}")
-    return server, int(line.split()[1])
+    return server, f"http://127.0.0.1:{int(line.split()[1])}/v1"
+
+
+def machine_line() -> str:
+    """The header line every bench prints: date, host, cores, Python, architecture."""
+    return (
+        f"# {time.strftime('%Y-%m-%d')} on {platform.node()}: {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}, {platform.machine()}"
+    )
 
 
 def run_biasaudit(args: list[str]) -> tuple[float, int, str]:
@@ -190,10 +194,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="times to run each fan-out")
     parser.add_argument("--cpu", action="store_true", help="also measure CPU per request")
     args = parser.parse_args()
-    print(
-        f"# {time.strftime('%Y-%m-%d')} on {platform.node()}: {os.cpu_count()} cores, "
-        f"Python {platform.python_version()}, {platform.machine()}"
-    )
+    print(machine_line())
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         for concurrency in args.concurrency:

@@ -27,7 +27,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench_fanout import ROOT, run_biasaudit, write_prompts
+from bench_fanout import ROOT, run_biasaudit, spawn_server, write_prompts
 
 
 def write_completions(path: Path, n: int) -> None:
@@ -39,15 +39,7 @@ def write_completions(path: Path, n: int) -> None:
 
 def start_server(latency: float, slots: int) -> tuple[subprocess.Popen[str], str]:
     code = f"import sys; sys.path.insert(0, {str(ROOT / 'bench')!r}); import bench_scale; bench_scale.serve({latency}, {slots})"
-    server = subprocess.Popen(
-        [sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True
-    )
-    assert server.stdout is not None
-    line = server.stdout.readline()
-    if not line.startswith("PORT "):
-        server.kill()
-        raise RuntimeError(f"server did not start: {line!r}")
-    return server, f"http://127.0.0.1:{int(line.split()[1])}/v1"
+    return spawn_server(["-c", code])
 
 
 def serve(latency: float, slots: int) -> None:
