@@ -32,7 +32,7 @@ from typing import Any
 from .cache import ResponseCache
 from .engine import Engine, EngineSettings, RequestResult
 from .errors import BiasauditError, RunAbortedError
-from .loop import run_async
+from .loop import pause_gc_until_run, run_async
 from .providers import ModelRequest, Provider, resolve_model
 
 
@@ -92,6 +92,7 @@ def main() -> None:
     first = sys.stdin.readline()
     if not first:
         return
+    pause_gc_until_run()  # run_async switches it back on
     try:
         provider = resolve_model(**json.loads(first)["provider"])
         lines = sys.stdin.read().splitlines()

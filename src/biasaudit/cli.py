@@ -118,8 +118,8 @@ def fanout(prompts: Path, **options: Any) -> None:
     logprobs, top_logprobs, n, seed, stop) and "replicate" (int). Exit status: 0 all
     answered, 1 some failed, 2 bad input.
     """
-    if not options["replay"] and not options.get("batch"):
-        _prestart_workers(options)
+    if not options["replay"]:
+        _start_early(options)
     from .fanout import FanoutOptions
     from .fanout import fanout as run
 
@@ -142,10 +142,18 @@ def fanout(prompts: Path, **options: Any) -> None:
     sys.exit(result.exit_code)
 
 
-def _prestart_workers(options: dict[str, Any]) -> None:
-    """Start ``--workers`` children now, so their imports overlap this process's start-up."""
+def _start_early(options: dict[str, Any]) -> None:
+    """Ready a run that sends requests: it will import an SDK and build its requests.
+
+    The garbage collector waits until the run starts, and ``--workers``
+    children start now, so that their imports overlap this process's own.
+    """
+    from .loop import pause_gc_until_run
     from .worker_pool import prestart_for
 
+    pause_gc_until_run()
+    if options.get("batch"):
+        return  # a batch is submitted from this process
     prestart_for(
         options["model"],
         options.get("base_url"),
@@ -312,8 +320,8 @@ def _run_audit(fields: dict[str, Any], *, spec_file: Path | None = None) -> None
     if not spec.replay:
         from .cli_runs import check_budget
 
-        if not budget.get("dry_run") and not getattr(spec, "batch", False):
-            _prestart_workers(spec.model_dump())
+        if not budget.get("dry_run"):
+            _start_early(spec.model_dump())
         check_budget(spec, report=report, **budget)  # exits after a dry run or a budgeted run
     if isinstance(spec, GradeScoreSpec):
         _run_grade_score(spec, report=report)
