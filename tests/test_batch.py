@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from biasaudit.batch import BatchStore
 from biasaudit.cache import ResponseCache
+from biasaudit.cli import cli
 from biasaudit.engine import Engine, EngineSettings, RequestResult
 from biasaudit.errors import RunInterruptedError, UsageError
 from biasaudit.fanout import FanoutOptions, run_fanout
@@ -453,9 +455,6 @@ def test_fanout_records_batches_in_the_run_and_ctrl_c_leaves_them_pending(
 def test_batch_on_a_provider_without_a_batch_api_is_a_usage_error(
     model: str, tmp_path: Path
 ) -> None:
-    from click.testing import CliRunner
-
-    from biasaudit.cli import cli
 
     prompts_file = tmp_path / "p.jsonl"
     prompts_file.write_text('{"id": "a", "messages": [{"role": "user", "content": "hi"}]}\n')
@@ -493,6 +492,29 @@ def test_batch_estimates_cost_half() -> None:
     half = CostEstimate("openai/m", 10, 0, 1_000_000, 1_000_000, price, batch=True)
     assert full.cost == 3.0 and half.cost == 1.5
     assert "through batches, at half" in half.lines()[-1]
+
+
+def test_max_cost_with_batch_budgets_at_half_price_end_to_end(
+    oai: OpenAIServer, tmp_path: Path
+) -> None:
+    """A budget between the half-price and the full-price estimate: batched, it runs."""
+    prices = tmp_path / "prices.yaml"
+    prices.write_text("prices:\n  openai/test-model: {input: 1.0, output: 2.0}\n")
+    base = ["run", "resume-screening", "--model", "openai/test-model",
+            "--base-url", oai.base_url, "--api-key-env", KEY_ENV, "--jobs", "software-engineer",
+            "--names-per-group", "1", "--rounds", "50", "--runs-dir", str(tmp_path / "runs"),
+            "--prices", str(prices), "--no-report", "--batch-poll", "0.01"]  # fmt: skip
+    dry = CliRunner().invoke(cli, [*base, "--dry-run"], catch_exceptions=False)
+    full = float(dry.stdout.split("estimated cost: $")[1].split()[0])
+    budget = f"{full * 0.75:.6f}"
+    refused = CliRunner().invoke(cli, [*base, "--max-cost", budget], catch_exceptions=False)
+    assert refused.exit_code == 2 and "not started" in refused.stderr
+    assert oai.request_count == 0 and oai.batches.created == 0
+    batched = CliRunner().invoke(cli, [*base, "--max-cost", budget, "--batch"])
+    assert batched.exit_code == 0, batched.output
+    assert oai.batches.created == 1 and direct_requests(oai) == 0
+    spent = float(batched.stdout.split("spent: $")[1].split()[0])
+    assert 0 < spent <= float(budget), "the spend is counted at half price too"
 
 
 def test_batch_is_a_spec_and_command_line_setting() -> None:
