@@ -292,7 +292,7 @@ class Engine:
             self.provider.check(request)
         if self.settings.batch and not self.settings.replay:
             require_batch_api(self.provider)  # a usage error before anything is sent
-        units = self._split_for_n(requests)
+        units = self.calls(requests)
         keyed = [(unit, self.key(unit)) for unit in units]
         in_cache = self._cached_keys([key for _, key in keyed])
         if self.settings.replay and len(in_cache) < len(keyed):
@@ -320,8 +320,12 @@ class Engine:
                 self._finish(merged)
                 yield merged
 
-    def _split_for_n(self, requests: Sequence[ModelRequest]) -> list[ModelRequest]:
-        """Endpoints without ``n`` get one call per choice, each cached on its own."""
+    def calls(self, requests: Sequence[ModelRequest]) -> list[ModelRequest]:
+        """The calls the engine makes for ``requests`` (each is one cache entry).
+
+        Endpoints without ``n`` get one call per choice, each cached on its own;
+        cost estimates count these, not the requests.
+        """
         if self.provider.capabilities.n:
             return list(requests)
         units: list[ModelRequest] = []

@@ -334,7 +334,7 @@ def estimate_spec_cost(spec: AuditSpec, provider: Provider, prices: PriceTable) 
 
     requests = plan_requests(spec, provider)
     engine = Engine(provider, None, spec.engine_settings())
-    units = engine._split_for_n(requests)  # the calls the engine would make
+    units = engine.calls(requests)
     cached: set[str] = set()
     if spec.cache_path.is_file() and not spec.fresh:
         with ResponseCache(spec.cache_path, readonly=True) as store:
