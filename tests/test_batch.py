@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from biasaudit.batch import BatchStore
+from biasaudit.batch import BatchStore, _Batch
 from biasaudit.cache import ResponseCache
 from biasaudit.cli import cli
 from biasaudit.engine import Engine, EngineSettings, RequestResult
@@ -390,6 +391,85 @@ def test_a_batch_created_but_not_recorded_is_found_again(
         results, _ = run(server, requests, cache)
     assert server.batches.created == 1, "the batch was submitted twice"
     assert all(r.ok for r in results) and direct_requests(server) == 0
+
+
+@pytest.mark.parametrize("server_name", ["oai", "ant"])
+def test_two_runs_started_together_submit_one_batch(
+    server_name: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """Two processes (here two runners) on one cache: one plans and submits, the other waits."""
+    server: Server = request.getfixturevalue(server_name)
+    server.batches.delay = 0.2
+    requests = prompts(10)
+
+    async def one_run() -> list[RequestResult]:
+        provider = provider_for(server)
+        with ResponseCache(tmp_path / "c.sqlite") as cache:
+            engine = Engine(provider, cache, EngineSettings(batch=True, **FAST))
+            try:
+                return [r async for r in engine.run(requests)]
+            finally:
+                await provider.aclose()
+
+    async def both() -> list[list[RequestResult]]:
+        return list(await asyncio.gather(one_run(), one_run()))
+
+    first, second = asyncio.run(both())
+    assert server.batches.created == 1, "the second run submitted the same requests again"
+    assert direct_requests(server) == 0
+    assert all(r.ok for r in first + second) and len(first) == len(second) == 10
+    assert {r.response.texts for r in first} == {r.response.texts for r in second}  # type: ignore[union-attr]
+
+
+def test_an_intent_held_by_a_live_process_elsewhere_is_not_taken_over(
+    oai: OpenAIServer, tmp_path: Path
+) -> None:
+    """Another host's process recorded the intent: wait for its batch id, never submit."""
+    requests = prompts(4)
+    path = tmp_path / "c.sqlite"
+    ResponseCache(path).close()
+    store = BatchStore(path)
+
+    async def other_host_submits(runner_started: asyncio.Event) -> None:
+        await runner_started.wait()
+        await asyncio.sleep(0.2)
+        # The other process creates the batch and records its id.
+        provider = provider_for(oai)
+        api = provider.batch_api()
+        assert api is not None
+        items = store.items(intent.local_id)
+        lines = [api.line(k, ModelRequest.model_validate_json(r)) for k, r in items.items()]
+        state = await api.submit(lines, endpoint=intent.endpoint, tag=intent.local_id, timeout=30)
+        intent.batch_id, intent.state, intent.status = state.batch_id, "submitted", state.status
+        store.save(intent)
+        await provider.aclose()
+
+    engine_provider = provider_for(oai)
+    engine = Engine(engine_provider, ResponseCache(path), EngineSettings(batch=True, **FAST))
+    keyed = [(r, engine.key(r)) for r in requests]
+    intent = _Batch("ba_elsewhere", "/v1/chat/completions", len(keyed), "submitting", time.time())
+    store.add_intent(
+        intent, "openai", engine_provider.model_id,
+        ((key, r.model_dump_json(exclude_defaults=True)) for r, key in keyed),
+        owner="another-host:4242:beef",
+    )  # fmt: skip
+
+    async def go() -> list[RequestResult]:
+        started = asyncio.Event()
+        other = asyncio.ensure_future(other_host_submits(started))
+        started.set()
+        try:
+            return [r async for r in engine.run(requests)]
+        finally:
+            await other
+            await engine_provider.aclose()
+
+    results = asyncio.run(go())
+    assert oai.batches.created == 1, "the waiting run submitted the intent too"
+    assert all(r.ok for r in results) and direct_requests(oai) == 0
+    assert engine.cache is not None
+    engine.cache.close()
+    store.close()
 
 
 def test_an_intent_that_never_reached_the_provider_is_submitted_on_the_rerun(

@@ -33,18 +33,29 @@ same size created since is taken (a wrong guess costs no answer: entries
 matching no recorded key are ignored and requests left without an answer are
 sent through the normal path). Only when no such batch exists is the intent
 submitted, then, for the first time.
+
+**Two processes at once.** Finding the open batches and recording new intents
+happen in one write transaction, so a second process started at the same
+moment sees the first one's intents rather than making its own. An intent is
+submitted only by the process holding its lease (its owner, renewed before
+each attempt); another process waits for the batch id to appear, and takes
+the intent over only once the owner is gone (a dead process on this host) or
+its lease has run out.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import logging
+import os
 import secrets
+import socket
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -76,7 +87,9 @@ CREATE TABLE IF NOT EXISTS batches (
     requests INTEGER NOT NULL,
     failed INTEGER NOT NULL DEFAULT 0,
     created REAL NOT NULL,
-    updated REAL NOT NULL
+    updated REAL NOT NULL,
+    owner TEXT NOT NULL DEFAULT '',
+    lease REAL NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS batch_items (
     local_id TEXT NOT NULL,
@@ -94,6 +107,11 @@ _CLOCK_SLACK_S = 600.0
 # Creating, listing and downloading batches move far more bytes than one request.
 _MIN_CONTROL_TIMEOUT_S = 300.0
 _LOST = "not found at the provider"
+# How long the process that recorded an intent keeps the sole right to submit it
+# (renewed before every attempt); a dead owner on this host loses it at once.
+_LEASE_S = 900.0
+# The owners of the runners running in this process now (one that stopped is gone).
+_RUNNING_HERE: set[str] = set()
 
 
 def require_batch_api(provider: Provider) -> BatchAPI:
@@ -141,27 +159,85 @@ class BatchStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(batches)")}
+        for column, kind in (
+            ("owner", "TEXT NOT NULL DEFAULT ''"),
+            ("lease", "REAL NOT NULL DEFAULT 0"),
+        ):
+            if column not in columns:  # a cache written before leases existed
+                self._db.execute(f"ALTER TABLE batches ADD COLUMN {column} {kind}")
 
     def close(self) -> None:
         self._db.close()
 
+    @contextlib.contextmanager
+    def planning(self) -> Iterator[None]:
+        """One write transaction: no other process plans between our read and our intents."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def claim(self, local_id: str, owner: str) -> bool:
+        """Take or renew the right to submit an intent; False while another process holds it."""
+        row = self._db.execute(
+            "SELECT owner, lease, state FROM batches WHERE local_id = ?", (local_id,)
+        ).fetchone()
+        holder, lease, state = row
+        now = time.time()
+        if state != "submitting":
+            return False
+        if holder not in ("", owner) and lease > now and _alive(holder):
+            return False
+        changed = self._db.execute(
+            "UPDATE batches SET owner = ?, lease = ? WHERE local_id = ? AND owner = ?",
+            (owner, now + _LEASE_S, local_id, holder),
+        ).rowcount
+        return changed == 1
+
+    def reload(self, batch: _Batch) -> None:
+        """Read back what another process recorded of ``batch`` (id, state, status, counts)."""
+        fresh = self._load(batch.local_id)
+        batch.batch_id, batch.state, batch.status = fresh.batch_id, fresh.state, fresh.status
+        batch.counts, batch.failed = fresh.counts, fresh.failed
+
     def add_intent(
-        self, batch: _Batch, provider: str, model_id: str, items: Iterable[tuple[str, str]]
+        self,
+        batch: _Batch,
+        provider: str,
+        model_id: str,
+        items: Iterable[tuple[str, str]],
+        *,
+        owner: str,
     ) -> None:
-        """Record a batch about to be submitted, with its (key, request JSON) items, at once."""
-        with self._db:
+        """Record a batch about to be submitted, with its (key, request JSON) items, at once.
+
+        Inside :meth:`planning` it joins that transaction; otherwise it is its own.
+        """
+        own_transaction = not self._db.in_transaction
+        if own_transaction:
             self._db.execute("BEGIN")
+        try:
             self._db.execute(
                 "INSERT INTO batches (local_id, provider, model_id, endpoint, state, status, "
-                "requests, created, updated) VALUES (?, ?, ?, ?, 'submitting', 'submitting', "
-                "?, ?, ?)",
+                "requests, created, updated, owner, lease) VALUES (?, ?, ?, ?, 'submitting', "
+                "'submitting', ?, ?, ?, ?, ?)",
                 (batch.local_id, provider, model_id, batch.endpoint, batch.requests,
-                 batch.created, batch.created),
+                 batch.created, batch.created, owner, batch.created + _LEASE_S),
             )  # fmt: skip
             self._db.executemany(
                 "INSERT INTO batch_items (local_id, key, request) VALUES (?, ?, ?)",
                 ((batch.local_id, key, request) for key, request in items),
             )
+        except BaseException:
+            if own_transaction:
+                self._db.execute("ROLLBACK")
+            raise
+        if own_transaction:
+            self._db.execute("COMMIT")
 
     def save(self, batch: _Batch) -> None:
         """Write the batch's provider id, state, status and counts."""
@@ -258,6 +334,8 @@ class BatchRunner:
         self._on_update = on_update
         self._timeout = max(settings.timeout, _MIN_CONTROL_TIMEOUT_S)
         self.batches: list[_Batch] = []
+        # Who holds the right to submit this runner's intents (see the module docstring).
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
 
     @property
     def limits(self) -> BatchLimits:
@@ -273,11 +351,13 @@ class BatchRunner:
         for request, key in todo:
             units.setdefault(key, []).append(request)
         store = BatchStore(self.cache.path)
+        _RUNNING_HERE.add(self.owner)
         try:
-            self.batches = store.open_batches_of(units)
-            covered = {key for batch in self.batches for key in store.items(batch.local_id)}
-            fresh = {key: requests[0] for key, requests in units.items() if key not in covered}
-            self.batches += self._plan(store, fresh)
+            with store.planning():
+                self.batches = store.open_batches_of(units)
+                covered = {key for batch in self.batches for key in store.items(batch.local_id)}
+                fresh = {key: requests[0] for key, requests in units.items() if key not in covered}
+                self.batches += self._plan(store, fresh)
             self._update()
             for batch in self.batches:
                 if batch.state == "submitting":
@@ -285,6 +365,7 @@ class BatchRunner:
             async for result in self._wait_and_collect(store, units):
                 yield result
         finally:
+            _RUNNING_HERE.discard(self.owner)
             store.close()
 
     # ------------------------------------------------------------------ submitting
@@ -320,16 +401,21 @@ class BatchRunner:
             lines=[line for _, _, line in chunk],
         )
         items = ((key, request.model_dump_json(exclude_defaults=True)) for key, request, _ in chunk)
-        store.add_intent(batch, self.api.name, self.provider.model_id, items)
+        store.add_intent(batch, self.api.name, self.provider.model_id, items, owner=self.owner)
         return batch
 
     async def _submit(self, store: BatchStore, batch: _Batch) -> None:
         """Create the batch at the provider, unless an earlier attempt already did."""
         attempts = itertools.count()
 
+        if not await self._hold_or_wait(store, batch):
+            return  # another process submitted it: its id is recorded
+
         async def find_or_create() -> BatchState:
             # A process that recorded the intent, or an attempt that failed on the
             # way back, may have created the batch already.
+            if not store.claim(batch.local_id, self.owner):  # renew the lease
+                raise TransientProviderError(f"batch {batch.local_id} was taken over")
             state = None
             if batch.resumed or next(attempts) > 0:
                 state = await self._find(store, batch)
@@ -346,6 +432,20 @@ class BatchRunner:
         self._apply(batch, state)
         store.save(batch)
         self._update()
+
+    async def _hold_or_wait(self, store: BatchStore, batch: _Batch) -> bool:
+        """True once this runner may submit ``batch``; False when another process did."""
+        delay = self.settings.batch_poll
+        while not store.claim(batch.local_id, self.owner):
+            store.reload(batch)
+            if batch.state != "submitting":
+                logger.info("batch %s was submitted by another process", batch.local_id)
+                self._update()
+                return False
+            logger.info("batch %s is being submitted by another process; waiting", batch.local_id)
+            await self._sleep(delay)
+            delay = min(delay * 2, max(self.settings.batch_poll_max, self.settings.batch_poll))
+        return True
 
     async def _find(self, store: BatchStore, batch: _Batch) -> BatchState | None:
         known = store.batch_ids(self.api.name)
@@ -550,3 +650,20 @@ def describe_batches(batches: list[_Batch]) -> str:
         parts.append(f"{batch.batch_id or batch.local_id} {batch.status}{done}")
     shown = ", ".join(parts[:3]) + (f", +{len(parts) - 3} more" if len(parts) > 3 else "")
     return f"batches {collected}/{len(batches)} collected" + (f": {shown}" if shown else "")
+
+
+def _alive(owner: str) -> bool:
+    """Whether the process ``owner`` names may still be running (on another host: assume so)."""
+    host, _, rest = owner.partition(":")
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return True
+    if int(pid) == os.getpid():
+        return owner in _RUNNING_HERE
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
