@@ -472,6 +472,35 @@ def test_an_intent_held_by_a_live_process_elsewhere_is_not_taken_over(
     store.close()
 
 
+def test_a_run_whose_intent_is_taken_over_while_it_retries_waits_instead_of_submitting(
+    oai: OpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Our submit fails; meanwhile another process takes the intent over and submits it."""
+    from biasaudit.errors import TransientProviderError
+    from biasaudit.providers.openai_batch import OpenAIBatchAPI
+
+    real_submit = OpenAIBatchAPI.submit
+    path = tmp_path / "c.sqlite"
+
+    async def fail_while_another_takes_over(self: Any, lines: Any, **kwargs: Any) -> Any:
+        monkeypatch.setattr(OpenAIBatchAPI, "submit", real_submit)
+        state = await real_submit(self, lines, **kwargs)  # the other process's submission
+        store = BatchStore(path)
+        store._db.execute(
+            "UPDATE batches SET owner = 'another-host:1:cafe', lease = ?, batch_id = ?, "
+            "state = 'submitted', status = ? WHERE local_id = ?",
+            (time.time() + 600, state.batch_id, state.status, kwargs["tag"]),
+        )
+        store.close()
+        raise TransientProviderError("connection reset while creating the batch")
+
+    monkeypatch.setattr(OpenAIBatchAPI, "submit", fail_while_another_takes_over)
+    with ResponseCache(path) as cache:
+        results, _ = run(oai, prompts(5), cache)
+    assert oai.batches.created == 1, "the run submitted the intent another process holds"
+    assert all(r.ok for r in results) and direct_requests(oai) == 0
+
+
 def test_an_intent_that_never_reached_the_provider_is_submitted_on_the_rerun(
     oai: OpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -114,6 +114,10 @@ _LEASE_S = 900.0
 _RUNNING_HERE: set[str] = set()
 
 
+class _TakenOver(Exception):
+    """Another process took over an intent whose lease ran out while we retried."""
+
+
 def require_batch_api(provider: Provider) -> BatchAPI:
     """The provider's batch API, or a usage error naming the providers that have one.
 
@@ -408,14 +412,11 @@ class BatchRunner:
         """Create the batch at the provider, unless an earlier attempt already did."""
         attempts = itertools.count()
 
-        if not await self._hold_or_wait(store, batch):
-            return  # another process submitted it: its id is recorded
-
         async def find_or_create() -> BatchState:
             # A process that recorded the intent, or an attempt that failed on the
             # way back, may have created the batch already.
             if not store.claim(batch.local_id, self.owner):  # renew the lease
-                raise TransientProviderError(f"batch {batch.local_id} was taken over")
+                raise _TakenOver
             state = None
             if batch.resumed or next(attempts) > 0:
                 state = await self._find(store, batch)
@@ -426,7 +427,14 @@ class BatchRunner:
                 )
             return state
 
-        state = await self._retrying(find_or_create, f"submitting batch {batch.local_id}")
+        while True:
+            if not await self._hold_or_wait(store, batch):
+                return  # another process submitted it: its id is recorded
+            try:
+                state = await self._retrying(find_or_create, f"submitting batch {batch.local_id}")
+            except _TakenOver:  # our lease ran out during retries: wait for the new holder
+                continue
+            break
         batch.lines = None
         batch.state = "submitted"
         self._apply(batch, state)
@@ -574,6 +582,8 @@ class BatchRunner:
         for attempt in itertools.count(1):
             try:
                 return await call()
+            except _TakenOver:
+                raise
             except Exception as raw:
                 error = self.provider.classify(raw)
                 if not isinstance(error, TransientProviderError):
