@@ -166,7 +166,10 @@ def test_an_unknown_task_is_named(tmp_path: Path) -> None:
     code, _, err = invoke("run", "loan-screening", "--model", "sim/biased")
     assert code == 2
     built_in = [name for name in TASK_NAMES if name != "allocation"]  # each has a command
-    assert f"'loan-screening' is neither a built-in task ({', '.join(built_in)}) nor a spec file" in err
+    assert (
+        f"'loan-screening' is neither a built-in task ({', '.join(built_in)}) nor a spec file"
+        in err
+    )
 
 
 @pytest.mark.parametrize(

@@ -158,7 +158,14 @@ def test_api_key_never_reaches_cache_run_dir_or_output(tmp_path: Path) -> None:
     write_prompts(prompts, 20)
     server = ServerProcess(tmp_path / "server.log", "--require-api-key", CANARY)
     try:
-        ok = fanout(prompts, server.base_url, runs, "--api-key-env", "AUDIT_KEY", env={"AUDIT_KEY": CANARY, "BIASAUDIT_LOG": "debug"})
+        ok = fanout(
+            prompts,
+            server.base_url,
+            runs,
+            "--api-key-env",
+            "AUDIT_KEY",
+            env={"AUDIT_KEY": CANARY, "BIASAUDIT_LOG": "debug"},
+        )
         ok_out, ok_err = ok.communicate(timeout=60)
         assert ok.returncode == 0, ok_err
         bad = fanout(prompts, server.base_url, runs, "--api-key-env", "AUDIT_KEY", "--cache", str(tmp_path / "c2.sqlite"),

@@ -78,5 +78,7 @@ def test_sim_settings_that_change_answers_change_the_cache_key() -> None:
     }
     assert len(keys) == 4
     providers = [SimProvider("biased"), SimProvider("biased", first_option_rate=0.9)]
-    cache_keys = {request.cache_key(provider=p.name, model=p.model, base_url=p.base_url) for p in providers}
+    cache_keys = {
+        request.cache_key(provider=p.name, model=p.model, base_url=p.base_url) for p in providers
+    }
     assert len(cache_keys) == 2

@@ -79,7 +79,9 @@ def cli() -> None:
     "--model", "-m", required=True, help="provider/model, e.g. openai/gpt-4o-mini, sim/biased."
 )
 @click.option(
-    "--base-url", multiple=True, callback=_base_urls,
+    "--base-url",
+    multiple=True,
+    callback=_base_urls,
     help="API root of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1; "
     "give it again for each replica of the same model.",
 )
@@ -89,26 +91,61 @@ def cli() -> None:
     help="Environment variable holding the API key (default: the provider's, e.g. OPENAI_API_KEY; "
     "none for self-hosted servers).",
 )
-@click.option("--concurrency", default=16, show_default=True, type=click.IntRange(1, 4096),
-              help="Most requests in flight; lowered automatically on rate limits.")
+@click.option(
+    "--concurrency",
+    default=16,
+    show_default=True,
+    type=click.IntRange(1, 4096),
+    help="Most requests in flight; lowered automatically on rate limits.",
+)
 @click.option(
     "--rpm", type=click.FloatRange(min=0, min_open=True), help="Most requests per minute."
 )
-@click.option("--max-retries", default=6, show_default=True, type=click.IntRange(0, 100),
-              help="Retries of a failed request (transient errors only).")
-@click.option("--timeout", default=60.0, show_default=True,
-              type=click.FloatRange(min=0, min_open=True), help="Seconds one attempt may take.")
-@click.option("--runs-dir", default=Path("runs"), show_default=True,
-              type=click.Path(path_type=Path), help="Where run directories go.")
-@click.option("--cache", "cache_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Response cache file [default: RUNS_DIR/cache.sqlite].")
+@click.option(
+    "--max-retries",
+    default=6,
+    show_default=True,
+    type=click.IntRange(0, 100),
+    help="Retries of a failed request (transient errors only).",
+)
+@click.option(
+    "--timeout",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds one attempt may take.",
+)
+@click.option(
+    "--runs-dir",
+    default=Path("runs"),
+    show_default=True,
+    type=click.Path(path_type=Path),
+    help="Where run directories go.",
+)
+@click.option(
+    "--cache",
+    "cache_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Response cache file [default: RUNS_DIR/cache.sqlite].",
+)
 @click.option("--replay", is_flag=True, help="Answer only from the cache; never touch the network.")
-@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64),
-              help="Processes sharing the requests; one drives about one core "
-              "(worth it above a few hundred requests per second).")
+@click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 64),
+    help="Processes sharing the requests; one drives about one core "
+    "(worth it above a few hundred requests per second).",
+)
 @click.option("--batch", is_flag=True, help=_BATCH_HELP)
-@click.option("--batch-poll", default=5.0, show_default=True, metavar="SECONDS",
-              type=click.FloatRange(min=0, min_open=True), help=_BATCH_POLL_HELP)
+@click.option(
+    "--batch-poll",
+    default=5.0,
+    show_default=True,
+    metavar="SECONDS",
+    type=click.FloatRange(min=0, min_open=True),
+    help=_BATCH_POLL_HELP,
+)
 @_reports_errors
 def fanout(prompts: Path, **options: Any) -> None:
     """Send every prompt in PROMPTS.jsonl to a model, with caching, retries and rate limits.
@@ -172,8 +209,12 @@ def cache() -> None:
 @click.option(
     "--runs-dir", default=Path("runs"), show_default=True, type=click.Path(path_type=Path)
 )
-@click.option("--cache", "cache_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Cache file [default: RUNS_DIR/cache.sqlite].")
+@click.option(
+    "--cache",
+    "cache_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Cache file [default: RUNS_DIR/cache.sqlite].",
+)
 @_reports_errors
 def cache_stats(runs_dir: Path, cache_path: Path | None) -> None:
     """Entries, size and hit counts by model."""
@@ -237,8 +278,12 @@ def providers() -> None:
 
 _AUDIT_OPTIONS = [
     click.option("--model", "-m", help="provider/model, e.g. openai/gpt-4o-mini, sim/biased."),
-    click.option("--base-url", multiple=True, callback=_base_urls,
-                 help="API root of an OpenAI-compatible server (again for each replica)."),
+    click.option(
+        "--base-url",
+        multiple=True,
+        callback=_base_urls,
+        help="API root of an OpenAI-compatible server (again for each replica).",
+    ),
     click.option("--api-key-env", metavar="NAME", help="Environment variable holding the key."),
     click.option(
         "--method",
@@ -275,8 +320,12 @@ _AUDIT_OPTIONS = [
     ),
     click.option("--workers", type=click.IntRange(1, 64), help="Processes [default: 1]."),
     click.option("--batch", is_flag=True, default=None, help=_BATCH_HELP),
-    click.option("--batch-poll", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
-                 help=_BATCH_POLL_HELP.replace(".", " [default: 5].", 1)),
+    click.option(
+        "--batch-poll",
+        type=click.FloatRange(min=0, min_open=True),
+        metavar="SECONDS",
+        help=_BATCH_POLL_HELP.replace(".", " [default: 5].", 1),
+    ),
     click.option("--runs-dir", type=click.Path(path_type=Path), help="Where runs go [runs]."),
     click.option(
         "--cache",
@@ -284,14 +333,29 @@ _AUDIT_OPTIONS = [
         help="Response cache file [default: RUNS_DIR/cache.sqlite].",
     ),
     click.option("--replay", is_flag=True, default=None, help="Answer only from the cache."),
-    click.option("--no-report", is_flag=True, default=None,
-                 help="Skip report.html / report.md (write them later with 'biasaudit report')."),
-    click.option("--dry-run", is_flag=True, default=None,
-                 help="Print requests, cache hits, estimated tokens and cost; send nothing."),
-    click.option("--max-cost", type=click.FloatRange(min=0), metavar="USD",
-                 help="Refuse to start above this estimated cost; stop cleanly on reaching it."),
-    click.option("--prices", type=click.Path(dir_okay=False, path_type=Path),
-                 help="YAML of model prices over the shipped ones [$BIASAUDIT_PRICES]."),
+    click.option(
+        "--no-report",
+        is_flag=True,
+        default=None,
+        help="Skip report.html / report.md (write them later with 'biasaudit report').",
+    ),
+    click.option(
+        "--dry-run",
+        is_flag=True,
+        default=None,
+        help="Print requests, cache hits, estimated tokens and cost; send nothing.",
+    ),
+    click.option(
+        "--max-cost",
+        type=click.FloatRange(min=0),
+        metavar="USD",
+        help="Refuse to start above this estimated cost; stop cleanly on reaching it.",
+    ),
+    click.option(
+        "--prices",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="YAML of model prices over the shipped ones [$BIASAUDIT_PRICES].",
+    ),
 ]
 
 
@@ -416,10 +480,16 @@ def run() -> None:
 @run.command("resume-screening")
 @_audit_options
 @click.option("--jobs", help="Comma-separated job ids [default: all four].")
-@click.option("--names", type=click.Path(dir_okay=False, path_type=Path),
-              help="CSV of name,group to use instead of the shipped names.")
-@click.option("--resumes", type=click.Path(dir_okay=False, path_type=Path),
-              help="YAML of jobs and resumes to use instead of the shipped ones.")
+@click.option(
+    "--names",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="CSV of name,group to use instead of the shipped names.",
+)
+@click.option(
+    "--resumes",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="YAML of jobs and resumes to use instead of the shipped ones.",
+)
 @click.option("--names-per-group", type=click.IntRange(1), help="Names per group [default: 100].")
 @_reports_errors
 def run_resume_screening(**fields: Any) -> None:
@@ -456,14 +526,25 @@ def run_essay_grading(**fields: Any) -> None:
     help="Judge prompt: 1 select then explain, 2 evaluate each then select, 3 told to ignore "
     "the order, 4 grade each 0-5 then select; or a prompt file [default: 1].",
 )
-@click.option("--random-option", is_flag=True, default=None,
-              help="Add one unrelated option drawn from another item (seeded by --seed).")
-@click.option("--permutations", type=click.Choice(["cyclic", "all"]),
-              help="Every rotation of the options, or all n! orders, n <= 6 [default: cyclic].")
-@click.option("--replicates", type=click.IntRange(1, 100),
-              help="Times each order is asked [default: 1].")
-@click.option("--temperature", type=click.FloatRange(0, 2),
-              help="The judge's sampling temperature [default: 0.3, the paper's].")
+@click.option(
+    "--random-option",
+    is_flag=True,
+    default=None,
+    help="Add one unrelated option drawn from another item (seeded by --seed).",
+)
+@click.option(
+    "--permutations",
+    type=click.Choice(["cyclic", "all"]),
+    help="Every rotation of the options, or all n! orders, n <= 6 [default: cyclic].",
+)
+@click.option(
+    "--replicates", type=click.IntRange(1, 100), help="Times each order is asked [default: 1]."
+)
+@click.option(
+    "--temperature",
+    type=click.FloatRange(0, 2),
+    help="The judge's sampling temperature [default: 0.3, the paper's].",
+)
 @click.option("--max-tokens", type=click.IntRange(1), help="Longest answer [the prompt's].")
 @_reports_errors
 def run_grade_score(**fields: Any) -> None:
@@ -481,20 +562,36 @@ _NOT_FOR_RUTED = ("method", "scoring", "samples", "reference_group", "k_max", "r
 @run.command("ruted")
 @_audit_options
 @click.option("--contexts", help="Comma-separated, of standard, bedtime, personas, esl [all four].")
-@click.option("--replicates", type=click.IntRange(1, 10_000),
-              help="Texts per occupation and template; sampled next words where the endpoint "
-              "gives no logprobs [default: 30].")
-@click.option("--templates",
-              help="Templates per context: 0 (the main one), a list such as 0,3, or all [0].")
-@click.option("--occupations", type=click.Path(dir_okay=False, path_type=Path),
-              help="CSV of occupation,majority instead of the 40 WinoBias occupations.")
-@click.option("--next-word", type=click.Choice(["auto", "completions", "chat", "samples"]),
-              help="Standard test from legacy completions logprobs, chat logprobs or sampled "
-              "first words [default: auto: completions, else chat; samples without logprobs].")
-@click.option("--top-logprobs", type=click.IntRange(1, 20),
-              help="Next-word alternatives asked for [default: 20, or the endpoint's most].")
-@click.option("--temperature", type=click.FloatRange(0, 2, min_open=True),
-              help="Of the texts and sampled words [default: 1].")
+@click.option(
+    "--replicates",
+    type=click.IntRange(1, 10_000),
+    help="Texts per occupation and template; sampled next words where the endpoint "
+    "gives no logprobs [default: 30].",
+)
+@click.option(
+    "--templates", help="Templates per context: 0 (the main one), a list such as 0,3, or all [0]."
+)
+@click.option(
+    "--occupations",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="CSV of occupation,majority instead of the 40 WinoBias occupations.",
+)
+@click.option(
+    "--next-word",
+    type=click.Choice(["auto", "completions", "chat", "samples"]),
+    help="Standard test from legacy completions logprobs, chat logprobs or sampled "
+    "first words [default: auto: completions, else chat; samples without logprobs].",
+)
+@click.option(
+    "--top-logprobs",
+    type=click.IntRange(1, 20),
+    help="Next-word alternatives asked for [default: 20, or the endpoint's most].",
+)
+@click.option(
+    "--temperature",
+    type=click.FloatRange(0, 2, min_open=True),
+    help="Of the texts and sampled words [default: 1].",
+)
 @_reports_errors
 def run_ruted(**fields: Any) -> None:
     """RUTEd: gender-occupation bias in a next-word trick test and in long-form text.
@@ -539,10 +636,18 @@ def tasks() -> None:
 
 @cli.command()
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--ndcg-at", default=3, show_default=True, type=click.IntRange(1),
-              help="Cutoff N of the model-selection NDCG@N.")
-@click.option("--report-dir", type=click.Path(file_okay=False, path_type=Path),
-              help="Where report.html / report.md go [default: a new folder beside the first run].")
+@click.option(
+    "--ndcg-at",
+    default=3,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Cutoff N of the model-selection NDCG@N.",
+)
+@click.option(
+    "--report-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where report.html / report.md go [default: a new folder beside the first run].",
+)
 @click.option("--no-report", is_flag=True, help="Print the tables only.")
 @_reports_errors
 def study(
@@ -598,9 +703,14 @@ def _write_study_report(
 
 @cli.command("report")
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--format", "report_format", type=click.Choice(["html", "md", "both"]),
-              default="both", show_default=True,
-              help="report.html (self-contained), report.md (figures in report_figures/), or both.")
+@click.option(
+    "--format",
+    "report_format",
+    type=click.Choice(["html", "md", "both"]),
+    default="both",
+    show_default=True,
+    help="report.html (self-contained), report.md (figures in report_figures/), or both.",
+)
 @_reports_errors
 def report_command(run_dir: Path, report_format: str) -> None:
     """Write the report of a run (allocation, grade-score, ruted), a study or a compare folder.

@@ -237,7 +237,7 @@ class AllocationTaskSpec(AuditSpec):
         if isinstance(value, dict) and any(isinstance(key, bool) for key in value):
             raise ValueError(
                 "YAML reads unquoted Yes/No as true/false: quote the labels, "
-                "e.g. {\"Yes\": 1, \"No\": 0}"
+                'e.g. {"Yes": 1, "No": 0}'
             )
         return value
 

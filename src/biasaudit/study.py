@@ -138,9 +138,7 @@ def _correlations(points: pd.DataFrame, k_max: int) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _ndcg_in_setting(
-    setting: pd.DataFrame, metric: str, gap: str, at: int
-) -> float | None:
+def _ndcg_in_setting(setting: pd.DataFrame, metric: str, gap: str, at: int) -> float | None:
     wide_metric = setting.pivot(index="model", columns="group", values=metric).astype(float)
     wide_gap = setting.pivot(index="model", columns="group", values=gap).astype(float)
     if wide_metric.isna().any().any() or wide_gap.isna().any().any():
