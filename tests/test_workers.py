@@ -165,3 +165,44 @@ def test_fanout_command_with_workers_answers_each_prompt_once(tmp_path: Path) ->
     manifest = read_manifest(run_dir)
     assert manifest.counts.sent == N and manifest.counts.failures == 0
     assert not worker_pool._prestarted
+
+
+def test_a_child_that_dies_mid_run_costs_no_answer(
+    cache: ResponseCache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kill -9 the child partway: this process sends what it had not answered."""
+    children: list[worker_pool.WorkerProcess] = []
+    real_take = worker_pool.take
+
+    def remembering_take(
+        provider: dict[str, object], count: int
+    ) -> list[worker_pool.WorkerProcess]:
+        taken = real_take(provider, count)
+        children.extend(taken)
+        return taken
+
+    monkeypatch.setattr(worker_pool, "take", remembering_take)
+    requests = [chat(f"q{i}", f"prompt {i}") for i in range(N)]
+
+    async def go(base_url: str) -> tuple[list[RequestResult], Engine]:
+        provider = resolve_model("vllm/test-model", base_url=base_url)
+        engine = Engine(provider, cache, EngineSettings(workers=2, concurrency=8))
+        results: list[RequestResult] = []
+        try:
+            async for result in engine.run(requests):
+                results.append(result)
+                if len(results) == 40:
+                    children[0].popen.kill()
+            return results, engine
+        finally:
+            await provider.aclose()
+
+    with OpenAIServer(latency=0.02) as server:
+        results, engine = asyncio.run(go(server.base_url))
+        received = server.count_by(lambda r: r.body["messages"][0]["content"] if r.body else None)
+    assert children and children[0].popen.returncode == -9
+    assert sorted(r.request.id for r in results) == sorted(r.id for r in requests)
+    assert all(r.ok for r in results) and engine.stats.failures == 0
+    assert len(received) == N, "every prompt reached the server"
+    assert sum(received.values()) - N <= 8, "only what the child had in flight was asked twice"
+    assert engine.stats.in_flight == 0

@@ -436,6 +436,8 @@ class Engine:
 
         The children (:mod:`biasaudit.worker_pool`) may have been started
         before the run, so that their imports overlapped the parent's start-up.
+        A child that dies (killed, out of memory) costs nothing but time: this
+        process sends what it had not answered.
         """
         shards = [todo[i::workers] for i in range(workers)]
         share = self.settings.for_worker(workers)
@@ -453,19 +455,35 @@ class Engine:
             for slot, child in enumerate(children, start=1)
         ]
         self._limit_elsewhere = sum(min(share.concurrency, len(s)) for s in shards[1:])
-        here = asyncio.create_task(self._pump(self._fan_out_here(shards[0], share), lines))
+        here = [asyncio.create_task(self._pump(self._fan_out_here(shards[0], share), lines))]
         latest: list[dict[str, int]] = [{} for _ in shards]
+        answered: list[set[int]] = [set() for _ in shards]
         try:
-            for _ in range(len(todo)):
+            results = 0
+            while results < len(todo):
                 item = await lines.get()
                 if isinstance(item, BaseException):
                     raise item
                 slot, line = item
+                if isinstance(line, worker_pool.ChildExited):
+                    rest = [p for i, p in enumerate(shards[slot]) if i not in answered[slot]]
+                    logger.warning(
+                        "%s; sending its %d unanswered requests from here", line, len(rest)
+                    )
+                    self._merge_worker_stats(
+                        latest, slot, {**latest[slot], "in_flight": 0, "limit": 0}
+                    )
+                    here.append(
+                        asyncio.create_task(self._pump(self._fan_out_here(rest, share), lines))
+                    )
+                    continue
+                results += 1
                 if isinstance(line, RequestResult):
                     yield line  # sent from this process: already recorded and cached
                     continue
                 if "fatal" in line:
                     raise RunAbortedError(_rebuild_error(line["fatal"]))
+                answered[slot].add(line["i"])
                 self._merge_worker_stats(latest, slot, line["stats"])
                 request, key = shards[slot][line["i"]]
                 result = _decode_result(request, key, line["result"])
@@ -475,8 +493,9 @@ class Engine:
             # Every answer is in: let the workers close their connections and exit.
             await asyncio.wait_for(asyncio.gather(*feeders, return_exceptions=True), timeout=10)
         finally:
-            here.cancel()
-            await asyncio.gather(here, return_exceptions=True)
+            for task in here:
+                task.cancel()
+            await asyncio.gather(*here, return_exceptions=True)
             await asyncio.gather(*(child.stop() for child in children), return_exceptions=True)
             for feeder in feeders:
                 feeder.cancel()

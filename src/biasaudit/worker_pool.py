@@ -26,12 +26,27 @@ import sys
 from collections.abc import Sequence
 from typing import IO, Any
 
-__all__ = ["WorkerProcess", "prestart", "prestart_for", "take", "worker_provider_spec"]
+__all__ = [
+    "ChildExited",
+    "WorkerProcess",
+    "prestart",
+    "prestart_for",
+    "take",
+    "worker_provider_spec",
+]
 
 # One result line can be long (many choices with logprobs).
 _LINE_LIMIT = 1 << 24
 
 _prestarted: list[WorkerProcess] = []
+
+
+class ChildExited(Exception):
+    """A child stopped before answering all its requests (killed, out of memory, a crash)."""
+
+    def __init__(self, slot: int, code: int) -> None:
+        super().__init__(f"fan-out worker {slot} exited with status {code}")
+        self.slot, self.code = slot, code
 
 
 def worker_provider_spec(provider_spec: dict[str, Any], concurrency: int) -> dict[str, Any]:
@@ -94,7 +109,7 @@ class WorkerProcess:
             transport.close()
         code = await asyncio.to_thread(self.popen.wait)
         if answered < len(request_lines) and code != 0:
-            lines.put_nowait(RuntimeError(f"fan-out worker {slot} exited with status {code}"))
+            lines.put_nowait((slot, ChildExited(slot, code)))
 
     def _write_and_close(self, payload: bytes) -> None:
         stdin = self._stdin
