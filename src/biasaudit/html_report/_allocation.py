@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from ..allocation import AllocationMetrics
+from ..audit_kinds import read_metrics
 from ..metrics import select_in_pools, simulate_selection
 from ..runs import Manifest
 from ._common import (
@@ -419,9 +420,7 @@ def _method_rows(metrics: AllocationMetrics) -> list[tuple[str, str]]:
 
 def allocation_document(run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -> Document:
     """The report of the allocation run in ``run_dir``."""
-    metrics = AllocationMetrics.model_validate_json(
-        (run_dir / "metrics.json").read_text(encoding="utf-8")
-    )
+    metrics: AllocationMetrics = read_metrics(run_dir, "allocation")
     scores_path = run_dir / "scores.csv"
     scores = pd.read_csv(scores_path) if scores_path.exists() else None
     document = Document(

@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..audit_kinds import read_metrics
 from ..grade import GradeScoreMetrics
 from ..runs import Manifest
 from ._common import audited_section, interval, percent, plain, replay_section
@@ -229,9 +230,7 @@ def _method_rows(metrics: GradeScoreMetrics) -> list[tuple[str, str]]:
 
 def grade_document(run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -> Document:
     """The report of the Grade Score run in ``run_dir``."""
-    metrics = GradeScoreMetrics.model_validate_json(
-        (run_dir / "metrics.json").read_text(encoding="utf-8")
-    )
+    metrics: GradeScoreMetrics = read_metrics(run_dir, "grade-score")
     items_path = run_dir / "items.csv"
     items = pd.read_csv(items_path) if items_path.exists() else None
     document = Document(

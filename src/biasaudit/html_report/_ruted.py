@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..audit_kinds import read_metrics
 from ..runs import Manifest
 from ..ruted_metrics import METRICS, ContextMetrics, RutedMetrics
 from ._common import audited_section, interval, replay_section
@@ -240,7 +241,7 @@ def _method_rows(metrics: RutedMetrics) -> list[tuple[str, str]]:
 
 def ruted_document(run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -> Document:
     """The report of the RUTEd run in ``run_dir``."""
-    metrics = RutedMetrics.model_validate_json((run_dir / "metrics.json").read_text("utf-8"))
+    metrics: RutedMetrics = read_metrics(run_dir, "ruted")
     path = run_dir / "occupations.csv"
     rows = pd.read_csv(path) if path.exists() else None
     document = Document(
