@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from click.testing import CliRunner
@@ -32,6 +32,7 @@ from tests.servers import AnthropicServer, Choice, OpenAIServer, request_key
 from .conftest import no_sleep
 
 KEY_ENV = "BATCH_TEST_KEY"
+S = TypeVar("S", OpenAIServer, AnthropicServer)
 FAST = {"batch_poll": 0.01, "backoff_initial": 0.001, "backoff_max": 0.01}
 
 
@@ -48,11 +49,7 @@ def openai_module_server() -> Iterator[OpenAIServer]:
 
 @pytest.fixture
 def oai(openai_module_server: OpenAIServer) -> OpenAIServer:
-    openai_module_server.reset()
-    openai_module_server.batches.clear()
-    openai_module_server.batches.delay = 0.0
-    openai_module_server.batches.max_requests = None
-    return openai_module_server
+    return fresh(openai_module_server)
 
 
 @pytest.fixture(scope="module")
@@ -63,11 +60,16 @@ def anthropic_module_server() -> Iterator[AnthropicServer]:
 
 @pytest.fixture
 def ant(anthropic_module_server: AnthropicServer) -> AnthropicServer:
-    anthropic_module_server.reset()
-    anthropic_module_server.batches.clear()
-    anthropic_module_server.batches.delay = 0.0
-    anthropic_module_server.batches.max_requests = None
-    return anthropic_module_server
+    return fresh(anthropic_module_server)
+
+
+def fresh(server: S) -> S:
+    """A module-wide server as a new one: no requests, batches, delays or limits."""
+    server.reset()
+    server.batches.clear()
+    server.batches.delay = 0.0
+    server.batches.max_requests = None
+    return server
 
 
 Server = OpenAIServer | AnthropicServer
