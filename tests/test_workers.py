@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -143,6 +144,26 @@ def test_prestarted_children_are_used_and_unused_ones_exit(
         assert not worker_pool._prestarted
         assert unused.popen.wait(timeout=30) == 0
         assert server.count_by(lambda r: r.body and r.body.get("model"))["other-model"] == 0
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc (Linux)")
+def test_a_prestarted_child_imports_its_sdk_before_its_requests_come() -> None:
+    """Told only its provider, a child builds the SDK client while the parent gets ready."""
+    with OpenAIServer() as server:
+        worker_pool.prestart_for(
+            "vllm/test-model", server.base_url, None, concurrency=16, workers=2
+        )
+        (child,) = worker_pool._prestarted
+        maps = Path(f"/proc/{child.popen.pid}/maps")
+        deadline = time.monotonic() + 30
+        # aiohttp's compiled parser is mapped once the SDK's transport is imported.
+        while "aiohttp" not in maps.read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        loaded = "aiohttp" in maps.read_text()
+        worker_pool._close_unused()
+        assert child.popen.wait(timeout=30) == 0
+    assert loaded, "the child waited for its requests before importing the SDK"
+    assert server.requests == [], "getting ready sends nothing"
 
 
 def test_fanout_command_with_workers_answers_each_prompt_once(tmp_path: Path) -> None:

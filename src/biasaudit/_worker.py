@@ -95,6 +95,9 @@ def main() -> None:
     pause_gc_until_run()  # run_async switches it back on
     try:
         provider = resolve_model(**json.loads(first)["provider"])
+        # Import the SDK and build its client now, while the parent reads its
+        # prompts and the cache: the requests come after.
+        provider.prepare()
         lines = sys.stdin.read().splitlines()
         if lines:
             run_async(serve(provider, lines, sys.stdout))

@@ -98,6 +98,13 @@ class Provider(ABC):
         if request.kind == "completion" and not caps.completions:
             raise RequestRejectedError(f"{self.model_id} has no legacy completions endpoint")
 
+    def prepare(self) -> None:  # noqa: B027 - optional hook, not abstract
+        """Get ready to send before the first request (import an SDK, build its client).
+
+        Sending does this itself when needed; a worker process calls it early,
+        while it waits for its requests.
+        """
+
     async def aclose(self) -> None:  # noqa: B027 - optional hook, not abstract
         """Release connections; the default has none."""
 

@@ -35,6 +35,9 @@ class SDKProvider(Provider):
             self._client = self._new_client(_aiohttp_client(self._max_connections))
         return self._client
 
+    def prepare(self) -> None:
+        self._sdk()
+
     async def aclose(self) -> None:
         if self._client is not None:
             await self._client.close()
