@@ -335,3 +335,25 @@ def test_anthropic_refuses_logprobs_before_sending(
     with pytest.raises(LogprobsUnavailableError):
         one(claude(anthropic_server, monkeypatch), chat("a", logprobs=True))
     assert anthropic_server.request_count == 0
+
+
+def test_the_sdk_client_resolves_every_url_as_the_sdk_does() -> None:
+    """The provider's client remembers parsed absolute URLs; the URLs are the SDK's own."""
+    import openai
+
+    provider = resolve_model("vllm/test-model", base_url="http://127.0.0.1:9/v1")
+    client = provider._sdk()  # type: ignore[attr-defined]
+    plain = openai.AsyncOpenAI(api_key="x", base_url="http://127.0.0.1:9/v1")
+    urls = [
+        "http://127.0.0.1:9/v1/chat/completions",
+        "https://api.example.com/v1/files?purpose=batch",
+        "chat/completions",
+        "/batches",
+    ]
+    for url in urls * 2:  # the second pass comes from the memo
+        assert str(client._prepare_url(url)) == str(plain._prepare_url(url))
+    assert client._prepare_url(urls[0]) is client._prepare_url(urls[0]), "parsed once"
+    client.base_url = "http://127.0.0.1:9/other/"  # relative URLs follow the base URL
+    plain.base_url = "http://127.0.0.1:9/other/"
+    assert str(client._prepare_url("batches")) == str(plain._prepare_url("batches"))
+    assert isinstance(client, openai.AsyncOpenAI)
