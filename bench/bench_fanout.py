@@ -6,12 +6,16 @@
    requests/s, peak RSS of the biasaudit process, and the ratio to the
    theoretical floor N x L / C.
 2. Replay of a run of R responses from the cache (``--replay``), wall time.
-3. With ``--cpu``: the client's CPU time per request (user + system, from
+3. With ``--reference``: the same requests from two reference programs
+   (``reference_clients.py``: a bare aiohttp client, and the openai SDK used
+   as its documentation shows), start-up included, each run right after a
+   biasaudit run on the same server, so the machine's drift moves them alike.
+4. With ``--cpu``: the client's CPU time per request (user + system, from
    ``getrusage``), fanning out in this process; other load on the machine,
    which moves wall times a lot, hardly moves this figure.
 
 Run from the repository root:  python bench/bench_fanout.py [--prompts 2000] [--replay-size 100000]
-[--repeat 5] [--cpu]. Prints numbers; asserts nothing.
+[--repeat 5] [--cpu] [--reference]. Prints numbers; asserts nothing.
 """
 
 from __future__ import annotations
@@ -97,20 +101,35 @@ def run_biasaudit(args: list[str]) -> tuple[float, int, str]:
     return wall, usage.ru_maxrss // 1024, out
 
 
-def bench_fanout(n: int, concurrency: int, latency: float, workers: int, work: Path) -> None:
+REFERENCES = ("aiohttp", "openai-sdk")
+
+
+def bench_fanout(
+    n: int, concurrency: int, latency: float, workers: int, work: Path, *, reference: bool = False
+) -> None:
     prompts = work / "prompts.jsonl"
     write_prompts(prompts, n)
     server, port = start_server(latency)
+    base_url = f"http://127.0.0.1:{port}/v1"
+    references: dict[str, float] = {}
     try:
         args = [
-            "fanout", str(prompts), "--model", "vllm/bench", "--base-url", f"http://127.0.0.1:{port}/v1",
+            "fanout", str(prompts), "--model", "vllm/bench", "--base-url", base_url,
             "--concurrency", str(concurrency), "--runs-dir", str(work / f"runs-{concurrency}-{workers}-{time.monotonic_ns()}"),
             "--workers", str(workers),
         ]  # fmt: skip
         wall, peak_mb, out = run_biasaudit(args)
+        if reference:
+            for kind in REFERENCES:
+                references[kind] = run_reference(kind, prompts, base_url, concurrency, n)
     finally:
         server.terminate()
         server.wait()
+    for kind, seconds in references.items():
+        print(
+            f"ref     n={n} concurrency={concurrency} {kind} program: wall {seconds:.2f}s "
+            f"incl. start-up, {n / seconds:.0f} req/s"
+        )
     if f"{n} answered, 0 failed" not in out:
         raise RuntimeError(f"not every prompt was answered: {out}")
     floor = n * latency / concurrency
@@ -119,6 +138,20 @@ def bench_fanout(n: int, concurrency: int, latency: float, workers: int, work: P
         f"wall {wall:.2f}s incl. start-up, {n / wall:.0f} req/s, peak RSS {peak_mb} MB, "
         f"theoretical floor {floor:.2f}s (ratio {wall / floor:.2f})"
     )
+
+
+def run_reference(kind: str, prompts: Path, base_url: str, concurrency: int, n: int) -> float:
+    """Wall seconds of ``reference_clients.py KIND`` sending the same prompts."""
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "reference_clients.py"), kind, str(prompts),
+         base_url, str(concurrency)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    wall = time.perf_counter() - started
+    if done.stdout.split() != [str(n)]:
+        raise RuntimeError(f"the {kind} reference did not parse {n} answers: {done.stdout!r}")
+    return wall
 
 
 def bench_cpu(n: int, concurrency: int, latency: float, repeat: int, work: Path) -> None:
@@ -193,6 +226,9 @@ def main() -> None:
     parser.add_argument("--replay-size", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=1, help="times to run each fan-out")
     parser.add_argument("--cpu", action="store_true", help="also measure CPU per request")
+    parser.add_argument(
+        "--reference", action="store_true", help="also time two reference clients (workers=1 runs)"
+    )
     args = parser.parse_args()
     print(machine_line())
     with tempfile.TemporaryDirectory() as tmp:
@@ -200,7 +236,10 @@ def main() -> None:
         for concurrency in args.concurrency:
             for workers in args.workers:
                 for _ in range(args.repeat):
-                    bench_fanout(args.prompts, concurrency, args.latency, workers, work)
+                    bench_fanout(
+                        args.prompts, concurrency, args.latency, workers, work,
+                        reference=args.reference and workers == 1,
+                    )  # fmt: skip
             if args.cpu:
                 bench_cpu(args.prompts, concurrency, args.latency, max(args.repeat, 3), work)
         if args.replay_size:
