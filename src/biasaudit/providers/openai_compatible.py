@@ -22,7 +22,7 @@ from ..secrets import redact, remember_secret
 from ._base import classify_status
 from ._batch_api import BatchAPI
 from ._prompt_batch import PromptBatcher, split_choices
-from ._sdk import SDKProvider, connection_error, http_module
+from ._sdk import _URL_MEMO, SDKProvider, connection_error, http_module
 from ._types import Capabilities, FirstTokenLogprobs, ModelRequest, ModelResponse, Usage
 
 __all__ = ["OpenAICompatibleProvider"]
@@ -76,10 +76,8 @@ class OpenAICompatibleProvider(SDKProvider):
         return f"OpenAICompatibleProvider({self.model_id!r}, base_url={self.base_url!r})"
 
     def _new_client(self, http_client: Any) -> Any:
-        import openai
-
         self._http = http_module()
-        return _client_class(openai)(
+        return _client_class()(
             api_key=self._api_key,
             base_url=self.base_url,
             max_retries=0,  # the engine owns retries (STYLE.md principle 2)
@@ -197,7 +195,7 @@ class OpenAICompatibleProvider(SDKProvider):
 _CLIENT_CLASS: Any = None
 
 
-def _client_class(openai: Any) -> Any:
+def _client_class() -> Any:
     """``openai.AsyncOpenAI``, parsing each absolute request URL once per client.
 
     The SDK parses the URL of every request again (``_prepare_url``: about a
@@ -207,15 +205,13 @@ def _client_class(openai: Any) -> Any:
     same object serves every request to that URL.
     """
     global _CLIENT_CLASS
-    if _CLIENT_CLASS is not None and issubclass(_CLIENT_CLASS, openai.AsyncOpenAI):
+    if _CLIENT_CLASS is not None:
         return _CLIENT_CLASS
-    base = openai.AsyncOpenAI
-    if not callable(getattr(base, "_prepare_url", None)):  # an SDK without the hook
-        return base
+    import openai
 
-    class AsyncOpenAI(base):  # type: ignore[misc, valid-type]
+    class AsyncOpenAI(openai.AsyncOpenAI):
         def _prepare_url(self, url: str) -> Any:
-            if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            if not url.startswith(("http://", "https://")):
                 return super()._prepare_url(url)
             memo: dict[str, Any] = self.__dict__.setdefault("_biasaudit_urls", {})
             parsed = memo.get(url)
@@ -227,9 +223,6 @@ def _client_class(openai: Any) -> Any:
 
     _CLIENT_CLASS = AsyncOpenAI
     return AsyncOpenAI
-
-
-_URL_MEMO = 64  # distinct absolute request URLs remembered per client
 
 
 def _request_options(client: Any, path: str, timeout: float) -> Any:
