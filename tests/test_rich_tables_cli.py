@@ -227,6 +227,10 @@ def test_providers_on_a_terminal_lists_every_provider(monkeypatch: pytest.Monkey
     )
     assert plain[1] == (
         "openai      https://api.openai.com/v1                OPENAI_API_KEY      yes (20)  "
+        "reasoning models (o-series, gpt-5): no logprobs, temperature 1 only"
+    )
+    assert plain[3] == (
+        "together    https://api.together.xyz/v1              TOGETHER_API_KEY    yes (20)  "
     )  # an empty note keeps its trailing spaces, as before
     assert [line.split()[0] for line in plain[1:-1]] == list(KNOWN_PROVIDERS)
     text = on_terminal(monkeypatch, "providers", width=250)

@@ -152,8 +152,8 @@ def fanout(prompts: Path, **options: Any) -> None:
 
     Each line is {"id": ..., "messages": [...]} (chat) or {"id": ..., "prompt": "..."}
     (legacy completions), with optional "params" (max_tokens, temperature, top_p,
-    logprobs, top_logprobs, n, seed, stop) and "replicate" (int). Exit status: 0 all
-    answered, 1 some failed, 2 bad input.
+    logprobs, top_logprobs, n, seed, stop, reasoning_effort) and "replicate" (int).
+    Exit status: 0 all answered, 1 some failed, 2 bad input.
     """
     if not options["replay"]:
         _start_early(options)

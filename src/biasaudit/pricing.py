@@ -8,7 +8,8 @@
   rounded up (OpenAI's rule of thumb for English text), plus 4 per chat
   message and 3 to prime the reply (the chat format's overhead); output tokens
   are the request's ``max_tokens`` (``DEFAULT_OUTPUT_TOKENS`` when unset) times
-  its choices ``n``, an upper bound. Answers already in the cache are free.
+  its choices ``n``, plus a reasoning model's allowance for its hidden
+  reasoning per call, an upper bound. Answers already in the cache are free.
 - **Budget**: :class:`BudgetedProvider` wraps a provider, adds up the cost of
   the tokens each answer reports, and once the spend reaches the budget
   refuses every later request with :class:`BudgetExceededError`, a fatal
@@ -196,6 +197,7 @@ class CostEstimate:
     price: ModelPrice | None
     free_reason: str | None = None
     batch: bool = False
+    reasoning_tokens: int = 0
 
     @property
     def to_send(self) -> int:
@@ -215,7 +217,12 @@ class CostEstimate:
             f"dry run of {self.model}: {self.requests} requests, {self.cache_hits} in the cache "
             f"(free), {self.to_send} to send",
             f"estimated tokens to send: {self.input_tokens} input (prompt characters / 4 + "
-            f"chat overhead), at most {self.output_tokens} output (max_tokens x n)",
+            f"chat overhead), at most {self.output_tokens} output (max_tokens x n"
+            + (
+                f", and up to {self.reasoning_tokens} tokens of reasoning per request)"
+                if self.reasoning_tokens
+                else ")"
+            ),
         ]
         if self.free_reason is not None:
             lines.append(f"estimated cost: $0.00 ({self.free_reason})")
@@ -251,6 +258,7 @@ def estimate_cost(
     hits = [call for call in calls if key is not None and key(call) in cached]
     to_send = [call for call in calls if key is None or key(call) not in cached]
     tokens = [estimate_tokens(call) for call in to_send]
+    reasoning = provider.capabilities.reasoning_tokens or 0
     model_id = provider.model_id
     price = prices.price(model_id, base_url=provider.base_url)
     reason = None
@@ -261,9 +269,10 @@ def estimate_cost(
         requests=len(calls),
         cache_hits=len(hits),
         input_tokens=sum(t[0] for t in tokens),
-        output_tokens=sum(t[1] for t in tokens),
+        output_tokens=sum(t[1] for t in tokens) + reasoning * len(to_send),
         price=price,
         free_reason=reason,
+        reasoning_tokens=reasoning,
     )
 
 

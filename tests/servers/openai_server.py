@@ -68,6 +68,7 @@ class OpenAIServer(FakeProviderServer):
         log_path: str | None = None,
         batch_delay: float = 0.0,
         batch_max_requests: int | None = None,
+        reasoning_tokens: int = 0,
     ) -> None:
         super().__init__(
             latency=latency,
@@ -83,6 +84,8 @@ class OpenAIServer(FakeProviderServer):
         self.logprobs_supported = logprobs_supported
         self.completions_logprobs_style = completions_logprobs_style
         self.system_fingerprint = system_fingerprint
+        # > 0: chat answers as OpenAI's reasoning models do (_refuse_non_reasoning_params).
+        self.reasoning_tokens = reasoning_tokens
         self.batches = BatchBook(delay=batch_delay, max_requests=batch_max_requests)
         self._batch_routes = OpenAIBatchRoutes(self, self.batches)
 
@@ -128,14 +131,24 @@ class OpenAIServer(FakeProviderServer):
         if not isinstance(messages, list) or not messages:
             raise ApiError(400, "'messages' must be a non-empty array.", param="messages")
         n = _n(body)
+        if self.reasoning_tokens:
+            _refuse_non_reasoning_params(body)
         k = self._chat_top_k(body)
         max_tokens = _max_tokens(body, "max_completion_tokens", "max_tokens")
+        if self.reasoning_tokens and max_tokens is not None:
+            max_tokens = max(0, max_tokens - self.reasoning_tokens)
         stops = _stops(body.get("stop"))
         null = fault is not None and fault.null_content
         rendered = [render(c, max_tokens, stops) for c in self.choices(body, CHAT_PATH, n, fault)]
         choices = [_chat_choice(i, r, k, null) for i, r in enumerate(rendered)]
         prompt_tokens = sum(count_tokens(content_text(m.get("content"))) + 3 for m in messages)
         usage = _usage(prompt_tokens, rendered)
+        if self.reasoning_tokens:
+            # Reasoning is billed as output; the budget is spent on it before the answer.
+            reasoning = min(self.reasoning_tokens, _budget(body)) * len(rendered)
+            usage["completion_tokens"] += reasoning
+            usage["total_tokens"] += reasoning
+            usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
         return self._envelope("chatcmpl-", "chat.completion", body, choices, usage)
 
     def _chat_top_k(self, body: JsonDict) -> int | None:
@@ -300,6 +313,41 @@ def _n(body: JsonDict) -> int:
     if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= _MAX_N:
         raise ApiError(400, f"'n' must be an integer between 1 and {_MAX_N}.", param="n")
     return n
+
+
+def _refuse_non_reasoning_params(body: JsonDict) -> None:
+    """What OpenAI's API answers a reasoning model's request with parameters it refuses."""
+    if body.get("max_tokens") is not None:
+        raise ApiError(
+            400,
+            "Unsupported parameter: 'max_tokens' is not supported with this model. "
+            "Use 'max_completion_tokens' instead.",
+            param="max_tokens",
+            code="unsupported_parameter",
+        )
+    for name in ("temperature", "top_p"):
+        value = body.get(name)
+        if value is not None and value != 1:
+            raise ApiError(
+                400,
+                f"Unsupported value: '{name}' does not support {value} with this model. "
+                "Only the default (1) value is supported.",
+                param=name,
+                code="unsupported_value",
+            )
+    for name in ("logprobs", "top_logprobs", "stop"):
+        if body.get(name) not in (None, False):
+            raise ApiError(
+                400,
+                f"Unsupported parameter: '{name}' is not supported with this model.",
+                param=name,
+                code="unsupported_parameter",
+            )
+
+
+def _budget(body: JsonDict) -> int:
+    value = body.get("max_completion_tokens")
+    return value if isinstance(value, int) else 1 << 30
 
 
 def _max_tokens(body: JsonDict, *names: str) -> int | None:

@@ -38,6 +38,7 @@ __all__ = [
     "SamplingParams",
     "Usage",
     "classify_status",
+    "openai_reasoning_model",
     "parse_retry_after",
     "provider_spec",
     "resolve_model",
@@ -63,6 +64,7 @@ KNOWN_PROVIDERS: dict[str, ProviderInfo] = {
     "openai": ProviderInfo(
         "openai", "https://api.openai.com/v1", "OPENAI_API_KEY",
         Capabilities(max_top_logprobs=20, batch=True),
+        "reasoning models (o-series, gpt-5): no logprobs, temperature 1 only",
     ),
     "anthropic": ProviderInfo(
         "anthropic", "https://api.anthropic.com", "ANTHROPIC_API_KEY",
@@ -199,6 +201,8 @@ def _build(
         # OpenAI's own API answers /v1/completions only for its few legacy models;
         # a chat model there gets a 404, so probes must not choose that path.
         capabilities = capabilities.model_copy(update={"completions": False})
+    if provider_name == "openai" and base_url is None and openai_reasoning_model(model):
+        capabilities = capabilities.model_copy(update=_OPENAI_REASONING)
     return OpenAICompatibleProvider(
         provider_name,
         model,
@@ -218,6 +222,37 @@ def _openai_completions_model(model: str) -> bool:
     """Whether ``model`` (possibly a dated or fine-tuned variant) is one of them."""
     base = model.removeprefix("ft:")
     return base.startswith(_OPENAI_COMPLETIONS_MODELS)
+
+
+# What OpenAI's reasoning models take: no logprobs (the API refuses them), one
+# answer per call (every replicate its own call, like Anthropic's), and room for
+# the hidden reasoning on top of each answer's max_tokens. The API counts that
+# reasoning against max_completion_tokens: a label answer asked for in 1 token
+# would otherwise come back empty, its budget spent on reasoning. It is billed
+# only as used; a larger allowance costs nothing unless the model reasons longer.
+REASONING_TOKENS = 4096
+_OPENAI_REASONING: dict[str, Any] = {
+    "logprobs": False,
+    "max_top_logprobs": 0,
+    "n": False,
+    "reasoning_tokens": REASONING_TOKENS,
+}
+
+
+def openai_reasoning_model(model: str) -> bool:
+    """Whether OpenAI serves ``model`` as a reasoning model (o-series, gpt-5 family, codex-mini).
+
+    The gpt-5 chat models (``gpt-5-chat-latest``, ``gpt-5.1-chat-latest``) are not:
+    they take temperature and logprobs like gpt-4o. Dated, fine-tuned and
+    ``-mini``/``-pro`` variants are what their family is.
+    """
+    base = model.removeprefix("ft:").split(":", 1)[0].lower()
+    if base.startswith("gpt-5"):
+        return "-chat" not in base
+    if base.startswith("codex-mini"):
+        return True
+    family = base.split("-", 1)[0]
+    return len(family) > 1 and family[0] == "o" and family[1:].isdigit()
 
 
 def _build_local(

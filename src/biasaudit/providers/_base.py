@@ -17,6 +17,7 @@ from ..errors import (
     RateLimitedError,
     RequestRejectedError,
     TransientProviderError,
+    UsageError,
 )
 from ..secrets import redact
 from ._types import Capabilities, ModelRequest, ModelResponse
@@ -97,6 +98,17 @@ class Provider(ABC):
             )
         if request.kind == "completion" and not caps.completions:
             raise RequestRejectedError(f"{self.model_id} has no legacy completions endpoint")
+        if caps.reasoning_tokens is not None:
+            for name in ("temperature", "top_p"):
+                value = getattr(request.params, name)
+                if value is not None and value != 1:
+                    raise UsageError(
+                        f"{self.model_id} is a reasoning model: it samples only at "
+                        f"temperature 1 and top_p 1 and refuses other values, and a request "
+                        f"asks for {name} {value:g} (greedy decoding, as pairwise comparisons "
+                        "use, is not available); ask for 1 (an audit's --temperature 1) or "
+                        "leave it unset"
+                    )
 
     def prepare(self) -> None:  # noqa: B027 - optional hook, not abstract
         """Get ready to send before the first request (import an SDK, build its client).

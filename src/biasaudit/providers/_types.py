@@ -17,6 +17,8 @@ __all__ = [
     "Usage",
 ]
 
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
+
 
 class SamplingParams(BaseModel):
     """Everything about how to sample that changes the answer (and so the cache key)."""
@@ -33,6 +35,11 @@ class SamplingParams(BaseModel):
     n: int | None = Field(None, ge=1, le=128, description="Choices to sample in one call.")
     seed: int | None = None
     stop: tuple[str, ...] | None = None
+    reasoning_effort: ReasoningEffort | None = Field(
+        None,
+        description="How much a reasoning model reasons before it answers (OpenAI's "
+        "reasoning_effort); unset: the model's default.",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -163,7 +170,9 @@ class Capabilities(BaseModel):
 
     ``logprobs`` is ``None`` when not known in advance (a self-hosted server of
     unknown make): the first request that asks finds out, and fails the run
-    clearly if the answer is no.
+    clearly if the answer is no. ``reasoning_tokens`` is set for a reasoning
+    model (OpenAI's o-series and gpt-5): the provider adapts each request to
+    what such a model takes.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -179,4 +188,12 @@ class Capabilities(BaseModel):
     )
     batch: bool = Field(
         False, description="Has a provider batch API (``--batch``): half price, up to 24 h."
+    )
+    reasoning_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="A reasoning model (it reasons in hidden output tokens before it "
+        "answers): the tokens each request allows for that reasoning, on top of its "
+        "max_tokens. It samples only at temperature 1 and takes no stop sequences. "
+        "None: not a reasoning model.",
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..errors import ProviderError, RequestRejectedError, TransientProviderError
+from ..errors import ProviderError, RequestRejectedError, TransientProviderError, UsageError
 from ..secrets import redact, remember_secret
 from ._base import classify_status
 from ._batch_api import BatchAPI
@@ -67,6 +67,14 @@ class AnthropicProvider(SDKProvider):
             params["extra_body"] = sampling
         raw = await self._sdk().messages.with_raw_response.create(timeout=timeout, **params)
         return _parse_message(raw.http_response)
+
+    def check(self, request: ModelRequest) -> None:
+        super().check(request)
+        if request.params.reasoning_effort is not None:
+            raise UsageError(
+                "anthropic/ takes no reasoning_effort (Claude's extended thinking is set "
+                "by a token budget, which biasaudit does not ask for); leave it unset"
+            )
 
     def message_body(self, request: ModelRequest) -> dict[str, Any]:
         """The Messages API body of one request, as it is sent."""

@@ -92,7 +92,7 @@ class OpenAICompatibleProvider(SDKProvider):
         path, payload = self.request_body(request)
         http_response = await self._post(self._sdk(), path, payload, timeout)
         body = _json_body(http_response)
-        return _parse_body(body, request, request_id=http_response.headers.get("x-request-id"))
+        return self._parse(body, request, request_id=http_response.headers.get("x-request-id"))
 
     def request_body(self, request: ModelRequest) -> tuple[str, dict[str, Any]]:
         """The path (below the base URL) and JSON body of one request, as it is sent."""
@@ -103,13 +103,23 @@ class OpenAICompatibleProvider(SDKProvider):
         payload = {"model": self.model, "prompt": request.prompt}
         return "/completions", payload | _completion_params(request)
 
+    def _parse(
+        self, body: dict[str, Any], request: ModelRequest, *, request_id: str | None
+    ) -> ModelResponse:
+        """The normalised response; a reasoning model's stop sequences applied here."""
+        response = _parse_body(body, request, request_id=request_id)
+        stops = request.params.stop
+        if stops and self.capabilities.reasoning_tokens is not None:
+            return _stopped(response, stops)
+        return response
+
     def batch_api(self) -> BatchAPI | None:
         """OpenAI's Batch API; other OpenAI-compatible hosts have none here."""
         if not self.capabilities.batch:
             return None
         from .openai_batch import OpenAIBatchAPI
 
-        return OpenAIBatchAPI(self._sdk, self.request_body, _parse_body)
+        return OpenAIBatchAPI(self._sdk, self.request_body, self._parse)
 
     async def _complete_many(
         self, requests: Sequence[ModelRequest], timeout: float
@@ -128,7 +138,7 @@ class OpenAICompatibleProvider(SDKProvider):
         outcomes: list[ModelResponse | Exception] = []
         for request, part in zip(requests, bodies, strict=True):
             try:
-                outcomes.append(_parse_body(part, request, request_id=request_id))
+                outcomes.append(self._parse(part, request, request_id=request_id))
             except Exception as error:  # one prompt's bad answer fails that prompt alone
                 outcomes.append(error)
         return outcomes
@@ -163,10 +173,12 @@ class OpenAICompatibleProvider(SDKProvider):
 
     def _chat_params(self, request: ModelRequest) -> dict[str, Any]:
         p = request.params
-        params = _common_params(request)
+        reasoning = self.capabilities.reasoning_tokens
+        params = _common_params(request, reasoning=reasoning is not None)
         if p.max_tokens is not None:
             key = "max_completion_tokens" if self._max_completion_tokens else "max_tokens"
-            params[key] = p.max_tokens
+            # A reasoning model spends this budget on its hidden reasoning first.
+            params[key] = p.max_tokens + (reasoning or 0)
         if p.wants_logprobs:
             params["logprobs"] = True
             if p.top_logprobs:
@@ -238,16 +250,39 @@ def _request_options(client: Any, path: str, timeout: float) -> Any:
     )
 
 
-def _common_params(request: ModelRequest) -> dict[str, Any]:
+def _common_params(request: ModelRequest, *, reasoning: bool = False) -> dict[str, Any]:
+    """The body's sampling fields.
+
+    A reasoning model refuses ``temperature`` and ``top_p`` (the provider's
+    ``check`` lets only their default, 1, through, so leaving them out asks for
+    the same) and ``stop`` (applied to its answers instead, :func:`_stopped`).
+    """
     p = request.params
     params: dict[str, Any] = {}
-    for field in ("temperature", "top_p", "n", "seed"):
+    for field in ("n", "seed", "reasoning_effort") if reasoning else _SAMPLING_FIELDS:
         value = getattr(p, field)
         if value is not None:
             params[field] = value
-    if p.stop:
+    if p.stop and not reasoning:
         params["stop"] = list(p.stop)
     return params
+
+
+_SAMPLING_FIELDS = ("temperature", "top_p", "n", "seed", "reasoning_effort")
+
+
+def _stopped(response: ModelResponse, stops: Sequence[str]) -> ModelResponse:
+    """Each answer cut before its first stop sequence, as a server applying ``stop`` cuts it.
+
+    The finish reason of a cut answer becomes ``"stop"``; the token usage is what
+    the endpoint billed.
+    """
+    texts, reasons = [], []
+    for text, reason in zip(response.texts, response.finish_reasons, strict=True):
+        cut = min((i for i in (text.find(s) for s in stops if s) if i >= 0), default=-1)
+        texts.append(text if cut < 0 else text[:cut])
+        reasons.append(reason if cut < 0 else "stop")
+    return response.model_copy(update={"texts": tuple(texts), "finish_reasons": tuple(reasons)})
 
 
 def _completion_params(request: ModelRequest) -> dict[str, Any]:
