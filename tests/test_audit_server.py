@@ -120,3 +120,20 @@ def test_unparseable_pairwise_answers_are_counted(server: OpenAIServer, tmp_path
     assert stats.unparsed == 5 * 7 and stats.regular == pytest.approx(1 - 7 / 56)
     body = server.bodies()[0]
     assert body["temperature"] == 0.0 and "logprobs" not in body
+
+
+def test_reasoning_effort_reaches_every_request_and_its_cache_key(
+    server: OpenAIServer, tmp_path: Path
+) -> None:
+    low = run(server, tmp_path, reasoning_effort="low")
+    requests = 6 * 8 * 4
+    assert low.exit_code == 0 and server.request_count == requests
+    assert {body.get("reasoning_effort") for body in server.bodies()} == {"low"}
+    spec = (low.run_dir / "spec.json").read_text()
+    assert '"reasoning_effort": "low"' in spec or '"reasoning_effort":"low"' in spec
+    # Another effort is another question: nothing of the first run answers it.
+    default = run(server, tmp_path)
+    assert default.metrics.requests.cache_hits == 0 and server.request_count == 2 * requests
+    assert "reasoning_effort" not in server.bodies()[-1]
+    again = run(server, tmp_path, reasoning_effort="low")
+    assert again.metrics.requests.cache_hits == requests and server.request_count == 2 * requests

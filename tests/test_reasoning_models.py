@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from biasaudit.audit_kinds import plan_requests
 from biasaudit.cache import ResponseCache
 from biasaudit.engine import Engine, EngineSettings, RequestResult
 from biasaudit.errors import RunAbortedError, UsageError
@@ -26,6 +27,7 @@ from biasaudit.providers import (
     resolve_model,
 )
 from biasaudit.providers.openai_compatible import OpenAICompatibleProvider
+from biasaudit.spec import parse_spec
 from tests.servers import AnthropicServer, Choice, OpenAIServer
 
 from .fakes import chat
@@ -195,3 +197,22 @@ def test_the_cost_estimate_counts_the_reasoning_allowance(openai_key: None) -> N
     assert "4096 tokens of reasoning per request" in " ".join(estimate.lines())
     chat_model = estimate_cost(resolve_model("openai/gpt-4o"), requests, prices=load_prices())
     assert chat_model.output_tokens == 30
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        {"task": "resume-screening", "jobs": "hr-specialist", "names_per_group": 2},
+        {"task": "resume-screening", "jobs": "hr-specialist", "method": "pairwise", "pools": 1},
+        {"task": "grade-score", "items": "demo"},
+        {"task": "ruted", "contexts": "standard,bedtime", "replicates": 2},
+    ],
+)
+def test_every_audit_asks_the_reasoning_effort_it_is_given(task: dict[str, object]) -> None:
+    provider = resolve_model("sim/biased")
+    spec = parse_spec({**task, "model": "sim/biased", "reasoning_effort": "minimal"})
+    requests = plan_requests(spec, provider)
+    assert requests and {r.params.reasoning_effort for r in requests} == {"minimal"}
+    unset = plan_requests(parse_spec({**task, "model": "sim/biased"}), provider)
+    assert {r.params.reasoning_effort for r in unset} == {None}
+    assert [r.id for r in unset] == [r.id for r in requests]

@@ -301,6 +301,12 @@ _AUDIT_OPTIONS = [
         type=click.IntRange(1, 128),
         help="Sampled answers per candidate when sampling [default: 20].",
     ),
+    click.option(
+        "--reasoning-effort",
+        type=click.Choice(["none", "minimal", "low", "medium", "high", "xhigh"]),
+        help="Reasoning models (openai/o3, openai/gpt-5, ...): how much the model reasons "
+        "before each answer, sent as reasoning_effort [default: the model's own].",
+    ),
     click.option("--reference-group", help="The group every other is compared with."),
     click.option("--k-max", type=click.IntRange(1), help="Selections k = 1..K [default: 5]."),
     click.option("--seed", type=click.IntRange(0), help="Seed of names, pools [default: 0]."),

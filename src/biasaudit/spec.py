@@ -35,6 +35,7 @@ from pydantic import (
 from .engine import EngineSettings
 from .errors import UsageError
 from .providers import Provider, resolve_model
+from .providers._types import ReasoningEffort
 
 __all__ = [
     "AllocationTaskSpec",
@@ -96,6 +97,12 @@ class AuditSpec(BaseModel):
         False, description="Through the provider's batch API (openai, anthropic): half price."
     )
     batch_poll: float = Field(5.0, gt=0.0, description="Seconds before a batch's first check.")
+    reasoning_effort: ReasoningEffort | None = Field(
+        None,
+        description="Reasoning models: how much the model reasons before each answer "
+        "(OpenAI's reasoning_effort), part of every request and its cache key; unset: "
+        "the model's default.",
+    )
 
     @model_validator(mode="before")
     @classmethod

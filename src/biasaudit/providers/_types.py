@@ -92,6 +92,13 @@ class ModelRequest(BaseModel):
                     raise ValueError(f"messages[{i}] needs 'role' and 'content'")
         return self
 
+    def asking_effort(self, effort: ReasoningEffort | None) -> ModelRequest:
+        """This request with ``reasoning_effort`` set to ``effort``, unless it sets its own."""
+        if effort is None or self.params.reasoning_effort is not None:
+            return self
+        params = self.params.model_copy(update={"reasoning_effort": effort})
+        return self.model_copy(update={"params": params})
+
     @property
     def kind(self) -> Literal["chat", "completion"]:
         return "chat" if self.messages is not None else "completion"

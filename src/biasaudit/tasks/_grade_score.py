@@ -450,4 +450,6 @@ def plan_grade_score(task: GradeScoreTask, spec: GradeScoreSpec) -> GradeScorePl
         temperature=spec.temperature,
         max_tokens=spec.max_tokens or task.prompt.max_tokens,
     )
-    return GradeScorePlan(task, probe)
+    plan = GradeScorePlan(task, probe)
+    plan.requests = [r.asking_effort(spec.reasoning_effort) for r in plan.requests]
+    return plan

@@ -241,4 +241,6 @@ def plan_ruted(task: RutedTask, spec: RutedSpec, capabilities: Capabilities) -> 
         )
         for context in task.generation_contexts
     }
-    return RutedPlan(task, nextword, generation)
+    plan = RutedPlan(task, nextword, generation)
+    plan.requests = [r.asking_effort(spec.reasoning_effort) for r in plan.requests]
+    return plan

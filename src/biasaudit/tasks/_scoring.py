@@ -208,15 +208,19 @@ def _appearance(pool: Pool, index: int) -> str:
 
 def plan_scoring(task: AllocationTask, spec: AuditSpec, capabilities: Capabilities) -> ScoringPlan:
     """The plan for ``spec.method``, with the probe chosen for the endpoint."""
+    plan: ScoringPlan
     if spec.method == "pairwise":
         pools = task.pairwise_pools(spec.pools, seed=spec.seed)
-        return PairwisePlan(task, PairwiseProbe(noun=task.noun), pools)
-    probe = PointwiseProbe.for_endpoint(
-        task.labels,
-        capabilities,
-        scoring=spec.scoring,
-        samples=spec.samples,
-        temperature=spec.temperature,
-        top_logprobs=spec.top_logprobs,
-    )
-    return PointwisePlan(task, probe)
+        plan = PairwisePlan(task, PairwiseProbe(noun=task.noun), pools)
+    else:
+        probe = PointwiseProbe.for_endpoint(
+            task.labels,
+            capabilities,
+            scoring=spec.scoring,
+            samples=spec.samples,
+            temperature=spec.temperature,
+            top_logprobs=spec.top_logprobs,
+        )
+        plan = PointwisePlan(task, probe)
+    plan.requests = [r.asking_effort(spec.reasoning_effort) for r in plan.requests]
+    return plan
