@@ -15,12 +15,13 @@ import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, get_args
 
 import click
 
 from . import __version__
 from .errors import BiasauditError
+from .providers._types import ReasoningEffort  # loaded with the package already
 from .secrets import RedactingFilter, redact
 
 if TYPE_CHECKING:
@@ -303,7 +304,7 @@ _AUDIT_OPTIONS = [
     ),
     click.option(
         "--reasoning-effort",
-        type=click.Choice(["none", "minimal", "low", "medium", "high", "xhigh"]),
+        type=click.Choice(get_args(ReasoningEffort)),
         help="Reasoning models (openai/o3, openai/gpt-5, ...): how much the model reasons "
         "before each answer, sent as reasoning_effort [default: the model's own].",
     ),

@@ -250,6 +250,10 @@ def _request_options(client: Any, path: str, timeout: float) -> Any:
     )
 
 
+_SAMPLING_FIELDS = ("temperature", "top_p", "n", "seed", "reasoning_effort")
+_REASONING_FIELDS = ("n", "seed", "reasoning_effort")  # what a reasoning model takes of them
+
+
 def _common_params(request: ModelRequest, *, reasoning: bool = False) -> dict[str, Any]:
     """The body's sampling fields.
 
@@ -259,16 +263,13 @@ def _common_params(request: ModelRequest, *, reasoning: bool = False) -> dict[st
     """
     p = request.params
     params: dict[str, Any] = {}
-    for field in ("n", "seed", "reasoning_effort") if reasoning else _SAMPLING_FIELDS:
+    for field in _REASONING_FIELDS if reasoning else _SAMPLING_FIELDS:
         value = getattr(p, field)
         if value is not None:
             params[field] = value
     if p.stop and not reasoning:
         params["stop"] = list(p.stop)
     return params
-
-
-_SAMPLING_FIELDS = ("temperature", "top_p", "n", "seed", "reasoning_effort")
 
 
 def _stopped(response: ModelResponse, stops: Sequence[str]) -> ModelResponse:
@@ -279,9 +280,9 @@ def _stopped(response: ModelResponse, stops: Sequence[str]) -> ModelResponse:
     """
     texts, reasons = [], []
     for text, reason in zip(response.texts, response.finish_reasons, strict=True):
-        cut = min((i for i in (text.find(s) for s in stops if s) if i >= 0), default=-1)
-        texts.append(text if cut < 0 else text[:cut])
-        reasons.append(reason if cut < 0 else "stop")
+        found = [at for at in map(text.find, filter(None, stops)) if at >= 0]
+        texts.append(text[: min(found)] if found else text)
+        reasons.append("stop" if found else reason)
     return response.model_copy(update={"texts": tuple(texts), "finish_reasons": tuple(reasons)})
 
 
