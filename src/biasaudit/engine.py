@@ -50,6 +50,7 @@ from .errors import (
     ReplayMissError,
     RunAbortedError,
     TransientProviderError,
+    WaitTooLongError,
 )
 from .providers import ModelRequest, ModelResponse, Provider, Usage
 from .runs import BatchRecord
@@ -80,11 +81,12 @@ class EngineSettings:
     max_retries:
         Retries after the first attempt of one request.
     timeout:
-        Seconds one attempt may take.
+        Seconds one attempt may take, from sending to the last byte of the answer.
     backoff_initial, backoff_max:
         Full-jitter exponential backoff between attempts, in seconds.
     max_retry_after:
-        Longest ``Retry-After`` honoured as given; longer asks are capped to this.
+        Longest ``Retry-After`` waited before a retry; an endpoint that asks for
+        longer stops the run (:class:`~biasaudit.errors.WaitTooLongError`).
     replay:
         Serve everything from the cache and never open a connection.
     read_cache:
@@ -572,7 +574,9 @@ class Engine:
                 error = self._classify(raw)
                 if isinstance(error, RateLimitedError):
                     self._slow_down(limit)
-                    hintless_429s += error.retry_after is None
+                    hintless_429s += error.retry_after is None and error.status == 429
+                if result.attempts <= self.settings.max_retries:
+                    self._refuse_long_wait(error)
                 raise error from raw
 
         try:
@@ -633,6 +637,23 @@ class Engine:
         )
         return await retrying(replay_then_attempt)
 
+    def _refuse_long_wait(self, error: ProviderError) -> None:
+        """Stop the run when the endpoint asks to wait longer than one retry may wait.
+
+        Waiting the cap instead, again and again for every prompt, would be hours
+        of silence; the answers so far are cached and a later run resumes.
+        """
+        wait = getattr(error, "retry_after", None)
+        cap = self.settings.max_retry_after
+        if wait is None or wait <= cap:
+            return
+        raise WaitTooLongError(
+            f"the endpoint asks to wait {_duration(wait)} before the next request "
+            f"(Retry-After), longer than the {_duration(cap)} a retry waits at most: "
+            f"{error}; run the same command again later (what arrived is cached)",
+            status=error.status,
+        ) from error
+
     def _slow_down(self, limit: _AdaptiveLimit) -> None:
         self.stats.rate_limited += 1
         limit.rate_limited()
@@ -678,6 +699,15 @@ class Engine:
             multiplier=self.settings.backoff_initial, max=self.settings.backoff_max
         )
         return float(backoff(state))
+
+
+def _duration(seconds: float) -> str:
+    """``seconds`` as a person says it: 45 s, 12 min, 24 h."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.3g} h"
 
 
 def _log_retry(state: RetryCallState) -> None:

@@ -9,21 +9,25 @@ instead of printing, for a full traceback.
 
     BiasauditError                      exit_code
     ├── UsageError                      2   bad command line, spec or input file
-    │   └── InputError                  2   one bad input line (line number, field)
+    │   ├── InputError                  2   one bad input line (line number, field)
+    │   └── StorageUnusableError        2   the cache or runs directory is corrupt or read-only
     ├── ConfigurationError              2   unknown provider, missing key, bad base URL
     │   ├── UnknownProviderError
     │   └── MissingAPIKeyError
     ├── ReplayMissError                 2   --replay and responses are not cached
     ├── ProviderError                   1   one request failed (kept in the run)
     │   ├── TransientProviderError          may succeed if retried
-    │   │   └── RateLimitedError            429 / 529, with retry_after if given
+    │   │   ├── RateLimitedError            429 / 529, with retry_after if given
+    │   │   └── MalformedResponseError      an answer that cannot be read (never cached)
     │   ├── RequestRejectedError            4xx that retrying will not fix
     │   └── FatalProviderError              every later request would fail too
     │       ├── AuthenticationFailedError
     │       ├── QuotaExhaustedError
     │       ├── LogprobsUnavailableError
     │       ├── EndpointUnreachableError
+    │       ├── WaitTooLongError            Retry-After asks for longer than the cap
     │       └── BudgetExceededError         the run's spend reached --max-cost
+    ├── StorageFailedError              1   the cache or run directory stopped taking writes
     ├── RunAbortedError                 1   a fatal error stopped the run early
     └── RunInterruptedError           130   Ctrl-C or SIGTERM; what arrived is cached
 
@@ -42,6 +46,7 @@ __all__ = [
     "FatalProviderError",
     "InputError",
     "LogprobsUnavailableError",
+    "MalformedResponseError",
     "MissingAPIKeyError",
     "ProviderError",
     "QuotaExhaustedError",
@@ -50,9 +55,12 @@ __all__ = [
     "RequestRejectedError",
     "RunAbortedError",
     "RunInterruptedError",
+    "StorageFailedError",
+    "StorageUnusableError",
     "TransientProviderError",
     "UnknownProviderError",
     "UsageError",
+    "WaitTooLongError",
 ]
 
 
@@ -94,6 +102,25 @@ class UnknownProviderError(ConfigurationError):
 
 class MissingAPIKeyError(ConfigurationError):
     """The environment variable holding the API key is unset; raised before any request."""
+
+
+class StorageUnusableError(UsageError):
+    """The response cache or the runs directory cannot be used: corrupt, or read-only.
+
+    Raised before anything is sent; the message names the file and what to do.
+    """
+
+
+class StorageFailedError(BiasauditError):
+    """The cache or the run directory stopped taking writes during a run (a full disk).
+
+    The run stops sending at once and is marked ``failed``; every answer it
+    recorded is in the cache, so a rerun sends only what never arrived.
+    """
+
+    def __init__(self, message: str, run_dir: str | None = None) -> None:
+        self.run_dir = run_dir
+        super().__init__(message)
 
 
 class ReplayMissError(BiasauditError):
@@ -141,6 +168,14 @@ class RateLimitedError(TransientProviderError):
     """The endpoint asked us to slow down (429, Anthropic 529): fewer requests in flight."""
 
 
+class MalformedResponseError(TransientProviderError):
+    """The endpoint answered, but not with anything biasaudit can read.
+
+    A body of the wrong shape, not JSON, too large for what the request allows,
+    or not HTTP at all. Retried like any transient failure, and never cached.
+    """
+
+
 class RequestRejectedError(ProviderError):
     """The endpoint refused this request (400, 404, 422...); retrying cannot help."""
 
@@ -163,6 +198,10 @@ class LogprobsUnavailableError(FatalProviderError):
 
 class EndpointUnreachableError(FatalProviderError):
     """No request has ever reached the endpoint: wrong base URL or server down."""
+
+
+class WaitTooLongError(FatalProviderError):
+    """The endpoint asked to wait (``Retry-After``) longer than the run waits for one retry."""
 
 
 class BudgetExceededError(FatalProviderError):

@@ -335,6 +335,24 @@ class FakeProviderServer(ABC):
                 headers=headers,
                 content_type="application/json",
             )
+        if fault.kind == "reshape":
+            assert fault.reshape is not None
+            body = _encoded(fault.reshape(build()))
+            if fault.chunked:
+                return await _chunked(request, body, fault.http_status, headers)
+            return web.Response(
+                body=body,
+                status=fault.http_status,
+                headers=headers,
+                content_type="application/json",
+            )
+        if fault.kind == "raw":
+            if request.transport is not None:
+                request.transport.write(fault.raw)
+                request.transport.close()
+            return web.Response(status=204)  # discarded: the transport is closed
+        if fault.kind == "trickle":
+            return await _trickle(request, json.dumps(build()).encode(), fault.seconds, headers)
         # non_json: what a proxy in front of the provider sends.
         return web.Response(
             body=_HTML_ERROR, status=fault.http_status, headers=headers, content_type="text/html"
@@ -361,6 +379,49 @@ class FakeProviderServer(ABC):
 
     def timestamp(self) -> int:
         return int(time.time())
+
+
+def _encoded(value: object) -> bytes:
+    """A reshaped body: bytes and text as they are, anything else as JSON (NaN allowed)."""
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    return json.dumps(value).encode()
+
+
+async def _chunked(
+    request: web.Request, body: bytes, status: int, headers: dict[str, str]
+) -> web.StreamResponse:
+    """``body`` with chunked transfer encoding: the client learns its size only by reading it."""
+    response = web.StreamResponse(status=status, headers=headers)
+    response.content_type = "application/json"
+    response.enable_chunked_encoding()
+    await response.prepare(request)
+    try:
+        for start in range(0, len(body), 65536):
+            await response.write(body[start : start + 65536])
+        await response.write_eof()
+    except (ConnectionError, RuntimeError):  # the client stopped reading: what the test wants
+        pass
+    return response
+
+
+async def _trickle(
+    request: web.Request, body: bytes, seconds: float, headers: dict[str, str]
+) -> web.StreamResponse:
+    """Headers at once, then the body one byte every ``seconds``, as a stalled upstream sends."""
+    response = web.StreamResponse(status=200, headers=headers)
+    response.content_type = "application/json"
+    response.content_length = len(body)
+    await response.prepare(request)
+    try:
+        for i in range(len(body)):
+            await response.write(body[i : i + 1])
+            await asyncio.sleep(seconds)
+    except (ConnectionError, RuntimeError):  # the client gave up: what the test wants
+        pass
+    return response
 
 
 def _parse_object(raw: bytes) -> JsonDict | None:

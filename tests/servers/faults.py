@@ -9,7 +9,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-FaultKind = Literal["status", "timeout", "drop", "malformed", "non_json", "empty"]
+FaultKind = Literal[
+    "status", "timeout", "drop", "malformed", "non_json", "empty", "reshape", "raw", "trickle"
+]
+# What a `reshape` fault makes of the normal body: a new JSON value, or the bytes to send.
+Reshape = Callable[[dict[str, Any]], object]
 Match = Callable[[dict[str, Any]], bool] | str | None
 
 _DEFAULT_STATUS: Mapping[str, int] = {"status": 500, "non_json": 502}
@@ -29,6 +33,12 @@ class Fault:
       non_json  - `status` (default 502; 200 also useful) with an HTML body.
       empty     - 200 with a valid completion whose text is "" (null content /
                   no content blocks if `null_content`).
+      reshape   - 200 (or `status`) with `reshape(normal body)`: a JSON value
+                  (dumped with NaN allowed) or the bytes or text to send as is;
+                  `chunked` sends it without a Content-Length, in 64 KiB chunks.
+      raw       - write `raw` on the socket instead of an HTTP response, then close
+                  (an SSH banner, a bad header line, a bare HTTP/0.9 body...).
+      trickle   - send a 200's headers, then the body one byte every `seconds`.
     `headers` are added to any response the fault produces.
     """
 
@@ -42,6 +52,9 @@ class Fault:
     seconds: float = 0.0
     null_content: bool = False
     headers: Mapping[str, str] | None = None
+    reshape: Reshape | None = None
+    raw: bytes = b""
+    chunked: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in get_args(FaultKind):
@@ -108,6 +121,23 @@ class Fault:
     @classmethod
     def empty(cls, null_content: bool = False) -> Fault:
         return cls("empty", null_content=null_content)
+
+    @classmethod
+    def reshaped(cls, reshape: Reshape, *, status: int | None = None, **kw: Any) -> Fault:
+        return cls("reshape", status, reshape=reshape, **kw)
+
+    @classmethod
+    def body(cls, payload: object, *, status: int | None = None, **kw: Any) -> Fault:
+        """A fixed body, whatever was asked: a JSON value, or bytes / text as is."""
+        return cls("reshape", status, reshape=lambda _normal: payload, **kw)
+
+    @classmethod
+    def not_http(cls, raw: bytes) -> Fault:
+        return cls("raw", raw=raw)
+
+    @classmethod
+    def trickle(cls, seconds_per_byte: float) -> Fault:
+        return cls("trickle", seconds=seconds_per_byte)
 
 
 @dataclass(slots=True)

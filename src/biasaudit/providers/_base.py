@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import email.utils
+import math
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
@@ -149,20 +150,29 @@ def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
     """
     if not headers:
         return None
-    millis = headers.get("retry-after-ms")
-    if millis:
-        try:
-            return max(0.0, float(millis) / 1000.0)
-        except ValueError:
-            pass
+    millis = _seconds(headers.get("retry-after-ms"))
+    if millis is not None:
+        return millis / 1000.0
     value = headers.get("retry-after")
     if not value:
         return None
+    seconds = _seconds(value)
+    if seconds is not None:
+        return seconds
     try:
-        return max(0.0, float(value))
+        parsed = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None  # "soon", garbage: no hint, back off as without one
+    return max(0.0, parsed.timestamp() - time.time())
+
+
+def _seconds(value: str | None) -> float | None:
+    """A non-negative, finite number of seconds, or ``None`` for anything else."""
+    try:
+        seconds = float(value) if value else math.nan
     except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value) if value else None
-        return None if parsed is None else max(0.0, parsed.timestamp() - time.time())
+        return None
+    return max(0.0, seconds) if math.isfinite(seconds) else None
 
 
 def classify_status(
@@ -180,8 +190,9 @@ def classify_status(
             f"the endpoint rejected the API key (HTTP {status}): {message}", status=status
         )
     if status in (429, 529):
+        what = "the endpoint is overloaded" if status == 529 else "rate limited"
         return RateLimitedError(
-            f"rate limited (HTTP {status}): {message}",
+            f"{what} (HTTP {status}): {message}",
             status=status,
             retry_after=parse_retry_after(headers),
         )

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
 
 from ..errors import FatalProviderError
 from ._types import ModelRequest, ModelResponse
+from ._wire import ChatChoice, OpenAIBody, OpenAIUsage, malformed
 
 __all__ = ["PromptBatcher", "split_choices"]
 
@@ -90,8 +90,8 @@ class PromptBatcher:
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
-def split_choices(body: dict[str, Any], prompts: int, n: int) -> list[dict[str, Any]]:
-    """One response body per prompt from a batched completions body.
+def split_choices(body: OpenAIBody, prompts: int, n: int) -> list[OpenAIBody]:
+    """One answer per prompt from a batched completions answer.
 
     Choice ``index = i * n + j`` is choice ``j`` of prompt ``i``; usage is
     shared evenly, the remainder going to the first prompts.
@@ -101,28 +101,39 @@ def split_choices(body: dict[str, Any], prompts: int, n: int) -> list[dict[str, 
     FatalProviderError
         The server returned another number of choices: it does not take a
         list of prompts, whatever it was declared to do.
+    MalformedResponseError
+        A choice's index is out of range or repeated.
     """
-    choices = body["choices"]
+    choices = body.choices
     if len(choices) != prompts * n:
         raise FatalProviderError(
             f"the endpoint answered {prompts} batched prompts with {len(choices)} choices, "
             f"not {prompts * n}: it does not take a list of prompts"
         )
-    usage = body.get("usage") or {}
-    shares = {
-        name: _shares(int(usage.get(name) or 0), prompts)
-        for name in ("prompt_tokens", "completion_tokens")
-    }
-    bodies: list[dict[str, Any]] = [
-        {**body, "choices": [], "usage": {name: share[i] for name, share in shares.items()}}
-        for i in range(prompts)
+    usage = body.usage or OpenAIUsage()
+    input_shares = _shares(usage.prompt_tokens or 0, prompts)
+    output_shares = _shares(usage.completion_tokens or 0, prompts)
+    indices = [position if c.index is None else c.index for position, c in enumerate(choices)]
+    if sorted(indices) != list(range(prompts * n)):
+        raise malformed(
+            f"batched completions choices with indices {sorted(indices)[:12]}, "
+            f"not 0..{prompts * n - 1}",
+            body.model_dump_json(),
+        )
+    parts: list[list[ChatChoice]] = [[] for _ in range(prompts)]
+    for index, choice in zip(indices, choices, strict=True):
+        parts[index // n].append(choice.model_copy(update={"index": index % n}))
+    return [
+        body.model_copy(
+            update={
+                "choices": part,
+                "usage": OpenAIUsage(
+                    prompt_tokens=input_shares[i], completion_tokens=output_shares[i]
+                ),
+            }
+        )
+        for i, part in enumerate(parts)
     ]
-    for position, choice in enumerate(choices):
-        index = choice.get("index", position)
-        if not isinstance(index, int) or not 0 <= index < prompts * n:
-            raise FatalProviderError(f"a batched completions choice has index {index!r}")
-        bodies[index // n]["choices"].append({**choice, "index": index % n})
-    return bodies
 
 
 def _shares(total: int, parts: int) -> list[int]:

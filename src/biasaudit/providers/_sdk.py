@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime
+import errno
 import logging
 import socket
 import time
+from collections.abc import Awaitable
 from contextlib import suppress
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import EndpointUnreachableError, ProviderError, TransientProviderError
 from ..secrets import redact
 from ._base import Provider
+from ._wire import ANSWER_LIMIT, malformed
 
-__all__ = ["SDKProvider", "connection_error", "http_module"]
+__all__ = ["SDKProvider", "http_module", "is_transport_error", "transport_error"]
+
+T = TypeVar("T")
 
 
 class SDKProvider(Provider):
@@ -37,6 +43,28 @@ class SDKProvider(Provider):
 
     def prepare(self) -> None:
         self._sdk()
+
+    async def _attempt(self, call: Awaitable[T], *, timeout: float, limit: int) -> T:
+        """Await one HTTP attempt: all of it within ``timeout`` s, at most ``limit`` bytes read.
+
+        The SDKs' own timeout bounds each read, so a server that sends a byte a
+        second never trips it; ``--timeout`` is a deadline for the whole attempt.
+        The HTTP client stops reading an answer larger than ``limit``
+        (:data:`._wire.ANSWER_LIMIT`).
+        """
+        token = ANSWER_LIMIT.set(limit)
+        deadline = asyncio.timeout(timeout)
+        try:
+            async with deadline:
+                return await call
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+            raise TransientProviderError(
+                redact(f"no complete answer from {self.base_url} within {timeout:g} s (--timeout)")
+            ) from None
+        finally:
+            ANSWER_LIMIT.reset(token)
 
     async def aclose(self) -> None:
         if self._client is not None:
@@ -283,6 +311,7 @@ def _lean_client_class() -> Any:
             if not isinstance(transport.client, ClientSession):
                 transport.client = transport.get_client()
             timeout = request.extensions.get("timeout", {})
+            limit = ANSWER_LIMIT.get()
             start = time.perf_counter()
             with request_context(request=request):
                 with map_aiohttp_exceptions():
@@ -303,7 +332,9 @@ def _lean_client_class() -> Any:
                         server_hostname=request.extensions.get("sni_hostname"),
                     ).__aenter__()
                     try:
-                        body = await raw.read()
+                        body = (
+                            await raw.read() if limit is None else await _read_at_most(raw, limit)
+                        )
                     finally:
                         await raw.__aexit__(None, None, None)
                 extensions = {"http_version": b"HTTP/1.1"}
@@ -363,20 +394,90 @@ def _joined(raw: list[tuple[bytes, bytes]], encoding: str) -> dict[str, str]:
     return items
 
 
-def connection_error(base_url: str, error: BaseException) -> ProviderError:
-    """Tell a server that is not there from one that is slow or dropped a link.
+async def _read_at_most(raw: Any, limit: int) -> bytes:
+    """An aiohttp response's body, refused once it is larger than ``limit`` bytes (as sent)."""
+    length = raw.content_length
+    if length is not None and length <= limit:
+        return bytes(await raw.read())
+    if length is not None:
+        raise malformed(
+            f"a body of {length:,} bytes, more than the {limit:,} its request allows", b""
+        )
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in raw.content.iter_any():
+        size += len(chunk)
+        if size > limit:
+            raise malformed(
+                f"more than the {limit:,} bytes its request allows", chunks[0] if chunks else chunk
+            )
+        chunks.append(chunk)
+    return b"".join(chunks)
 
-    The SDKs' aiohttp transport reports a refused connection as a connect
-    *timeout*, so the whole cause chain is searched for the refusal.
+
+def is_transport_error(error: BaseException) -> bool:
+    """Whether ``error`` is the HTTP layer's: aiohttp's, httpx's, or the socket's."""
+    try:
+        import aiohttp
+    except ImportError:  # the SDKs' httpx transport only
+        aiohttp_errors: tuple[type[BaseException], ...] = ()
+    else:
+        aiohttp_errors = (aiohttp.ClientError,)
+    http_errors = (http_module().TransportError,)
+    return isinstance(error, aiohttp_errors + http_errors + (OSError, EOFError))
+
+
+# Why a connection failed, from the first matching link of the cause chain (the SDKs
+# wrap the transport's error, which wraps aiohttp's or the socket's). The SDKs'
+# aiohttp transport reports a dropped connection as a connect *timeout*, so the
+# chain's own causes are read, not the outermost type.
+_NOT_HTTP_TYPES = frozenset(
+    {"ClientResponseError", "HttpProcessingError", "BadHttpMessage", "BadStatusLine",
+     "InvalidHeader", "LineTooLong", "TransferEncodingError", "ContentLengthError"}
+)  # fmt: skip
+_RESET_TYPES = ("ServerDisconnectedError", "ClientPayloadError", "ClientOSError")
+_TIMEOUT_TYPES = (
+    "ServerTimeoutError", "SocketTimeoutError", "ConnectionTimeoutError", "APITimeoutError",
+    "TimeoutException", "ConnectTimeout", "ReadTimeout", "WriteTimeout", "PoolTimeout",
+)  # fmt: skip
+
+
+def transport_error(base_url: str, error: BaseException) -> ProviderError:
+    """Tell a server that is not there from one that reset the link, timed out, or spoke no HTTP.
+
+    A provider error found in the chain (an answer the client refused to read
+    on) is returned as it is.
     """
     chain: list[BaseException] = []
     link: BaseException | None = error
     while link is not None and len(chain) < 8:
         chain.append(link)
         link = link.__cause__ or link.__context__
-    text = " | ".join(f"{type(e).__name__}: {e}" for e in chain[1:] or chain)
+    for cause in chain:
+        if isinstance(cause, ProviderError):
+            return cause
+    text = redact(" | ".join(f"{type(e).__name__}: {_one_line(e)}" for e in chain[1:] or chain))
+    names = {type(e).__name__ for e in chain}
     if any(isinstance(e, ConnectionRefusedError | socket.gaierror) for e in chain):
-        return EndpointUnreachableError(redact(f"cannot reach {base_url} ({text})"))
-    if any(isinstance(e, TimeoutError) or "Timeout" in type(e).__name__ for e in chain):
+        return EndpointUnreachableError(f"cannot reach {base_url} ({text})")
+    parse_error = next((e for e in chain if type(e).__name__ in _NOT_HTTP_TYPES), None)
+    if parse_error is not None:  # aiohttp's parser: the reply is not HTTP
+        detail = _one_line(getattr(parse_error, "message", None) or parse_error)
+        return malformed(f"a reply that is not HTTP ({redact(detail)})", b"")
+    if names & set(_RESET_TYPES) or any(_is_reset(e) for e in chain):
+        return TransientProviderError(f"{base_url} reset the connection or closed it mid-answer")
+    if names & set(_TIMEOUT_TYPES) or any(isinstance(e, TimeoutError) for e in chain):
         return TransientProviderError(f"timed out talking to {base_url}")
-    return TransientProviderError(redact(f"connection to {base_url} failed ({text})"))
+    return TransientProviderError(f"connection to {base_url} failed ({text})")
+
+
+def _is_reset(error: BaseException) -> bool:
+    return isinstance(error, ConnectionResetError | BrokenPipeError) or (
+        isinstance(error, OSError) and error.errno in (errno.ECONNRESET, errno.EPIPE)
+    )
+
+
+def _one_line(error: BaseException) -> str:
+    """An exception's message on one line, at most 200 characters."""
+    text = " ".join(str(error).split())
+    return text if len(text) <= 200 else text[:199] + "…"

@@ -6,15 +6,15 @@ and the engine splits ``n`` into separate, separately cached calls.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from ..errors import ProviderError, RequestRejectedError, TransientProviderError, UsageError
-from ..secrets import redact, remember_secret
+from ..errors import ProviderError, RequestRejectedError, UsageError
+from ..secrets import remember_secret
 from ._base import classify_status
 from ._batch_api import BatchAPI
-from ._sdk import SDKProvider, connection_error
+from ._sdk import SDKProvider, is_transport_error, transport_error
 from ._types import Capabilities, ModelRequest, ModelResponse, Usage
+from ._wire import AnthropicBody, answer_limit, check_size, malformed, read_wire
 
 __all__ = ["ANTHROPIC_CAPABILITIES", "AnthropicProvider"]
 
@@ -65,8 +65,16 @@ class AnthropicProvider(SDKProvider):
         sampling = {name: params.pop(name) for name in ("temperature", "top_p") if name in params}
         if sampling:
             params["extra_body"] = sampling
-        raw = await self._sdk().messages.with_raw_response.create(timeout=timeout, **params)
-        return _parse_message(raw.http_response)
+        limit = answer_limit(request.model_copy(update={"params": _with_max_tokens(request)}))
+        raw = await self._attempt(
+            self._sdk().messages.with_raw_response.create(timeout=timeout, **params),
+            timeout=timeout,
+            limit=limit,
+        )
+        http_response = raw.http_response
+        content: bytes = http_response.content
+        check_size(content, limit)
+        return parse_message_body(content, request_id=http_response.headers.get("request-id"))
 
     def check(self, request: ModelRequest) -> None:
         super().check(request)
@@ -108,8 +116,8 @@ class AnthropicProvider(SDKProvider):
 
         if isinstance(error, ProviderError):
             return error
-        if isinstance(error, anthropic.APIConnectionError):  # timeouts included
-            return connection_error(self.base_url or "", error)
+        if isinstance(error, anthropic.APIConnectionError) or is_transport_error(error):
+            return transport_error(self.base_url or "", error)
         if isinstance(error, anthropic.APIStatusError):
             body = error.body
             message = error.message
@@ -128,32 +136,42 @@ def _split_system(messages: tuple[dict[str, Any], ...]) -> tuple[str, list[dict[
     return system, turns
 
 
-def _parse_message(http_response: Any) -> ModelResponse:
-    try:
-        body = json.loads(http_response.content)
-        return parse_message_body(body, request_id=http_response.headers.get("request-id"))
-    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
-        snippet = http_response.content[:120].decode("utf-8", "replace")
-        raise TransientProviderError(
-            redact(f"the endpoint returned an unreadable message: {snippet!r}")
-        ) from None
+def _with_max_tokens(request: ModelRequest) -> Any:
+    """The request's parameters with the max_tokens it is sent with (the API requires one)."""
+    p = request.params
+    return p if p.max_tokens else p.model_copy(update={"max_tokens": DEFAULT_MAX_TOKENS})
 
 
-def parse_message_body(body: dict[str, Any], *, request_id: str | None) -> ModelResponse:
-    """Normalise a Messages API answer (raises ``KeyError``/``TypeError`` if it is not one)."""
-    blocks = body["content"]
-    text = "".join(
-        b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text"
-    )
-    usage = body.get("usage") or {}
+def parse_message_body(body: bytes | dict[str, Any], *, request_id: str | None) -> ModelResponse:
+    """Normalise a Messages API answer: its bytes, or its parsed JSON (a batch's result).
+
+    A message with no content is no answer unless the model refused
+    (``stop_reason: refusal``).
+
+    Raises
+    ------
+    MalformedResponseError
+        Not a message (see :mod:`._wire`), or one without content or text.
+    """
+    message = read_wire(AnthropicBody, body)
+    refused = message.stop_reason == "refusal"
+    if not message.content and not refused:
+        raise malformed("a message with no content", body)
+    texts = []
+    for block in message.content:
+        if block.type == "text":
+            if block.text is None:
+                raise malformed("a text block with no text", body)
+            texts.append(block.text)
+    usage = message.usage
     return ModelResponse(
-        texts=(text,),
-        finish_reasons=(body.get("stop_reason"),),
-        refusal="the model refused" if body.get("stop_reason") == "refusal" else None,
-        model_version=body.get("model"),
-        request_id=request_id or body.get("id"),
+        texts=("".join(texts),),
+        finish_reasons=(message.stop_reason,),
+        refusal="the model refused" if refused else None,
+        model_version=message.model,
+        request_id=request_id or message.id,
         usage=Usage(
-            input_tokens=int(usage.get("input_tokens") or 0),
-            output_tokens=int(usage.get("output_tokens") or 0),
+            input_tokens=(usage.input_tokens or 0) if usage else 0,
+            output_tokens=(usage.output_tokens or 0) if usage else 0,
         ),
     )

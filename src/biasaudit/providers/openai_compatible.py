@@ -2,9 +2,10 @@
 
 Requests go through the official ``openai`` async SDK (its aiohttp transport,
 ``max_retries=0``) so the wire behaviour is the SDK's own. Responses are read
-from the raw JSON rather than the SDK's pydantic types: servers differ in how
-they shape logprobs, and the raw body is both faster to read and tolerant of
-those variants:
+from the raw body rather than through the SDK's pydantic types, which accept
+anything: :mod:`._wire` checks every field biasaudit reads, strictly, and fails
+the request on an answer of the wrong shape. Servers differ in how they shape
+logprobs, and both shapes are read:
 
 - OpenAI chat: ``choices[i].logprobs.content[0].top_logprobs = [{token, logprob}]``
 - OpenAI legacy completions: ``choices[i].logprobs.top_logprobs[0] = {token: logprob}``
@@ -13,17 +14,26 @@ those variants:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import LogprobsUnavailableError, ProviderError, TransientProviderError
-from ..secrets import redact, remember_secret
+from ..errors import LogprobsUnavailableError, ProviderError
+from ..secrets import remember_secret
 from ._base import classify_status
 from ._batch_api import BatchAPI
 from ._prompt_batch import PromptBatcher, split_choices
-from ._sdk import _URL_MEMO, SDKProvider, connection_error, http_module
+from ._sdk import _URL_MEMO, SDKProvider, http_module, is_transport_error, transport_error
 from ._types import Capabilities, FirstTokenLogprobs, ModelRequest, ModelResponse, Usage
+from ._wire import (
+    ChatChoice,
+    ChoiceLogprobs,
+    OpenAIBody,
+    Unreadable,
+    answer_limit,
+    check_size,
+    malformed,
+    read_wire,
+)
 
 __all__ = ["OpenAICompatibleProvider"]
 
@@ -90,9 +100,21 @@ class OpenAICompatibleProvider(SDKProvider):
                 self._batcher = PromptBatcher(self.capabilities.prompt_batch, self._complete_many)
             return await self._batcher.submit(request, timeout)
         path, payload = self.request_body(request)
-        http_response = await self._post(self._sdk(), path, payload, timeout)
-        body = _json_body(http_response)
-        return self._parse(body, request, request_id=http_response.headers.get("x-request-id"))
+        limit = self._answer_limit(request)
+        http_response = await self._attempt(
+            self._post(self._sdk(), path, payload, timeout), timeout=timeout, limit=limit
+        )
+        return self._parse(
+            _content(http_response, limit),
+            request,
+            request_id=http_response.headers.get("x-request-id"),
+            content_type=http_response.headers.get("content-type"),
+        )
+
+    def _answer_limit(self, request: ModelRequest, prompts: int = 1) -> int:
+        """The most bytes an answer to ``request`` may take (reasoning allowance included)."""
+        extra = self.capabilities.reasoning_tokens or 0
+        return answer_limit(request, extra_tokens=extra, prompts=prompts)
 
     def request_body(self, request: ModelRequest) -> tuple[str, dict[str, Any]]:
         """The path (below the base URL) and JSON body of one request, as it is sent."""
@@ -104,10 +126,32 @@ class OpenAICompatibleProvider(SDKProvider):
         return "/completions", payload | _completion_params(request)
 
     def _parse(
-        self, body: dict[str, Any], request: ModelRequest, *, request_id: str | None
+        self,
+        body: bytes | dict[str, Any] | OpenAIBody,
+        request: ModelRequest,
+        *,
+        request_id: str | None,
+        content_type: str | None = None,
     ) -> ModelResponse:
-        """The normalised response; a reasoning model's stop sequences applied here."""
-        response = _parse_body(body, request, request_id=request_id)
+        """The normalised response; a reasoning model's stop sequences applied here.
+
+        ``body`` is the answer's bytes, its parsed JSON (a batch's output line), or
+        an answer already read (one prompt's share of a batched answer).
+
+        Raises
+        ------
+        MalformedResponseError
+            An answer of the wrong shape (see :mod:`._wire`).
+        """
+        wire = (
+            body
+            if isinstance(body, OpenAIBody)
+            else read_wire(OpenAIBody, body, content_type=content_type)
+        )
+        try:
+            response = _response(wire, request, request_id=request_id)
+        except Unreadable as problem:
+            raise malformed(str(problem), wire.model_dump_json().encode()) from None
         stops = request.params.stop
         if stops and self.capabilities.reasoning_tokens is not None:
             return _stopped(response, stops)
@@ -131,8 +175,14 @@ class OpenAICompatibleProvider(SDKProvider):
         if len(prompts) > 1:
             payload["prompt"] = prompts
         payload |= _completion_params(first)
-        http_response = await self._post(self._sdk(), "/completions", payload, timeout)
-        body = _json_body(http_response)
+        limit = self._answer_limit(first, prompts=len(prompts))
+        http_response = await self._attempt(
+            self._post(self._sdk(), "/completions", payload, timeout), timeout=timeout, limit=limit
+        )
+        content = _content(http_response, limit)
+        body = read_wire(
+            OpenAIBody, content, content_type=http_response.headers.get("content-type")
+        )
         request_id = http_response.headers.get("x-request-id")
         bodies = split_choices(body, len(requests), first.params.n or 1)
         outcomes: list[ModelResponse | Exception] = []
@@ -190,8 +240,6 @@ class OpenAICompatibleProvider(SDKProvider):
 
         if isinstance(error, ProviderError):
             return error
-        if isinstance(error, openai.APIConnectionError):  # timeouts included
-            return connection_error(self.base_url or "", error)
         if isinstance(error, openai.APIStatusError):
             return classify_status(
                 error.status_code,
@@ -200,7 +248,11 @@ class OpenAICompatibleProvider(SDKProvider):
                 code=error.code,
             )
         if isinstance(error, openai.APIResponseValidationError):
-            return TransientProviderError(redact(f"malformed response: {error.message}"))
+            return malformed(f"an answer the SDK cannot read ({error.message})", b"")
+        # Timeouts, resets, refusals; and what the SDK lets through unwrapped: aiohttp's
+        # errors for a reply that is not HTTP (an SSH banner, a bad header or chunk).
+        if isinstance(error, openai.APIConnectionError) or is_transport_error(error):
+            return transport_error(self.base_url or "", error)
         return super().classify(error)
 
 
@@ -297,86 +349,92 @@ def _completion_params(request: ModelRequest) -> dict[str, Any]:
     return params
 
 
-def _json_body(http_response: Any) -> dict[str, Any]:
-    content = http_response.content
-    try:
-        body = json.loads(content)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        kind = http_response.headers.get("content-type", "no content-type")
-        snippet = content[:120].decode("utf-8", "replace").replace("\n", " ")
-        raise TransientProviderError(
-            redact(f"the endpoint returned a body that is not JSON ({kind}): {snippet!r}")
-        ) from None
-    if not isinstance(body, dict) or not isinstance(body.get("choices"), list):
-        raise TransientProviderError(
-            redact(f"the endpoint returned no 'choices': {content[:120]!r}")
-        )
-    return body
+def _content(http_response: Any, limit: int) -> bytes:
+    """The answer's bytes (decoded), refused beyond ``limit``."""
+    content: bytes = http_response.content
+    check_size(content, limit)
+    return content
 
 
-def _parse_body(
-    body: dict[str, Any], request: ModelRequest, *, request_id: str | None
-) -> ModelResponse:
-    choices = sorted(body["choices"], key=lambda c: c.get("index", 0))
-    texts, finish, logprobs, refusals = [], [], [], []
+def _response(body: OpenAIBody, request: ModelRequest, *, request_id: str | None) -> ModelResponse:
+    """A chat or completions answer, already read as :class:`OpenAIBody`, normalised.
+
+    Raises :class:`Unreadable` for a choice with no message (chat) or no text
+    (completions).
+    """
+    choices = sorted(body.choices, key=lambda c: c.index or 0)
+    texts: list[str] = []
+    finish: list[str | None] = []
+    logprobs: list[FirstTokenLogprobs | None] = []
+    refusals: list[str] = []
     for choice in choices:
-        if request.kind == "chat":
-            message = choice.get("message") or {}
-            text = message.get("content") or ""
-            if message.get("refusal"):
-                refusals.append(str(message["refusal"]))
-        else:
-            text = choice.get("text") or ""
-        texts.append(text)
-        finish.append(choice.get("finish_reason"))
-        if choice.get("finish_reason") == "content_filter":
+        texts.append(_choice_text(choice, request.kind, refusals))
+        finish.append(choice.finish_reason)
+        if choice.finish_reason == "content_filter":
             refusals.append("the endpoint's content filter stopped the answer")
-        logprobs.append(_first_token_logprobs(choice.get("logprobs")))
+        logprobs.append(_first_token_logprobs(choice.logprobs))
     wanted = request.params.wants_logprobs
     if wanted and all(entry is None for entry in logprobs) and any(texts):
         raise LogprobsUnavailableError(
             "the endpoint answered without logprobs although they were requested; "
             "it cannot give logprobs (use sampled replicates instead)"
         )
-    usage = body.get("usage") or {}
+    usage = body.usage
     return ModelResponse(
         texts=tuple(texts),
         logprobs=tuple(logprobs) if wanted else None,
         finish_reasons=tuple(finish),
-        model_version=body.get("model"),
+        model_version=body.model,
         refusal="; ".join(refusals) or None,
-        system_fingerprint=body.get("system_fingerprint"),
-        request_id=request_id or body.get("id"),
+        system_fingerprint=body.system_fingerprint,
+        request_id=request_id or body.id,
         usage=Usage(
-            input_tokens=int(usage.get("prompt_tokens") or 0),
-            output_tokens=int(usage.get("completion_tokens") or 0),
+            input_tokens=(usage.prompt_tokens or 0) if usage else 0,
+            output_tokens=(usage.completion_tokens or 0) if usage else 0,
         ),
     )
 
 
-def _first_token_logprobs(block: Any) -> FirstTokenLogprobs | None:
+def _choice_text(choice: ChatChoice, kind: str, refusals: list[str]) -> str:
+    """A choice's text; a chat message's refusal is added to ``refusals``."""
+    if kind != "chat":
+        if choice.text is None:
+            raise Unreadable("a completions choice with no 'text'")
+        return choice.text
+    message = choice.message
+    if message is None:
+        raise Unreadable("a chat choice with no 'message'")
+    if message.refusal:
+        refusals.append(message.refusal)
+    content = message.content
+    if isinstance(content, list):  # text in parts (some servers): the text parts, joined
+        return "".join(part.text or "" for part in content if "text" in part.type)
+    return content or ""
+
+
+def _first_token_logprobs(block: ChoiceLogprobs | None) -> FirstTokenLogprobs | None:
     """Normalise either logprobs shape to the first token's alternatives."""
-    if not isinstance(block, dict):
+    if block is None:
         return None
-    content = block.get("content")
-    if isinstance(content, list):  # chat shape (and llama.cpp's completions)
-        if not content:
+    if block.content is not None:  # chat shape (and llama.cpp's completions)
+        if not block.content:
             return None
-        first = content[0]
-        top = [(alt["token"], float(alt["logprob"])) for alt in first.get("top_logprobs") or ()]
-        return _first_token(first.get("token", ""), first.get("logprob"), top)
-    tokens = block.get("tokens")
-    if isinstance(tokens, list) and tokens:  # legacy completions shape
-        token_logprobs = block.get("token_logprobs") or [None]
-        top_list = block.get("top_logprobs") or [None]
-        top = [(tok, float(lp)) for tok, lp in (top_list[0] or {}).items()]
-        return _first_token(tokens[0], token_logprobs[0], top)
+        first = block.content[0]
+        top = [(alt.token, alt.logprob) for alt in first.top_logprobs or ()]
+        return _first_token(first.token, first.logprob, top)
+    if block.tokens:  # legacy completions shape
+        token_logprobs = block.token_logprobs or [None]
+        top_list = block.top_logprobs or [None]
+        top = list((top_list[0] or {}).items())
+        return _first_token(block.tokens[0], token_logprobs[0], top)
     return None
 
 
-def _first_token(token: str, logprob: Any, top: list[tuple[str, float]]) -> FirstTokenLogprobs:
+def _first_token(
+    token: str, logprob: float | None, top: list[tuple[str, float]]
+) -> FirstTokenLogprobs:
     top.sort(key=lambda pair: -pair[1])
-    own = float(logprob) if logprob is not None else dict(top).get(token)
+    own = logprob if logprob is not None else dict(top).get(token)
     return FirstTokenLogprobs(token=token, logprob=own, top=tuple(top))
 
 
