@@ -107,7 +107,8 @@ def _state(batch: Any) -> BatchState:
 
 def _entry(line: dict[str, Any]) -> BatchEntry:
     custom_id = str(line.get("custom_id"))
-    result = line.get("result") or {}
+    result = line.get("result")
+    result = result if isinstance(result, dict) else {}
     kind = result.get("type")
     if kind == "succeeded" and isinstance(result.get("message"), dict):
         return BatchEntry(custom_id, body=result["message"])
@@ -115,6 +116,8 @@ def _entry(line: dict[str, Any]) -> BatchEntry:
         return BatchEntry(custom_id, failure="expired", error="the batch expired before it ran")
     if kind == "canceled":
         return BatchEntry(custom_id, failure="canceled", error="the batch was canceled")
-    error = (result.get("error") or {}).get("error") or {}
+    outer = result.get("error")
+    error = outer.get("error") if isinstance(outer, dict) else None
+    error = error if isinstance(error, dict) else {}
     message = f"{error.get('type', 'error')}: {error.get('message', 'errored in the batch')}"
     return BatchEntry(custom_id, failure="errored", error=message)

@@ -11,11 +11,16 @@ created just before a crash is found again by the label biasaudit gave it.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator, Callable, Collection
 from typing import Any
 
+from pydantic_core import from_json
+
 from ._batch_api import BatchAPI, BatchEntry, BatchLimits, BatchState, EntryFailure
 from ._types import ModelRequest, ModelResponse
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["METADATA_KEY", "OPENAI_BATCH_LIMITS", "OpenAIBatchAPI"]
 
@@ -99,8 +104,9 @@ class OpenAIBatchAPI(BatchAPI):
                 continue
             content = await client.files.content(file_id, timeout=timeout)
             for raw in content.content.splitlines():
-                if raw.strip():
-                    yield _entry(json.loads(raw))
+                line = _line(raw)
+                if line is not None:
+                    yield _entry(line)
 
     def parse(self, entry: BatchEntry, request: ModelRequest) -> ModelResponse:
         assert entry.body is not None
@@ -128,14 +134,34 @@ def _state(batch: Any) -> BatchState:
     )
 
 
+def _line(raw: bytes) -> dict[str, Any] | None:
+    """One line of a results file as JSON, or ``None`` for a blank or unreadable one.
+
+    An unreadable line answers nothing: its request, left without an answer, is
+    sent again through the normal path.
+    """
+    if not raw.strip():
+        return None
+    try:
+        line = from_json(raw)  # bounded nesting, unlike json.loads
+    except ValueError:
+        logger.warning("skipped an unreadable line of a batch's results: %r", raw[:120])
+        return None
+    return line if isinstance(line, dict) else None
+
+
 def _entry(line: dict[str, Any]) -> BatchEntry:
     """One line of the output or error file."""
     custom_id = str(line.get("custom_id"))
-    response = line.get("response") or {}
+    response = line.get("response")
+    response = response if isinstance(response, dict) else {}
     error = line.get("error")
     body = response.get("body")
     if not error and response.get("status_code") == 200 and isinstance(body, dict):
-        return BatchEntry(custom_id, body=body, request_id=response.get("request_id"))
+        request_id = response.get("request_id")
+        return BatchEntry(
+            custom_id, body=body, request_id=request_id if isinstance(request_id, str) else None
+        )
     if isinstance(error, dict):
         code, message = str(error.get("code") or ""), str(error.get("message") or "")
     else:
