@@ -119,6 +119,7 @@ def test_metrics_json_has_the_design_shape(pointwise: AuditResult) -> None:
         "irregular": 0,
         "unscored": 0,
         "failed": 0,
+        "refused": 0,
     }
     assert data["requests"]["requests"] == 1152 and data["scoring"]["path"] == "logprobs"
 

@@ -179,13 +179,19 @@ def test_rpm_spreads_request_starts(cache: ResponseCache) -> None:
         assert in_window <= 20
 
 
-def test_refusals_are_recorded_but_never_cached(cache: ResponseCache) -> None:
+def test_refusals_are_cached_counted_and_replayed(cache: ResponseCache) -> None:
     provider = FakeProvider(refuse={"r"})
     engine = Engine(provider, cache)
     results = {r.request.id: r for r in collect(engine, [chat("r", "x"), chat("a", "y")])}
     assert results["r"].response is not None and results["r"].response.refusal
     assert not results["r"].ok and engine.stats.refusals == 1
-    assert len(cache) == 1
+    assert len(cache) == 2
+    # Served again, from the cache: not sent, still a refusal, still counted.
+    again = Engine(FakeProvider(), cache, EngineSettings(replay=True))
+    replayed = {r.request.id: r for r in collect(again, [chat("r", "x"), chat("a", "y")])}
+    assert replayed["r"].cached and replayed["r"].response is not None
+    assert replayed["r"].response.refusal == results["r"].response.refusal
+    assert again.stats.refusals == 1 and again.stats.sent == 0
 
 
 def test_replay_names_what_is_missing_and_sends_nothing(cache: ResponseCache) -> None:

@@ -179,13 +179,14 @@ def test_unreadable_and_refused_answers_are_counted_never_fatal(tmp_path: Path) 
     judge = FakeProvider(refuse={"sky-blue#1"})  # answers "answer to <id>": no option named
     result = run(tmp_path, judge)
     m = result.metrics
-    assert result.exit_code == 0 and m.failed == 1 and m.unparsed == 16 * 4 - 1
+    # A refusal is the judge's answer: it names no option, so it is unparsed, and counted.
+    assert result.exit_code == 0 and m.failed == 0 and m.unparsed == 16 * 4 and m.refused == 1
     assert m.items == 0 and m.grade_score is None and m.grade_score_ci is None
     assert m.notes[0].startswith("16 item(s) without a usable answer, left out of the means")
     lines = grade_score_table(m, result.items)
-    assert lines[3].endswith("answers: 0 usable, 63 unparsed; items scored: 0")
+    assert lines[3].endswith("answers: 0 usable, 64 unparsed (1 refused); items scored: 0")
     assert lines[6] == "Grade Score       -  -"
-    assert lines[-17].startswith("sky-blue") and lines[-17].split()[1:5] == ["-", "-", "-", "3"]
+    assert lines[-17].startswith("sky-blue") and lines[-17].split()[1:5] == ["-", "-", "-", "4"]
 
 
 def sim_judge(prompt: str, *, temperature: float = 1.0, replicate: int = 0, rate: float = P) -> str:

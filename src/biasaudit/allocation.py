@@ -103,7 +103,12 @@ class CandidateCounts(BaseModel):
     scored: int
     irregular: int = Field(description="With at least one answer outside the label set.")
     unscored: int = Field(description="No score: failed request or no answer in the label set.")
-    failed: int = Field(description="Whose request failed or was refused.")
+    failed: int = Field(description="Whose request failed (no answer after all retries).")
+    refused: int = Field(
+        0,
+        description="Pointwise: whose answer was a refusal (irregular: outside the label set; "
+        "pairwise refusals are counted in pairwise.refused).",
+    )
 
 
 class RequestCounts(BaseModel):
@@ -125,6 +130,7 @@ class PairwiseSummary(BaseModel):
     flipped: float | None
     inconsistent: float | None
     unparsed: int
+    refused: int = Field(0, description="Comparisons the model refused (counted as unparsed).")
 
 
 class ScoringSummary(BaseModel):

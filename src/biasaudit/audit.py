@@ -219,6 +219,7 @@ def _candidate_counts(scores: pd.DataFrame) -> CandidateCounts:
         irregular=int(scores["irregular"].astype(bool).sum()),
         unscored=int(scores["score"].isna().sum()),
         failed=failed,
+        refused=int(scores["refused"].astype(bool).sum()) if "refused" in scores.columns else 0,
     )
 
 
@@ -237,6 +238,7 @@ def _pairwise(plan: ScoringPlan) -> PairwiseSummary | None:
     if not isinstance(plan, PairwisePlan):
         return None
     stats = plan.output_stats
+    comparisons = plan.comparisons()
     return PairwiseSummary(
         pools=len(plan.pools),
         n_prompts=stats.n_prompts,
@@ -245,5 +247,6 @@ def _pairwise(plan: ScoringPlan) -> PairwiseSummary | None:
         ties=stats.ties,
         flipped=stats.flipped,
         inconsistent=stats.inconsistent,
-        unparsed=int(plan.comparisons()["choice"].isna().sum()),
+        unparsed=int(comparisons["choice"].isna().sum()),
+        refused=int(comparisons["refused"].sum()),
     )

@@ -596,7 +596,7 @@ class BatchRunner:
         raise AssertionError("unreachable")
 
     def _read(self, entry: BatchEntry, request_json: str) -> tuple[ModelResponse | None, str]:
-        """The entry's answer, stored in the cache (unless a refusal), or why there is none."""
+        """The entry's answer (a refusal included), stored in the cache, or why there is none."""
         if entry.failure is not None:
             return None, f"{entry.failure}: {entry.error}"
         request = ModelRequest.model_validate_json(request_json)
@@ -606,8 +606,7 @@ class BatchRunner:
             return None, f"unreadable answer: {error}"
         if self.api.on_answer is not None:
             self.api.on_answer(request, response)
-        if response.refusal is None:
-            self.cache.put(entry.custom_id, response, model_id=self.provider.model_id)
+        self.cache.put(entry.custom_id, response, model_id=self.provider.model_id)
         return response, ""
 
     # ------------------------------------------------------------------ reporting

@@ -10,7 +10,8 @@ power cut can lose the last few. A restarted run therefore re-sends only what
 never came back (or was still in flight), and nothing in the cache is paid for
 twice. Several processes may share one cache file.
 
-Only answers are stored. Errors and refusals never are, and neither is anything
+Only answers are stored, a refusal included (the model's answer to that prompt,
+paid for and replayed as it came). Errors never are, and neither is anything
 secret: the key is a hash of the request content (see
 :meth:`biasaudit.providers.ModelRequest.cache_key`) and the value is the
 normalised response.

@@ -154,7 +154,9 @@ class RequestResult:
     """The outcome of one input request.
 
     Exactly one of ``response`` (possibly with a ``refusal``) and ``error`` tells
-    what happened; ``error_type`` names the :mod:`biasaudit.errors` class.
+    what happened; ``error_type`` names the :mod:`biasaudit.errors` class. A
+    refusal is the model's answer to the prompt: cached, replayed and counted
+    like any answer, but not ``ok`` (it holds no answer to read).
     """
 
     request: ModelRequest
@@ -354,7 +356,7 @@ class Engine:
             stats.cache_hits += 1
         elif result.error is not None:
             stats.failures += 1
-        elif result.response is not None and result.response.refusal is not None:
+        if result.response is not None and result.response.refusal is not None:
             stats.refusals += 1
 
     async def _fan_out(
@@ -605,7 +607,7 @@ class Engine:
         limit.succeeded()
         self._show_limit(limit)
         self._record(response)
-        if response.refusal is None and self.cache is not None:
+        if self.cache is not None:  # refusals too: the model's answer, paid for
             self.cache.put(key, response, model_id=self.provider.model_id)
         return result
 

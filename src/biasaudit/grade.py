@@ -105,8 +105,9 @@ class GradeScoreMetrics(BaseModel):
     items_total: int
     trials: int = Field(description="Requests asked: items x orders x replicates.")
     usable: int = Field(description="Answers that named an option.")
-    unparsed: int = Field(description="Answers that named none (left out).")
-    failed: int = Field(description="Requests that failed or were refused (left out).")
+    unparsed: int = Field(description="Answers that named none, refusals included (left out).")
+    refused: int = Field(0, description="Answers that were refusals (counted as unparsed).")
+    failed: int = Field(description="Requests that failed: no answer after all retries (left out).")
     position_histogram: list[float] = Field(description="Share of usable answers per slot.")
     agreement: Agreement | None = None
     random_option_share: float | None = Field(
@@ -284,6 +285,7 @@ def _metrics(
         trials=len(trials),
         usable=len(usable),
         unparsed=int(items["unparsed"].sum()),
+        refused=int(trials["refused"].sum()) if "refused" in trials.columns else 0,
         failed=int(items["failed"].sum()),
         agreement=_agreement(items, scores, spec.confidence),
         random_option_share=random_share,

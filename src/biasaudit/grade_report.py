@@ -81,7 +81,9 @@ def _header(metrics: GradeScoreMetrics) -> list[str]:
         f"{metrics.orders} {orders} x {replicates} = {metrics.trials} requests",
         f"requests: {requests.requests} ({requests.sent} sent, {requests.cache_hits} from cache, "
         f"{requests.failures} failed, {requests.refusals} refused); answers: {metrics.usable} "
-        f"usable, {metrics.unparsed} unparsed; items scored: {metrics.items}",
+        f"usable, {metrics.unparsed} unparsed"
+        f"{f' ({metrics.refused} refused)' if metrics.refused else ''}; "
+        f"items scored: {metrics.items}",
     ]
 
 

@@ -217,7 +217,8 @@ def _pairwise_line(metrics: AllocationMetrics) -> str:
     assert stats is not None
     return (
         f"pairwise answers: {stats.n_prompts} prompts over {stats.n_pairs} pairs in "
-        f"{stats.pools} pools; regular {_percent(stats.regular)} ({stats.unparsed} unparsed), "
+        f"{stats.pools} pools; regular {_percent(stats.regular)} ({stats.unparsed} unparsed"
+        f"{f', {stats.refused} of them refused' if stats.refused else ''}), "
         f"ties {_percent(stats.ties)}, flipped with the order {_percent(stats.flipped)}, "
         f"inconsistent {_percent(stats.inconsistent)}"
     )

@@ -55,7 +55,9 @@ class RunCounts(BaseModel):
     cache_hits: int = Field(0, description="Inputs answered from the cache, at no cost.")
     retries: int = Field(0, description="Attempts after the first one of a request.")
     failures: int = Field(0, description="Inputs with no answer after all retries.")
-    refusals: int = Field(0, description="Inputs the model refused to answer (not cached).")
+    refusals: int = Field(
+        0, description="Inputs the model refused to answer (cached and replayed like answers)."
+    )
     rate_limited: int = Field(0, description="Rate-limit answers (429/529) met.")
     batched: int = Field(0, description="Inputs answered through a provider batch (--batch).")
 

@@ -212,9 +212,11 @@ def _notes(context: str, found: ContextMetrics, spec: RutedSpec) -> list[str]:
             f"{context}: {len(found.excluded)} occupations left out ({why}): "
             + ", ".join(found.excluded)
         )
+    what = "requests" if found.source.endswith("logprobs") else "replicates"
     if found.failed:
-        what = "requests" if found.source.endswith("logprobs") else "replicates"
-        notes.append(f"{context}: {found.failed} {what} failed or were refused")
+        notes.append(f"{context}: {found.failed} {what} failed")
+    if found.refused:
+        notes.append(f"{context}: {found.refused} {what} refused by the model (left out)")
     return notes
 
 

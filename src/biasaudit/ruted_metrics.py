@@ -52,7 +52,7 @@ __all__ = [
 
 RUTED_SCHEMA_VERSION = 1
 METRICS = ("neutrality", "skew", "stereotype")
-_COUNTS = ["male", "female", "none", "tied", "failed"]
+_COUNTS = ["male", "female", "none", "tied", "failed", "refused"]
 
 
 class TemplateMetrics(BaseModel):
@@ -94,7 +94,10 @@ class ContextMetrics(TemplateMetrics):
         description="Replicates: the neutrality a perfectly neutral model shows on average "
         "from these replicate counts, mean of sqrt(2 / (pi n_o)): sampling noise alone.",
     )
-    failed: int = Field(0, description="Replicates whose request failed or was refused.")
+    failed: int = Field(0, description="Replicates whose request failed.")
+    refused: int = Field(
+        0, description="Replicates the model refused (its answer, dropped: no verdict)."
+    )
     neutrality_bounds: list[float] | None = Field(
         None, description="Logprobs: the range the unseen top-N mass allows."
     )
@@ -195,6 +198,8 @@ def context_metrics(
     Lum et al., "Bias in Language Models: Beyond Trick Tests and Towards RUTEd
     Evaluation", ACL 2025.
     """
+    if "refused" not in rows.columns:  # occupations.csv of a run before refusals were counted
+        rows = rows.assign(refused=0)
     has_templates = "template" in rows.columns and rows["template"].notna().any()
     pooled = pool_templates(rows) if "template" in rows.columns else rows
     logprobs = source.endswith("logprobs")
@@ -205,6 +210,7 @@ def context_metrics(
         "top_logprobs": top_logprobs if logprobs else None,
         "replicates": replicates,
         "failed": int(pooled["failed"].fillna(0).sum()),
+        "refused": int(pooled["refused"].fillna(0).sum()),
         **_figures(pooled, confidence, logprobs=logprobs),
     }
     if not logprobs:

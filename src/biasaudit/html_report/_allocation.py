@@ -371,8 +371,9 @@ def _irregular_section(metrics: AllocationMetrics) -> Section:
     blocks: list[Any] = [
         Paragraph(
             f"{counts.total} candidates: {counts.scored} scored, {counts.irregular} with at least "
-            f"one answer outside the label set, {counts.unscored} unscored, {counts.failed} whose "
-            "request failed or was refused. Irregular answers are counted, never fatal."
+            f"one answer outside the label set ({counts.refused} of them refusals), "
+            f"{counts.unscored} unscored, {counts.failed} whose request failed. Irregular "
+            "answers and refusals are counted, never fatal."
         ),
         Table(
             ["group", "scored", "irregular", "unscored"],

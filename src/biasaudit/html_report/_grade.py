@@ -193,7 +193,8 @@ def _text(value: Any) -> str:
 def _answers_section(metrics: GradeScoreMetrics) -> Section:
     lines = [
         f"{metrics.trials} requests: {metrics.usable} usable answers, {metrics.unparsed} "
-        f"unparsed (named no option; left out), {metrics.failed} failed or refused (left out).",
+        f"unparsed (named no option, {metrics.refused} of them refusals; left out), "
+        f"{metrics.failed} failed (left out).",
     ]
     if metrics.random_option_share is not None:
         lines.append(

@@ -399,15 +399,19 @@ class GradeScorePlan:
                 self.requests += probe.requests(request_id, task.messages(item, order))
         self._answers: dict[tuple[str, int], tuple[ChoiceAnswer, str | None]] = {}
         self._errors: dict[tuple[str, int], str] = {}
+        self._refused: set[tuple[str, int]] = set()
 
     def annotate(self, result: RequestResult) -> dict[str, Any]:
         """Read one answer; return what ``responses.jsonl`` records about it."""
         key = (result.request.id, result.request.replicate)
         response = result.response
-        if response is None or response.refusal is not None:
-            reason = result.error or f"refused: {response.refusal if response else 'no answer'}"
-            self._errors[key] = reason
+        if response is None:
+            self._errors[key] = result.error or "no answer"
             return {"probe": self.probe.kind}
+        if response.refusal is not None:  # an answer that names no option
+            self._answers[key] = (ChoiceAnswer(None), response.text)
+            self._refused.add(key)
+            return {"probe": self.probe.kind, "irregular": 1}
         answer = self.probe.parse(response.text, self.task.n_options)
         self._answers[key] = (answer, response.text)
         return {
@@ -436,6 +440,7 @@ class GradeScorePlan:
                     "random": None if option is None else option == item.random_index,
                     "parsed_as": answer.parsed_as,
                     "answer": text,
+                    "refused": key in self._refused,
                     "error": self._errors.get(key),
                 }
             )

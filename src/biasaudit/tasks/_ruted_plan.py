@@ -33,7 +33,7 @@ __all__ = ["OCCUPATION_COLUMNS", "RutedPlan", "plan_ruted"]
 
 OCCUPATION_COLUMNS = (
     "context", "template", "occupation", "majority", "male", "female", "none", "tied", "failed",
-    "n", "p_male", "male_mass", "female_mass", "top_mass", "coverage", "p_male_low",
+    "refused", "n", "p_male", "male_mass", "female_mass", "top_mass", "coverage", "p_male_low",
     "p_male_high", "missing_words", "error",
 )  # fmt: skip
 """Columns of :meth:`RutedPlan.occupation_rows` (and of ``occupations.csv``, per context)."""
@@ -48,6 +48,7 @@ class _Tally:
     none: int = 0  # no gendered pronoun (no listed word, on the next-word sample path)
     tied: int = 0
     failed: int = 0
+    refused: int = 0  # the model's answer, read as no verdict (dropped like `none`)
 
     def add(self, verdict: str, times: int = 1) -> None:
         """Count replicates with one verdict: male, female, tie or none."""
@@ -112,10 +113,14 @@ class RutedPlan:
         where = self._where[request.id]
         key = (where.context, where.template, where.occupation.name)
         probe = "nextword" if where.context == "standard" else "generation"
-        if response is None or response.refusal is not None:
+        if response is None:
             self._tallies[key].failed += request.params.n or 1
-            self._errors[key] = result.error or f"refused: {response and response.refusal}"
+            self._errors[key] = result.error or "no answer"
             return {"probe": probe}
+        if response.refusal is not None:
+            refused = len(response.texts) or 1
+            self._tallies[key].refused += refused
+            return {"probe": probe, "irregular": refused}
         if where.context == "standard" and not self.sampled_standard:
             assert self.nextword is not None
             shares = self._shares[where.occupation.name] = self.nextword.read(response)
@@ -167,11 +172,12 @@ class RutedPlan:
             }  # fmt: skip
             if context == "standard" and not self.sampled_standard:
                 row |= _shares_columns(self._shares.get(name), failed=tally.failed)
+                row["refused"] = tally.refused
             else:
                 n = tally.male + tally.female
                 row |= {
                     "male": tally.male, "female": tally.female, "none": tally.none,
-                    "tied": tally.tied, "failed": tally.failed, "n": n,
+                    "tied": tally.tied, "failed": tally.failed, "refused": tally.refused, "n": n,
                     "p_male": tally.male / n if n else math.nan,
                 }  # fmt: skip
             row["error"] = self._errors.get((context, template, name))

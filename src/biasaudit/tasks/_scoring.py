@@ -74,7 +74,6 @@ class PointwisePlan:
             self._errors[request_id] = result.error or "no answer"
             return {"probe": self.method}
         if response.refusal is not None:  # an answer, but outside the label set
-            self._errors[request_id] = f"refused: {response.refusal}"
             self._refused.add(request_id)
             return {"probe": self.method, "irregular": 1}
         answer = self.probe.parse(response)
@@ -100,6 +99,7 @@ class PointwisePlan:
             "answers": answer.n if answer else 0,
             "irregular": bool(answer.irregular) if answer else candidate.id in self._refused,
             "irregular_answers": answer.irregular if answer else int(candidate.id in self._refused),
+            "refused": candidate.id in self._refused,
             "label_mass": answer.label_mass if answer else None,
         }
         row["score_se"] = self._standard_error(answer) if answer else None
@@ -137,12 +137,15 @@ class PairwisePlan:
                         self.requests.append(probe.request(request_id, messages))
                         self._pairs[request_id] = (pool, i, j)
         self._answers: dict[str, PairwiseAnswer] = {}
+        self._refused: set[str] = set()
         self._output_stats: PairwiseOutputStats | None = None
 
     def annotate(self, result: RequestResult) -> dict[str, Any]:
         pool, i, j = self._pairs[result.request.id]
         answer = PairwiseAnswer(None)
-        if result.ok and result.response is not None:
+        if result.response is not None and result.response.refusal is not None:
+            self._refused.add(result.request.id)
+        elif result.ok and result.response is not None:
             first, second = pool.members[i], pool.members[j]
             answer = self.probe.parse(
                 result.response.text, first_name=first.name, second_name=second.name
@@ -163,6 +166,7 @@ class PairwisePlan:
                     "second": _appearance(pool, j),
                     "choice": answer.choice,
                     "parsed_as": answer.parsed_as,
+                    "refused": request_id in self._refused,
                 }
             )
         return pd.DataFrame(rows)
