@@ -674,25 +674,3 @@ def test_a_pending_batch_the_provider_no_longer_has_is_sent_directly(
     assert oai.batches.created == 0, "the lost batch's requests were not batched again"
     [lost] = stored_batches(tmp_path / "c.sqlite")
     assert lost.state == "collected" and lost.failed == 6
-
-
-def test_an_intent_owner_is_alive_while_its_process_or_runner_is() -> None:
-    import os
-    import socket
-    import subprocess
-    import sys
-
-    from biasaudit import batch
-
-    host = socket.gethostname()
-    finished = subprocess.Popen([sys.executable, "-c", "pass"])
-    finished.wait()
-    assert not batch._alive(f"{host}:{finished.pid}:aa"), "a dead process holds nothing"
-    assert batch._alive(f"elsewhere-{host}:{finished.pid}:aa"), "another host: assume alive"
-    mine = f"{host}:{os.getpid()}:bb"
-    assert not batch._alive(mine), "a runner of this process that has stopped"
-    batch._RUNNING_HERE.add(mine)
-    try:
-        assert batch._alive(mine)
-    finally:
-        batch._RUNNING_HERE.discard(mine)

@@ -86,3 +86,51 @@ def test_a_failed_commit_keeps_the_answers_for_the_next(tmp_path: Path) -> None:
     store.commit()
     assert keys_seen_elsewhere(store.path) == {"k1", "k2"}
     store.close()
+
+
+# --- leases on requests in flight ------------------------------------------------------
+
+
+def test_a_claim_takes_free_keys_and_reports_answered_and_held_ones(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from biasaudit.holders import new_holder, running
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    host = new_holder().split(":")[0]
+    with ResponseCache(tmp_path / "c.sqlite") as store, running(new_holder()) as other:
+        store.put("answered", answer("Yes"), model_id="sim/x")
+        assert store.claim(["held", "expired"], other, lease_s=60).taken == ["held", "expired"]
+        store._db.execute("UPDATE leases SET expires = 0 WHERE key = 'expired'")
+        store.claim(["dead"], f"{host}:{dead.pid}:aa", lease_s=60)
+        mine = new_holder()
+        with running(mine):
+            claim = store.claim(["answered", "held", "expired", "dead", "free"], mine, lease_s=60)
+        assert claim.answered == {"answered"} and claim.held == {"held"}
+        assert claim.taken == ["expired", "dead", "free"]
+        store.release(other)
+        with running(mine):
+            assert store.claim(["held"], mine, lease_s=60).taken == ["held"]
+
+
+def test_two_engines_on_one_cache_send_each_request_once(tmp_path: Path) -> None:
+    from biasaudit.engine import Engine
+
+    from .fakes import FakeProvider, chat
+
+    requests = [chat(f"q{i}", str(i)) for i in range(60)]
+    providers = [FakeProvider(delay=0.01), FakeProvider(delay=0.01)]
+
+    async def both() -> None:
+        async def one(provider: FakeProvider) -> None:
+            with ResponseCache(tmp_path / "c.sqlite") as store:
+                results = [r async for r in Engine(provider, store).run(requests)]
+            assert all(r.ok for r in results) and len(results) == 60
+
+        await asyncio.gather(*(one(provider) for provider in providers))
+
+    asyncio.run(both())
+    calls = providers[0].calls + providers[1].calls
+    assert len(calls) == 60 and max(calls.values()) == 1

@@ -95,7 +95,7 @@ def test_rejected_request_is_not_retried_and_not_cached(
     provider = FakeProvider()
     provider.script["bad"] = [RequestRejectedError("HTTP 400: bad", status=400)]
     engine = Engine(provider, cache, sleep=recording_sleep)
-    results = {r.request.id: r for r in collect(engine, [chat("bad"), chat("good")])}
+    results = {r.request.id: r for r in collect(engine, [chat("bad", "1"), chat("good", "2")])}
     assert results["bad"].error == "HTTP 400: bad" and results["bad"].attempts == 1
     assert results["bad"].error_type == "RequestRejectedError"
     assert results["good"].ok
@@ -232,3 +232,13 @@ def test_a_bug_in_a_provider_surfaces_instead_of_hanging(cache: ResponseCache) -
     with pytest.raises(TypeError, match="temperature"):
         collect(Engine(provider, cache), [chat(f"q{i}", str(i)) for i in range(6)])
     assert provider.calls["q3"] == 1, "a bug is never retried"
+
+
+def test_identical_requests_in_one_run_are_sent_once(cache: ResponseCache) -> None:
+    provider = FakeProvider()
+    engine = Engine(provider, cache)
+    results = collect(engine, [chat("a", "same"), chat("b", "same"), chat("c", "other")])
+    assert sum(provider.calls.values()) == 2 and engine.stats.sent == 2
+    by_id = {r.request.id: r for r in results}
+    assert by_id["a"].response == by_id["b"].response and by_id["c"].ok
+    assert engine.stats.done == 3 and engine.stats.cache_hits == 1

@@ -107,7 +107,9 @@ def test_a_failed_batch_is_retried_prompt_by_prompt(cache: ResponseCache) -> Non
 
 def test_chat_requests_are_never_batched(cache: ResponseCache) -> None:
     chats = [
-        ModelRequest.model_validate({"id": f"c{i}", "messages": [{"role": "user", "content": "x"}]})
+        ModelRequest.model_validate(
+            {"id": f"c{i}", "messages": [{"role": "user", "content": f"x{i}"}]}
+        )
         for i in range(5)
     ]
     with OpenAIServer() as server:

@@ -94,16 +94,14 @@ async def run_audit(
         cache_path=spec.cache_path,
         command=list(command if command is not None else sys.argv),
     )
-    session.run.write_json("spec.json", spec.model_dump(mode="json"))
     try:
+        session.run.write_json("spec.json", spec.model_dump(mode="json"))
         await session.send(
             plan.requests, stderr=stderr, label=f"{task.name}: ", annotate=plan.annotate
         )
         metrics = _write_results(session, task, spec, plan)
-    except BiasauditError as error:
-        if session.manifest.status in ("running", "completed"):
-            session.manifest.status, session.manifest.error = "failed", str(error)
-        raise
+    except (BiasauditError, OSError) as error:
+        raise session.fail(error) from None
     finally:
         await session.close()
     return AuditResult(session.run.path, session.manifest, metrics)

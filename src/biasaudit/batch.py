@@ -50,9 +50,7 @@ import contextlib
 import itertools
 import json
 import logging
-import os
 import secrets
-import socket
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
@@ -62,6 +60,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import ProviderError, TransientProviderError, UsageError
+from .holders import holder_alive, new_holder, running
 from .providers import ModelRequest, ModelResponse, Provider
 from .providers._batch_api import BatchAPI, BatchEntry, BatchLimits, BatchState
 from .runs import BatchRecord, BatchRunState
@@ -110,8 +109,6 @@ _LOST = "not found at the provider"
 # How long the process that recorded an intent keeps the sole right to submit it
 # (renewed before every attempt); a dead owner on this host loses it at once.
 _LEASE_S = 900.0
-# The owners of the runners running in this process now (one that stopped is gone).
-_RUNNING_HERE: set[str] = set()
 
 
 class _TakenOver(Exception):
@@ -194,7 +191,7 @@ class BatchStore:
         now = time.time()
         if state != "submitting":
             return False
-        if holder not in ("", owner) and lease > now and _alive(holder):
+        if holder not in ("", owner) and lease > now and holder_alive(holder):
             return False
         changed = self._db.execute(
             "UPDATE batches SET owner = ?, lease = ? WHERE local_id = ? AND owner = ?",
@@ -339,7 +336,7 @@ class BatchRunner:
         self._timeout = max(settings.timeout, _MIN_CONTROL_TIMEOUT_S)
         self.batches: list[_Batch] = []
         # Who holds the right to submit this runner's intents (see the module docstring).
-        self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        self.owner = new_holder()
 
     @property
     def limits(self) -> BatchLimits:
@@ -355,21 +352,20 @@ class BatchRunner:
         for request, key in todo:
             units.setdefault(key, []).append(request)
         store = BatchStore(self.cache.path)
-        _RUNNING_HERE.add(self.owner)
         try:
-            with store.planning():
-                self.batches = store.open_batches_of(units)
-                covered = {key for batch in self.batches for key in store.items(batch.local_id)}
-                fresh = {key: requests[0] for key, requests in units.items() if key not in covered}
-                self.batches += self._plan(store, fresh)
-            self._update()
-            for batch in self.batches:
-                if batch.state == "submitting":
-                    await self._submit(store, batch)
-            async for result in self._wait_and_collect(store, units):
-                yield result
+            with running(self.owner):
+                with store.planning():
+                    self.batches = store.open_batches_of(units)
+                    covered = {key for b in self.batches for key in store.items(b.local_id)}
+                    fresh = {key: reqs[0] for key, reqs in units.items() if key not in covered}
+                    self.batches += self._plan(store, fresh)
+                self._update()
+                for batch in self.batches:
+                    if batch.state == "submitting":
+                        await self._submit(store, batch)
+                async for result in self._wait_and_collect(store, units):
+                    yield result
         finally:
-            _RUNNING_HERE.discard(self.owner)
             store.close()
 
     # ------------------------------------------------------------------ submitting
@@ -659,20 +655,3 @@ def describe_batches(batches: list[_Batch]) -> str:
         parts.append(f"{batch.batch_id or batch.local_id} {batch.status}{done}")
     shown = ", ".join(parts[:3]) + (f", +{len(parts) - 3} more" if len(parts) > 3 else "")
     return f"batches {collected}/{len(batches)} collected" + (f": {shown}" if shown else "")
-
-
-def _alive(owner: str) -> bool:
-    """Whether the process ``owner`` names may still be running (on another host: assume so)."""
-    host, _, rest = owner.partition(":")
-    pid = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid.isdigit():
-        return True
-    if int(pid) == os.getpid():
-        return owner in _RUNNING_HERE
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

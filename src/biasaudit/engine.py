@@ -31,7 +31,7 @@ import logging
 import math
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -42,6 +42,7 @@ from . import worker_pool
 from .batch import BatchRunner, require_batch_api
 from .cache import ResponseCache
 from .errors import (
+    BiasauditError,
     EndpointUnreachableError,
     FatalProviderError,
     ProviderError,
@@ -49,9 +50,11 @@ from .errors import (
     RateLimitedError,
     ReplayMissError,
     RunAbortedError,
+    StorageUnusableError,
     TransientProviderError,
     WaitTooLongError,
 )
+from .holders import new_holder, running
 from .providers import ModelRequest, ModelResponse, Provider, Usage
 from .runs import BatchRecord
 
@@ -66,6 +69,12 @@ _CACHE_CHUNK = 2_000
 # Before any request has succeeded, a refused connection means a wrong URL or a
 # server that is down: stop after this many attempts rather than back off for minutes.
 _UNREACHABLE_ATTEMPTS = 2
+# Leases on requests in flight (see Engine._fan_out_leased): how long one lasts
+# unrenewed (what a holder on another host that died blocks others for), and how
+# often a run waiting on another process's requests looks at the cache again.
+_LEASE_S = 120.0
+_LEASE_POLL_S = 0.25
+_LEASE_POLL_MAX_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -192,6 +201,7 @@ class EngineStats:
     output_tokens: int = 0
     batched: int = 0
     batch_status: str = ""
+    waiting: int = 0  # requests another process has in flight, waited for
     model_versions: Counter[str] = field(default_factory=Counter)
     system_fingerprints: Counter[str] = field(default_factory=Counter)
     started: float = field(default_factory=time.monotonic)
@@ -305,24 +315,121 @@ class Engine:
             raise ReplayMissError(len(missing), len(keyed), path, missing)
         merger = _SampleMerger(requests, self.key)
         hits = [(unit, key) for unit, key in keyed if key in in_cache]
-        # Read cached answers a chunk at a time: a 100,000-response replay never
-        # holds every response in memory at once.
-        for start in range(0, len(hits), _CACHE_CHUNK):
-            chunk = hits[start : start + _CACHE_CHUNK]
+        for result in self._served(hits):
+            for merged in merger.add(result):
+                self._finish(merged)
+                yield merged
+        if self.cache is not None:
+            self.cache.flush_hits()
+        todo = [(unit, key) for unit, key in keyed if key not in in_cache]
+        async for result in self._send_once(todo):
+            # Committed before anyone reads it: a run never records an answer the cache lacks.
+            self._commit()
+            for merged in merger.add(result):
+                self._finish(merged)
+                yield merged
+
+    def _served(self, pairs: list[tuple[ModelRequest, str]]) -> Iterator[RequestResult]:
+        """The cached answers of ``pairs``, read a chunk at a time.
+
+        A 100,000-response replay never holds every response in memory at once.
+        """
+        for start in range(0, len(pairs), _CACHE_CHUNK):
+            chunk = pairs[start : start + _CACHE_CHUNK]
             assert self.cache is not None
             found = self.cache.get_many(key for _, key in chunk)
             for unit, key in chunk:
                 self.stats.count_response(found[key])
-                for result in merger.add(RequestResult(unit, key, found[key], cached=True)):
-                    self._finish(result)
-                    yield result
-        if self.cache is not None:
-            self.cache.flush_hits()
-        todo = [(unit, key) for unit, key in keyed if key not in in_cache]
-        async for result in self._fan_out(todo):
-            for merged in merger.add(result):
-                self._finish(merged)
-                yield merged
+                yield RequestResult(unit, key, found[key], cached=True)
+
+    def _commit(self) -> None:
+        if self.cache is not None and self.cache.uncommitted:
+            self.cache.commit()  # StorageFailedError stops the run here
+
+    async def _send_once(
+        self, todo: list[tuple[ModelRequest, str]]
+    ) -> AsyncIterator[RequestResult]:
+        """Send each distinct request of ``todo`` once; identical ones share its answer.
+
+        Two inputs with the same content (the same cache key) are one question:
+        the second is answered with the first's result, as if from the cache.
+        """
+        first: dict[str, ModelRequest] = {}
+        repeats: dict[str, list[ModelRequest]] = {}
+        for unit, key in todo:
+            if key in first:
+                repeats.setdefault(key, []).append(unit)
+            else:
+                first[key] = unit
+        unique = [(unit, key) for key, unit in first.items()]
+        sent = self._fan_out_leased(unique) if self._leasing else self._fan_out(unique)
+        async for result in sent:
+            yield result
+            for unit in repeats.get(result.key, ()):
+                yield replace(result, request=unit, cached=result.response is not None, attempts=0)
+
+    @property
+    def _leasing(self) -> bool:
+        """Whether other processes may be sending for this cache now: claim before sending."""
+        settings, cache = self.settings, self.cache
+        return (
+            cache is not None
+            and not cache.readonly
+            and settings.read_cache
+            and not settings.replay
+            and not settings.batch
+        )
+
+    async def _fan_out_leased(
+        self, todo: list[tuple[ModelRequest, str]]
+    ) -> AsyncIterator[RequestResult]:
+        """Send ``todo`` under leases in the cache, so no other process sends it too.
+
+        One write transaction claims every request (:meth:`ResponseCache.claim`):
+        what another process answered since this run planned is served from the
+        cache; what another live process has in flight is waited for, polling
+        the cache, and sent from here only if that process dies or gives it up
+        unanswered; the rest is sent. The leases are renewed while the run lasts
+        and released when it ends.
+        """
+        cache = self.cache
+        assert cache is not None
+        units = {key: unit for unit, key in todo}
+        holder = new_holder()
+        with running(holder):
+            renewing = asyncio.create_task(self._renew_leases(holder))
+            try:
+                waiting = list(units)  # in the run's order, as every list below
+                delay = _LEASE_POLL_S
+                while waiting:
+                    claim = cache.claim(waiting, holder, lease_s=_LEASE_S)
+                    answered = [(units[k], k) for k in waiting if k in claim.answered]
+                    for result in self._served(answered):
+                        yield result
+                    async for result in self._fan_out([(units[k], k) for k in claim.taken]):
+                        yield result
+                    waiting = [k for k in waiting if k in claim.held]
+                    self.stats.waiting = len(waiting)
+                    if waiting:
+                        await asyncio.sleep(delay)
+                        delay = min(delay * 2, _LEASE_POLL_MAX_S)
+            finally:
+                self.stats.waiting = 0
+                renewing.cancel()
+                await asyncio.gather(renewing, return_exceptions=True)
+                try:
+                    cache.release(holder)
+                except BiasauditError as error:  # they lapse with this process anyway
+                    logger.warning("could not release this run's leases: %s", error)
+
+    async def _renew_leases(self, holder: str) -> None:
+        assert self.cache is not None
+        while True:
+            await asyncio.sleep(_LEASE_S / 4)
+            try:
+                self.cache.renew(holder, lease_s=_LEASE_S)
+            except BiasauditError as error:
+                logger.warning("could not renew this run's leases: %s", error)
 
     def calls(self, requests: Sequence[ModelRequest]) -> list[ModelRequest]:
         """The calls the engine makes for ``requests`` (each is one cache entry).
@@ -486,7 +593,8 @@ class Engine:
                     yield line  # sent from this process: already recorded and cached
                     continue
                 if "fatal" in line:
-                    raise RunAbortedError(_rebuild_error(line["fatal"]))
+                    error = _rebuild_error(line["fatal"])
+                    raise RunAbortedError(error) if isinstance(error, ProviderError) else error
                 answered[slot].add(line["i"])
                 self._merge_worker_stats(latest, slot, line["stats"])
                 request, key = shards[slot][line["i"]]
@@ -735,14 +843,21 @@ def _decode_result(request: ModelRequest, key: str, data: dict[str, Any]) -> Req
     )
 
 
-def _rebuild_error(fatal: dict[str, str]) -> ProviderError:
-    """The worker's fatal error, as the same :mod:`biasaudit.errors` class."""
+def _rebuild_error(fatal: dict[str, str]) -> BiasauditError:
+    """The worker's fatal error, as the same :mod:`biasaudit.errors` class.
+
+    A provider error (it stops the run) or a storage failure; anything else is
+    rebuilt as a fatal provider error.
+    """
     from . import errors
 
     cls = getattr(errors, fatal.get("type", ""), None)
+    message = fatal.get("message", "a fan-out worker stopped")
+    if isinstance(cls, type) and issubclass(cls, errors.StorageFailedError | StorageUnusableError):
+        return cls(message)
     if not (isinstance(cls, type) and issubclass(cls, ProviderError)):
         cls = FatalProviderError
-    return cls(fatal.get("message", "a fan-out worker stopped"))
+    return cls(message)
 
 
 def _throttler(rpm: float) -> Throttler:

@@ -20,7 +20,7 @@ from typing import TextIO
 from pydantic import ValidationError
 
 from .engine import EngineSettings
-from .errors import InputError, UsageError
+from .errors import BiasauditError, InputError, UsageError
 from .loop import run_async
 from .providers import ModelRequest, resolve_model
 from .runs import RunResult
@@ -166,13 +166,15 @@ async def run_fanout(
         cache_path=options.resolved_cache_path,
         command=options.command,
     )
-    session.run.write_json("spec.json", _spec(options, input_path))
-    session.run.write_lines(
-        "inputs.jsonl",
-        [r.model_dump(mode="json", exclude_none=True, exclude_defaults=True) for r in requests],
-    )
     try:
+        session.run.write_json("spec.json", _spec(options, input_path))
+        session.run.write_lines(
+            "inputs.jsonl",
+            [r.model_dump(mode="json", exclude_none=True, exclude_defaults=True) for r in requests],
+        )
         await session.send(requests, stderr=stderr, label="fanout: ")
+    except (BiasauditError, OSError) as error:
+        raise session.fail(error) from None
     finally:
         await session.close()
     return FanoutResult(session.run.path, session.manifest)

@@ -160,18 +160,16 @@ async def run_grade_audit(
         cache_path=spec.cache_path,
         command=list(command if command is not None else sys.argv),
     )
-    session.run.write_json(
-        "spec.json", spec.model_dump(mode="json", exclude=set(ALLOCATION_ONLY_FIELDS))
-    )
     try:
+        session.run.write_json(
+            "spec.json", spec.model_dump(mode="json", exclude=set(ALLOCATION_ONLY_FIELDS))
+        )
         await session.send(
             plan.requests, stderr=stderr, label="grade-score: ", annotate=plan.annotate
         )
         metrics, items = _write_results(session, task, spec, plan)
-    except BiasauditError as error:
-        if session.manifest.status in ("running", "completed"):
-            session.manifest.status, session.manifest.error = "failed", str(error)
-        raise
+    except (BiasauditError, OSError) as error:
+        raise session.fail(error) from None
     finally:
         await session.close()
     return GradeScoreResult(session.run.path, session.manifest, metrics, items)

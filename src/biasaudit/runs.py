@@ -18,9 +18,11 @@ whenever a shape changes.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import secrets
+import shutil
 import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -29,6 +31,7 @@ from typing import IO, Any, Literal
 
 from pydantic import BaseModel, Field
 
+from .errors import StorageFailedError, StorageUnusableError
 from .providers import FirstTokenLogprobs
 
 __all__ = [
@@ -45,6 +48,9 @@ __all__ = [
 
 SCHEMA_VERSION = 1
 RunStatus = Literal["running", "completed", "failed", "aborted", "interrupted"]
+# Disk space a run sets aside as it starts (the hidden file ``.reserve``), freed when
+# storage fails so the answers already received and the final manifest still fit.
+RESERVE_BYTES = 1 << 20
 
 
 class RunCounts(BaseModel):
@@ -192,7 +198,12 @@ def new_run_id(kind: str, model_id: str) -> str:
 
 
 class RunDirectory:
-    """A run directory being written. Create it with :meth:`create`."""
+    """A run directory being written. Create it with :meth:`create`.
+
+    It holds a reserve of disk space (``.reserve``, :data:`RESERVE_BYTES`) while
+    it is open: when the disk fills up, :meth:`release_reserve` makes room for
+    what must still be written (the answers already received, the manifest).
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -200,10 +211,43 @@ class RunDirectory:
 
     @classmethod
     def create(cls, runs_dir: str | Path, kind: str, model_id: str) -> RunDirectory:
+        """Make a new run directory with its reserve of space.
+
+        Raises
+        ------
+        StorageUnusableError
+            ``runs_dir`` cannot be written (read-only, no permission).
+        StorageFailedError
+            The disk has no room for the reserve: a run could not keep what it
+            is paid for.
+        """
         run_id = new_run_id(kind, model_id)
         path = Path(runs_dir) / run_id
-        path.mkdir(parents=True, exist_ok=False)
-        return cls(path)
+        try:
+            path.mkdir(parents=True, exist_ok=False)
+        except OSError as error:
+            raise StorageUnusableError(
+                f"cannot create a run directory in {runs_dir}: {error.strerror}; "
+                "give --runs-dir a folder that may be written"
+            ) from None
+        run = cls(path)
+        try:
+            _allocate(path / ".reserve", RESERVE_BYTES)
+        except OSError as error:
+            shutil.rmtree(path, ignore_errors=True)
+            raise StorageFailedError(
+                f"no room to start a run in {runs_dir} ({error.strerror}): a run sets "
+                f"{RESERVE_BYTES >> 20} MiB aside to keep what it is paid for; free some space"
+            ) from None
+        return run
+
+    def release_reserve(self) -> bool:
+        """Free the space set aside; whether there was any to free."""
+        try:
+            (self.path / ".reserve").unlink()
+        except FileNotFoundError:
+            return False
+        return True
 
     @property
     def run_id(self) -> str:
@@ -217,9 +261,13 @@ class RunDirectory:
             else json.dumps(data, indent=2, ensure_ascii=False, default=str)
         )
         fd, tmp = tempfile.mkstemp(dir=self.path, prefix=f".{name}.")
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text + "\n")
-        os.replace(tmp, self.path / name)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text + "\n")
+            os.replace(tmp, self.path / name)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
     def write_lines(self, name: str, rows: list[BaseModel] | list[dict[str, Any]]) -> None:
         with open(self.path / name, "w", encoding="utf-8") as handle:
@@ -238,9 +286,26 @@ class RunDirectory:
         self._responses.flush()
 
     def close(self) -> None:
-        if self._responses is not None:
-            self._responses.close()
+        try:
+            if self._responses is not None:
+                self._responses.close()
+        finally:
             self._responses = None
+            self.release_reserve()
+
+
+def _allocate(path: Path, size: int) -> None:
+    """A file of ``size`` bytes whose blocks are really on the disk (not a sparse file)."""
+    with open(path, "wb") as handle:
+        try:
+            os.posix_fallocate(handle.fileno(), 0, size)
+            return
+        except (AttributeError, OSError) as error:  # no fallocate here, or not on this disk
+            if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+                raise
+        handle.write(bytes(size))
+        handle.flush()
+        os.fsync(handle.fileno())
 
 
 def read_manifest(run_dir: str | Path) -> Manifest:

@@ -94,8 +94,8 @@ async def run_ruted_audit(
         command=list(command if command is not None else sys.argv),
     )
     unused = {f for f in ALLOCATION_ONLY_FIELDS if f != "top_logprobs"}
-    session.run.write_json("spec.json", spec.model_dump(mode="json", exclude=unused))
     try:
+        session.run.write_json("spec.json", spec.model_dump(mode="json", exclude=unused))
         await session.send(plan.requests, stderr=stderr, label="ruted: ", annotate=plan.annotate)
         metrics = _write_results(session, task, spec, plan)
     except RunAbortedError as error:
@@ -103,10 +103,8 @@ async def run_ruted_audit(
         if hint is None:
             raise
         raise RunAbortedError(BiasauditError(f"{error.cause}; {hint}"), error.run_dir) from error
-    except BiasauditError as error:
-        if session.manifest.status in ("running", "completed"):
-            session.manifest.status, session.manifest.error = "failed", str(error)
-        raise
+    except (BiasauditError, OSError) as error:
+        raise session.fail(error) from None
     finally:
         await session.close()
     return RutedResult(session.run.path, session.manifest, metrics)

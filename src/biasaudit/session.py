@@ -5,7 +5,10 @@ around the engine, and does them here: open the cache and the run directory
 once the provider is resolved, keep the manifest, show progress, record one
 line per response as it arrives, and mark the run ``completed``, ``aborted``
 (a fatal provider error: every unanswered input is listed), ``failed`` or
-``interrupted`` (Ctrl-C, SIGTERM: what arrived is in the cache)::
+``interrupted`` (Ctrl-C, SIGTERM: what arrived is in the cache). Storage that
+fails mid-run (a full disk) stops it at once, ``failed``: the run directory's
+reserve of space is freed so that the answers already received still go into
+the cache and the manifest still records why::
 
     session = RunSession.open("fanout", provider, settings, runs_dir=..., cache_path=...)
     try:
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -28,7 +32,7 @@ from . import __version__
 from .batch import require_batch_api
 from .cache import ResponseCache
 from .engine import Engine, EngineSettings, RequestResult
-from .errors import BiasauditError, RunAbortedError, RunInterruptedError
+from .errors import BiasauditError, RunAbortedError, RunInterruptedError, StorageFailedError
 from .progress import ProgressPrinter
 from .providers import ModelRequest, Provider
 from .runs import (
@@ -42,6 +46,8 @@ from .runs import (
 )
 
 __all__ = ["Annotate", "RunSession", "finish_manifest", "response_record"]
+
+logger = logging.getLogger(__name__)
 
 Annotate = Callable[[RequestResult], dict[str, Any]]
 """Reads one result and returns extra :class:`ResponseRecord` fields (probe, parsed answer)."""
@@ -75,8 +81,15 @@ class RunSession:
         """
         if settings.batch and not settings.replay:
             require_batch_api(provider)  # before the run directory exists
-        cache = ResponseCache(cache_path)
-        run = RunDirectory.create(runs_dir, kind, provider.model_id)
+        # A replay writes nothing to the cache but hit counts: a read-only one will do.
+        cache = (
+            ResponseCache.for_reading(cache_path) if settings.replay else ResponseCache(cache_path)
+        )
+        try:
+            run = RunDirectory.create(runs_dir, kind, provider.model_id)
+        except BiasauditError:
+            cache.close()
+            raise
         manifest = Manifest(
             tool_version=__version__,
             run_id=run.run_id,
@@ -88,8 +101,13 @@ class RunSession:
             settings=asdict(settings),
             cache_path=str(cache_path),
         )
-        run.write_json("manifest.json", manifest)
         session = cls(provider, cache, Engine(provider, cache, settings), run, manifest)
+        try:
+            run.write_json("manifest.json", manifest)
+        except OSError as error:
+            run.close()
+            cache.close()
+            raise session._storage_failed(error) from None
         session.engine.on_batch_update = session._record_batches
         return session
 
@@ -124,8 +142,14 @@ class RunSession:
                 record = response_record(result)
                 if annotate is not None:
                     record = record.model_copy(update=annotate(result))
-                run.append_response(record)
+                try:
+                    run.append_response(record)
+                except OSError as error:
+                    raise self._storage_failed(error) from None
             manifest.status = "completed"
+        except StorageFailedError as error:
+            manifest.status, manifest.error = "failed", str(error)
+            raise StorageFailedError(f"{error}{self._keep_what_arrived()}", str(run.path)) from None
         except RunAbortedError as error:
             manifest.status, manifest.error = "aborted", str(error.cause)
             self._record_unanswered(requests, str(error.cause))
@@ -139,6 +163,18 @@ class RunSession:
         finally:
             await progress.stop()
 
+    def fail(self, error: BaseException) -> BaseException:
+        """Mark the run failed by ``error`` (unless already stopped) and return what to raise.
+
+        A file of the run that could not be written (``OSError``: a full disk)
+        becomes a :class:`~biasaudit.errors.StorageFailedError` naming it.
+        """
+        if isinstance(error, OSError):
+            error = self._storage_failed(error)
+        if self.manifest.status in ("running", "completed"):
+            self.manifest.status, self.manifest.error = "failed", str(error)
+        return error
+
     async def close(self) -> None:
         """Release the provider, write the final manifest, close the files."""
         self.manifest.endpoint.update(self.provider.run_report())
@@ -146,9 +182,37 @@ class RunSession:
             await self.provider.aclose()
         finally:
             finish_manifest(self.manifest, self.engine)
-            self.run.write_json("manifest.json", self.manifest)
+            try:
+                self.run.write_json("manifest.json", self.manifest)
+            except OSError as error:
+                self.run.release_reserve()
+                try:
+                    self.run.write_json("manifest.json", self.manifest)
+                except OSError:
+                    logger.warning("could not record the run's end in its manifest: %s", error)
             self.run.close()
             self.cache.close()
+
+    def _storage_failed(self, error: OSError) -> StorageFailedError:
+        where = error.filename or self.run.path
+        return StorageFailedError(
+            f"cannot write {where}: {error.strerror or error}; the run stopped sending. Free some "
+            "space and run the same command again: every answer the run recorded is in the cache",
+            str(self.run.path),
+        )
+
+    def _keep_what_arrived(self) -> str:
+        """Store the answers received but not yet stored, in the run's reserve; say how it went."""
+        held = self.cache.uncommitted
+        if not held:
+            return ""
+        self.run.release_reserve()
+        try:
+            self.cache.commit()
+        except BiasauditError:
+            lost = self.cache.uncommitted
+            return f" ({_answers(lost)} received as it stopped could not be kept)"
+        return f" ({_answers(held)} received as it stopped kept in the cache)"
 
     def _pending_batches(self) -> str | None:
         """Says which provider batches are still pending, and that a rerun collects them."""
@@ -176,6 +240,10 @@ class RunSession:
                         error_type="RunAbortedError",
                     )
                 )
+
+
+def _answers(count: int) -> str:
+    return "1 answer" if count == 1 else f"{count} answers"
 
 
 def finish_manifest(manifest: Manifest, engine: Engine) -> None:

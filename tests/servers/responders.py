@@ -131,7 +131,18 @@ def hashed_responder(body: JsonDict, path: str) -> list[Choice]:
     return [Choice.binary(int.from_bytes(digest[:4], "big") / 2**32)]
 
 
-RESPONDERS: Mapping[str, Responder] = {"default": default_responder, "hashed": hashed_responder}
+def long_responder(body: JsonDict, path: str) -> list[Choice]:
+    """About 2 KB of text naming the prompt: answers that fill a small disk quickly."""
+    key = request_key(body, path)
+    words = hashlib.sha256(key.encode()).hexdigest()
+    return [Choice(f"{key}: " + " ".join([words] * 30))]
+
+
+RESPONDERS: Mapping[str, Responder] = {
+    "default": default_responder,
+    "hashed": hashed_responder,
+    "long": long_responder,
+}
 """Responders a server started from the command line can use (`--responder`)."""
 
 

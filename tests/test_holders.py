@@ -1,0 +1,24 @@
+"""Lease holders: alive while their process (or, in this process, their runner) is."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+from biasaudit.holders import holder_alive, new_holder, running
+
+
+def test_a_holder_is_alive_while_its_process_or_runner_is() -> None:
+    host = socket.gethostname()
+    finished = subprocess.Popen([sys.executable, "-c", "pass"])
+    finished.wait()
+    assert not holder_alive(f"{host}:{finished.pid}:aa"), "a dead process holds nothing"
+    assert holder_alive(f"elsewhere-{host}:{finished.pid}:aa"), "another host: assume alive"
+    mine = new_holder()
+    assert mine.startswith(f"{host}:{os.getpid()}:")
+    assert not holder_alive(mine), "a holder of this process that has stopped"
+    with running(mine):
+        assert holder_alive(mine)
+    assert not holder_alive(mine)
