@@ -12,7 +12,7 @@ from biasaudit.engine import Engine, EngineSettings, RequestResult
 from biasaudit.errors import FatalProviderError, MalformedResponseError
 from biasaudit.providers import ModelRequest, Provider, resolve_model
 from biasaudit.providers._prompt_batch import split_choices
-from biasaudit.providers._wire import OpenAIBody
+from biasaudit.providers._wire import OPENAI_BODY, read_wire
 from tests.servers import Choice, Fault, OpenAIServer
 
 from .conftest import no_sleep
@@ -118,21 +118,22 @@ def test_chat_requests_are_never_batched(cache: ResponseCache) -> None:
 
 
 def test_split_choices_shares_usage_and_rejects_a_wrong_count() -> None:
-    body = OpenAIBody.model_validate(
+    body = read_wire(
+        OPENAI_BODY,
         {
             "model": "m",
             "choices": [{"index": i, "text": str(i)} for i in reversed(range(6))],
             "usage": {"prompt_tokens": 7, "completion_tokens": 6},
-        }
+        },
     )
     parts = split_choices(body, prompts=3, n=2)
-    assert [[c.text for c in sorted(p.choices, key=lambda c: c.index or 0)] for p in parts] == [
+    assert [[c["text"] for c in sorted(p["choices"], key=lambda c: c["index"])] for p in parts] == [
         ["0", "1"],
         ["2", "3"],
         ["4", "5"],
     ]
-    assert [p.usage.prompt_tokens for p in parts if p.usage] == [3, 2, 2]
-    assert sum(p.usage.completion_tokens or 0 for p in parts if p.usage) == 6
+    assert [p["usage"]["prompt_tokens"] for p in parts] == [3, 2, 2]
+    assert sum(p["usage"]["completion_tokens"] for p in parts) == 6
     with pytest.raises(FatalProviderError, match="does not take a list of prompts"):
         split_choices(body, prompts=4, n=2)
 
@@ -141,6 +142,6 @@ def test_split_choices_shares_usage_and_rejects_a_wrong_count() -> None:
     "indices", [[0, 1, 2, 3, 4, 9], [0, 0, 2, 3, 4, 5]], ids=["out-of-range", "repeated"]
 )
 def test_split_choices_with_bad_indices_is_a_malformed_answer(indices: list[int]) -> None:
-    body = OpenAIBody.model_validate({"choices": [{"index": i, "text": str(i)} for i in indices]})
+    body = read_wire(OPENAI_BODY, {"choices": [{"index": i, "text": str(i)} for i in indices]})
     with pytest.raises(MalformedResponseError):
         split_choices(body, prompts=3, n=2)

@@ -67,7 +67,7 @@ CREATE TABLE IF NOT EXISTS leases (
     key TEXT PRIMARY KEY,
     holder TEXT NOT NULL,
     expires REAL NOT NULL
-);
+) WITHOUT ROWID;
 """
 _INSERT = "INSERT OR REPLACE INTO responses (key, model_id, created, body) VALUES (?, ?, ?, ?)"
 _CHUNK = 500  # keys per SELECT ... IN (...): under SQLite's variable limit

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from ..errors import FatalProviderError
 from ._types import ModelRequest, ModelResponse
-from ._wire import ChatChoice, OpenAIBody, OpenAIUsage, malformed
+from ._wire import ChatChoice, OpenAIBody, malformed
 
 __all__ = ["PromptBatcher", "split_choices"]
 
@@ -104,34 +104,34 @@ def split_choices(body: OpenAIBody, prompts: int, n: int) -> list[OpenAIBody]:
     MalformedResponseError
         A choice's index is out of range or repeated.
     """
-    choices = body.choices
+    choices = body["choices"]
     if len(choices) != prompts * n:
         raise FatalProviderError(
             f"the endpoint answered {prompts} batched prompts with {len(choices)} choices, "
             f"not {prompts * n}: it does not take a list of prompts"
         )
-    usage = body.usage or OpenAIUsage()
-    input_shares = _shares(usage.prompt_tokens or 0, prompts)
-    output_shares = _shares(usage.completion_tokens or 0, prompts)
-    indices = [position if c.index is None else c.index for position, c in enumerate(choices)]
+    usage = body.get("usage") or {}
+    input_shares = _shares(usage.get("prompt_tokens") or 0, prompts)
+    output_shares = _shares(usage.get("completion_tokens") or 0, prompts)
+    indices: list[int] = []
+    for position, choice in enumerate(choices):
+        index = choice.get("index")
+        indices.append(position if index is None else index)
     if sorted(indices) != list(range(prompts * n)):
         raise malformed(
             f"batched completions choices with indices {sorted(indices)[:12]}, "
             f"not 0..{prompts * n - 1}",
-            body.model_dump_json(),
+            dict(body),
         )
     parts: list[list[ChatChoice]] = [[] for _ in range(prompts)]
     for index, choice in zip(indices, choices, strict=True):
-        parts[index // n].append(choice.model_copy(update={"index": index % n}))
+        parts[index // n].append({**choice, "index": index % n})
     return [
-        body.model_copy(
-            update={
-                "choices": part,
-                "usage": OpenAIUsage(
-                    prompt_tokens=input_shares[i], completion_tokens=output_shares[i]
-                ),
-            }
-        )
+        {
+            **body,
+            "choices": part,
+            "usage": {"prompt_tokens": input_shares[i], "completion_tokens": output_shares[i]},
+        }
         for i, part in enumerate(parts)
     ]
 

@@ -14,7 +14,7 @@ from ._base import classify_status
 from ._batch_api import BatchAPI
 from ._sdk import SDKProvider, is_transport_error, transport_error
 from ._types import Capabilities, ModelRequest, ModelResponse, Usage
-from ._wire import AnthropicBody, answer_limit, check_size, malformed, read_wire
+from ._wire import ANTHROPIC_BODY, answer_limit, check_size, malformed, read_wire
 
 __all__ = ["ANTHROPIC_CAPABILITIES", "AnthropicProvider"]
 
@@ -153,25 +153,27 @@ def parse_message_body(body: bytes | dict[str, Any], *, request_id: str | None) 
     MalformedResponseError
         Not a message (see :mod:`._wire`), or one without content or text.
     """
-    message = read_wire(AnthropicBody, body)
-    refused = message.stop_reason == "refusal"
-    if not message.content and not refused:
+    message = read_wire(ANTHROPIC_BODY, body)
+    stop_reason = message.get("stop_reason")
+    refused = stop_reason == "refusal"
+    if not message["content"] and not refused:
         raise malformed("a message with no content", body)
     texts = []
-    for block in message.content:
-        if block.type == "text":
-            if block.text is None:
+    for block in message["content"]:
+        if block["type"] == "text":
+            text = block.get("text")
+            if text is None:
                 raise malformed("a text block with no text", body)
-            texts.append(block.text)
-    usage = message.usage
+            texts.append(text)
+    usage = message.get("usage") or {}
     return ModelResponse(
         texts=("".join(texts),),
-        finish_reasons=(message.stop_reason,),
+        finish_reasons=(stop_reason,),
         refusal="the model refused" if refused else None,
-        model_version=message.model,
-        request_id=request_id or message.id,
+        model_version=message.get("model"),
+        request_id=request_id or message.get("id"),
         usage=Usage(
-            input_tokens=(usage.input_tokens or 0) if usage else 0,
-            output_tokens=(usage.output_tokens or 0) if usage else 0,
+            input_tokens=usage.get("input_tokens") or 0,
+            output_tokens=usage.get("output_tokens") or 0,
         ),
     )

@@ -25,6 +25,7 @@ from ._prompt_batch import PromptBatcher, split_choices
 from ._sdk import _URL_MEMO, SDKProvider, http_module, is_transport_error, transport_error
 from ._types import Capabilities, FirstTokenLogprobs, ModelRequest, ModelResponse, Usage
 from ._wire import (
+    OPENAI_BODY,
     ChatChoice,
     ChoiceLogprobs,
     OpenAIBody,
@@ -127,31 +128,36 @@ class OpenAICompatibleProvider(SDKProvider):
 
     def _parse(
         self,
-        body: bytes | dict[str, Any] | OpenAIBody,
+        body: bytes | dict[str, Any],
         request: ModelRequest,
         *,
         request_id: str | None,
         content_type: str | None = None,
     ) -> ModelResponse:
-        """The normalised response; a reasoning model's stop sequences applied here.
-
-        ``body`` is the answer's bytes, its parsed JSON (a batch's output line), or
-        an answer already read (one prompt's share of a batched answer).
+        """The normalised response to ``request`` of an answer's bytes or parsed JSON.
 
         Raises
         ------
         MalformedResponseError
             An answer of the wrong shape (see :mod:`._wire`).
         """
-        wire = (
-            body
-            if isinstance(body, OpenAIBody)
-            else read_wire(OpenAIBody, body, content_type=content_type)
-        )
+        wire = read_wire(OPENAI_BODY, body, content_type=content_type)
+        return self._normalised(wire, request, request_id=request_id, quoted=body)
+
+    def _normalised(
+        self,
+        wire: OpenAIBody,
+        request: ModelRequest,
+        *,
+        request_id: str | None,
+        quoted: bytes | dict[str, Any] | None = None,
+    ) -> ModelResponse:
+        """An answer already read (``quoted`` in errors), normalised; a reasoning model's
+        stop sequences applied."""
         try:
             response = _response(wire, request, request_id=request_id)
         except Unreadable as problem:
-            raise malformed(str(problem), wire.model_dump_json().encode()) from None
+            raise malformed(str(problem), quoted if quoted is not None else dict(wire)) from None
         stops = request.params.stop
         if stops and self.capabilities.reasoning_tokens is not None:
             return _stopped(response, stops)
@@ -181,14 +187,14 @@ class OpenAICompatibleProvider(SDKProvider):
         )
         content = _content(http_response, limit)
         body = read_wire(
-            OpenAIBody, content, content_type=http_response.headers.get("content-type")
+            OPENAI_BODY, content, content_type=http_response.headers.get("content-type")
         )
         request_id = http_response.headers.get("x-request-id")
         bodies = split_choices(body, len(requests), first.params.n or 1)
         outcomes: list[ModelResponse | Exception] = []
         for request, part in zip(requests, bodies, strict=True):
             try:
-                outcomes.append(self._parse(part, request, request_id=request_id))
+                outcomes.append(self._normalised(part, request, request_id=request_id))
             except Exception as error:  # one prompt's bad answer fails that prompt alone
                 outcomes.append(error)
         return outcomes
@@ -362,35 +368,36 @@ def _response(body: OpenAIBody, request: ModelRequest, *, request_id: str | None
     Raises :class:`Unreadable` for a choice with no message (chat) or no text
     (completions).
     """
-    choices = sorted(body.choices, key=lambda c: c.index or 0)
+    choices = sorted(body["choices"], key=lambda c: c.get("index") or 0)
     texts: list[str] = []
     finish: list[str | None] = []
     logprobs: list[FirstTokenLogprobs | None] = []
     refusals: list[str] = []
     for choice in choices:
         texts.append(_choice_text(choice, request.kind, refusals))
-        finish.append(choice.finish_reason)
-        if choice.finish_reason == "content_filter":
+        reason = choice.get("finish_reason")
+        finish.append(reason)
+        if reason == "content_filter":
             refusals.append("the endpoint's content filter stopped the answer")
-        logprobs.append(_first_token_logprobs(choice.logprobs))
+        logprobs.append(_first_token_logprobs(choice.get("logprobs")))
     wanted = request.params.wants_logprobs
     if wanted and all(entry is None for entry in logprobs) and any(texts):
         raise LogprobsUnavailableError(
             "the endpoint answered without logprobs although they were requested; "
             "it cannot give logprobs (use sampled replicates instead)"
         )
-    usage = body.usage
+    usage = body.get("usage") or {}
     return ModelResponse(
         texts=tuple(texts),
         logprobs=tuple(logprobs) if wanted else None,
         finish_reasons=tuple(finish),
-        model_version=body.model,
+        model_version=body.get("model"),
         refusal="; ".join(refusals) or None,
-        system_fingerprint=body.system_fingerprint,
-        request_id=request_id or body.id,
+        system_fingerprint=body.get("system_fingerprint"),
+        request_id=request_id or body.get("id"),
         usage=Usage(
-            input_tokens=(usage.prompt_tokens or 0) if usage else 0,
-            output_tokens=(usage.completion_tokens or 0) if usage else 0,
+            input_tokens=usage.get("prompt_tokens") or 0,
+            output_tokens=usage.get("completion_tokens") or 0,
         ),
     )
 
@@ -398,17 +405,19 @@ def _response(body: OpenAIBody, request: ModelRequest, *, request_id: str | None
 def _choice_text(choice: ChatChoice, kind: str, refusals: list[str]) -> str:
     """A choice's text; a chat message's refusal is added to ``refusals``."""
     if kind != "chat":
-        if choice.text is None:
+        text = choice.get("text")
+        if text is None:
             raise Unreadable("a completions choice with no 'text'")
-        return choice.text
-    message = choice.message
+        return text
+    message = choice.get("message")
     if message is None:
         raise Unreadable("a chat choice with no 'message'")
-    if message.refusal:
-        refusals.append(message.refusal)
-    content = message.content
+    refusal = message.get("refusal")
+    if refusal:
+        refusals.append(refusal)
+    content = message.get("content")
     if isinstance(content, list):  # text in parts (some servers): the text parts, joined
-        return "".join(part.text or "" for part in content if "text" in part.type)
+        return "".join(part.get("text") or "" for part in content if "text" in part["type"])
     return content or ""
 
 
@@ -416,17 +425,19 @@ def _first_token_logprobs(block: ChoiceLogprobs | None) -> FirstTokenLogprobs | 
     """Normalise either logprobs shape to the first token's alternatives."""
     if block is None:
         return None
-    if block.content is not None:  # chat shape (and llama.cpp's completions)
-        if not block.content:
+    content = block.get("content")
+    if content is not None:  # chat shape (and llama.cpp's completions)
+        if not content:
             return None
-        first = block.content[0]
-        top = [(alt.token, alt.logprob) for alt in first.top_logprobs or ()]
-        return _first_token(first.token, first.logprob, top)
-    if block.tokens:  # legacy completions shape
-        token_logprobs = block.token_logprobs or [None]
-        top_list = block.top_logprobs or [None]
+        first = content[0]
+        top = [(alt["token"], alt["logprob"]) for alt in first.get("top_logprobs") or ()]
+        return _first_token(first["token"], first.get("logprob"), top)
+    tokens = block.get("tokens")
+    if tokens:  # legacy completions shape
+        token_logprobs = block.get("token_logprobs") or [None]
+        top_list = block.get("top_logprobs") or [None]
         top = list((top_list[0] or {}).items())
-        return _first_token(block.tokens[0], token_logprobs[0], top)
+        return _first_token(tokens[0], token_logprobs[0], top)
     return None
 
 
