@@ -382,7 +382,7 @@ def test_anthropic_message_shape(ant: AnthropicServer) -> None:
     assert [b.text for b in msg.content] == ["SYS -> Yes."]
     assert (msg.stop_reason, msg.stop_sequence, msg.usage.output_tokens) == ("max_tokens", None, 3)
     assert (stopped.stop_reason, stopped.stop_sequence) == ("stop_sequence", ".")
-    path, headers, body = ant.requests[0]
+    path, headers, body, _ = ant.requests[0]
     # anthropic 2.x sends the API key as a Bearer token, not x-api-key.
     assert path == "/v1/messages" and headers["authorization"] == "Bearer test"
     assert "anthropic-version" in headers and body is not None and body["system"] == "SYS"

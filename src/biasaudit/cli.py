@@ -59,6 +59,27 @@ _BATCH_HELP = (
 _BATCH_POLL_HELP = "Seconds before a batch's first status check; doubles up to 60 s."
 
 
+def _headers(
+    _ctx: click.Context, _param: click.Parameter, pairs: tuple[str, ...]
+) -> dict[str, str] | None:
+    """``--header NAME=VALUE``, given once per header."""
+    headers: dict[str, str] = {}
+    for pair in pairs:
+        name, equals, value = pair.partition("=")
+        if not equals or not name.strip():
+            raise click.BadParameter(
+                f"'{pair.partition('=')[0]}=...' expected NAME=VALUE, e.g. 'api-key=$AZURE_KEY'"
+            )
+        headers[name.strip()] = value
+    return headers or None
+
+
+_HEADER_HELP = (
+    "Send this header with every request, as NAME=VALUE; a value $VAR is read from the "
+    "environment (--header 'api-key=$AZURE_KEY'). Recorded masked. Again for each header."
+)
+
+
 def _base_urls(
     _ctx: click.Context, _param: click.Parameter, urls: tuple[str, ...]
 ) -> str | tuple[str, ...] | None:
@@ -91,6 +112,9 @@ def cli() -> None:
     metavar="NAME",
     help="Environment variable holding the API key (default: the provider's, e.g. OPENAI_API_KEY; "
     "none for self-hosted servers).",
+)
+@click.option(
+    "--header", "headers", multiple=True, metavar="NAME=VALUE", callback=_headers, help=_HEADER_HELP
 )
 @click.option(
     "--concurrency",
@@ -198,6 +222,7 @@ def _start_early(options: dict[str, Any]) -> None:
         options.get("api_key_env"),
         concurrency=options["concurrency"],
         workers=options["workers"],
+        headers=options.get("headers"),
     )
 
 
@@ -286,6 +311,14 @@ _AUDIT_OPTIONS = [
         help="API root of an OpenAI-compatible server (again for each replica).",
     ),
     click.option("--api-key-env", metavar="NAME", help="Environment variable holding the key."),
+    click.option(
+        "--header",
+        "headers",
+        multiple=True,
+        metavar="NAME=VALUE",
+        callback=_headers,
+        help=_HEADER_HELP,
+    ),
     click.option(
         "--method",
         type=click.Choice(["pointwise", "pairwise"]),

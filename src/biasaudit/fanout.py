@@ -24,6 +24,7 @@ from .errors import BiasauditError, InputError, UsageError
 from .loop import run_async
 from .providers import ModelRequest, resolve_model
 from .runs import RunResult
+from .secrets import public_headers, redact_url
 from .session import RunSession
 
 __all__ = ["FanoutOptions", "FanoutResult", "fanout", "read_prompts", "run_fanout"]
@@ -36,6 +37,7 @@ class FanoutOptions:
     model: str
     base_url: str | tuple[str, ...] | None = None  # several: replicas of one model
     api_key_env: str | None = None
+    headers: dict[str, str] | None = None  # values "$NAME" come from the environment
     concurrency: int = 16
     rpm: float | None = None
     max_retries: int = 6
@@ -157,6 +159,7 @@ async def run_fanout(
         api_key_env=options.api_key_env,
         max_connections=options.concurrency,
         need_key=not options.replay,
+        headers=options.headers,
     )
     session = RunSession.open(
         "fanout",
@@ -183,8 +186,9 @@ async def run_fanout(
 def _spec(options: FanoutOptions, input_path: Path | None) -> dict[str, object]:
     spec: dict[str, object] = {
         "model": options.model,
-        "base_url": options.base_url,
+        "base_url": _public_urls(options.base_url),
         "api_key_env": options.api_key_env,  # the variable's name, never its value
+        "headers": public_headers(options.headers),
         "settings": asdict(options.engine_settings()),
         "runs_dir": str(options.runs_dir),
         "cache_path": str(options.resolved_cache_path),
@@ -193,3 +197,10 @@ def _spec(options: FanoutOptions, input_path: Path | None) -> dict[str, object]:
         spec["input"] = str(input_path)
         spec["input_sha256"] = hashlib.sha256(input_path.read_bytes()).hexdigest()
     return spec
+
+
+def _public_urls(urls: str | tuple[str, ...] | None) -> str | list[str] | None:
+    """Base URLs as they may be recorded: credentials as ``***``."""
+    if urls is None or isinstance(urls, str):
+        return None if urls is None else redact_url(urls)
+    return [redact_url(url) for url in urls]

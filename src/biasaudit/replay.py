@@ -176,8 +176,9 @@ def _replay_fanout(
     settings = spec.get("settings", {})
     options = FanoutOptions(
         model=spec["model"],
-        base_url=spec.get("base_url"),
+        base_url=_base_url(spec.get("base_url")),
         api_key_env=spec.get("api_key_env"),
+        headers=spec.get("headers"),
         concurrency=settings.get("concurrency", 16),
         runs_dir=out,
         cache_path=cache_path,
@@ -230,6 +231,11 @@ def _missing_message(
             "failed requests, which are never cached"
         )
     return message
+
+
+def _base_url(recorded: Any) -> str | tuple[str, ...] | None:
+    """A fan-out's recorded base URL(s): its credentials masked, which a replay does not need."""
+    return tuple(recorded) if isinstance(recorded, list) else recorded
 
 
 def _mark_replay(run_dir: Path, original: Path) -> None:

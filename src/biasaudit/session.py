@@ -44,6 +44,7 @@ from .runs import (
     RunDirectory,
     TokenUsage,
 )
+from .secrets import redact_command
 
 __all__ = ["Annotate", "RunSession", "finish_manifest", "response_record"]
 
@@ -94,7 +95,7 @@ class RunSession:
             tool_version=__version__,
             run_id=run.run_id,
             kind=kind,
-            command=list(command),
+            command=redact_command(command),
             started_at=datetime.now(UTC),
             endpoint=provider.describe(),
             simulated=provider.simulated,

@@ -28,6 +28,7 @@ from pydantic import (
     Field,
     TypeAdapter,
     ValidationError,
+    field_serializer,
     field_validator,
     model_validator,
 )
@@ -36,6 +37,7 @@ from .engine import EngineSettings
 from .errors import UsageError
 from .providers import Provider, resolve_model
 from .providers._types import ReasoningEffort
+from .secrets import public_headers, redact_url
 
 __all__ = [
     "AllocationTaskSpec",
@@ -65,6 +67,11 @@ class AuditSpec(BaseModel):
         None, description="API root of an OpenAI-compatible server; several for replicas."
     )
     api_key_env: str | None = Field(None, description="Environment variable holding the key.")
+    headers: dict[str, str] | None = Field(
+        None,
+        description="Sent with every request; a value $NAME is read from the environment. "
+        "Recorded masked (spec.json keeps $NAME references, every other value is ***).",
+    )
     method: Method = "pointwise"
     scoring: Literal["auto", "logprobs", "samples"] = Field(
         "auto", description="Pointwise: first-token logprobs, sampled replicates, or auto."
@@ -123,6 +130,17 @@ class AuditSpec(BaseModel):
             return value[0]
         return value
 
+    @field_serializer("base_url", when_used="json")
+    def _masked_urls(self, urls: str | tuple[str, ...] | None) -> str | list[str] | None:
+        # Written to spec.json and used for a spec's identity: credentials never are.
+        if urls is None or isinstance(urls, str):
+            return None if urls is None else redact_url(urls)
+        return [redact_url(url) for url in urls]
+
+    @field_serializer("headers", when_used="json")
+    def _masked_headers(self, headers: dict[str, str] | None) -> dict[str, str] | None:
+        return public_headers(headers)
+
     @property
     def cache_path(self) -> Path:
         return self.cache or self.runs_dir / "cache.sqlite"
@@ -139,6 +157,7 @@ class AuditSpec(BaseModel):
             api_key_env=self.api_key_env,
             max_connections=self.concurrency,
             need_key=not self.replay if need_key is None else need_key,
+            headers=self.headers,
         )
 
     def engine_settings(self) -> EngineSettings:

@@ -153,6 +153,7 @@ def prestart_for(
     *,
     concurrency: int,
     workers: int,
+    headers: dict[str, str] | None = None,
 ) -> None:
     """Start the children a run with these options will ask for, if it asks for any.
 
@@ -166,7 +167,7 @@ def prestart_for(
     from .providers import provider_spec
 
     share = max(1, math.ceil(concurrency / workers))
-    spec = worker_provider_spec(provider_spec(model_id, base_url, api_key_env), share)
+    spec = worker_provider_spec(provider_spec(model_id, base_url, api_key_env, headers), share)
     prestart(spec, workers - 1)
 
 

@@ -35,11 +35,12 @@ Builder = Callable[[JsonDict, Fault | None], JsonDict]
 
 
 class RecordedRequest(NamedTuple):
-    """One received request; unpacks as (path, headers, body)."""
+    """One received request; unpacks as (path, headers, body, query)."""
 
     path: str
     headers: dict[str, str]  # lower-cased names
     body: JsonDict | None  # None for GETs and unparsable bodies
+    query: str = ""  # the query string, as sent
 
 
 class ApiError(Exception):
@@ -367,7 +368,8 @@ class FakeProviderServer(ABC):
         if self.record:
             headers = {k.lower(): v for k, v in request.headers.items()}
             with self._requests_lock:
-                self._requests.append(RecordedRequest(request.path, headers, body))
+                record = RecordedRequest(request.path, headers, body, request.query_string)
+                self._requests.append(record)
                 self._requests_lock.notify_all()
 
     async def _health(self, _request: web.Request) -> web.Response:

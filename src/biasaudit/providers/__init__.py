@@ -10,13 +10,13 @@ any other name given with ``--base-url``; ``sim/…`` is the offline simulated m
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
 from ..errors import ConfigurationError, UnknownProviderError
-from ..secrets import read_api_key
+from ..secrets import read_api_key, read_headers, redact_url
 from ._base import Provider, classify_status, parse_retry_after
 from ._types import (
     Capabilities,
@@ -120,13 +120,17 @@ def resolve_model(
     api_key_env: str | None = None,
     max_connections: int = 64,
     need_key: bool = True,
+    headers: Mapping[str, str] | None = None,
 ) -> Provider:
     """Build the provider for ``provider/model``.
 
     Several base URLs are replicas of one self-hosted model (:mod:`.replicas`).
+    ``headers`` go with every request; a value ``$NAME`` is read from the
+    environment (:func:`~biasaudit.secrets.read_headers`).
 
-    Reads the API key from the environment now, so a missing key fails before
-    any request is sent. ``need_key=False`` (replays, which send nothing) skips it.
+    Reads the API key (and headers' variables) from the environment now, so a
+    missing one fails before any request is sent. ``need_key=False`` (replays,
+    which send nothing) skips them.
 
     Raises
     ------
@@ -142,20 +146,33 @@ def resolve_model(
             base_url,
             lambda url: resolve_model(
                 model_id, base_url=url, api_key_env=api_key_env,
-                max_connections=max_connections, need_key=need_key,
+                max_connections=max_connections, need_key=need_key, headers=headers,
             ),
         )  # fmt: skip
-    provider = _build(model_id, base_url, api_key_env, max_connections, need_key)
+    extra = read_headers(headers, need_values=need_key)
+    provider = _build(model_id, base_url, api_key_env, max_connections, need_key, extra)
     # Without a spec the engine runs no worker processes: each would start a local
     # model's server of its own, and that server computes one request at a time.
     if provider.name != "local":
-        provider.spec = provider_spec(model_id, base_url, api_key_env)
+        provider.spec = provider_spec(model_id, base_url, api_key_env, headers)
     return provider
 
 
-def provider_spec(model_id: str, base_url: str | None, api_key_env: str | None) -> dict[str, Any]:
-    """The :func:`resolve_model` arguments that rebuild a provider in a worker process."""
-    return {"model_id": model_id, "base_url": base_url, "api_key_env": api_key_env}
+def provider_spec(
+    model_id: str,
+    base_url: str | None,
+    api_key_env: str | None,
+    headers: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The :func:`resolve_model` arguments that rebuild a provider in a worker process.
+
+    Sent to the worker through a pipe, never written: the worker reads keys and
+    headers' variables from the environment it inherits.
+    """
+    spec: dict[str, Any] = {"model_id": model_id, "base_url": base_url, "api_key_env": api_key_env}
+    if headers:
+        spec["headers"] = dict(headers)
+    return spec
 
 
 def _build(
@@ -164,6 +181,7 @@ def _build(
     api_key_env: str | None,
     max_connections: int,
     need_key: bool,
+    headers: dict[str, str],
 ) -> Provider:
     provider_name, sep, model = model_id.partition("/")
     if not sep or not provider_name or not model:
@@ -178,6 +196,8 @@ def _build(
             f"unknown provider '{provider_name}' (known: {known}); for any other "
             "OpenAI-compatible server give --base-url"
         )
+    if headers and (info is not None and info.kind in ("sim", "local")):
+        raise ConfigurationError(f"{provider_name}/ models send no HTTP requests: no --header")
     if info is not None and info.kind == "sim":
         from .sim import SimProvider
 
@@ -192,8 +212,9 @@ def _build(
         from .anthropic import AnthropicProvider
 
         return AnthropicProvider(
-            model, api_key=api_key or "", base_url=url, max_connections=max_connections
-        )
+            model, api_key=api_key or "", base_url=url, max_connections=max_connections,
+            headers=headers,
+        )  # fmt: skip
     from .openai_compatible import OpenAICompatibleProvider
 
     capabilities = info.capabilities
@@ -211,6 +232,7 @@ def _build(
         capabilities=capabilities,
         max_connections=max_connections,
         uses_max_completion_tokens=provider_name == "openai" and base_url is None,
+        headers=headers,
     )
 
 
@@ -276,5 +298,5 @@ def _check_url(url: str | None, provider_name: str) -> str:
         )
     parsed = urlparse(url)
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
-        raise ConfigurationError(f"--base-url '{url}' is not an http(s) URL")
+        raise ConfigurationError(f"--base-url '{redact_url(url)}' is not an http(s) URL")
     return url

@@ -6,10 +6,11 @@ and the engine splits ``n`` into separate, separately cached calls.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ProviderError, RequestRejectedError, UsageError
-from ..secrets import remember_secret
+from ..secrets import EndpointURL, remember_secret
 from ._base import classify_status
 from ._batch_api import BatchAPI
 from ._sdk import SDKProvider, is_transport_error, transport_error
@@ -37,9 +38,13 @@ class AnthropicProvider(SDKProvider):
         base_url: str | None = None,
         max_connections: int = 64,
         name: str = "anthropic",
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         self.name, self.model = name, model
-        self.base_url = (base_url or "https://api.anthropic.com").rstrip("/")
+        self._endpoint = EndpointURL(base_url or "https://api.anthropic.com")
+        self.base_url = self._endpoint.shown
+        # Credentials in the URL are basic auth (a proxy's); the key goes as x-api-key.
+        self._headers = {**(headers or {}), **self._endpoint.auth_headers()}
         self.capabilities = ANTHROPIC_CAPABILITIES
         self._api_key = api_key
         remember_secret(api_key)
@@ -53,10 +58,16 @@ class AnthropicProvider(SDKProvider):
 
         return anthropic.AsyncAnthropic(
             api_key=self._api_key,
-            base_url=self.base_url,
+            base_url=self._endpoint.connect,
+            default_headers=self._headers or None,
+            default_query=self._endpoint.query or None,
             max_retries=0,  # the engine owns retries
             http_client=http_client,
         )
+
+    @property
+    def cache_scope(self) -> str:
+        return self._endpoint.scope  # the URL without its credentials
 
     async def complete(self, request: ModelRequest, *, timeout: float) -> ModelResponse:
         params = self.message_body(request)

@@ -14,11 +14,11 @@ logprobs, and both shapes are read:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import LogprobsUnavailableError, ProviderError
-from ..secrets import remember_secret
+from ..secrets import EndpointURL, remember_secret
 from ._base import classify_status
 from ._batch_api import BatchAPI
 from ._prompt_batch import PromptBatcher, split_choices
@@ -60,6 +60,12 @@ class OpenAICompatibleProvider(SDKProvider):
     uses_max_completion_tokens:
         OpenAI itself deprecates ``max_tokens`` on chat (and reasoning models
         refuse it); compatible servers expect ``max_tokens``.
+    headers:
+        Sent with every request (``--header``): a gateway's or a host's own key.
+
+    Credentials in ``base_url`` (``user:password@``, ``?api-key=``) are sent
+    with every request, basic auth in place of the API key, and never recorded
+    (:class:`~biasaudit.secrets.EndpointURL`).
     """
 
     def __init__(
@@ -72,8 +78,12 @@ class OpenAICompatibleProvider(SDKProvider):
         capabilities: Capabilities,
         max_connections: int = 64,
         uses_max_completion_tokens: bool = False,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
-        self.name, self.model, self.base_url = name, model, base_url.rstrip("/")
+        self.name, self.model = name, model
+        self._endpoint = EndpointURL(base_url)
+        self.base_url = self._endpoint.shown
+        self._headers = {**(headers or {}), **self._endpoint.auth_headers()}
         self.capabilities = capabilities
         self._api_key = api_key or _NO_KEY
         remember_secret(self._api_key)
@@ -86,11 +96,17 @@ class OpenAICompatibleProvider(SDKProvider):
     def __repr__(self) -> str:  # never show the key
         return f"OpenAICompatibleProvider({self.model_id!r}, base_url={self.base_url!r})"
 
+    @property
+    def cache_scope(self) -> str:
+        return self._endpoint.scope  # the URL without its credentials
+
     def _new_client(self, http_client: Any) -> Any:
         self._http = http_module()
         return _client_class()(
             api_key=self._api_key,
-            base_url=self.base_url,
+            base_url=self._endpoint.connect,
+            default_headers=self._headers or None,
+            default_query=self._endpoint.query or None,
             max_retries=0,  # the engine owns retries (STYLE.md principle 2)
             http_client=http_client,
         )
