@@ -284,4 +284,4 @@ def test_study_writes_a_report_beside_the_runs(
 def test_report_of_a_folder_that_is_no_run(tmp_path: Path) -> None:
     code, _, err = invoke("report", str(tmp_path))
     assert code == 2
-    assert err == f"error: {tmp_path} is not a run directory (no readable manifest.json)\n"
+    assert err == f"error: {tmp_path} is not a run directory (no manifest.json)\n"

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from typing import Any
 
@@ -34,6 +35,7 @@ from .engine import Engine, EngineSettings, RequestResult
 from .errors import BiasauditError, RunAbortedError
 from .loop import pause_gc_until_run, run_async
 from .providers import ModelRequest, Provider, resolve_model
+from .worker_pool import PARENT_ENV, die_with_parent
 
 
 async def serve(provider: Provider, lines: list[str], out: Any) -> None:
@@ -89,6 +91,9 @@ def snapshot(engine: Engine) -> dict[str, int]:
 
 
 def main() -> None:
+    die_with_parent()
+    if os.environ.get(PARENT_ENV) not in (None, str(os.getppid())):
+        return  # the parent died before this worker could ask to die with it
     first = sys.stdin.readline()
     if not first:
         return
@@ -107,6 +112,10 @@ def main() -> None:
         )
     except (asyncio.CancelledError, KeyboardInterrupt):
         pass  # stopped by the engine (run over, or interrupted): answers are in the cache
+    except BrokenPipeError:
+        # The parent is gone (killed): nobody reads the answers, which are in the cache.
+        # Stop quietly; the interpreter's last flush must not meet the broken pipe again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 if __name__ == "__main__":

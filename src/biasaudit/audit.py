@@ -93,6 +93,7 @@ async def run_audit(
         runs_dir=spec.runs_dir,
         cache_path=spec.cache_path,
         command=list(command if command is not None else sys.argv),
+        requests=plan.requests,
     )
     try:
         session.run.write_json("spec.json", spec.model_dump(mode="json"))

@@ -24,6 +24,10 @@ from .errors import BiasauditError
 from .providers._types import ReasoningEffort  # loaded with the package already
 from .secrets import RedactingFilter, redact
 
+# The spec's bounds, mirrored by the options (importing spec here would load the engine).
+MAX_ROUNDS = 100_000
+MAX_TIMEOUT_S = 86_400.0
+
 if TYPE_CHECKING:
     from .spec import GradeScoreSpec, RutedSpec
 
@@ -124,7 +128,7 @@ def cli() -> None:
     help="Most requests in flight; lowered automatically on rate limits.",
 )
 @click.option(
-    "--rpm", type=click.FloatRange(min=0, min_open=True), help="Most requests per minute."
+    "--rpm", type=click.FloatRange(min=0, max=1e7, min_open=True), help="Most requests per minute."
 )
 @click.option(
     "--max-retries",
@@ -137,7 +141,7 @@ def cli() -> None:
     "--timeout",
     default=60.0,
     show_default=True,
-    type=click.FloatRange(min=0, min_open=True),
+    type=click.FloatRange(min=0, max=MAX_TIMEOUT_S, min_open=True),
     help="Seconds one attempt may take.",
 )
 @click.option(
@@ -168,7 +172,7 @@ def cli() -> None:
     default=5.0,
     show_default=True,
     metavar="SECONDS",
-    type=click.FloatRange(min=0, min_open=True),
+    type=click.FloatRange(min=0, max=3600, min_open=True),
     help=_BATCH_POLL_HELP,
 )
 @_reports_errors
@@ -342,27 +346,35 @@ _AUDIT_OPTIONS = [
         "before each answer, sent as reasoning_effort [default: the model's own].",
     ),
     click.option("--reference-group", help="The group every other is compared with."),
-    click.option("--k-max", type=click.IntRange(1), help="Selections k = 1..K [default: 5]."),
-    click.option("--seed", type=click.IntRange(0), help="Seed of names, pools [default: 0]."),
+    click.option("--k-max", type=click.IntRange(1, 100), help="Selections k = 1..K [default: 5]."),
     click.option(
-        "--rounds", type=click.IntRange(1), help="Simulated pools per subtask [default: 1800]."
+        "--seed", type=click.IntRange(0, 2**32 - 1), help="Seed of names, pools [default: 0]."
     ),
-    click.option("--pools", type=click.IntRange(1), help="Pairwise: pools per subtask [30]."),
+    click.option(
+        "--rounds",
+        type=click.IntRange(1, MAX_ROUNDS),
+        help="Simulated pools per subtask [default: 1800].",
+    ),
+    click.option(
+        "--pools", type=click.IntRange(1, 10_000), help="Pairwise: pools per subtask [30]."
+    ),
     click.option(
         "--concurrency", type=click.IntRange(1, 4096), help="Requests in flight [default: 16]."
     ),
-    click.option("--rpm", type=click.FloatRange(min=0, min_open=True), help="Requests a minute."),
+    click.option(
+        "--rpm", type=click.FloatRange(min=0, max=1e7, min_open=True), help="Requests a minute."
+    ),
     click.option("--max-retries", type=click.IntRange(0, 100), help="Retries [default: 6]."),
     click.option(
         "--timeout",
-        type=click.FloatRange(min=0, min_open=True),
+        type=click.FloatRange(min=0, max=MAX_TIMEOUT_S, min_open=True),
         help="Seconds per attempt [default: 60].",
     ),
     click.option("--workers", type=click.IntRange(1, 64), help="Processes [default: 1]."),
     click.option("--batch", is_flag=True, default=None, help=_BATCH_HELP),
     click.option(
         "--batch-poll",
-        type=click.FloatRange(min=0, min_open=True),
+        type=click.FloatRange(min=0, max=3600, min_open=True),
         metavar="SECONDS",
         help=_BATCH_POLL_HELP.replace(".", " [default: 5].", 1),
     ),
@@ -530,7 +542,9 @@ def run() -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="YAML of jobs and resumes to use instead of the shipped ones.",
 )
-@click.option("--names-per-group", type=click.IntRange(1), help="Names per group [default: 100].")
+@click.option(
+    "--names-per-group", type=click.IntRange(1, 100_000), help="Names per group [default: 100]."
+)
 @_reports_errors
 def run_resume_screening(**fields: Any) -> None:
     """Screen resumes for four jobs: 8 groups x names x resumes (see 'biasaudit tasks')."""
@@ -546,7 +560,7 @@ def run_resume_screening(**fields: Any) -> None:
     help="CSV with text, group[, rating, essay_id, topic]; 'demo' for the shipped demo.",
 )
 @click.option("--topic", help="The essay prompt the rubric names (unless a 'topic' column does).")
-@click.option("--pool-size", type=click.IntRange(2), help="Essays per pool [default: 10].")
+@click.option("--pool-size", type=click.IntRange(2, 1000), help="Essays per pool [default: 10].")
 @_reports_errors
 def run_essay_grading(**fields: Any) -> None:
     """Grade essays 1-5 and select the top k of random pools (see 'biasaudit tasks')."""
@@ -585,7 +599,7 @@ def run_essay_grading(**fields: Any) -> None:
     type=click.FloatRange(0, 2),
     help="The judge's sampling temperature [default: 0.3, the paper's].",
 )
-@click.option("--max-tokens", type=click.IntRange(1), help="Longest answer [the prompt's].")
+@click.option("--max-tokens", type=click.IntRange(1, 32768), help="Longest answer [the prompt's].")
 @_reports_errors
 def run_grade_score(**fields: Any) -> None:
     """Grade Score: does a judge choose among options by position or by content?

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -26,6 +26,7 @@ from .providers import ModelRequest, resolve_model
 from .runs import RunResult
 from .secrets import public_headers, redact_url
 from .session import RunSession
+from .textfiles import brief, text_lines
 
 __all__ = ["FanoutOptions", "FanoutResult", "fanout", "read_prompts", "run_fanout"]
 
@@ -81,32 +82,30 @@ def read_prompts(path: str | Path) -> list[ModelRequest]:
         A line that is not JSON, not an object, misses ``id`` or an input,
         has a bad parameter, or repeats an (``id``, ``replicate``) pair.
     """
-    requests: list[ModelRequest] = []
+    return [request for _, request in read_prompt_lines(path)]
+
+
+def read_prompt_lines(path: str | Path) -> list[tuple[int, ModelRequest]]:
+    """:func:`read_prompts`, each request with the number of its line."""
+    found: list[tuple[int, ModelRequest]] = []
     seen: dict[tuple[str, int], int] = {}
     name = str(path)
-    try:
-        handle = open(path, encoding="utf-8")  # noqa: SIM115
-    except OSError as error:
-        raise UsageError(f"cannot read {name}: {error.strerror}") from None
-    with handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            request = _parse_line(name, number, line)
-            pair = (request.id, request.replicate)
-            if pair in seen:
-                raise InputError(
-                    name,
-                    number,
-                    "id",
-                    f"id {request.id!r} with replicate {request.replicate} "
-                    f"already appears on line {seen[pair]}",
-                )
-            seen[pair] = number
-            requests.append(request)
-    if not requests:
+    for number, line in text_lines(path, "prompts"):
+        if not line.strip():
+            continue
+        request = _parse_line(name, number, line)
+        pair = (request.id, request.replicate)
+        if pair in seen:
+            raise InputError(
+                name, number, "id",
+                f"id {brief(request.id)} with replicate {request.replicate} "
+                f"already appears on line {seen[pair]}",
+            )  # fmt: skip
+        seen[pair] = number
+        found.append((number, request))
+    if not found:
         raise UsageError(f"{name} holds no prompts")
-    return requests
+    return found
 
 
 def _parse_line(name: str, number: int, line: str) -> ModelRequest:
@@ -114,6 +113,8 @@ def _parse_line(name: str, number: int, line: str) -> ModelRequest:
         data = json.loads(line)
     except json.JSONDecodeError as error:
         raise InputError(name, number, None, f"not valid JSON ({error.msg})") from None
+    except RecursionError:
+        raise InputError(name, number, None, "not valid JSON (nested too deeply)") from None
     if not isinstance(data, dict):
         raise InputError(name, number, None, "each line must be a JSON object")
     if isinstance(data.get("id"), int):
@@ -135,8 +136,12 @@ def fanout(
     input_path: str | Path, options: FanoutOptions, *, stderr: TextIO | None = None
 ) -> FanoutResult:
     """Read prompts from ``input_path`` and run them; see :func:`run_fanout`."""
-    requests = read_prompts(input_path)
-    return run_async(run_fanout(requests, options, stderr=stderr, input_path=Path(input_path)))
+    numbered = read_prompt_lines(input_path)
+    requests = [request for _, request in numbered]
+    lines = [number for number, _ in numbered]
+    return run_async(
+        run_fanout(requests, options, stderr=stderr, input_path=Path(input_path), lines=lines)
+    )
 
 
 async def run_fanout(
@@ -145,6 +150,7 @@ async def run_fanout(
     *,
     stderr: TextIO | None = None,
     input_path: Path | None = None,
+    lines: Sequence[int] | None = None,
 ) -> FanoutResult:
     """Send ``requests`` to ``options.model`` and write a run directory.
 
@@ -168,6 +174,8 @@ async def run_fanout(
         runs_dir=options.runs_dir,
         cache_path=options.resolved_cache_path,
         command=options.command,
+        requests=requests,
+        name_request=_line_namer(input_path, lines),
     )
     try:
         session.run.write_json("spec.json", _spec(options, input_path))
@@ -181,6 +189,15 @@ async def run_fanout(
     finally:
         await session.close()
     return FanoutResult(session.run.path, session.manifest)
+
+
+def _line_namer(
+    input_path: Path | None, lines: Sequence[int] | None
+) -> Callable[[int, ModelRequest], str] | None:
+    """Names the i-th request by its file and line, when they are known."""
+    if input_path is None or lines is None:
+        return None
+    return lambda index, request: f"{input_path}, line {lines[index]}"
 
 
 def _spec(options: FanoutOptions, input_path: Path | None) -> dict[str, object]:

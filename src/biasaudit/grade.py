@@ -159,6 +159,7 @@ async def run_grade_audit(
         runs_dir=spec.runs_dir,
         cache_path=spec.cache_path,
         command=list(command if command is not None else sys.argv),
+        requests=plan.requests,
     )
     try:
         session.run.write_json(

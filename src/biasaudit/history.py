@@ -129,7 +129,7 @@ def latest_baseline(runs_dir: Path, spec: AuditSpec) -> Path | None:
 def _entry(run_dir: Path) -> HistoryEntry | None:
     try:
         manifest = read_manifest(run_dir)
-    except (OSError, ValidationError):
+    except UsageError:
         return None
     if manifest.kind not in AUDIT_KINDS:
         return None

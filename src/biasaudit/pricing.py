@@ -33,7 +33,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import BudgetExceededError, ProviderError, UsageError
@@ -41,6 +40,7 @@ from .providers import KNOWN_PROVIDERS, ModelRequest, ModelResponse, Provider
 from .providers._batch_api import BatchAPI
 from .providers._types import Usage
 from .spec import AuditSpec
+from .textfiles import load_yaml
 
 __all__ = [
     "BATCH_DISCOUNT",
@@ -124,12 +124,7 @@ def load_prices(path: Path | None = None) -> PriceTable:
 
 
 def _read_price_file(path: Path) -> dict[str, ModelPrice]:
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise UsageError(f"cannot read prices {path}: {error.strerror}") from None
-    except yaml.YAMLError as error:
-        raise UsageError(f"prices {path} is not valid YAML: {error}") from None
+    data = load_yaml(path, "prices")
     try:
         return _PriceFile.model_validate(data).prices
     except ValidationError as error:

@@ -31,7 +31,7 @@ from typing import IO, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from .errors import StorageFailedError, StorageUnusableError
+from .errors import StorageFailedError, StorageUnusableError, UsageError
 from .providers import FirstTokenLogprobs
 
 __all__ = [
@@ -309,7 +309,24 @@ def _allocate(path: Path, size: int) -> None:
 
 
 def read_manifest(run_dir: str | Path) -> Manifest:
-    return Manifest.model_validate_json(Path(run_dir, "manifest.json").read_text(encoding="utf-8"))
+    """The manifest of ``run_dir``.
+
+    Raises
+    ------
+    UsageError
+        ``run_dir`` is not a run directory: no ``manifest.json``, or one that
+        cannot be read (truncated, not a manifest).
+    """
+    path = Path(run_dir, "manifest.json")
+    try:
+        return Manifest.model_validate_json(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"{run_dir} is not a run directory (no manifest.json)") from None
+    except (OSError, ValueError) as error:
+        problem = error.strerror if isinstance(error, OSError) else "truncated or not a manifest"
+        raise UsageError(
+            f"{run_dir} is not a run directory (its manifest.json cannot be read: {problem})"
+        ) from None
 
 
 def read_responses(run_dir: str | Path) -> list[ResponseRecord]:

@@ -92,6 +92,7 @@ async def run_ruted_audit(
         runs_dir=spec.runs_dir,
         cache_path=spec.cache_path,
         command=list(command if command is not None else sys.argv),
+        requests=plan.requests,
     )
     unused = {f for f in ALLOCATION_ONLY_FIELDS if f != "top_logprobs"}
     try:

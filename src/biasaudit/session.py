@@ -32,7 +32,14 @@ from . import __version__
 from .batch import require_batch_api
 from .cache import ResponseCache
 from .engine import Engine, EngineSettings, RequestResult
-from .errors import BiasauditError, RunAbortedError, RunInterruptedError, StorageFailedError
+from .errors import (
+    BiasauditError,
+    ProviderError,
+    RunAbortedError,
+    RunInterruptedError,
+    StorageFailedError,
+    UsageError,
+)
 from .progress import ProgressPrinter
 from .providers import ModelRequest, Provider
 from .runs import (
@@ -46,7 +53,7 @@ from .runs import (
 )
 from .secrets import redact_command
 
-__all__ = ["Annotate", "RunSession", "finish_manifest", "response_record"]
+__all__ = ["Annotate", "RunSession", "check_requests", "finish_manifest", "response_record"]
 
 logger = logging.getLogger(__name__)
 
@@ -74,12 +81,23 @@ class RunSession:
         runs_dir: Path,
         cache_path: Path,
         command: Sequence[str],
+        requests: Sequence[ModelRequest] = (),
+        name_request: Callable[[int, ModelRequest], str] | None = None,
     ) -> RunSession:
         """Open the cache and create the run directory with its first manifest.
 
         Resolve ``provider`` first: a configuration error then leaves nothing
-        behind and sends nothing.
+        behind and sends nothing. ``requests`` are checked against what the
+        endpoint can do (logprobs, stop sequences...) before anything is
+        created, each named by ``name_request(index, request)`` in the error.
+
+        Raises
+        ------
+        UsageError
+            A request the endpoint cannot answer, the batch API missing, or a
+            cache or runs directory that cannot be used.
         """
+        check_requests(provider, requests, name_request)
         if settings.batch and not settings.replay:
             require_batch_api(provider)  # before the run directory exists
         # A replay writes nothing to the cache but hit counts: a read-only one will do.
@@ -241,6 +259,26 @@ class RunSession:
                         error_type="RunAbortedError",
                     )
                 )
+
+
+def check_requests(
+    provider: Provider,
+    requests: Sequence[ModelRequest],
+    name_request: Callable[[int, ModelRequest], str] | None = None,
+) -> None:
+    """Refuse, before anything is sent or created, a request ``provider`` cannot answer.
+
+    Raises
+    ------
+    UsageError
+        Naming the request (``name_request``, else its id) and what it asks for.
+    """
+    for index, request in enumerate(requests):
+        try:
+            provider.check(request)
+        except (ProviderError, UsageError) as error:
+            where = name_request(index, request) if name_request else f"request {request.id!r}"
+            raise UsageError(f"{where}: {error}") from None
 
 
 def _answers(count: int) -> str:

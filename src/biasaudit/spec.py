@@ -21,7 +21,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -38,6 +37,7 @@ from .errors import UsageError
 from .providers import Provider, resolve_model
 from .providers._types import ReasoningEffort
 from .secrets import public_headers, redact_url
+from .textfiles import brief, load_yaml
 
 __all__ = [
     "AllocationTaskSpec",
@@ -55,6 +55,8 @@ __all__ = [
 ]
 
 Method = Literal["pointwise", "pairwise"]
+MAX_ROUNDS = 100_000
+MAX_TIMEOUT_S = 86_400.0
 
 
 class AuditSpec(BaseModel):
@@ -77,22 +79,32 @@ class AuditSpec(BaseModel):
         "auto", description="Pointwise: first-token logprobs, sampled replicates, or auto."
     )
     samples: int = Field(20, ge=1, le=128, description="Sampled replicates per candidate.")
-    temperature: float = Field(1.0, gt=0.0, le=2.0, description="Of sampled replicates.")
+    temperature: float = Field(
+        1.0, gt=0.0, le=2.0, allow_inf_nan=False, description="Of sampled replicates."
+    )
     top_logprobs: int | None = Field(
         None, ge=1, le=20, description="Alternatives asked for (default: 3 per label, >= 10)."
     )
     reference_group: str | None = None
-    k_max: int = Field(5, ge=1, description="Selections simulated: k = 1..k_max.")
-    seed: int = Field(0, ge=0, description="Seeds name sampling, pools and bootstraps.")
-    rounds: int = Field(1800, ge=1, description="Simulated selection pools per subtask.")
-    pools: int = Field(30, ge=1, description="Pairwise: pools compared per subtask.")
-    bootstrap: int = Field(2000, ge=100, description="Bootstrap replicates of RABBI.")
-    gap_bootstrap: int = Field(200, ge=20, description="Bootstrap replicates of the gaps.")
-    confidence: float = Field(0.95, gt=0.0, lt=1.0)
+    # Upper bounds are checked with the spec, before anything is sent: far beyond any
+    # useful audit, and well within memory (rounds x pools, bootstrap replicates).
+    k_max: int = Field(5, ge=1, le=100, description="Selections simulated: k = 1..k_max.")
+    seed: int = Field(
+        0, ge=0, le=2**32 - 1, description="Seeds name sampling, pools and bootstraps."
+    )
+    rounds: int = Field(
+        1800, ge=1, le=MAX_ROUNDS, description="Simulated selection pools per subtask."
+    )
+    pools: int = Field(30, ge=1, le=10_000, description="Pairwise: pools compared per subtask.")
+    bootstrap: int = Field(2000, ge=100, le=100_000, description="Bootstrap replicates of RABBI.")
+    gap_bootstrap: int = Field(
+        200, ge=20, le=10_000, description="Bootstrap replicates of the gaps."
+    )
+    confidence: float = Field(0.95, gt=0.0, lt=1.0, allow_inf_nan=False)
     concurrency: int = Field(16, ge=1, le=4096)
-    rpm: float | None = Field(None, gt=0.0)
+    rpm: float | None = Field(None, gt=0.0, le=1e7, allow_inf_nan=False)
     max_retries: int = Field(6, ge=0, le=100)
-    timeout: float = Field(60.0, gt=0.0)
+    timeout: float = Field(60.0, gt=0.0, le=MAX_TIMEOUT_S, allow_inf_nan=False)
     runs_dir: Path = Path("runs")
     cache: Path | None = None
     replay: bool = False
@@ -103,7 +115,13 @@ class AuditSpec(BaseModel):
     batch: bool = Field(
         False, description="Through the provider's batch API (openai, anthropic): half price."
     )
-    batch_poll: float = Field(5.0, gt=0.0, description="Seconds before a batch's first check.")
+    batch_poll: float = Field(
+        5.0,
+        gt=0.0,
+        le=3600.0,
+        allow_inf_nan=False,
+        description="Seconds before a batch's first check.",
+    )
     reasoning_effort: ReasoningEffort | None = Field(
         None,
         description="Reasoning models: how much the model reasons before each answer "
@@ -181,7 +199,7 @@ class ResumeScreeningSpec(AuditSpec):
     jobs: tuple[str, ...] | None = Field(None, description="Job ids to audit (default: all).")
     names: Path | None = Field(None, description="CSV of name,group (default: the shipped one).")
     resumes: Path | None = Field(None, description="YAML of jobs and resumes.")
-    names_per_group: int = Field(100, ge=1)
+    names_per_group: int = Field(100, ge=1, le=100_000)
 
     @field_validator("jobs", mode="before")
     @classmethod
@@ -202,7 +220,7 @@ class EssayGradingSpec(AuditSpec):
         "It is important for college students to have a part-time job.",
         description="The essay prompt the rubric names (a 'topic' column overrides it).",
     )
-    pool_size: int = Field(10, ge=2)
+    pool_size: int = Field(10, ge=2, le=1000)
 
 
 class QualifiedSpec(BaseModel):
@@ -233,7 +251,7 @@ class PoolSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     design: Literal["one_per_group", "random"] = "one_per_group"
-    size: int | None = Field(None, ge=2, description="Pool size of random pools.")
+    size: int | None = Field(None, ge=2, le=1000, description="Pool size of random pools.")
 
 
 class AllocationTaskSpec(AuditSpec):
@@ -248,8 +266,10 @@ class AllocationTaskSpec(AuditSpec):
     subtask_column: str | None = None
     qualified: QualifiedSpec | str | None = None
     reference_group: str = Field(description="The group every other is compared with.")
-    labels: dict[str, float] = Field(
-        default_factory=lambda: {"Yes": 1.0, "No": 0.0}, description="Pointwise label values."
+    labels: dict[str, Annotated[float, Field(allow_inf_nan=False)]] = Field(
+        default_factory=lambda: {"Yes": 1.0, "No": 0.0},
+        min_length=2,
+        description="Pointwise label values (at least two, not all the same).",
     )
     pointwise: PromptSpec | None = None
     pairwise: PromptSpec | None = None
@@ -264,6 +284,16 @@ class AllocationTaskSpec(AuditSpec):
             raise ValueError(
                 "YAML reads unquoted Yes/No as true/false: quote the labels, "
                 'e.g. {"Yes": 1, "No": 0}'
+            )
+        return value
+
+    @field_validator("labels")
+    @classmethod
+    def _labels_that_tell_apart(cls, value: dict[str, float]) -> dict[str, float]:
+        if len(set(value.values())) < 2:
+            raise ValueError(
+                "every label has the same value, so every candidate would score the same; "
+                "give the labels different values"
             )
         return value
 
@@ -291,7 +321,9 @@ class GradeScoreSpec(AuditSpec):
         "cyclic", description="Every rotation of the options, or all n! orders (n <= 6)."
     )
     replicates: int = Field(1, ge=1, le=100, description="Times each order is asked.")
-    temperature: float = Field(0.3, ge=0.0, le=2.0, description="Of the judge (the paper: 0.3).")
+    temperature: float = Field(
+        0.3, ge=0.0, le=2.0, allow_inf_nan=False, description="Of the judge (the paper: 0.3)."
+    )
     max_tokens: int | None = Field(
         None, ge=1, le=32768, description="Longest answer [default: the prompt's]."
     )
@@ -382,6 +414,12 @@ def parse_spec(data: Mapping[str, Any], *, source: str = "spec") -> AuditSpec:
     UsageError
         ``<source>, field '<dotted.path>': <problem>``.
     """
+    task = data.get("task", "")
+    if not (isinstance(task, str) and task in TASK_NAMES):
+        # Named here, not by pydantic: its message would spell out the value in full,
+        # and a YAML alias can make that value billions of elements long.
+        names = ", ".join(TASK_NAMES)
+        raise UsageError(f"{source}, field 'task': must be one of {names}; got {brief(task)}")
     try:
         spec = _SPEC.validate_python(dict(data))
     except ValidationError as error:
@@ -401,12 +439,7 @@ def load_spec(path: str | Path, overrides: Mapping[str, Any] | None = None) -> A
         The file cannot be read, is not a YAML mapping, or fails validation.
     """
     spec_path = Path(path)
-    try:
-        data = yaml.safe_load(spec_path.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise UsageError(f"cannot read spec {spec_path}: {error.strerror}") from None
-    except yaml.YAMLError as error:
-        raise UsageError(f"spec {spec_path} is not valid YAML: {error}") from None
+    data = load_yaml(spec_path, "spec")
     if not isinstance(data, dict):
         raise UsageError(f"spec {spec_path}: expected a mapping of fields, e.g. 'task: ...'")
     data = _relative_to(data, spec_path.parent)
@@ -458,7 +491,7 @@ def _describe(error: ValidationError, data: Mapping[str, Any], source: str) -> s
     problem = str(first["msg"]).removeprefix("Value error, ")
     if kind in ("union_tag_invalid", "union_tag_not_found"):
         names = ", ".join(TASK_NAMES)
-        return f"{source}, field 'task': must be one of {names}; got {data.get('task')!r}"
+        return f"{source}, field 'task': must be one of {names}; got {brief(data.get('task'))}"
     if kind == "extra_forbidden":
         problem = "unknown field" + _suggestion(location[-1] if location else "")
     elif kind == "missing":

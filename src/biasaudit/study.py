@@ -212,7 +212,7 @@ def study_kind(run_dirs: Sequence[str | Path]) -> str:
     for path in run_dirs:
         try:
             kind = read_manifest(path).kind
-        except (OSError, ValidationError):
+        except UsageError:
             kind = "allocation"
         kinds.setdefault(kind, str(path))
     if len(kinds) > 1:

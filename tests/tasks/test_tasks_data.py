@@ -100,7 +100,8 @@ def test_a_names_file_without_the_reference_group_is_a_usage_error(tmp_path: Pat
 def test_essay_grading_qualifies_at_or_above_the_median_rating(tmp_path: Path) -> None:
     corpus = tmp_path / "essays.csv"
     corpus.write_text("text,group,rating\nOne.,L1,1\nTwo.,L1,3\nThree.,L2,2\nFour.,L2,5\n")
-    task = build_task(EssayGradingSpec(model="sim/biased", essays=corpus, reference_group="L1"))
+    spec = EssayGradingSpec(model="sim/biased", essays=corpus, reference_group="L1", pool_size=4)
+    task = build_task(spec)
     assert [c.qualified for c in task.candidates] == [False, True, False, True]  # median 2.5
     assert [c.id for c in task.candidates] == [
         "essay-0001",

@@ -23,8 +23,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import ValidationError
-
 from .. import __version__
 from ..errors import UsageError
 from ..runs import read_manifest
@@ -92,10 +90,7 @@ def run_document(run_dir: Path) -> Document:
         from ._compare import compare_document
 
         return compare_document(run_dir)
-    try:
-        manifest = read_manifest(run_dir)
-    except (OSError, ValidationError):
-        raise UsageError(f"{run_dir} is not a run directory (no readable manifest.json)") from None
+    manifest = read_manifest(run_dir)
     if not (run_dir / "metrics.json").exists():
         raise UsageError(f"{run_dir} has no metrics.json: a {manifest.kind} run has no report")
     spec = read_spec(run_dir)

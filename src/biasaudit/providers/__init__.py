@@ -63,7 +63,7 @@ PROMPT_BATCH = 32
 KNOWN_PROVIDERS: dict[str, ProviderInfo] = {
     "openai": ProviderInfo(
         "openai", "https://api.openai.com/v1", "OPENAI_API_KEY",
-        Capabilities(max_top_logprobs=20, batch=True),
+        Capabilities(max_top_logprobs=20, batch=True, max_stop=4),
         "reasoning models (o-series, gpt-5): no logprobs, temperature 1 only",
     ),
     "anthropic": ProviderInfo(
@@ -80,7 +80,7 @@ KNOWN_PROVIDERS: dict[str, ProviderInfo] = {
     ),
     "groq": ProviderInfo(
         "openai", "https://api.groq.com/openai/v1", "GROQ_API_KEY",
-        Capabilities(logprobs=False, max_top_logprobs=0, n=False), "rejects logprobs",
+        Capabilities(logprobs=False, max_top_logprobs=0, n=False, max_stop=4), "rejects logprobs",
     ),
     "fireworks": ProviderInfo(
         "openai", "https://api.fireworks.ai/inference/v1", "FIREWORKS_API_KEY", _UNKNOWN_LOGPROBS

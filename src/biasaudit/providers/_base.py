@@ -97,6 +97,12 @@ class Provider(ABC):
                 f"{self.model_id} returns at most {caps.max_top_logprobs} top_logprobs; "
                 f"a request asked for {wanted}"
             )
+        stops = len(request.params.stop or ())
+        if caps.max_stop is not None and stops > caps.max_stop:
+            raise UsageError(
+                f"{self.model_id} takes at most {caps.max_stop} stop sequences; "
+                f"a request gives {stops}"
+            )
         if request.kind == "completion" and not caps.completions:
             raise RequestRejectedError(f"{self.model_id} has no legacy completions endpoint")
         if caps.reasoning_tokens is not None:

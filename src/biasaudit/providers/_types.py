@@ -18,6 +18,8 @@ __all__ = [
 ]
 
 ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
+# Chat roles a request may use (tool turns need tool calls, which biasaudit never makes).
+CHAT_ROLES = ("system", "developer", "user", "assistant")
 
 
 class SamplingParams(BaseModel):
@@ -90,6 +92,13 @@ class ModelRequest(BaseModel):
             for i, message in enumerate(self.messages):
                 if "role" not in message or "content" not in message:
                     raise ValueError(f"messages[{i}] needs 'role' and 'content'")
+                if message["role"] not in CHAT_ROLES:
+                    raise ValueError(
+                        f"messages[{i}].role must be one of {', '.join(CHAT_ROLES)}; got "
+                        f"{str(message['role'])[:40]!r}"
+                    )
+                if not isinstance(message["content"], str | list):
+                    raise ValueError(f"messages[{i}].content must be text (or a list of parts)")
         return self
 
     def asking_effort(self, effort: ReasoningEffort | None) -> ModelRequest:
@@ -195,6 +204,9 @@ class Capabilities(BaseModel):
     )
     batch: bool = Field(
         False, description="Has a provider batch API (``--batch``): half price, up to 24 h."
+    )
+    max_stop: int | None = Field(
+        None, ge=1, description="Most stop sequences a request may give (None: no known limit)."
     )
     reasoning_tokens: int | None = Field(
         None,

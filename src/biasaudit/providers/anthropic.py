@@ -23,6 +23,8 @@ ANTHROPIC_CAPABILITIES = Capabilities(
     chat=True, completions=False, logprobs=False, max_top_logprobs=0, n=False, seed=False,
     batch=True,
 )  # fmt: skip
+# OpenAI's "developer" role is its newer name for "system".
+_SYSTEM_ROLES = ("system", "developer")
 # The Messages API requires max_tokens; this is used when a request sets none.
 DEFAULT_MAX_TOKENS = 1024
 
@@ -140,9 +142,11 @@ class AnthropicProvider(SDKProvider):
 
 def _split_system(messages: tuple[dict[str, Any], ...]) -> tuple[str, list[dict[str, Any]]]:
     """Anthropic takes the system prompt apart from the turns."""
-    system = "\n\n".join(str(m["content"]) for m in messages if m["role"] == "system")
+    system = "\n\n".join(str(m["content"]) for m in messages if m["role"] in _SYSTEM_ROLES)
     turns = [
-        {"role": m["role"], "content": m["content"]} for m in messages if m["role"] != "system"
+        {"role": m["role"], "content": m["content"]}
+        for m in messages
+        if m["role"] not in _SYSTEM_ROLES
     ]
     return system, turns
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
-import ctypes
 import functools
 import hashlib
 import importlib.util
@@ -46,6 +45,7 @@ from pathlib import Path
 import httpx
 
 from ..errors import ConfigurationError, FatalProviderError, ProviderError
+from ..worker_pool import die_with_parent
 from ._base import Provider
 from ._types import Capabilities, ModelRequest, ModelResponse
 from .openai_compatible import OpenAICompatibleProvider
@@ -66,7 +66,6 @@ _LOG_TAIL_LINES = 15
 # where the wait counts against each request's timeout. (Measured: 2 in flight
 # answer no faster than 1.)
 _IN_FLIGHT = 1
-_PR_SET_PDEATHSIG = 1
 
 
 class BundledModel:
@@ -308,7 +307,7 @@ class LlamaServer:
         with os.fdopen(handle, "wb") as output:
             self.process = subprocess.Popen(
                 self.command(), stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
-                start_new_session=True, preexec_fn=_die_with_parent,
+                start_new_session=True, preexec_fn=die_with_parent,
             )  # fmt: skip
         _LIVE_SERVERS.add(self)
 
@@ -386,10 +385,3 @@ def _free_port() -> int:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
         return port
-
-
-def _die_with_parent() -> None:
-    """In the child, before exec: on Linux, SIGTERM it when biasaudit dies, even by kill -9."""
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)

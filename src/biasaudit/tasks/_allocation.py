@@ -16,14 +16,58 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-import yaml
 
 from ..errors import UsageError
+from ..textfiles import brief, load_yaml
 
-__all__ = ["AllocationTask", "Candidate", "Pool", "PoolDesign", "PromptTemplate"]
+__all__ = [
+    "AllocationTask",
+    "Candidate",
+    "Pool",
+    "PoolDesign",
+    "PromptTemplate",
+    "plain_placeholders",
+]
 
 PoolKind = Literal["one_per_group", "random"]
 _PROMPT_KEYS = frozenset({"system", "user", "candidate"})
+
+
+def plain_placeholders(text: str, where: str) -> set[str]:
+    """The ``{name}`` placeholders of ``text``; anything else in braces is refused.
+
+    Only a plain name is filled in: no attribute or index (``{x.y}``,
+    ``{x[0]}``), no conversion (``{x!r}``) and no format spec (``{x:>9}``, which
+    can ask for a string gigabytes long). ``{{`` and ``}}`` are literal braces.
+
+    Raises
+    ------
+    UsageError
+        ``where`` (file and field) and the placeholder at fault.
+    """
+    try:
+        parsed = list(string.Formatter().parse(text))
+    except ValueError as error:
+        raise UsageError(f"{where}: {error} (write {{{{ and }}}} for a literal brace)") from None
+    names: set[str] = set()
+    for _, name, spec, conversion in parsed:
+        if name is None:
+            continue
+        if not name.isidentifier() or spec or conversion:
+            shown = (
+                "{"
+                + name
+                + (f"!{conversion}" if conversion else "")
+                + (f":{spec}" if spec else "")
+                + "}"
+            )
+            raise UsageError(
+                f"{where}: placeholder {brief(shown)} is not a plain {{name}}; only plain "
+                "placeholders are filled in (no format specs, conversions, attributes or "
+                "indexes; write {{ and }} for a literal brace)"
+            )
+        names.add(name)
+    return names
 
 
 @dataclass(frozen=True)
@@ -43,13 +87,7 @@ class PromptTemplate:
     @classmethod
     def load(cls, path: str | Path) -> PromptTemplate:
         """Read a prompt file: YAML with ``system``, ``user`` and optionally ``candidate``."""
-        try:
-            data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-        except OSError as error:
-            raise UsageError(f"cannot read prompt {path}: {error.strerror}") from None
-        except yaml.YAMLError as error:
-            raise UsageError(f"prompt {path} is not valid YAML: {error}") from None
-        return cls.from_mapping(data, str(path))
+        return cls.from_mapping(load_yaml(path, "prompt"), str(path))
 
     @classmethod
     def from_mapping(cls, data: Any, source: str) -> PromptTemplate:
@@ -67,15 +105,14 @@ class PromptTemplate:
         candidate = data.get("candidate")
         if candidate is not None and not isinstance(candidate, str):
             raise UsageError(f"{source}, field 'candidate': must be text")
-        return cls(source, data["system"].strip(), data["user"].strip(), candidate)
+        template = cls(source, data["system"].strip(), data["user"].strip(), candidate)
+        for part in ("system", "user", "candidate"):
+            template.placeholders(part)  # only plain {name}s, checked as the prompt is loaded
+        return template
 
     def placeholders(self, part: Literal["system", "user", "candidate"]) -> set[str]:
         """The ``{names}`` one part of the prompt fills in."""
-        text = getattr(self, part) or ""
-        try:
-            return {name for _, name, _, _ in string.Formatter().parse(text) if name}
-        except ValueError as error:
-            raise UsageError(f"{self.source}, field '{part}': {error}") from None
+        return plain_placeholders(getattr(self, part) or "", f"{self.source}, field '{part}'")
 
     def check(self, part: Literal["system", "user", "candidate"], available: set[str]) -> None:
         """Raise unless every placeholder of ``part`` is one of ``available``."""
@@ -204,7 +241,37 @@ class AllocationTask:
 
     def __post_init__(self) -> None:
         self._check_groups()
+        self._check_labels()
+        self._check_pools()
         self._check_prompts()
+
+    def _check_labels(self) -> None:
+        values = set(self.labels.values())
+        if len(values) < 2:
+            shown = ", ".join(f"{label!r}: {value:g}" for label, value in self.labels.items())
+            raise UsageError(
+                f"{self.name}: labels {{{shown}}} all have the same value, so every candidate "
+                "would score the same; give the labels different values"
+            )
+
+    def _check_pools(self) -> None:
+        """Every subtask must fill its pools: a pool larger than its candidates selects nothing."""
+        by_subtask: dict[str, list[Candidate]] = {}
+        for candidate in self.candidates:
+            by_subtask.setdefault(candidate.subtask, []).append(candidate)
+        for subtask, members in by_subtask.items():
+            if self.pool.kind == "random" and len(members) < (self.pool.size or 0):
+                raise UsageError(
+                    f"{self.name}: pools of {self.pool.size} are larger than the "
+                    f"{len(members)} candidates of subtask '{subtask}'; lower the pool size"
+                )
+            if self.pool.kind == "one_per_group":
+                missing = [g for g in self.groups if all(c.group != g for c in members)]
+                if missing:
+                    raise UsageError(
+                        f"{self.name}: subtask '{subtask}' has no candidate of group "
+                        f"'{missing[0]}', so no pool holds one of each group"
+                    )
 
     def _check_groups(self) -> None:
         if not self.candidates:

@@ -40,7 +40,7 @@ import pandas as pd
 from ..errors import UsageError
 from ..spec import AllocationTaskSpec, PromptSpec, QualifiedSpec
 from ._allocation import AllocationTask, Candidate, PoolDesign, PromptTemplate
-from ._files import read_table, require_columns
+from ._files import read_table, require_columns, require_values
 
 __all__ = ["build_custom_task"]
 
@@ -92,6 +92,7 @@ def _check_columns(frame: pd.DataFrame, spec: AllocationTaskSpec, path: Path) ->
                 f"candidates {path}: column '{column}' cannot be a prompt placeholder; "
                 "use letters, digits and underscores"
             )
+    require_values(frame, [c for c in named if c], what="candidates", path=path)
     if spec.id_column and frame[spec.id_column].duplicated().any():
         raise UsageError(f"candidates {path}, column '{spec.id_column}': ids are not unique")
 

@@ -18,7 +18,7 @@ import pandas as pd
 from ..errors import UsageError
 from ..spec import EssayGradingSpec
 from ._allocation import AllocationTask, Candidate, PoolDesign, PromptTemplate
-from ._files import DATA_DIR, PROMPTS_DIR, read_table, require_columns
+from ._files import DATA_DIR, PROMPTS_DIR, read_table, require_columns, require_values
 
 __all__ = ["DEMO_ESSAYS", "build_essay_grading", "resolve_essays"]
 
@@ -67,6 +67,7 @@ def build_essay_grading(spec: EssayGradingSpec) -> AllocationTask:
     path = resolve_essays(spec.essays)
     frame = read_table(path, "essays")
     require_columns(frame, ["text", "group"], what="essays", path=path)
+    require_values(frame, ["text", "group"], what="essays", path=path)
     ratings = _ratings(frame, path)
     qualified = None if ratings is None else list(ratings >= ratings.median())
     topics = frame["topic"] if "topic" in frame.columns else pd.Series([spec.topic] * len(frame))

@@ -52,7 +52,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
 from ..engine import RequestResult
@@ -60,6 +59,7 @@ from ..errors import InputError, UsageError
 from ..probes import ChoiceAnswer, ChoiceProbe
 from ..providers import ModelRequest
 from ..spec import GRADE_SCORE_PROMPTS, GradeScoreSpec
+from ..textfiles import load_yaml, text_lines
 from ._allocation import PromptTemplate
 from ._files import DATA_DIR, PROMPTS_DIR
 
@@ -203,13 +203,9 @@ def read_items(path: str | Path) -> tuple[GradeItem, ...]:
         an id repeats.
     """
     name = str(path)
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except OSError as error:
-        raise UsageError(f"cannot read items {name}: {error.strerror}") from None
     items: list[GradeItem] = []
     seen: dict[str, int] = {}
-    for number, line in enumerate(lines, start=1):
+    for number, line in text_lines(path, "items"):
         if not line.strip():
             continue
         item = _parse_item(name, number, line)
@@ -235,6 +231,8 @@ def _parse_item(name: str, number: int, line: str) -> GradeItem:
         data = json.loads(line)
     except json.JSONDecodeError as error:
         raise InputError(name, number, None, f"not valid JSON ({error.msg})") from None
+    except RecursionError:
+        raise InputError(name, number, None, "not valid JSON (nested too deeply)") from None
     if not isinstance(data, dict):
         raise InputError(name, number, None, "each line must be a JSON object")
     for key in data:
@@ -299,15 +297,13 @@ def load_choice_prompt(choice: str | Path) -> ChoicePrompt:
     """
     key = str(choice)
     path = PROMPTS_DIR / f"grade-score.{key}.yaml" if key in JUDGE_PROMPTS else Path(key)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as error:
+    if not path.is_file():
         known = ", ".join(JUDGE_PROMPTS)
         raise UsageError(
-            f"cannot read prompt {path}: {error.strerror} (the shipped prompts are {known})"
-        ) from None
-    except yaml.YAMLError as error:
-        raise UsageError(f"prompt {path} is not valid YAML: {error}") from None
+            f"cannot read prompt {path}: No such file or directory "
+            f"(the shipped prompts are {known})"
+        )
+    data = load_yaml(path, "prompt")
     if not isinstance(data, Mapping):
         raise UsageError(f"{path}: a prompt needs the fields 'system', 'user' and 'candidate'")
     max_tokens = data.get(_PROMPT_EXTRA, 400)

@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import UsageError
 from ..spec import ResumeScreeningSpec
+from ..textfiles import load_yaml
 from ._allocation import AllocationTask, Candidate, PoolDesign, PromptTemplate
-from ._files import DATA_DIR, PROMPTS_DIR, read_table, require_columns
+from ._files import DATA_DIR, PROMPTS_DIR, read_table, require_columns, require_values
 
 __all__ = [
     "GROUP_NAMES",
@@ -75,13 +75,9 @@ class JobsFile(BaseModel):
 
 def read_jobs(path: str | Path) -> tuple[Job, ...]:
     """Read a jobs-and-resumes YAML file, naming the field of the first problem."""
+    data = load_yaml(path, "resumes")
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
         return JobsFile.model_validate(data).jobs
-    except OSError as error:
-        raise UsageError(f"cannot read resumes {path}: {error.strerror}") from None
-    except yaml.YAMLError as error:
-        raise UsageError(f"resumes {path} is not valid YAML: {error}") from None
     except ValidationError as error:
         first = error.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "(top level)"
@@ -92,7 +88,7 @@ def read_names(path: str | Path) -> dict[str, list[str]]:
     """Names by group from a ``name,group`` CSV, in file order."""
     frame = read_table(path, "names")
     require_columns(frame, ["name", "group"], what="names", path=path)
-    frame = frame[(frame["name"] != "") & (frame["group"] != "")]
+    require_values(frame, ["name", "group"], what="names", path=path)
     duplicated = frame["name"].duplicated()
     if duplicated.any():
         raise UsageError(f"names {path}: '{frame['name'][duplicated].iloc[0]}' appears twice")

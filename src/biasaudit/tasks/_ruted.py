@@ -25,10 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import yaml
-
 from ..errors import UsageError
 from ..spec import RUTED_CONTEXTS, RutedSpec
+from ..textfiles import load_yaml
 from ._allocation import PromptTemplate
 from ._files import DATA_DIR, PROMPTS_DIR, read_table, require_columns
 
@@ -128,13 +127,7 @@ class ContextPrompts:
             The file is unreadable, or a field or a placeholder is wrong.
         """
         source = Path(path) if path is not None else PROMPTS_DIR / f"ruted.{context}.yaml"
-        try:
-            data = yaml.safe_load(source.read_text(encoding="utf-8"))
-        except OSError as error:
-            raise UsageError(f"cannot read prompts {source}: {error.strerror}") from None
-        except yaml.YAMLError as error:
-            raise UsageError(f"prompts {source} are not valid YAML: {error}") from None
-        return cls.from_mapping(context, data, str(source))
+        return cls.from_mapping(context, load_yaml(source, "prompts"), str(source))
 
     @classmethod
     def from_mapping(cls, context: str, data: object, source: str) -> ContextPrompts:

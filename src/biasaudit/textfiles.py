@@ -1,0 +1,116 @@
+"""Reading the text files users give: specs, prompts, items, prompt lists, tables.
+
+Every one is UTF-8 (a byte-order mark is allowed). A file in another encoding
+(Latin-1, Windows-1252) is refused with the line and column of the first byte
+that is not UTF-8, before anything is sent: guessing an encoding could change
+the words a model is shown. YAML files may not repeat a key (the last one
+would silently win), and a YAML error names its line. Messages never echo a
+value in full (:func:`brief`): an input can be arbitrarily large.
+"""
+
+from __future__ import annotations
+
+import io
+import reprlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import InputError, UsageError
+
+__all__ = ["brief", "load_yaml", "read_text", "text_lines"]
+
+_BRIEF = reprlib.Repr()
+_BRIEF.maxstring = _BRIEF.maxother = 60
+_BRIEF.maxlist = _BRIEF.maxtuple = _BRIEF.maxdict = _BRIEF.maxset = 4
+_BRIEF.maxlevel = 2
+
+
+def brief(value: object) -> str:
+    """``repr(value)``, cut short: bounded in length and depth, whatever the value holds."""
+    return _BRIEF.repr(value)
+
+
+def read_text(path: str | Path, what: str) -> str:
+    """The whole file as text.
+
+    Raises
+    ------
+    UsageError
+        The file cannot be read.
+    InputError
+        It is not UTF-8 (naming the line and column of the first bad byte).
+    """
+    try:
+        data = Path(path).read_bytes()
+    except OSError as error:
+        raise UsageError(f"cannot read {what} {path}: {error.strerror or error}") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise _not_utf8(path, data, error) from None
+
+
+def text_lines(path: str | Path, what: str) -> Iterator[tuple[int, str]]:
+    """``(line number, line)`` of a text file, counting from 1."""
+    yield from enumerate(read_text(path, what).splitlines(), start=1)
+
+
+def load_yaml(path: str | Path, what: str) -> Any:
+    """A YAML file's contents, read safely, with no key given twice in one mapping.
+
+    Raises
+    ------
+    UsageError
+        Unreadable, not UTF-8, not YAML, or a key given twice (with its line).
+    """
+    stream = io.StringIO(read_text(path, what))
+    stream.name = str(path)  # what PyYAML's marks call the file
+    try:
+        return yaml.load(stream, Loader=_UniqueKeyLoader)
+    except yaml.YAMLError as error:
+        raise UsageError(f"{what} {path} is not valid YAML: {_described(error)}") from None
+
+
+def _not_utf8(path: str | Path, data: bytes, error: UnicodeDecodeError) -> InputError:
+    before = data[: error.start]
+    line = before.count(b"\n") + 1
+    column = error.start - (before.rfind(b"\n") + 1) + 1
+    byte = data[error.start : error.start + 1].hex()
+    return InputError(
+        str(path), line, None,
+        f"not UTF-8 text (byte 0x{byte} at column {column}); save the file as UTF-8",
+    )  # fmt: skip
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):  # type: ignore[misc]
+    """PyYAML's safe loader, refusing a key given twice in one mapping."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key: the base class reports it
+                break
+            line = key_node.start_mark.line + 1
+            if first is not None:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {brief(key)} given twice (lines {first} and {line})",
+                    key_node.start_mark,
+                )  # fmt: skip
+            seen[key] = line
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+        return mapping
+
+
+def _described(error: yaml.YAMLError) -> str:
+    """Where and what, on one line: ``line 3, column 1: key 'task' given twice ...``."""
+    mark = getattr(error, "problem_mark", None)
+    problem = getattr(error, "problem", None)
+    if mark is None or problem is None:
+        return " ".join(str(error).split())
+    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
