@@ -13,9 +13,14 @@
 4. With ``--cpu``: the client's CPU time per request (user + system, from
    ``getrusage``), fanning out in this process; other load on the machine,
    which moves wall times a lot, hardly moves this figure.
+5. With ``--leases``: what claiming requests in the shared cache costs (the
+   cross-process check: one transaction claiming every request before it is
+   sent, leases renewed and released), as CPU per request of in-process
+   fan-outs with the claim and without it (the engine's claim switched off in
+   this process only), run in turn, A B A B, so drift moves both alike.
 
 Run from the repository root:  python bench/bench_fanout.py [--prompts 2000] [--replay-size 100000]
-[--repeat 5] [--cpu] [--reference]. Prints numbers; asserts nothing.
+[--repeat 5] [--cpu] [--reference] [--leases]. Prints numbers; asserts nothing.
 """
 
 from __future__ import annotations
@@ -190,6 +195,50 @@ def bench_cpu(n: int, concurrency: int, latency: float, repeat: int, work: Path)
         server.wait()
 
 
+def bench_leases(n: int, concurrency: int, latency: float, pairs: int, work: Path) -> None:
+    """CPU per request with and without the claim in the shared cache, in turn."""
+    import resource
+    import statistics
+
+    from biasaudit.engine import Engine
+    from biasaudit.fanout import FanoutOptions, read_prompts, run_fanout
+    from biasaudit.loop import run_async
+
+    prompts = work / "lease-prompts.jsonl"
+    write_prompts(prompts, n)
+    server, port = start_server(latency)
+    leasing = Engine._leasing
+    figures: dict[str, list[float]] = {"with the claim": [], "without": []}
+    try:
+        for run in range(2 * pairs + 2):  # the first pair warms up (imports the SDK)
+            label = "with the claim" if run % 2 == 0 else "without"
+            Engine._leasing = leasing if run % 2 == 0 else property(lambda self: False)  # type: ignore[method-assign]
+            options = FanoutOptions(
+                model="vllm/bench", base_url=f"http://127.0.0.1:{port}/v1",
+                concurrency=concurrency, runs_dir=work / f"runs-lease-{run}",
+            )  # fmt: skip
+            before = resource.getrusage(resource.RUSAGE_SELF)
+            with open(os.devnull, "w") as quiet:
+                run_async(run_fanout(read_prompts(prompts), options, stderr=quiet))
+            after = resource.getrusage(resource.RUSAGE_SELF)
+            cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+            if run >= 2:
+                figures[label].append(cpu * 1e6 / n)
+    finally:
+        Engine._leasing = leasing  # type: ignore[method-assign]
+        server.terminate()
+        server.wait()
+    on, off = (statistics.median(figures[k]) for k in ("with the claim", "without"))
+    ratios = sorted(
+        a / b for a, b in zip(figures["with the claim"], figures["without"], strict=True)
+    )
+    print(
+        f"leases  n={n} concurrency={concurrency} in-process, {pairs} pairs: CPU per request "
+        f"{on:.0f} us with the claim, {off:.0f} us without (median); ratio per pair "
+        f"{ratios[0]:.3f}-{ratios[-1]:.3f}, median {statistics.median(ratios):.3f}"
+    )
+
+
 def bench_replay(size: int, work: Path) -> None:
     prompts = work / "replay.jsonl"
     write_prompts(prompts, size)
@@ -222,12 +271,17 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[128])
     parser.add_argument("--latency", type=float, default=0.05)
-    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    parser.add_argument(
+        "--workers", type=int, nargs="*", default=[1, 2], help="none: no fan-out runs"
+    )
     parser.add_argument("--replay-size", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=1, help="times to run each fan-out")
     parser.add_argument("--cpu", action="store_true", help="also measure CPU per request")
     parser.add_argument(
         "--reference", action="store_true", help="also time two reference clients (workers=1 runs)"
+    )
+    parser.add_argument(
+        "--leases", action="store_true", help="also measure what claiming in the cache costs"
     )
     args = parser.parse_args()
     print(machine_line())
@@ -242,6 +296,8 @@ def main() -> None:
                     )  # fmt: skip
             if args.cpu:
                 bench_cpu(args.prompts, concurrency, args.latency, max(args.repeat, 3), work)
+            if args.leases:
+                bench_leases(args.prompts, concurrency, args.latency, max(args.repeat, 5), work)
         if args.replay_size:
             bench_replay(args.replay_size, work)
 

@@ -10,13 +10,12 @@ value in full (:func:`brief`): an input can be arbitrarily large.
 
 from __future__ import annotations
 
+import functools
 import io
 import reprlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from .errors import InputError, UsageError
 
@@ -66,10 +65,12 @@ def load_yaml(path: str | Path, what: str) -> Any:
     UsageError
         Unreadable, not UTF-8, not YAML, or a key given twice (with its line).
     """
+    import yaml  # here: a fan-out reads no YAML and need not pay for importing it
+
     stream = io.StringIO(read_text(path, what))
     stream.name = str(path)  # what PyYAML's marks call the file
     try:
-        return yaml.load(stream, Loader=_UniqueKeyLoader)
+        return yaml.load(stream, Loader=_unique_key_loader())
     except yaml.YAMLError as error:
         raise UsageError(f"{what} {path} is not valid YAML: {_described(error)}") from None
 
@@ -85,29 +86,34 @@ def _not_utf8(path: str | Path, data: bytes, error: UnicodeDecodeError) -> Input
     )  # fmt: skip
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):  # type: ignore[misc]
+@functools.cache
+def _unique_key_loader() -> Any:
     """PyYAML's safe loader, refusing a key given twice in one mapping."""
+    import yaml
 
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: dict[Any, int] = {}
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            try:
-                first = seen.get(key)
-            except TypeError:  # an unhashable key: the base class reports it
-                break
-            line = key_node.start_mark.line + 1
-            if first is not None:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"key {brief(key)} given twice (lines {first} and {line})",
-                    key_node.start_mark,
-                )  # fmt: skip
-            seen[key] = line
-        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
-        return mapping
+    class UniqueKeyLoader(yaml.SafeLoader):  # type: ignore[misc]
+        def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                try:
+                    first = seen.get(key)
+                except TypeError:  # an unhashable key: the base class reports it
+                    break
+                line = key_node.start_mark.line + 1
+                if first is not None:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"key {brief(key)} given twice (lines {first} and {line})",
+                        key_node.start_mark,
+                    )  # fmt: skip
+                seen[key] = line
+            mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+            return mapping
+
+    return UniqueKeyLoader
 
 
-def _described(error: yaml.YAMLError) -> str:
+def _described(error: Exception) -> str:
     """Where and what, on one line: ``line 3, column 1: key 'task' given twice ...``."""
     mark = getattr(error, "problem_mark", None)
     problem = getattr(error, "problem", None)
