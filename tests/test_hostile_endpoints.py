@@ -298,3 +298,31 @@ def test_retry_after_longer_than_the_cap_stops_the_run_with_one_message(server: 
     assert isinstance(caught.value.cause, WaitTooLongError)
     assert "asks to wait 24 h" in str(caught.value)
     assert server.request_count == 1 and time.monotonic() - started < 5
+
+
+def test_a_wrong_shape_that_persists_fails_one_prompt_and_a_rerun_sends_only_it(
+    tmp_path: Any,
+) -> None:
+    from click.testing import CliRunner
+
+    from biasaudit.cli import cli
+    from biasaudit.runs import read_manifest
+
+    prompts = tmp_path / "p.jsonl"
+    lines = [
+        {"id": f"q{i}", "messages": [{"role": "user", "content": f"prompt {i}"}]} for i in range(6)
+    ]
+    prompts.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    with OpenAIServer() as server:
+        server.fail_all(Fault.reshaped(lambda b: {**b, "choices": [1]}), match="prompt 3")
+        args = ["fanout", str(prompts), "--model", "vllm/m", "--base-url", server.base_url,
+                "--runs-dir", str(tmp_path / "runs"), "--max-retries", "1"]  # fmt: skip
+        first = CliRunner().invoke(cli, args)
+        assert first.exit_code == 1 and "5 answered, 1 failed" in first.output, first.output
+        run_dir = first.output.strip().splitlines()[-1].removeprefix("run: ")
+        manifest = read_manifest(run_dir)
+        assert manifest.status == "completed" and manifest.counts.failures == 1
+        sent = server.request_count
+        again = CliRunner().invoke(cli, args)
+        assert again.exit_code == 1 and "5 from cache, 2 requests sent" in again.output
+        assert server.request_count == sent + 2  # the failed prompt, and its one retry

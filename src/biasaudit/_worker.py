@@ -34,8 +34,9 @@ from .cache import ResponseCache
 from .engine import Engine, EngineSettings, RequestResult
 from .errors import BiasauditError, RunAbortedError
 from .loop import pause_gc_until_run, run_async
+from .processes import die_with_parent
 from .providers import ModelRequest, Provider, resolve_model
-from .worker_pool import PARENT_ENV, die_with_parent
+from .worker_pool import PARENT_ENV
 
 
 async def serve(provider: Provider, lines: list[str], out: Any) -> None:

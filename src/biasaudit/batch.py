@@ -60,7 +60,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import ProviderError, TransientProviderError, UsageError
-from .holders import holder_alive, new_holder, running
+from .processes import holder_alive, new_holder, running
 from .providers import ModelRequest, ModelResponse, Provider
 from .providers._batch_api import BatchAPI, BatchEntry, BatchLimits, BatchState
 from .runs import BatchRecord, BatchRunState

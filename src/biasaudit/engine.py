@@ -54,7 +54,7 @@ from .errors import (
     TransientProviderError,
     WaitTooLongError,
 )
-from .holders import new_holder, running
+from .processes import new_holder, running
 from .providers import ModelRequest, ModelResponse, Provider, Usage
 from .runs import BatchRecord
 

@@ -19,11 +19,9 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
-import ctypes
 import json
 import math
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -33,7 +31,6 @@ __all__ = [
     "PARENT_ENV",
     "ChildExited",
     "WorkerProcess",
-    "die_with_parent",
     "prestart",
     "prestart_for",
     "take",
@@ -42,7 +39,6 @@ __all__ = [
 
 # One result line can be long (many choices with logprobs).
 _LINE_LIMIT = 1 << 24
-_PR_SET_PDEATHSIG = 1
 PARENT_ENV = "BIASAUDIT_PARENT_PID"
 """Set for a worker: the pid of the process that started it (see :func:`die_with_parent`)."""
 
@@ -142,17 +138,6 @@ class WorkerProcess:
             if pipe is not None:
                 with contextlib.suppress(OSError):
                     pipe.close()
-
-
-def die_with_parent() -> None:
-    """On Linux, have the kernel send this process SIGTERM when its parent dies, even by kill -9.
-
-    Called in a child (a worker as it starts; a local model's server before it
-    runs): a child left behind would go on sending, and paying, for nobody.
-    """
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def prestart(provider: dict[str, Any], count: int) -> None:

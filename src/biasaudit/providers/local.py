@@ -45,7 +45,7 @@ from pathlib import Path
 import httpx
 
 from ..errors import ConfigurationError, FatalProviderError, ProviderError
-from ..worker_pool import die_with_parent
+from ..processes import die_with_parent
 from ._base import Provider
 from ._types import Capabilities, ModelRequest, ModelResponse
 from .openai_compatible import OpenAICompatibleProvider
