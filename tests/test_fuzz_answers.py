@@ -182,15 +182,24 @@ def _logprobs(block: Any) -> tuple[str, float | None, list[Any]] | None:
     return None
 
 
+def _envelope(raw: bytes, fields: dict[str, str], usage_fields: dict[str, str]) -> dict[str, Any]:
+    """The body as an object whose own fields and usage have their types."""
+    body = _load(raw)
+    _need(isinstance(body, dict))
+    _fields(body, fields)
+    usage = body.get("usage")
+    _need(usage is None or isinstance(usage, dict))
+    _fields(usage or {}, usage_fields)
+    return body  # type: ignore[no-any-return]
+
+
 def read_openai(raw: bytes, *, wants_logprobs: bool) -> tuple[str, tuple[str, ...], bool] | str:
     """What a chat answer says: (verdict 'ok', texts, refused), or INVALID / FATAL."""
     try:
-        body = _load(raw)
-        _need(isinstance(body, dict))
-        _fields(body, {"id": "str", "model": "str", "system_fingerprint": "str"})
-        usage = body.get("usage")
-        _need(usage is None or isinstance(usage, dict))
-        _fields(usage or {}, {"prompt_tokens": "count", "completion_tokens": "count"})
+        body = _envelope(
+            raw, {"id": "str", "model": "str", "system_fingerprint": "str"},
+            {"prompt_tokens": "count", "completion_tokens": "count"},
+        )  # fmt: skip
         choices = body.get("choices")
         _need(isinstance(choices, list) and len(choices) > 0)
         texts, refused, first_tokens = [], False, []
@@ -224,12 +233,10 @@ def read_openai(raw: bytes, *, wants_logprobs: bool) -> tuple[str, tuple[str, ..
 
 def read_anthropic(raw: bytes) -> tuple[str, tuple[str, ...], bool] | str:
     try:
-        body = _load(raw)
-        _need(isinstance(body, dict))
-        _fields(body, {"id": "str", "model": "str", "stop_reason": "str"})
-        usage = body.get("usage")
-        _need(usage is None or isinstance(usage, dict))
-        _fields(usage or {}, {"input_tokens": "count", "output_tokens": "count"})
+        body = _envelope(
+            raw, {"id": "str", "model": "str", "stop_reason": "str"},
+            {"input_tokens": "count", "output_tokens": "count"},
+        )  # fmt: skip
         content = body.get("content")
         _need(isinstance(content, list))
         refused = body.get("stop_reason") == "refusal"
