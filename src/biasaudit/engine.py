@@ -50,6 +50,7 @@ from .errors import (
     RateLimitedError,
     ReplayMissError,
     RunAbortedError,
+    StorageFailedError,
     StorageUnusableError,
     TransientProviderError,
     WaitTooLongError,
@@ -853,7 +854,7 @@ def _rebuild_error(fatal: dict[str, str]) -> BiasauditError:
 
     cls = getattr(errors, fatal.get("type", ""), None)
     message = fatal.get("message", "a fan-out worker stopped")
-    if isinstance(cls, type) and issubclass(cls, errors.StorageFailedError | StorageUnusableError):
+    if isinstance(cls, type) and issubclass(cls, StorageFailedError | StorageUnusableError):
         return cls(message)
     if not (isinstance(cls, type) and issubclass(cls, ProviderError)):
         cls = FatalProviderError

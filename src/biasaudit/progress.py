@@ -30,10 +30,21 @@ def describe_progress(stats: EngineStats) -> str:
         else ""
     )
     return (
-        f"{stats.done}/{stats.total} done ({stats.cache_hits} cached, {stats.retries} retries, "
-        f"{stats.failures} failed, {stats.in_flight} in flight{limited}) "
-        f"{rate:.0f} req/s, ETA {eta}"
-    ) + (f"; {stats.batch_status}" if stats.batch_status else "")
+        (
+            f"{stats.done}/{stats.total} done ({stats.cache_hits} cached, {stats.retries} retries, "
+            f"{stats.failures} failed, {stats.in_flight} in flight{limited}) "
+            f"{rate:.0f} req/s, ETA {eta}"
+        )
+        + (f"; {stats.batch_status}" if stats.batch_status else "")
+        + _waiting(stats)
+    )
+
+
+def _waiting(stats: EngineStats) -> str:
+    """Requests another process sharing the cache has in flight, which this run waits for."""
+    if not stats.waiting:
+        return ""
+    return f"; waiting for another run's answers to {stats.waiting} requests"
 
 
 class ProgressPrinter:

@@ -47,9 +47,17 @@ def progress_details(stats: EngineStats) -> str:
     )
     failed = f"[bold]{stats.failures} failed[/]" if stats.failures else "0 failed"
     return (
-        f"{stats.cache_hits} cached · {stats.retries} retries · {failed} · "
-        f"{stats.in_flight} in flight{limit} · {_rate(stats):.0f} req/s"
-    ) + (f"\n{stats.batch_status}" if stats.batch_status else "")
+        (
+            f"{stats.cache_hits} cached · {stats.retries} retries · {failed} · "
+            f"{stats.in_flight} in flight{limit} · {_rate(stats):.0f} req/s"
+        )
+        + (f"\n{stats.batch_status}" if stats.batch_status else "")
+        + (
+            f"\nwaiting for another run's answers to {stats.waiting} requests"
+            if stats.waiting
+            else ""
+        )
+    )
 
 
 class _TwoLines(Progress):
