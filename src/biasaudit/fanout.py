@@ -24,7 +24,7 @@ from .errors import BiasauditError, InputError, UsageError
 from .loop import run_async
 from .providers import ModelRequest, resolve_model
 from .runs import RunResult
-from .secrets import public_headers, redact_url
+from .secrets import public_headers, redact_urls
 from .session import RunSession
 from .textfiles import brief, text_lines
 
@@ -203,7 +203,7 @@ def _line_namer(
 def _spec(options: FanoutOptions, input_path: Path | None) -> dict[str, object]:
     spec: dict[str, object] = {
         "model": options.model,
-        "base_url": _public_urls(options.base_url),
+        "base_url": redact_urls(options.base_url),
         "api_key_env": options.api_key_env,  # the variable's name, never its value
         "headers": public_headers(options.headers),
         "settings": asdict(options.engine_settings()),
@@ -214,10 +214,3 @@ def _spec(options: FanoutOptions, input_path: Path | None) -> dict[str, object]:
         spec["input"] = str(input_path)
         spec["input_sha256"] = hashlib.sha256(input_path.read_bytes()).hexdigest()
     return spec
-
-
-def _public_urls(urls: str | tuple[str, ...] | None) -> str | list[str] | None:
-    """Base URLs as they may be recorded: credentials as ``***``."""
-    if urls is None or isinstance(urls, str):
-        return None if urls is None else redact_url(urls)
-    return [redact_url(url) for url in urls]

@@ -34,6 +34,7 @@ __all__ = [
     "redact",
     "redact_command",
     "redact_url",
+    "redact_urls",
 ]
 
 _known_secrets: set[str] = set()
@@ -156,6 +157,13 @@ def redact_url(text: str) -> str:
         ),
         text,
     )
+
+
+def redact_urls(urls: str | Sequence[str] | None) -> str | list[str] | None:
+    """Base URL(s) as they may be recorded: one, or a list of replicas, credentials as ``***``."""
+    if urls is None or isinstance(urls, str):
+        return None if urls is None else redact_url(urls)
+    return [redact_url(url) for url in urls]
 
 
 def read_headers(headers: Mapping[str, str] | None, *, need_values: bool = True) -> dict[str, str]:

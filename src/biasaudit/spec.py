@@ -36,7 +36,7 @@ from .engine import EngineSettings
 from .errors import UsageError
 from .providers import Provider, resolve_model
 from .providers._types import ReasoningEffort
-from .secrets import public_headers, redact_url
+from .secrets import public_headers, redact_urls
 from .textfiles import brief, load_yaml
 
 __all__ = [
@@ -151,9 +151,7 @@ class AuditSpec(BaseModel):
     @field_serializer("base_url", when_used="json")
     def _masked_urls(self, urls: str | tuple[str, ...] | None) -> str | list[str] | None:
         # Written to spec.json and used for a spec's identity: credentials never are.
-        if urls is None or isinstance(urls, str):
-            return None if urls is None else redact_url(urls)
-        return [redact_url(url) for url in urls]
+        return redact_urls(urls)
 
     @field_serializer("headers", when_used="json")
     def _masked_headers(self, headers: dict[str, str] | None) -> dict[str, str] | None:

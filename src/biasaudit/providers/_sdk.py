@@ -398,7 +398,8 @@ async def _read_at_most(raw: Any, limit: int) -> bytes:
     """An aiohttp response's body, refused once it is larger than ``limit`` bytes (as sent)."""
     length = raw.content_length
     if length is not None and length <= limit:
-        return bytes(await raw.read())
+        body: bytes = await raw.read()
+        return body
     if length is not None:
         raise malformed(
             f"a body of {length:,} bytes, more than the {limit:,} its request allows", b""

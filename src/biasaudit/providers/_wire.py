@@ -201,16 +201,23 @@ def malformed(problem: str, content: bytes | dict[str, Any] | str) -> MalformedR
     return MalformedResponseError(redact(f"the endpoint returned {problem}: {snippet!r}"))
 
 
-def answer_limit(request: ModelRequest, *, extra_tokens: int = 0, prompts: int = 1) -> int:
+def answer_limit(
+    request: ModelRequest,
+    *,
+    extra_tokens: int = 0,
+    prompts: int = 1,
+    default_max_tokens: int = _UNSET_MAX_TOKENS,
+) -> int:
     """The most bytes an answer to ``request`` may take: a generous multiple of what it allows.
 
     ``max_tokens`` (plus ``extra_tokens``, a reasoning model's allowance) for each
     of ``n`` choices of each of ``prompts`` prompts, at ``_BYTES_PER_TOKEN`` per
     token and per logprob alternative, plus an envelope. An answer of 50 MB to a
-    request for one token is not an answer.
+    request for one token is not an answer. A request without ``max_tokens`` is
+    sent with ``default_max_tokens`` (Anthropic's default) or gets the model's own.
     """
     p = request.params
-    tokens = (p.max_tokens or _UNSET_MAX_TOKENS) + extra_tokens
+    tokens = (p.max_tokens or default_max_tokens) + extra_tokens
     alternatives = 1 + (p.top_logprobs or 0) if p.wants_logprobs else 0
     per_token = _BYTES_PER_TOKEN * (1 + alternatives)
     return _ENVELOPE_BYTES + prompts * (p.n or 1) * tokens * per_token

@@ -78,7 +78,7 @@ class AnthropicProvider(SDKProvider):
         sampling = {name: params.pop(name) for name in ("temperature", "top_p") if name in params}
         if sampling:
             params["extra_body"] = sampling
-        limit = answer_limit(request.model_copy(update={"params": _with_max_tokens(request)}))
+        limit = answer_limit(request, default_max_tokens=DEFAULT_MAX_TOKENS)
         raw = await self._attempt(
             self._sdk().messages.with_raw_response.create(timeout=timeout, **params),
             timeout=timeout,
@@ -149,12 +149,6 @@ def _split_system(messages: tuple[dict[str, Any], ...]) -> tuple[str, list[dict[
         if m["role"] not in _SYSTEM_ROLES
     ]
     return system, turns
-
-
-def _with_max_tokens(request: ModelRequest) -> Any:
-    """The request's parameters with the max_tokens it is sent with (the API requires one)."""
-    p = request.params
-    return p if p.max_tokens else p.model_copy(update={"max_tokens": DEFAULT_MAX_TOKENS})
 
 
 def parse_message_body(body: bytes | dict[str, Any], *, request_id: str | None) -> ModelResponse:

@@ -241,18 +241,8 @@ class AllocationTask:
 
     def __post_init__(self) -> None:
         self._check_groups()
-        self._check_labels()
         self._check_pools()
         self._check_prompts()
-
-    def _check_labels(self) -> None:
-        values = set(self.labels.values())
-        if len(values) < 2:
-            shown = ", ".join(f"{label!r}: {value:g}" for label, value in self.labels.items())
-            raise UsageError(
-                f"{self.name}: labels {{{shown}}} all have the same value, so every candidate "
-                "would score the same; give the labels different values"
-            )
 
     def _check_pools(self) -> None:
         """Every subtask must fill its pools: a pool larger than its candidates selects nothing."""
