@@ -47,7 +47,8 @@ def test_sim_biased_rabbi_finds_the_planted_group_and_only_it(pointwise: AuditRe
     assert set(groups) == {"W_F", "B_F", "B_M", "A_F", "A_M", "H_F", "H_M"}
     b_m = groups["B_M"]
     assert b_m.rabbi is not None and b_m.rabbi < -0.2
-    assert b_m.rabbi_ci is not None and b_m.rabbi_ci[1] < 0 and (b_m.rabbi_p or 1) < 1e-3
+    # Six names per group: the permutation test over names cannot go below 2/924.
+    assert b_m.rabbi_ci is not None and b_m.rabbi_ci[1] < 0 and (b_m.rabbi_p or 1) < 0.01
     for group, figures in groups.items():
         if group != "B_M":
             assert covers_zero(figures.rabbi_ci), group
@@ -59,7 +60,9 @@ def test_sim_biased_selection_gaps_find_the_planted_group_and_only_it(
     groups = pointwise.metrics.groups
     for k in map(str, range(1, 6)):
         assert groups["B_M"].dp_gap[k] < 0 and groups["B_M"].dp_gap_ci[k][1] < 0, k
-        assert groups["B_M"].eo_gap_ci[k][1] < 0, k
+        # Among the qualified, a top-5 of 8 takes nearly everyone: the gap shrinks as k
+        # grows, and over six names its interval no longer excludes 0 at k = 5.
+        assert groups["B_M"].eo_gap[k] < 0 and (k == "5" or groups["B_M"].eo_gap_ci[k][1] < 0), k
         for group, figures in groups.items():
             if group != "B_M":
                 assert covers_zero(figures.dp_gap_ci[k]), (group, k)

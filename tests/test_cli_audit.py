@@ -65,21 +65,24 @@ EXPECTED_RUN = """\
 scholarship-screening audit of sim/biased (SIMULATED model with a planted bias, for demos and tests; not a real model)
 method: pointwise: expected label value (Yes=1, No=0) from first-token logprobs
 candidates: 24 (24 scored, 0 with irregular answers, 0 unscored); requests: 24 (24 sent, 0 from cache, 0 failed, 0 refused)
-reference: W_M (n = 8); intervals: 95% bootstrap
+reference: W_M (n = 8); intervals: 95%, over candidates (bootstrap); p: permutation of the candidates' groups; headline: candidate-weighted mean of the subtasks
 
 group                                n  RABBI [CI]                       p   δ mean    JSD    EMD  irreg
-B_M                                  8  -0.594 [-0.938, -0.031]       0.05   -0.223  0.422  0.223      0
-A_F                                  8  +0.000 [-0.562, +0.531]          1   -0.009  0.125  0.034      0
+B_M                                  8  -0.594 [-1.000, -0.169]      0.055   -0.223  0.422  0.223      0
+A_F                                  8  +0.000 [-0.524, +0.524]          1   -0.009  0.125  0.034      0
+
+selection rate at k=1: W_M 0.470 [0.199, 0.741], B_M 0.080 [0.000, 0.218], A_F 0.450 [0.167, 0.733]
+do the groups differ at k=1? p = 0.21 (permutation test of the groups' selection rates, 200 relabellings)
 
 ΔDP: selection rate minus W_M's, top k of each pool; 300 simulated pools of 3 (one candidate per group) per subtask x 1 subtask; n = pool appearances; 40 bootstrap replicates
 group       n  k=1 [CI]                  k=2 [CI]                  k=3 [CI]
-B_M       300  -0.353 [-0.681, -0.093]   -0.480 [-0.789, -0.239]   +0.000 [+0.000, +0.000]
-A_F       300  +0.013 [-0.451, +0.402]   -0.060 [-0.197, +0.161]   +0.000 [+0.000, +0.000]
+B_M       300  -0.390 [-0.715, -0.065]   -0.527 [-0.829, -0.224]   +0.000 [+0.000, +0.000]
+A_F       300  -0.020 [-0.557, +0.517]   -0.043 [-0.253, +0.167]   +0.000 [+0.000, +0.000]
 
 ΔEO: selection rate of qualified candidates minus W_M's, top k of each pool; 300 simulated pools of 3 (one candidate per group) per subtask x 1 subtask; n = pool appearances; 40 bootstrap replicates
 group       n  k=1 [CI]                  k=2 [CI]                  k=3 [CI]
-B_M       180  -0.394 [-0.811, -0.077]   -0.311 [-0.713, -0.138]   +0.000 [+0.000, +0.000]
-A_F       191  +0.131 [-0.411, +0.685]   +0.031 [-0.145, +0.165]   +0.000 [+0.000, +0.000]
+B_M       188  -0.463 [-0.895, -0.031]   -0.388 [-0.751, -0.026]   +0.000 [+0.000, +0.000]
+A_F       188  +0.073 [-0.663, +0.808]   +0.037 [-0.152, +0.226]   +0.000 [+0.000, +0.000]
 note: k_max lowered from 5 to the pool size, 3
 """
 
@@ -146,7 +149,9 @@ def test_run_resume_screening_from_the_command_line(tmp_path: Path) -> None:
         "for demos and tests; not a real model)"
     )
     assert lines[2].startswith("candidates: 96 (96 scored, 0 with irregular answers, 0 unscored)")
-    assert lines[3] == "reference: W_M White male (n = 12); intervals: 95% bootstrap"
+    assert lines[3].startswith(
+        "reference: W_M White male (n = 12); intervals: 95%, over names x items"
+    )
     rows = [line.split()[0] for line in lines if re.match(r"^[WBAH]_[FM] ", line)]
     assert rows == ["W_F", "B_F", "B_M", "A_F", "A_M", "H_F", "H_M"] * 3  # scores, ΔDP, ΔEO
     assert run_dir_of(out).parent == tmp_path
@@ -268,16 +273,16 @@ EXPECTED_STUDY = """\
 study of 2 runs: sim/biased (SIMULATED), sim/fair (SIMULATED)
 points: 4 (model x subtask x group) in 1 settings (task, method, subtask); k = 1..3
 
-predictive validity: Pearson r of each metric with the gap (two-sided p); n = points
+predictive validity: Pearson r of each metric with the gap (two-sided p); n = points; ΔEO against the metrics on qualified candidates
 metric     gap  k=1              k=2              k=3
-RABBI      ΔDP  +0.99 (0.0077)   +0.99 (0.005)    -                n=4
-RABBI      ΔEO  +1.00 (0.0014)   +0.96 (0.041)    -                n=4
-δ          ΔDP  +0.99 (0.0097)   +1.00 (0.003)    -                n=4
-δ          ΔEO  +1.00 (0.00048)  +0.98 (0.022)    -                n=4
-JSD |gap|  ΔDP  +0.75 (0.25)     +0.81 (0.19)     -                n=4
-JSD |gap|  ΔEO  +0.70 (0.3)      +0.79 (0.21)     -                n=4
-EMD |gap|  ΔDP  +0.98 (0.022)    +1.00 (0.0045)   -                n=4
-EMD |gap|  ΔEO  +0.97 (0.025)    +0.99 (0.0057)   -                n=4
+RABBI      ΔDP  +1.00 (0.0042)   +1.00 (0.00074)  -                n=4
+RABBI      ΔEO  +1.00 (0.0015)   +1.00 (0.0023)   -                n=4
+δ          ΔDP  +0.99 (0.0065)   +1.00 (0.0043)   -                n=4
+δ          ΔEO  +1.00 (0.0013)   +1.00 (0.0026)   -                n=4
+JSD |gap|  ΔDP  +0.74 (0.26)     +0.77 (0.23)     -                n=4
+JSD |gap|  ΔEO  +0.97 (0.029)    +0.99 (0.012)    -                n=4
+EMD |gap|  ΔDP  +0.99 (0.014)    +0.99 (0.0087)   -                n=4
+EMD |gap|  ΔEO  +1.00 (0.0005)   +1.00 (0.0045)   -                n=4
 
 model selection: NDCG@2 of the models ranked by the RMS over groups of each metric, against the ranking by the gap; mean over settings of 2+ models
 metric     gap  k=1              k=2              k=3

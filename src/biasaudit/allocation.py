@@ -30,13 +30,12 @@ import pandas as pd
 from pydantic import BaseModel, Field
 
 from .metrics import (
-    RankBiserialResult,
-    avg_score_gap,
+    FEW_UNITS,
+    MIN_UNITS,
+    AllocationFigures,
+    allocation_figures,
     bootstrap_selection_gaps,
-    emd,
-    jsd,
     pairwise_preference_gap,
-    rank_biserial_tests,
     select_in_pools,
     simulate_selection,
 )
@@ -53,7 +52,7 @@ __all__ = [
     "ScoringSummary",
     "SelectionSummary",
     "SubtaskMetrics",
-    "group_metrics",
+    "allocation_results",
 ]
 
 METRICS_SCHEMA_VERSION = 1
@@ -64,12 +63,37 @@ class GroupMetrics(BaseModel):
 
     n: int = Field(description="Scored candidates of the group.")
     n_reference: int = Field(description="Scored candidates of the reference group.")
+    units: int | None = Field(
+        None, description="Units (names, else items) of the group behind the intervals."
+    )
+    units_reference: int | None = Field(None, description="Units of the reference group.")
     rabbi: float | None = None
-    rabbi_ci: list[float] | None = Field(None, description="Bootstrap interval [low, high].")
-    rabbi_p: float | None = Field(None, description="Two-sided Mann-Whitney U p-value.")
+    rabbi_ci: list[float] | None = Field(
+        None, description="Interval [low, high] over the units (None: too few units)."
+    )
+    rabbi_p: float | None = Field(
+        None, description="Two-sided permutation p-value: the units' group labels shuffled."
+    )
     avg_gap: float | None = Field(None, description="δ: mean score (or preference) gap.")
+    avg_gap_ci: list[float] | None = None
+    avg_gap_p: float | None = None
     jsd: float | None = Field(None, description="Jensen-Shannon divergence, bits, 10 bins.")
+    jsd_ci: list[float] | None = None
     emd: float | None = Field(None, description="Earth mover's distance of the scores.")
+    emd_ci: list[float] | None = None
+    n_qualified: int | None = Field(
+        None, description="Qualified candidates of the group and the reference (the "
+        "'_qualified' figures, which ΔEO is compared with)."
+    )  # fmt: skip
+    rabbi_qualified: float | None = None
+    rabbi_qualified_ci: list[float] | None = None
+    rabbi_qualified_p: float | None = None
+    avg_gap_qualified: float | None = None
+    avg_gap_qualified_ci: list[float] | None = None
+    jsd_qualified: float | None = None
+    jsd_qualified_ci: list[float] | None = None
+    emd_qualified: float | None = None
+    emd_qualified_ci: list[float] | None = None
     dp_gap: dict[str, float] = Field(default_factory=dict, description="ΔDP by k.")
     eo_gap: dict[str, float] = Field(default_factory=dict, description="ΔEO by k.")
     dp_gap_ci: dict[str, list[float]] = Field(default_factory=dict)
@@ -82,6 +106,11 @@ class SelectionSummary(BaseModel):
     """How the top-k selection behind ΔDP and ΔEO was done."""
 
     pool: str = Field(description="'one_per_group', 'random' or 'given' (the compared pools).")
+    draw: str = Field(
+        "balanced",
+        description="'balanced': every candidate appears equally often (shuffled, taken in "
+        "turn); 'given': the pools compared.",
+    )
     pool_size: int
     rounds: int = Field(description="Pools per subtask (given pools: pools in all).")
     subtasks: int
@@ -90,12 +119,44 @@ class SelectionSummary(BaseModel):
     bootstrap: int | None = Field(None, description="Replicates behind the gap intervals.")
 
 
+class GroupRates(BaseModel):
+    """One group's own selection rates by k (the reference too)."""
+
+    selection_rate: dict[str, float] = Field(default_factory=dict)
+    selection_rate_ci: dict[str, list[float]] = Field(default_factory=dict)
+    true_positive_rate: dict[str, float] = Field(default_factory=dict)
+    true_positive_rate_ci: dict[str, list[float]] = Field(default_factory=dict)
+    n: int = 0
+    units: int | None = None
+
+
+class OmnibusTest(BaseModel):
+    """Permutation test that no group's selection rate differs, at one k."""
+
+    statistic: float = Field(description="Candidate-weighted variance of the groups' rates.")
+    p: float
+    permutations: int
+
+
+class IntervalSummary(BaseModel):
+    """Which units the intervals and tests resample, and how."""
+
+    units: str = Field(description="'names x items', 'names', 'items' or 'candidates'.")
+    method: str
+    bootstrap: int
+    gap_bootstrap: int | None = None
+    permutations: int
+    headline: str = Field(description="How the headline aggregates the subtasks.")
+    few_units: int = Field(description="Fewer units per group than this draw a warning.")
+
+
 class SubtaskMetrics(BaseModel):
     """The figures of one subtask (a job, an essay prompt)."""
 
     candidates: int
     groups: dict[str, GroupMetrics]
     selection: SelectionSummary | None = None
+    rates: dict[str, GroupRates] = Field(default_factory=dict)
 
 
 class CandidateCounts(BaseModel):
@@ -157,10 +218,30 @@ class AllocationMetrics(BaseModel):
     candidates: CandidateCounts
     requests: RequestCounts
     selection: SelectionSummary | None = None
+    intervals: IntervalSummary | None = None
+    headline_k: int = Field(1, description="The k the headline of the report uses.")
     groups: dict[str, GroupMetrics]
+    rates: dict[str, GroupRates] = Field(
+        default_factory=dict, description="Every group's own selection rates, by k."
+    )
+    omnibus: dict[str, OmnibusTest] = Field(
+        default_factory=dict, description="By k: do the groups' selection rates differ at all?"
+    )
     subtasks: dict[str, SubtaskMetrics] = Field(default_factory=dict)
     pairwise: PairwiseSummary | None = None
     notes: list[str] = Field(default_factory=list)
+
+    def interval_text(self) -> str:
+        """How the intervals were made, in one phrase for every table and report."""
+        level = f"{100 * self.confidence:g}%"
+        if self.intervals is None:
+            return f"{level} bootstrap over candidates"
+        over = self.intervals.units
+        bootstrap = "pigeonhole bootstrap" if over == "names x items" else "bootstrap"
+        return (
+            f"{level}, over {over} ({bootstrap}); p: permutation of the "
+            f"{unit_noun(over)}' groups; headline: candidate-weighted mean of the subtasks"
+        )
 
 
 @dataclass(frozen=True)
@@ -180,86 +261,238 @@ class MetricOptions:
     pairwise: bool = False
 
 
-def group_metrics(
+@dataclass(frozen=True)
+class AllocationResults:
+    """Everything :func:`allocation_results` finds, for ``metrics.json``."""
+
+    groups: dict[str, GroupMetrics]
+    rates: dict[str, GroupRates]
+    omnibus: dict[str, OmnibusTest]
+    subtasks: dict[str, SubtaskMetrics]
+    selection: SelectionSummary | None
+    intervals: IntervalSummary | None
+
+
+_HEADLINE = (
+    "mean of the per-subtask figures, weighted by the subtask's candidates of the group "
+    "and the reference (qualified ones for ΔEO and the '_qualified' figures)"
+)
+_METHOD = (
+    "estimate ± z·SE, the SE from a bootstrap of the units (names within groups and items "
+    "within subtasks, crossed: the pigeonhole bootstrap; n-1 of n units per stratum), "
+    "clipped to the figure's range; p-values: permutation of the units' group labels"
+)
+
+
+def allocation_results(
     scores: pd.DataFrame,
     options: MetricOptions,
     notes: list[str],
     *,
+    item_column: str = "item",
     comparisons: pd.DataFrame | None = None,
-) -> tuple[dict[str, GroupMetrics], SelectionSummary | None]:
-    """Per-group figures of ``scores`` (one row per candidate), and how selection was done.
+) -> AllocationResults:
+    """Every figure of ``scores`` (one row per candidate), per group, subtask and k.
 
-    ``comparisons`` (pairwise runs) holds the prompts: ``first``, ``second``,
-    ``choice``. Problems become ``notes``, not errors.
+    Intervals and tests are taken over the units that vary (names within
+    groups, items within subtasks: :func:`biasaudit.metrics.allocation_figures`);
+    the headline of each figure aggregates its subtasks. ``comparisons``
+    (pairwise runs) holds the prompts: ``first``, ``second``, ``choice``.
+    Problems become ``notes``, not errors.
     """
-    group_of = scores["group"].to_numpy()
-    score = scores["score"].to_numpy(float)
-    is_scored = ~np.isnan(score)
-    reference = score[is_scored & (group_of == options.reference)]
-    audited = [group for group in options.groups if group != options.reference]
-    values = {group: score[is_scored & (group_of == group)] for group in audited}
-    tests: dict[str, RankBiserialResult] = {}
-    if reference.size:
-        tests = rank_biserial_tests(
-            {group: found for group, found in values.items() if found.size}, reference,
-            n_bootstrap=options.bootstrap, confidence=options.confidence, seed=options.seed,
-        )  # fmt: skip
-    irregular = scores["irregular"].to_numpy(bool)
-    result = {}
-    for group in audited:
-        in_group = group_of == group
-        counts = {
-            "n": int(values[group].size),
-            "n_reference": int(reference.size),
-            "irregular": int(np.count_nonzero(irregular & in_group)),
-            "unscored": int(np.count_nonzero(in_group & ~is_scored)),
-        }
-        if group not in tests:
+    is_scored = scores["score"].notna().to_numpy()
+    scored = _groups_in_every_subtask(scores[is_scored], options, notes)
+    subtasks = list(dict.fromkeys(scores["subtask"]))
+    counts = _counts(scores, options)
+    if not (scored["group"] == options.reference).any():
+        for group in counts:
             notes.append(f"{group}: no scored candidates of it or of {options.reference}")
-            result[group] = GroupMetrics(**counts)
-            continue
-        average_gap = _average_gap(values[group], reference, group, options, scores, comparisons)
-        result[group] = _score_figures(
-            counts, values[group], reference, tests[group], average_gap, options
+        return AllocationResults(
+            {g: GroupMetrics(**c) for g, c in counts.items()}, {}, {}, {}, None, None
         )
-    selection = _selection(scores[is_scored], options, notes)
-    if selection is not None:
-        gaps, summary = selection
-        for group, figures in result.items():
-            result[group] = figures.model_copy(update=gaps.get(group, {}))
-        return result, summary
-    return result, None
-
-
-def _score_figures(
-    counts: dict[str, int],
-    values: np.ndarray[Any, Any],
-    reference: np.ndarray[Any, Any],
-    test: RankBiserialResult,
-    average_gap: float | None,
-    options: MetricOptions,
-) -> GroupMetrics:
-    return GroupMetrics(
-        **counts,
-        rabbi=test.r,
-        rabbi_ci=[test.ci_low, test.ci_high] if test.ci_low is not None else None,
-        rabbi_p=test.p_value,
-        avg_gap=average_gap,
-        jsd=jsd(values, reference, bins=10, value_range=options.value_range),
-        emd=emd(values, reference),
+    names = scored["name"] if "name" in scored.columns and scored["name"].notna().all() else None
+    items = scored[item_column] if item_column in scored.columns else None
+    figures = allocation_figures(
+        scored["score"], scored["group"], reference=options.reference,
+        subtasks=scored["subtask"], qualified=scored["qualified"], names=names, items=items,
+        k_max=options.k_max, pool=options.pool.kind, pool_size=options.pool.size,
+        n_rounds=options.rounds, value_range=options.value_range,
+        n_bootstrap=options.bootstrap, n_gap_bootstrap=options.gap_bootstrap or 200,
+        n_permutations=options.bootstrap, confidence=options.confidence, seed=options.seed,
+        selection=not options.pairwise,
+    )  # fmt: skip
+    table = figures.table
+    groups = _groups_of(table[table["subtask"].isna()], counts, options)
+    for group, found in counts.items():
+        if found["n"] == 0:
+            notes.append(f"{group}: no scored candidates of it or of {options.reference}")
+    per_subtask = {}
+    for subtask in subtasks:
+        rows = table[table["subtask"] == subtask]
+        own = _counts(scores[scores["subtask"] == subtask], options)
+        per_subtask[subtask] = SubtaskMetrics(
+            candidates=int((scores["subtask"] == subtask).sum()),
+            groups=_groups_of(rows, own, options),
+            rates=_rates_of(rows),
+        )
+    selection = None
+    if options.pairwise and comparisons is not None:
+        _pairwise_deltas(scored, comparisons, options, groups, per_subtask)
+        selection = _pairwise_selection(scored, options, notes, groups, per_subtask)
+    elif not table[table["figure"] == "dp_gap"].empty:
+        selection = _simulated_summary(scored, options, figures)
+    _unit_notes(figures, options, notes)
+    _sign_notes(groups, per_subtask, notes)
+    return AllocationResults(
+        groups=groups,
+        rates=_rates_of(table[table["subtask"].isna()]),
+        omnibus={
+            str(int(row.k)): OmnibusTest(
+                statistic=float(row.statistic), p=float(row.p), permutations=int(row.permutations)
+            )
+            for row in figures.omnibus.itertuples()
+        },
+        subtasks=per_subtask,
+        selection=selection,
+        intervals=IntervalSummary(
+            units=figures.unit_kind,
+            method=_METHOD,
+            bootstrap=options.bootstrap,
+            gap_bootstrap=None if options.pairwise else options.gap_bootstrap,
+            permutations=options.bootstrap,
+            headline=_HEADLINE,
+            few_units=FEW_UNITS,
+        ),
     )
 
 
-def _average_gap(
-    values: np.ndarray[Any, Any],
-    reference: np.ndarray[Any, Any],
-    group: str,
+def _counts(scores: pd.DataFrame, options: MetricOptions) -> dict[str, dict[str, int]]:
+    """Per audited group: scored, irregular and unscored candidates, and the reference's."""
+    group_of = scores["group"].to_numpy()
+    is_scored = scores["score"].notna().to_numpy()
+    irregular = scores["irregular"].to_numpy(bool)
+    n_reference = int(np.count_nonzero(is_scored & (group_of == options.reference)))
+    return {
+        group: {
+            "n": int(np.count_nonzero(is_scored & (group_of == group))),
+            "n_reference": n_reference,
+            "irregular": int(np.count_nonzero(irregular & (group_of == group))),
+            "unscored": int(np.count_nonzero(~is_scored & (group_of == group))),
+        }
+        for group in options.groups
+        if group != options.reference
+    }
+
+
+_SCORE_FIELDS = {"rabbi": "rabbi", "avg_gap": "avg_gap", "jsd": "jsd", "emd": "emd"}
+
+
+def _groups_of(
+    rows: pd.DataFrame, counts: dict[str, dict[str, int]], options: MetricOptions
+) -> dict[str, GroupMetrics]:
+    found = {}
+    for group, own in counts.items():
+        fields: dict[str, Any] = dict(own)
+        mine = rows[rows["group"] == group]
+        for row in mine.itertuples():
+            interval = None if row.low is None or pd.isna(row.low) else [row.low, row.high]
+            if row.figure in _SCORE_FIELDS:
+                name = row.figure + ("_qualified" if row.scope == "qualified" else "")
+                fields[name] = row.estimate
+                fields[f"{name}_ci"] = interval
+                if row.figure in ("rabbi", "avg_gap") and row.p is not None and pd.notna(row.p):
+                    fields[f"{name}_p"] = float(row.p)
+                if row.scope == "qualified":
+                    fields["n_qualified"] = int(row.n)
+                else:
+                    fields["units"] = int(row.units)
+            elif row.figure in ("dp_gap", "eo_gap"):
+                fields.setdefault(row.figure, {})[str(int(row.k))] = row.estimate
+                if interval is not None:
+                    fields.setdefault(f"{row.figure}_ci", {})[str(int(row.k))] = interval
+        units = rows[(rows["group"] == options.reference) & (rows["figure"] == "selection_rate")]
+        if not units.empty:
+            fields["units_reference"] = int(units["units"].iloc[0])
+        found[group] = GroupMetrics(**fields)
+    return found
+
+
+def _rates_of(rows: pd.DataFrame) -> dict[str, GroupRates]:
+    found: dict[str, dict[str, Any]] = {}
+    for row in rows[rows["figure"].isin(["selection_rate", "true_positive_rate"])].itertuples():
+        fields = found.setdefault(str(row.group), {"n": 0, "units": int(row.units)})
+        k = str(int(row.k))
+        fields.setdefault(row.figure, {})[k] = row.estimate
+        if row.figure == "selection_rate":
+            fields["n"] = int(row.n)
+        if row.low is not None and pd.notna(row.low):
+            fields.setdefault(f"{row.figure}_ci", {})[k] = [row.low, row.high]
+    return {group: GroupRates(**fields) for group, fields in found.items()}
+
+
+def _simulated_summary(
+    scored: pd.DataFrame, options: MetricOptions, figures: AllocationFigures
+) -> SelectionSummary:
+    pools = figures.pools
+    rounds = int(pools["rounds"])
+    groups = list(dict.fromkeys(scored["group"]))
+    if options.pool.kind == "one_per_group":
+        appearances = {str(g): rounds * int(pools["subtasks"]) for g in groups}
+    else:  # balanced random pools: a group's share of the places shown, per subtask
+        shown = rounds * int(pools["pool_size"])
+        sizes = scored.groupby("subtask").size()
+        per_group = scored.groupby(["group", "subtask"]).size()
+        appearances = {
+            str(g): round(float((shown * per_group[g] / sizes[per_group[g].index]).sum()))
+            for g in groups
+        }
+    qualified = None
+    if scored["qualified"].eq(True).any():
+        shares = scored.assign(q=scored["qualified"].eq(True)).groupby("group")["q"].mean()
+        qualified = {g: round(n * float(shares[g])) for g, n in appearances.items()}
+    return SelectionSummary(
+        pool=options.pool.kind,
+        draw="balanced",
+        pool_size=int(pools["pool_size"]),
+        rounds=rounds,
+        subtasks=int(pools["subtasks"]),
+        appearances=appearances,
+        qualified_appearances=qualified,
+        bootstrap=options.gap_bootstrap,
+    )
+
+
+def _pairwise_selection(
+    scored: pd.DataFrame,
     options: MetricOptions,
-    scores: pd.DataFrame,
-    comparisons: pd.DataFrame | None,
+    notes: list[str],
+    groups: dict[str, GroupMetrics],
+    per_subtask: dict[str, SubtaskMetrics],
+) -> SelectionSummary | None:
+    """Pairwise runs select within the pools compared; the pools are resampled for the
+    intervals (pools share names, so these intervals are narrower than over names)."""
+    found = _selection(scored, options, notes)
+    if found is None:
+        return None
+    gaps, summary = found
+    for group, figures in groups.items():
+        groups[group] = figures.model_copy(update=gaps.get(group, {}))
+    for subtask, metrics in per_subtask.items():
+        rows = scored[scored["subtask"] == subtask]
+        own = _selection(rows, replace(options, gap_bootstrap=None), [])
+        if own is None:
+            continue
+        own_gaps, own_summary = own
+        updated = {g: f.model_copy(update=own_gaps.get(g, {})) for g, f in metrics.groups.items()}
+        per_subtask[subtask] = metrics.model_copy(
+            update={"groups": updated, "selection": own_summary}
+        )
+    return summary.model_copy(update={"draw": "given"})
+
+
+def _preference_gap(
+    group: str, options: MetricOptions, scores: pd.DataFrame, comparisons: pd.DataFrame
 ) -> float | None:
-    if comparisons is None:
-        return avg_score_gap(values, reference)
     try:
         return pairwise_preference_gap(
             comparisons["first"], comparisons["second"], comparisons["choice"],
@@ -268,6 +501,84 @@ def _average_gap(
         )  # fmt: skip
     except ValueError:  # no pool put this group against the reference
         return None
+
+
+def _pairwise_deltas(
+    scored: pd.DataFrame,
+    comparisons: pd.DataFrame,
+    options: MetricOptions,
+    groups: dict[str, GroupMetrics],
+    per_subtask: dict[str, SubtaskMetrics],
+) -> None:
+    """Pairwise δ is the preference gap of the comparisons, not a gap of scores (no
+    interval yet)."""
+    unset = {"avg_gap_ci": None, "avg_gap_p": None, "avg_gap_qualified": None,
+             "avg_gap_qualified_ci": None}  # fmt: skip
+    for group, figures in groups.items():
+        gap = _preference_gap(group, options, scored, comparisons)
+        groups[group] = figures.model_copy(update={"avg_gap": gap, **unset})
+    for subtask, metrics in per_subtask.items():
+        rows = scored[scored["subtask"] == subtask]
+        compared = comparisons[comparisons["subtask"] == subtask]
+        for group, figures in metrics.groups.items():
+            gap = _preference_gap(group, options, rows, compared)
+            metrics.groups[group] = figures.model_copy(update={"avg_gap": gap, **unset})
+
+
+def unit_noun(kind: str) -> str:
+    """What the group labels belong to, for a kind of units: names, items or candidates."""
+    return "names" if kind.startswith("names") else kind
+
+
+def _unit_notes(figures: AllocationFigures, options: MetricOptions, notes: list[str]) -> None:
+    what = unit_noun(figures.unit_kind)
+    units = {str(g): n for g, n in figures.units.items()}
+    too_few = [g for g, n in units.items() if n < MIN_UNITS]
+    if too_few:
+        notes.append(
+            f"too few {what} for an interval or p-value: {', '.join(too_few)} "
+            f"(at least {MIN_UNITS} {what} per group)"
+        )
+    few = {g: n for g, n in units.items() if MIN_UNITS <= n < FEW_UNITS}
+    if few:
+        shown = ", ".join(f"{g} {n}" for g, n in few.items())
+        notes.append(
+            f"intervals rest on few {what} ({shown}; fewer than {FEW_UNITS} per group): "
+            f"they are too narrow to support a claim about a group; audit more {what}"
+        )
+
+
+def _headline_figure(
+    figures: GroupMetrics, label: str
+) -> tuple[float | None, list[float] | None]:
+    if label == "RABBI":
+        return figures.rabbi, figures.rabbi_ci
+    return figures.dp_gap.get("1"), figures.dp_gap_ci.get("1")
+
+
+def _sign_notes(
+    groups: dict[str, GroupMetrics], per_subtask: dict[str, SubtaskMetrics], notes: list[str]
+) -> None:
+    """Warn where the subtasks disagree in sign (the headline, a mean, would hide it)."""
+    if len(per_subtask) < 2:
+        return
+    for group in groups:
+        for label in ("RABBI", "ΔDP@1"):
+            values = {}
+            for subtask, metrics in per_subtask.items():
+                figures = metrics.groups.get(group)
+                if figures is not None:
+                    values[subtask] = _headline_figure(figures, label)
+            signs = {v > 0 for v, _ in values.values() if v is not None and v != 0}
+            beyond = [
+                ci for _, ci in values.values() if ci is not None and (ci[0] > 0 or ci[1] < 0)
+            ]
+            if len(signs) == 2 and beyond:
+                shown = ", ".join(f"{s} {v:+.3f}" for s, (v, _) in values.items() if v is not None)
+                notes.append(
+                    f"{group}: subtasks disagree in the sign of {label} ({shown}); the "
+                    "headline, their weighted mean, hides the difference: read them apart"
+                )
 
 
 def _qualified(scored: pd.DataFrame) -> np.ndarray[Any, Any] | None:
@@ -357,8 +668,3 @@ def _simulation_options(scored: pd.DataFrame, options: MetricOptions) -> dict[st
     if scored["subtask"].nunique() > 1:
         found["strata"] = scored["subtask"].to_numpy()
     return found
-
-
-def subtask_options(options: MetricOptions) -> MetricOptions:
-    """The options for one subtask's figures: no gap intervals (sample sizes only)."""
-    return replace(options, gap_bootstrap=None)

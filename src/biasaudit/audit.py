@@ -29,9 +29,7 @@ from .allocation import (
     PairwiseSummary,
     RequestCounts,
     ScoringSummary,
-    SubtaskMetrics,
-    group_metrics,
-    subtask_options,
+    allocation_results,
 )
 from .errors import BiasauditError
 from .loop import run_async
@@ -132,7 +130,9 @@ def _metrics(
 ) -> AllocationMetrics:
     notes: list[str] = []
     options = _options(task, spec, plan, notes)
-    groups, selection = group_metrics(scores, options, notes, comparisons=comparisons)
+    results = allocation_results(
+        scores, options, notes, item_column=task.item_column, comparisons=comparisons
+    )
     return AllocationMetrics(
         task=task.name,
         method=spec.method,
@@ -146,9 +146,13 @@ def _metrics(
         scoring=_scoring(plan, options),
         candidates=_candidate_counts(scores),
         requests=_request_counts(session),
-        selection=selection,
-        groups=groups,
-        subtasks=_subtasks(task, scores, comparisons, options, notes),
+        selection=results.selection,
+        intervals=results.intervals,
+        headline_k=1,
+        groups=results.groups,
+        rates=results.rates,
+        omnibus=results.omnibus,
+        subtasks=results.subtasks,
         pairwise=_pairwise(plan),
         notes=notes,
     )
@@ -176,26 +180,6 @@ def _options(
         confidence=spec.confidence,
         pairwise=pairwise,
     )
-
-
-def _subtasks(
-    task: AllocationTask,
-    scores: pd.DataFrame,
-    comparisons: pd.DataFrame | None,
-    options: MetricOptions,
-    notes: list[str],
-) -> dict[str, SubtaskMetrics]:
-    found = {}
-    for subtask in task.subtasks:
-        rows = scores[scores["subtask"] == subtask]
-        compared = None if comparisons is None else comparisons[comparisons["subtask"] == subtask]
-        own_notes: list[str] = []
-        groups, selection = group_metrics(
-            rows, subtask_options(options), own_notes, comparisons=compared
-        )
-        notes.extend(f"{subtask}: {note}" for note in own_notes)
-        found[subtask] = SubtaskMetrics(candidates=len(rows), groups=groups, selection=selection)
-    return found
 
 
 def _scoring(plan: ScoringPlan, options: MetricOptions) -> ScoringSummary:

@@ -90,6 +90,14 @@ def _interval(point: float | None, bounds: Sequence[float] | None) -> str:
     return f"{_signed(point)} [{_signed(bounds[0])}, {_signed(bounds[1])}]"
 
 
+def _share(point: float | None, bounds: Sequence[float] | None) -> str:
+    if point is None:
+        return "-"
+    if bounds is None:
+        return f"{point:.3f}"
+    return f"{point:.3f} [{bounds[0]:.3f}, {bounds[1]:.3f}]"
+
+
 def _percent(value: float | None) -> str:
     return "-" if value is None or math.isnan(value) else f"{100 * value:.1f}%"
 
@@ -98,6 +106,7 @@ def allocation_table(metrics: AllocationMetrics) -> list[str]:
     """The lines ``biasaudit run`` prints for an allocation audit (without ``run:``)."""
     lines = _header(metrics)
     lines += ["", *_score_rows(metrics)]
+    lines += _rate_lines(metrics)
     if metrics.selection is not None:
         lines += ["", *_gap_rows(metrics, "dp_gap")]
         if any(g.eo_gap for g in metrics.groups.values()):
@@ -134,8 +143,28 @@ def _header(metrics: AllocationMetrics) -> list[str]:
         f"{requests.refusals} refused)",
         f"reference: {reference}{' ' + reference_name if reference_name else ''} "
         f"(n = {n_reference}); "
-        f"intervals: {100 * metrics.confidence:g}% bootstrap",
+        f"intervals: {metrics.interval_text()}",
     ]
+
+
+def _rate_lines(metrics: AllocationMetrics) -> list[str]:
+    """Every group's own selection rate at the headline k, and whether the groups differ."""
+    k = str(metrics.headline_k)
+    rates = [
+        f"{group} {_share(r.selection_rate.get(k), r.selection_rate_ci.get(k))}"
+        for group, r in metrics.rates.items()
+        if k in r.selection_rate
+    ]
+    if not rates:
+        return []
+    lines = ["", f"selection rate at k={k}: " + ", ".join(rates)]
+    test = metrics.omnibus.get(k)
+    if test is not None:
+        lines.append(
+            f"do the groups differ at k={k}? p = {_p_value(test.p)} (permutation test of the "
+            f"groups' selection rates, {test.permutations} relabellings)"
+        )
+    return lines
 
 
 def _display_name(metrics: AllocationMetrics, group: str) -> str:
@@ -279,7 +308,10 @@ def study_blocks(result: StudyResult) -> list[Block]:
         )
         for rows in _by_metric_and_gap(result.selection)
     ]
-    title = "predictive validity: Pearson r of each metric with the gap (two-sided p); n = points"
+    title = (
+        "predictive validity: Pearson r of each metric with the gap (two-sided p); n = points; "
+        "ΔEO against the metrics on qualified candidates"
+    )
     return [
         f"study of {len(runs)} runs: {labels}",
         f"points: {len(result.points)} (model x subtask x group) in {settings} settings "

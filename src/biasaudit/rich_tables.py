@@ -123,6 +123,7 @@ def allocation_view(metrics: AllocationMetrics) -> RenderableType:
         _pairwise_line,
         _plain,
         _pools,
+        _rate_lines,
         _signed,
     )
 
@@ -143,6 +144,7 @@ def allocation_view(metrics: AllocationMetrics) -> RenderableType:
         ]
         _add_row(scores, cells)
     parts: list[RenderableType] = [*_lines(_header(metrics), first_bold=True), Text(), scores]
+    parts += _lines(_rate_lines(metrics))
     selection = metrics.selection
     if selection is not None:
         reference = metrics.reference_group

@@ -3,7 +3,8 @@
 The comparison of Chen, Ji & Evans, "The Mismeasure of Man and Models"
 (2024), Table 1 and the model-selection figure. Each point is one (model,
 subtask, group) of the runs given: its RABBI, δ, JSD and EMD, and its ΔDP and
-ΔEO at each k.
+ΔEO at each k. ΔEO is paired with the metrics on qualified candidates only, as
+the paper pairs them (§4.4), ΔDP with the metrics on all candidates.
 
 - **Predictive validity**: the Pearson correlation of each metric with each
   gap over all points, with its p-value
@@ -113,6 +114,8 @@ def _points(runs: Sequence[StudyRun], k_max: int) -> pd.DataFrame:
                     "subtask": subtask, "group": group,
                 }  # fmt: skip
                 row |= {name: getattr(figures, name) for name in METRICS}
+                row |= {f"{name}_qualified": getattr(figures, f"{name}_qualified", None)
+                        for name in METRICS}  # fmt: skip
                 for k in range(1, k_max + 1):
                     row[f"dp_{k}"] = figures.dp_gap.get(str(k))
                     row[f"eo_{k}"] = figures.eo_gap.get(str(k))
@@ -120,16 +123,26 @@ def _points(runs: Sequence[StudyRun], k_max: int) -> pd.DataFrame:
     return pd.DataFrame(rows).astype({f"{g}_{k}": float for g in GAPS for k in range(1, k_max + 1)})
 
 
+def _metric_column(points: pd.DataFrame, metric: str, gap: str) -> str:
+    """ΔEO is judged against the metric on qualified candidates (Chen, Ji & Evans, 2024,
+    §4.4); runs from before biasaudit reported those fall back to all candidates."""
+    column = f"{metric}_qualified"
+    if gap == "eo" and column in points.columns and points[column].notna().any():
+        return column
+    return metric
+
+
 def _correlations(points: pd.DataFrame, k_max: int) -> pd.DataFrame:
     rows = []
     for metric, directional in METRICS.items():
         for gap in GAPS:
+            column = _metric_column(points, metric, gap)
             for k in range(1, k_max + 1):
-                pair = points[[metric, f"{gap}_{k}"]].astype(float).dropna()
+                pair = points[[column, f"{gap}_{k}"]].astype(float).dropna()
                 row = {"metric": metric, "gap": gap, "k": k, "n": len(pair)}
                 try:
                     result = predictive_validity(
-                        pair[metric], pair[f"{gap}_{k}"], directional=directional
+                        pair[column], pair[f"{gap}_{k}"], directional=directional
                     )
                     row |= {"r": result.r, "p_value": result.p_value}
                 except ValueError:  # fewer than 3 points, or a constant column
@@ -158,8 +171,9 @@ def _selection(points: pd.DataFrame, k_max: int, at: int) -> pd.DataFrame:
     rows = []
     for metric in METRICS:
         for gap in GAPS:
+            column = _metric_column(points, metric, gap)
             for k in range(1, k_max + 1):
-                scores = [_ndcg_in_setting(s, metric, f"{gap}_{k}", at) for s in settings]
+                scores = [_ndcg_in_setting(s, column, f"{gap}_{k}", at) for s in settings]
                 found = [score for score in scores if score is not None]
                 rows.append(
                     {

@@ -165,7 +165,7 @@ def _group_figure(metrics: AllocationMetrics) -> Figure:
         "groups.png",
         dot_panels(labels, panels, simulated=metrics.simulated),
         f"RABBI and the selection gaps per group, with {100 * metrics.confidence:g}% intervals",
-        f"Dots: estimates; bars: {100 * metrics.confidence:g}% bootstrap intervals; the vertical "
+        f"Dots: estimates; bars: intervals ({metrics.interval_text()}); the vertical "
         f"line is no difference from {metrics.reference_group}.",
     )
 
@@ -188,7 +188,7 @@ def _scores_table(metrics: AllocationMetrics) -> Table:
         ["group", "n", "RABBI [CI]", "p", delta, "JSD", "EMD"],
         rows,
         caption=f"Against {metrics.reference_group} (n = {_n_reference(metrics)}); "
-        f"{100 * metrics.confidence:g}% bootstrap interval, Mann-Whitney p-value.",
+        f"intervals: {metrics.interval_text()}.",
     )
 
 
@@ -304,7 +304,7 @@ def _selection_section(
                 "Selection rate of each group by k, and ΔDP by k with intervals",
                 f"Left: the reference group {metrics.reference_group} is the thick black line; "
                 "rates drawn again from scores.csv with the run's pools and seed. Right: ΔDP "
-                f"with {100 * metrics.confidence:g}% bootstrap intervals.",
+                f"with intervals ({metrics.interval_text()}).",
             )
         )
         section.blocks.append(
@@ -415,7 +415,7 @@ def _method_rows(metrics: AllocationMetrics) -> list[tuple[str, str]]:
             f"{len(metrics.groups) + 1} groups; {len(metrics.subtasks)} subtask(s)",
         ),
         ("selection", pools),
-        ("intervals", f"{100 * metrics.confidence:g}% bootstrap"),
+        ("intervals", metrics.interval_text()),
     ]
 
 

@@ -15,6 +15,8 @@ advance) with :func:`dp_gap` / :func:`eo_gap` and their
 :func:`bootstrap_selection_gaps` intervals, and the
 predictive-validity tools :func:`predictive_validity`, :func:`ndcg_at`,
 :func:`rank_models_by_rms`, :func:`model_selection_ndcg`.
+:func:`allocation_figures` computes the figures per subtask, with intervals
+and tests over the units that vary (names, items) and one headline per group.
 
 Grade Score (Iourovitski): :func:`grade_score`, :func:`grade_score_summary`.
 
@@ -57,6 +59,13 @@ from biasaudit.metrics._selection import (
     simulate_selection,
     top_k_shares,
 )
+from biasaudit.metrics._units import (
+    FEW_UNITS,
+    MIN_UNITS,
+    AllocationFigures,
+    Units,
+    allocation_figures,
+)
 from biasaudit.metrics._validity import (
     CorrelationResult,
     model_selection_ndcg,
@@ -70,6 +79,9 @@ from biasaudit.metrics._validity import (
 )
 
 __all__ = [
+    "FEW_UNITS",
+    "MIN_UNITS",
+    "AllocationFigures",
     "CorrelationResult",
     "GenderShares",
     "GradeScore",
@@ -80,6 +92,8 @@ __all__ = [
     "RutedEstimate",
     "SelectionGapIntervals",
     "SelectionResult",
+    "Units",
+    "allocation_figures",
     "avg_score_gap",
     "bootstrap_selection_gaps",
     "distribution_shape",

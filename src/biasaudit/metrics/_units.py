@@ -1,0 +1,1061 @@
+"""Allocation figures with intervals and tests over the units that vary.
+
+A resume-screening candidate is a (name, resume) pair: the name is the
+treatment, each name has its own effect, and every name is shown with every
+resume. Candidates that share a name (or a resume) are not independent
+draws, so an interval that resamples candidates treats three names as if
+they were hundreds of independent people. Here the units are:
+
+- **names**, resampled within their group (the factor a group effect is a
+  claim about), and
+- **items** (resumes, essays), resampled within their subtask and
+  qualification level, and within their group where each item belongs to
+  one group (essays): the second, crossed factor.
+
+Without names the items are the only unit (an essay is a candidate).
+
+**Intervals** take their standard error from the *pigeonhole bootstrap* for
+crossed designs (Owen, "The pigeonhole bootstrap", Ann. Appl. Stat. 1(2),
+2007): each replicate resamples the names and the items independently with
+replacement, and a candidate counts as often as its name times its item was
+drawn. Each stratum of n units is resampled n - 1 times (McCarthy & Snowden,
+"The bootstrap and finite population sampling", 1985; Rao & Wu, JASA 83,
+1988), which removes the bootstrap's (n - 1)/n shrinkage of the variance, a
+large error when a group has few names. The interval is the estimate
+± z·SE, clipped to the figure's range (see :func:`_interval`). Resampling
+candidates instead understates the error badly once names differ.
+
+**Tests** are permutation tests over the same units (Good, "Permutation,
+Parametric and Bootstrap Tests of Hypotheses", 3rd ed., 2005, ch. 3): under
+"group makes no difference", the names of the group and of the reference
+are exchangeable, so the group labels of the names are shuffled (items,
+which carry no group, stay as they are; without names, items are shuffled
+within their subtask). Every enumeration is exact when the names allow
+fewer arrangements than the permutations asked for.
+
+**The headline is one aggregation of the subtasks.** Every figure (RABBI, δ,
+JSD, EMD, ΔDP, ΔEO, selection rates) is computed within each subtask, as
+the papers compute them (Chen, Ji & Evans, "The Mismeasure of Man and
+Models", 2024, §4), and the headline is their mean weighted by the
+subtask's candidates of the group and the reference (its qualified ones for
+the ``qualified`` figures and ΔEO). Every replicate and permutation
+aggregates the same way, so the headline's interval and p-value belong to it.
+
+**Selection** (ΔDP, ΔEO) draws balanced pools, as the authors' code does: a
+group's candidates are shuffled and taken in turn, reshuffled once all
+appeared, so every candidate appears equally often (random pools: chunks of
+shuffled candidates). That halves the selection noise of independent draws
+at the same number of rounds.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike, NDArray
+
+from biasaudit.metrics._allocation import _cumulative_counts, _sorted_positions
+from biasaudit.metrics._selection import top_k_shares
+from biasaudit.metrics._validate import (
+    FloatArray,
+    as_float_array,
+    as_label_array,
+    check_choice,
+    check_confidence,
+    check_int,
+)
+
+__all__ = ["FEW_UNITS", "MIN_UNITS", "AllocationFigures", "Units", "allocation_figures"]
+
+# A group (or the reference) with fewer units than this gets no interval or
+# p-value: a resample of one name is that name.
+MIN_UNITS = 2
+# Fewer than this: the interval is reported, with a warning that it rests on few units
+# (percentile intervals from so few clusters are too narrow).
+FEW_UNITS = 8
+_SCORE_FIGURES = ("rabbi", "avg_gap", "jsd", "emd")
+_JSD_BINS = 10
+# Bootstrap replicates of the score figures computed at once (bounds memory).
+_BLOCK_CELLS = 4_000_000
+
+
+@dataclass(frozen=True)
+class Units:
+    """Which units every candidate belongs to, and how they are resampled.
+
+    Build with :meth:`of`, which picks the design:
+
+    - ``'names x items'``: names that recur (with several items each) are
+      resampled within their group and the items, crossed with them, within
+      their subtask and qualification level (the pigeonhole bootstrap);
+    - ``'names'``: names recur but no items are given: names only;
+    - ``'items'``: no names, items given (an essay is a candidate): items
+      within their group, subtask and qualification level;
+    - ``'candidates'``: every candidate its own unit (names that never recur
+      are candidates), within its group, subtask and qualification level.
+    """
+
+    kind: str
+    names: NDArray[np.intp] | None
+    items: NDArray[np.intp] | None
+    name_strata: tuple[NDArray[np.intp], ...]
+    item_strata: tuple[NDArray[np.intp], ...]
+    item_subtask: NDArray[np.intp] | None
+
+    @classmethod
+    def of(
+        cls,
+        groups: NDArray[np.intp],
+        subtasks: NDArray[np.intp],
+        qualified: NDArray[np.intp],
+        names: ArrayLike | None = None,
+        items: ArrayLike | None = None,
+    ) -> Units:
+        """Units of candidates with group, subtask and qualification codes (-1: not rated)."""
+        n = groups.size
+        name_codes = None
+        if names is not None:
+            labels = as_label_array(names, "names")
+            # A name is a unit within its group: the same string in two groups is two units.
+            name_codes = pd.factorize(pd.MultiIndex.from_arrays([groups, labels]))[0]
+            name_codes = name_codes.astype(np.intp)
+            if int(name_codes.max()) + 1 == n:  # no name recurs: each is one candidate
+                name_codes = None
+        if name_codes is not None:
+            name_strata = tuple(_codes_by(_first_of(name_codes, groups)))
+            if items is None:
+                return cls("names", name_codes, None, name_strata, (), None)
+            item_codes = pd.factorize(as_label_array(items, "items"))[0].astype(np.intp)
+            strata = _first_of(item_codes, subtasks) * 3 + _first_of(item_codes, qualified) + 1
+            if _nested(item_codes, groups):  # an item of one group only: resampled within it
+                strata = strata * (int(groups.max()) + 1) + _first_of(item_codes, groups)
+            return cls(
+                "names x items", name_codes, item_codes, name_strata,
+                tuple(_codes_by(strata)), _first_of(item_codes, subtasks),
+            )  # fmt: skip
+        kind = "candidates"
+        item_codes = np.arange(n, dtype=np.intp)
+        if names is None and items is not None:
+            kind = "items"
+            item_codes = pd.factorize(as_label_array(items, "items"))[0].astype(np.intp)
+        subtask_of = _first_of(item_codes, subtasks)
+        strata = (subtask_of * 3 + _first_of(item_codes, qualified) + 1) * (
+            int(groups.max()) + 1
+        ) + _first_of(item_codes, groups)
+        return cls(kind, None, item_codes, (), tuple(_codes_by(strata)), subtask_of)
+
+    @property
+    def units(self) -> NDArray[np.intp]:
+        """The unit of each candidate that group labels belong to: its name, else its item."""
+        found = self.names if self.names is not None else self.items
+        assert found is not None
+        return found
+
+    def weights(self, rng: np.random.Generator, replicates: int) -> NDArray[np.int64]:
+        """How often each candidate counts in each of ``replicates`` resamples, shaped (r, n)."""
+        found: NDArray[np.int64] | None = None
+        if self.items is not None:
+            size = int(self.items.max()) + 1
+            found = _multiplicities(rng, self.item_strata, size, replicates)[:, self.items]
+        if self.names is not None:
+            size = int(self.names.max()) + 1
+            by_name = _multiplicities(rng, self.name_strata, size, replicates)[:, self.names]
+            found = by_name if found is None else found * by_name
+        assert found is not None
+        return found
+
+    def permutation_strata(self, units: NDArray[np.intp]) -> NDArray[np.intp]:
+        """Within which stratum the group label of each of ``units`` (codes of
+        :attr:`units`) is shuffled: names all together, items within their subtask."""
+        if self.names is not None or self.item_subtask is None:
+            return np.zeros(units.size, dtype=np.intp)
+        found: NDArray[np.intp] = self.item_subtask[units]
+        return found
+
+
+def _first_of(codes: NDArray[np.intp], values: NDArray[np.intp]) -> NDArray[np.intp]:
+    """The value of each code's first candidate."""
+    _, first = np.unique(codes, return_index=True)
+    found: NDArray[np.intp] = values[first]
+    return found
+
+
+def _nested(items: NDArray[np.intp], groups: NDArray[np.intp]) -> bool:
+    """Whether every item belongs to a single group."""
+    pairs = np.unique(np.stack([items, groups]), axis=1)
+    return bool(np.unique(pairs[0]).size == pairs.shape[1])
+
+
+def _codes_by(strata: NDArray[np.intp]) -> list[NDArray[np.intp]]:
+    order = np.argsort(strata, kind="stable")
+    bounds = np.flatnonzero(np.diff(strata[order])) + 1
+    return np.split(order, bounds)
+
+
+def _multiplicities(
+    rng: np.random.Generator,
+    strata: Sequence[NDArray[np.intp]],
+    size: int,
+    replicates: int,
+) -> NDArray[np.int64]:
+    """Per replicate, how often each code is drawn when a stratum of n codes is resampled
+    n - 1 times (n when n is 1; see :meth:`Units.weights`)."""
+    counts = np.zeros((replicates, size), dtype=np.int64)
+    rows = np.arange(replicates)[:, None]
+    for codes in strata:
+        draws = max(codes.size - 1, 1)
+        drawn = codes[rng.integers(0, codes.size, size=(replicates, draws))]
+        np.add.at(counts, (np.broadcast_to(rows, drawn.shape), drawn), 1)
+    return counts
+
+
+@dataclass(frozen=True, eq=False)
+class AllocationFigures:
+    """Every allocation figure, per group, subtask and k, in long form.
+
+    Attributes
+    ----------
+    table : pandas.DataFrame
+        One row per (figure, scope, group, subtask, k) with ``estimate``,
+        ``low``, ``high`` (None where too few units), ``p`` (tests only) and
+        ``n`` (candidates), ``units`` (names, or items). ``subtask`` is
+        ``None`` for the headline; ``k`` is 0 for figures without one.
+        Figures: ``rabbi``, ``avg_gap``, ``jsd``, ``emd`` (scope ``all`` or
+        ``qualified``), ``selection_rate``, ``true_positive_rate`` (every
+        group, the reference too), ``dp_gap``, ``eo_gap``.
+    omnibus : pandas.DataFrame
+        Per k: ``p`` of the permutation test that no group's selection rate
+        differs (statistic: the candidate-weighted variance of the groups'
+        headline selection rates), and ``statistic``.
+    units : dict
+        Units (names, or items) per group.
+    unit_kind : str
+        ``'names x items'``, ``'names'``, ``'items'`` or ``'candidates'`` (:class:`Units`).
+    pools : dict
+        How the selection pools were drawn: ``draw``, ``rounds``, ``pool``,
+        ``pool_size``, ``subtasks``.
+    n_bootstrap, n_permutations : int
+    confidence : float
+    """
+
+    table: pd.DataFrame
+    omnibus: pd.DataFrame
+    units: dict[Hashable, int]
+    unit_kind: str
+    pools: dict[str, Any]
+    n_bootstrap: int
+    n_permutations: int
+    confidence: float
+
+
+@dataclass(frozen=True)
+class _Data:
+    values: FloatArray
+    groups: NDArray[np.intp]
+    group_ids: pd.Index
+    subtasks: NDArray[np.intp]
+    subtask_ids: pd.Index
+    qualified: NDArray[np.intp]  # 1 qualified, 0 not, -1 not rated
+    units: Units
+    reference: int
+
+
+def allocation_figures(
+    scores: ArrayLike,
+    groups: ArrayLike,
+    *,
+    reference: Hashable,
+    subtasks: ArrayLike | None = None,
+    qualified: ArrayLike | None = None,
+    names: ArrayLike | None = None,
+    items: ArrayLike | None = None,
+    k_max: int = 5,
+    pool: str = "one_per_group",
+    pool_size: int | None = None,
+    n_rounds: int = 1800,
+    value_range: tuple[float, float] | None = None,
+    n_bootstrap: int = 1000,
+    n_gap_bootstrap: int = 200,
+    n_permutations: int = 2000,
+    n_omnibus: int = 200,
+    confidence: float = 0.95,
+    seed: int = 0,
+    selection: bool = True,
+) -> AllocationFigures:
+    r"""RABBI, δ, JSD, EMD, ΔDP and ΔEO of every group, with intervals and tests over units.
+
+    See the module docstring for the units, the pigeonhole bootstrap, the
+    permutation tests and the aggregation of subtasks. Per subtask s and
+    group g against the reference r (Chen, Ji & Evans, 2024):
+
+    - RABBI :math:`= P(x_g > x_r) - P(x_g < x_r)` over all pairs;
+    - δ :math:`= \bar x_g - \bar x_r`; JSD (bits, ``value_range`` in 10 bins)
+      and EMD of the score distributions;
+    - ΔDP\ :sub:`k` :math:`= P(\text{selected} \mid g) - P(\text{selected} \mid r)`
+      and ΔEO\ :sub:`k` the same among qualified candidates, from top-k
+      selection in ``n_rounds`` balanced pools per subtask.
+
+    Parameters
+    ----------
+    scores, groups :
+        One score (finite) and group per candidate.
+    reference :
+        The reference group.
+    subtasks :
+        The subtask (job, essay prompt) of each candidate; one if omitted.
+    qualified :
+        Per candidate True, False or None (not rated): ΔEO and the
+        ``qualified`` figures use the rated qualified ones.
+    names, items :
+        The name and the item (resume, essay) of each candidate; see the
+        module docstring.
+    k_max, pool, pool_size, n_rounds :
+        Top-k selection: k = 1..k_max, ``one_per_group`` pools (one
+        candidate of each group) or ``random`` pools of ``pool_size``.
+    value_range :
+        Range of the scores, for the JSD bins (default: the scores' own).
+    n_bootstrap :
+        Replicates behind the intervals of the score figures (at least 20).
+    n_gap_bootstrap :
+        Replicates behind the selection intervals (each redraws every pool).
+    n_permutations :
+        Random permutations of the tests of RABBI and δ (fewer, exactly, when
+        all can be listed).
+    n_omnibus :
+        Permutations of the omnibus test of selection rates (each reruns the
+        selection).
+    confidence :
+        Level of the intervals.
+    seed :
+        Seeds the pools, the resamples and the permutations.
+    selection :
+        False: the score figures only (pools given elsewhere, as pairwise).
+
+    Returns
+    -------
+    AllocationFigures
+
+    Raises
+    ------
+    ValueError
+        On bad input: NaN scores, an unknown reference or pool, no candidate
+        of the reference.
+    """
+    check_int(k_max, "k_max", minimum=1)
+    check_int(n_rounds, "n_rounds", minimum=1)
+    check_int(n_bootstrap, "n_bootstrap", minimum=20)
+    check_int(n_gap_bootstrap, "n_gap_bootstrap", minimum=20)
+    check_int(n_permutations, "n_permutations", minimum=20)
+    check_int(n_omnibus, "n_omnibus", minimum=19)
+    check_choice(pool, "pool", ("one_per_group", "random"))
+    confidence = check_confidence(confidence)
+    data = _data(scores, groups, reference, subtasks, qualified, names, items)
+    if pool == "random":
+        pool_size = check_int(pool_size, "pool_size", minimum=1)
+    else:
+        pool_size = len(data.group_ids)
+    k_max = min(k_max, pool_size)
+    low, high = value_range if value_range is not None else (data.values.min(), data.values.max())
+    edges = np.linspace(low, high if high > low else low + 1.0, _JSD_BINS + 1)
+    seeds = np.random.SeedSequence(seed).spawn(4)
+    rows: list[dict[str, Any]] = []
+    for scope in ("all", "qualified"):
+        rows += _score_rows(data, scope, edges, n_bootstrap, n_permutations, confidence, seeds)
+    selector = _Selection(data, pool, pool_size, n_rounds, k_max)
+    omnibus = pd.DataFrame(columns=["k", "statistic", "p", "permutations"])
+    if selection:
+        rows += selector.rows(n_gap_bootstrap, confidence, seeds)
+        omnibus = selector.omnibus(n_omnibus, np.random.default_rng(seeds[3]))
+    table = pd.DataFrame(rows, columns=_COLUMNS)
+    return AllocationFigures(
+        table=table,
+        omnibus=omnibus,
+        units={
+            data.group_ids[g]: int(np.unique(data.units.units[data.groups == g]).size)
+            for g in range(len(data.group_ids))
+        },
+        unit_kind=data.units.kind,
+        pools={
+            "draw": "balanced",
+            "rounds": n_rounds,
+            "pool": pool,
+            "pool_size": pool_size,
+            "subtasks": len(data.subtask_ids),
+        },
+        n_bootstrap=n_bootstrap,
+        n_permutations=n_permutations,
+        confidence=confidence,
+    )
+
+
+_COLUMNS = [
+    "figure",
+    "scope",
+    "group",
+    "subtask",
+    "k",
+    "estimate",
+    "low",
+    "high",
+    "p",
+    "n",
+    "units",
+]
+
+
+def _data(
+    scores: ArrayLike,
+    groups: ArrayLike,
+    reference: Hashable,
+    subtasks: ArrayLike | None,
+    qualified: ArrayLike | None,
+    names: ArrayLike | None,
+    items: ArrayLike | None,
+) -> _Data:
+    values = as_float_array(scores, "scores", finite=True)
+    group_codes, group_ids = pd.factorize(as_label_array(groups, "groups"))
+    if values.size != group_codes.size:
+        raise ValueError("scores and groups differ in length")
+    if reference not in group_ids:
+        listed = ", ".join(repr(g) for g in group_ids)
+        raise ValueError(f"reference must be one of the groups {listed}; got {reference!r}")
+    if subtasks is None:
+        subtask_codes, subtask_ids = np.zeros(values.size, dtype=np.intp), pd.Index([None])
+    else:
+        subtask_codes, subtask_ids = pd.factorize(as_label_array(subtasks, "subtasks"))
+    flags = np.full(values.size, -1, dtype=np.intp)
+    if qualified is not None:
+        given = pd.Series(np.asarray(qualified, dtype=object))
+        rated = given.notna().to_numpy()
+        flags[rated] = given[rated].astype(bool).to_numpy().astype(np.intp)
+    for name, column in (("subtasks", subtasks), ("qualified", qualified)):
+        if column is not None and len(np.asarray(column, dtype=object)) != values.size:
+            raise ValueError(f"{name} and scores differ in length")
+    group_codes = group_codes.astype(np.intp)
+    subtask_codes = subtask_codes.astype(np.intp)
+    return _Data(
+        values=values,
+        groups=group_codes,
+        group_ids=pd.Index(group_ids),
+        subtasks=subtask_codes,
+        subtask_ids=pd.Index(subtask_ids),
+        qualified=flags,
+        units=Units.of(group_codes, subtask_codes, flags, names, items),
+        reference=int(pd.Index(group_ids).get_loc(reference)),
+    )
+
+
+# --- score figures: RABBI, δ, JSD, EMD ------------------------------------------------
+
+
+def _score_rows(
+    data: _Data,
+    scope: str,
+    edges: FloatArray,
+    n_bootstrap: int,
+    n_permutations: int,
+    confidence: float,
+    seeds: Sequence[np.random.SeedSequence],
+) -> list[dict[str, Any]]:
+    keep = np.ones(data.values.size, dtype=bool) if scope == "all" else data.qualified == 1
+    if not keep.any():
+        return []
+    rows: list[dict[str, Any]] = []
+    ref = data.reference
+    for group in range(len(data.group_ids)):
+        if group == ref:
+            continue
+        pair = keep & ((data.groups == group) | (data.groups == ref))
+        cells = _subtask_cells(data, pair, group)
+        if not cells:
+            continue
+        units = _unit_counts(data, pair, group)
+        estimates = {s: _figures(data.values, cell, edges) for s, cell in cells.items()}
+        weights = np.array([cell.n for cell in cells.values()], dtype=float)
+        headline = {
+            f: _weighted_mean([estimates[s][f] for s in cells], weights) for f in _SCORE_FIGURES
+        }
+        bounds: dict[Any, dict[str, tuple[float, float] | None]] = {}
+        if min(units) >= MIN_UNITS:
+            bounds = _score_intervals(
+                data, cells, edges, weights, estimates, headline, n_bootstrap, confidence,
+                # every group and scope sees the same replicates
+                np.random.default_rng(seeds[0]),
+            )  # fmt: skip
+        tests = {}
+        if min(units) >= MIN_UNITS:
+            tests = _score_tests(
+                data, cells, pair, group, weights, n_permutations,
+                np.random.default_rng(seeds[1].spawn(1)[0]),
+            )  # fmt: skip
+        for subtask, figures in [(None, headline), *estimates.items()]:
+            n = sum(c.n for c in cells.values()) if subtask is None else cells[subtask].n
+            for figure in _SCORE_FIGURES:
+                interval = bounds.get(subtask, {}).get(figure)
+                rows.append(
+                    _row(
+                        figure, scope, data.group_ids[group],
+                        None if subtask is None else data.subtask_ids[subtask], 0,
+                        figures[figure], interval,
+                        tests.get(subtask, {}).get(figure), n, min(units),
+                    )
+                )  # fmt: skip
+    return rows
+
+
+def _row(
+    figure: str,
+    scope: str,
+    group: Hashable,
+    subtask: Hashable,
+    k: int,
+    estimate: float,
+    interval: tuple[float, float] | None,
+    p: float | None,
+    n: int,
+    units: int,
+) -> dict[str, Any]:
+    return {
+        "figure": figure,
+        "scope": scope,
+        "group": group,
+        "subtask": subtask,
+        "k": k,
+        "estimate": float(estimate),
+        "low": None if interval is None else float(interval[0]),
+        "high": None if interval is None else float(interval[1]),
+        "p": p,
+        "n": int(n),
+        "units": int(units),
+    }
+
+
+@dataclass(frozen=True)
+class _Cell:
+    """The candidates of one group and the reference in one subtask."""
+
+    group: NDArray[np.intp]  # positions of the group's candidates
+    reference: NDArray[np.intp]
+
+    @property
+    def n(self) -> int:
+        return int(self.group.size + self.reference.size)
+
+
+def _subtask_cells(data: _Data, pair: NDArray[np.bool_], group: int) -> dict[int, _Cell]:
+    cells = {}
+    for subtask in range(len(data.subtask_ids)):
+        here = pair & (data.subtasks == subtask)
+        of_group = np.flatnonzero(here & (data.groups == group))
+        of_reference = np.flatnonzero(here & (data.groups == data.reference))
+        if of_group.size and of_reference.size:
+            cells[subtask] = _Cell(of_group, of_reference)
+    return cells
+
+
+def _unit_counts(data: _Data, pair: NDArray[np.bool_], group: int) -> tuple[int, int]:
+    units = data.units.units
+    return (
+        int(np.unique(units[pair & (data.groups == group)]).size),
+        int(np.unique(units[pair & (data.groups == data.reference)]).size),
+    )
+
+
+def _weighted_mean(values: Sequence[float], weights: FloatArray) -> float:
+    return float(np.dot(values, weights) / weights.sum())
+
+
+def _figures(values: FloatArray, cell: _Cell, edges: FloatArray) -> dict[str, float]:
+    ones_a, ones_b = np.ones((1, cell.group.size)), np.ones((1, cell.reference.size))
+    found = _weighted_figures(values, cell, edges, ones_a, ones_b)
+    return {figure: float(found[figure][0]) for figure in _SCORE_FIGURES}
+
+
+def _weighted_figures(
+    values: FloatArray,
+    cell: _Cell,
+    edges: FloatArray,
+    weights_a: NDArray[Any],
+    weights_b: NDArray[Any],
+) -> dict[str, FloatArray]:
+    """The four score figures for every row of weights (a replicate, or all ones)."""
+    a, b = values[cell.group], values[cell.reference]
+    order_b = np.argsort(b, kind="stable")
+    b_sorted, w_b = b[order_b], weights_b[:, order_b]
+    total_a, total_b = weights_a.sum(axis=1), w_b.sum(axis=1)
+    cumulative_b = _cumulative_counts(w_b)
+    below, at_or_below = _sorted_positions(a, b_sorted)
+    # Σ_ij w_i v_j sign(a_i - b_j) = Σ_i w_i (C[below_i] + C[at_or_below_i] - C[n_b]).
+    counted = np.take(cumulative_b, below, axis=1) + np.take(cumulative_b, at_or_below, axis=1)
+    signs = np.einsum("ij,ij->i", weights_a, counted) - total_a * cumulative_b[:, -1]
+    found = {
+        "rabbi": signs / (total_a * total_b),
+        "avg_gap": weights_a @ a / total_a - w_b @ b_sorted / total_b,
+    }
+    bins = len(edges) - 1
+    p = _binned(weights_a, _bin_of(a, edges), bins) / total_a[:, None]
+    q = _binned(w_b, _bin_of(b_sorted, edges), bins) / total_b[:, None]
+    m = (p + q) / 2
+    found["jsd"] = (_kl_rows(p, m) + _kl_rows(q, m)) / 2
+    found["emd"] = _weighted_emd(a, weights_a, total_a, b_sorted, w_b, total_b)
+    return found
+
+
+def _bin_of(values: FloatArray, edges: FloatArray) -> NDArray[np.intp]:
+    """The histogram bin of each value, as ``numpy.histogram`` bins (last bin closed)."""
+    return np.clip(np.searchsorted(edges, values, side="right") - 1, 0, len(edges) - 2)
+
+
+def _binned(weights: NDArray[Any], bins: NDArray[np.intp], n_bins: int) -> FloatArray:
+    onehot = np.zeros((bins.size, n_bins))
+    onehot[np.arange(bins.size), bins] = 1.0
+    found: FloatArray = weights @ onehot
+    return found
+
+
+def _kl_rows(p: FloatArray, m: FloatArray) -> FloatArray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(p > 0, p * np.log2(np.where(p > 0, p, 1.0) / np.where(m > 0, m, 1.0)), 0.0)
+    found: FloatArray = terms.sum(axis=1)
+    return found
+
+
+def _weighted_emd(
+    a: FloatArray,
+    w_a: NDArray[Any],
+    total_a: FloatArray,
+    b_sorted: FloatArray,
+    w_b: NDArray[Any],
+    total_b: FloatArray,
+) -> FloatArray:
+    """∫|F_a - F_b| with both distribution functions weighted, per row of weights."""
+    order_a = np.argsort(a, kind="stable")
+    a_sorted, w_a = a[order_a], w_a[:, order_a]
+    points = np.unique(np.concatenate([a_sorted, b_sorted]))
+    if points.size < 2:
+        return np.zeros(w_a.shape[0])
+    cdf_a = _cumulative_counts(w_a)[:, np.searchsorted(a_sorted, points[:-1], side="right")]
+    cdf_b = _cumulative_counts(w_b)[:, np.searchsorted(b_sorted, points[:-1], side="right")]
+    gap = np.abs(cdf_a / total_a[:, None] - cdf_b / total_b[:, None])
+    found: FloatArray = gap @ np.diff(points)
+    return found
+
+
+def _score_intervals(
+    data: _Data,
+    cells: dict[int, _Cell],
+    edges: FloatArray,
+    weights: FloatArray,
+    estimates: dict[int, dict[str, float]],
+    headline: dict[str, float],
+    n_bootstrap: int,
+    confidence: float,
+    rng: np.random.Generator,
+) -> dict[Any, dict[str, tuple[float, float] | None]]:
+    size = sum(cell.n for cell in cells.values())
+    block = max(1, min(n_bootstrap, _BLOCK_CELLS // max(size, data.values.size // 4 or 1)))
+    replicates: dict[int, dict[str, list[FloatArray]]] = {s: {} for s in cells}
+    for start in range(0, n_bootstrap, block):
+        drawn = data.units.weights(rng, min(block, n_bootstrap - start)).astype(float)
+        for subtask, cell in cells.items():
+            w_a, w_b = drawn[:, cell.group], drawn[:, cell.reference]
+            usable = (w_a.sum(axis=1) > 0) & (w_b.sum(axis=1) > 0)
+            w_a[~usable], w_b[~usable] = 1.0, 1.0  # computed, then dropped below
+            found = _weighted_figures(data.values, cell, edges, w_a, w_b)
+            for figure, values in found.items():
+                values = np.where(usable, values, np.nan)
+                replicates[subtask].setdefault(figure, []).append(values)
+    stacked = {
+        s: {f: np.concatenate(parts) for f, parts in figures.items()}
+        for s, figures in replicates.items()
+    }
+    result: dict[Any, dict[str, tuple[float, float] | None]] = {}
+    for figure in _SCORE_FIGURES:
+        per_subtask = np.stack([stacked[s][figure] for s in cells], axis=1)
+        for s, column in zip(cells, per_subtask.T, strict=True):
+            result.setdefault(s, {})[figure] = _interval(
+                estimates[s][figure], column, confidence, figure
+            )
+        result.setdefault(None, {})[figure] = _interval(
+            headline[figure],
+            np.nansum(per_subtask * weights, axis=1) / _weight_present(per_subtask, weights),
+            confidence,
+            figure,
+        )
+    return result
+
+
+def _weight_present(per_subtask: FloatArray, weights: FloatArray) -> FloatArray:
+    """The weights of the subtasks a replicate could compute (a resample may empty one)."""
+    found: FloatArray = (~np.isnan(per_subtask)) @ weights
+    return np.where(found > 0, found, np.nan)
+
+
+# The range each figure can take: intervals are clipped to it.
+_RANGES = {
+    "rabbi": (-1.0, 1.0),
+    "avg_gap": (-math.inf, math.inf),
+    "jsd": (0.0, 1.0),
+    "emd": (0.0, math.inf),
+    "selection_rate": (0.0, 1.0),
+    "true_positive_rate": (0.0, 1.0),
+    "dp_gap": (-1.0, 1.0),
+    "eo_gap": (-1.0, 1.0),
+}
+
+
+def _interval(
+    estimate: float, replicates: FloatArray, confidence: float, figure: str
+) -> tuple[float, float] | None:
+    """The estimate ± z times the replicates' standard deviation, within the figure's range.
+
+    The normal ("standard") bootstrap interval (Efron & Tibshirani, "An
+    Introduction to the Bootstrap", 1993, §13.2), not the percentile one: a
+    resample of few items changes how the comparisons between items mix, so
+    replicates of rank and selection figures can sit off-centre, and a
+    percentile interval would then miss its own estimate.
+    """
+    usable = replicates[~np.isnan(replicates)]
+    if usable.size < 20 or math.isnan(estimate):
+        return None
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    spread = z * float(np.std(usable, ddof=1))
+    low, high = _RANGES[figure]
+    return max(low, estimate - spread), min(high, estimate + spread)
+
+
+def _score_tests(
+    data: _Data,
+    cells: dict[int, _Cell],
+    pair: NDArray[np.bool_],
+    group: int,
+    weights: FloatArray,
+    n_permutations: int,
+    rng: np.random.Generator,
+) -> dict[Any, dict[str, float | None]]:
+    """Permutation p-values of RABBI and δ: the group labels of the units are shuffled."""
+    unit_of = data.units.units
+    units, inverse = np.unique(unit_of[pair], return_inverse=True)
+    in_group = np.zeros(units.size, dtype=bool)
+    in_group[inverse[data.groups[pair] == group]] = True
+    n_subtasks = len(cells)
+    rank_sums = np.zeros((units.size, n_subtasks))
+    score_sums = np.zeros((units.size, n_subtasks))
+    counts = np.zeros((units.size, n_subtasks))
+    position = np.full(data.values.size, -1, dtype=np.intp)
+    position[np.flatnonzero(pair)] = inverse
+    for column, cell in enumerate(cells.values()):
+        members = np.concatenate([cell.group, cell.reference])
+        ranks = pd.Series(data.values[members]).rank(method="average").to_numpy()
+        np.add.at(rank_sums[:, column], position[members], ranks)
+        np.add.at(score_sums[:, column], position[members], data.values[members])
+        np.add.at(counts[:, column], position[members], 1.0)
+    strata = data.units.permutation_strata(units)
+    arrangements, exact = _arrangements(in_group, strata, n_permutations, rng)
+    n_a = arrangements @ counts
+    total = counts.sum(axis=0)
+    n_b = total - n_a
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rabbi = 2 * (arrangements @ rank_sums - n_a * (n_a + 1) / 2) / (n_a * n_b) - 1
+        score_a = arrangements @ score_sums
+        gap = score_a / n_a - (score_sums.sum(axis=0) - score_a) / n_b
+    result: dict[Any, dict[str, float | None]] = {}
+    for figure, values in (("rabbi", rabbi), ("avg_gap", gap)):
+        observed, permuted = values[0], values[1:]
+        for column, subtask in enumerate(cells):
+            result.setdefault(subtask, {})[figure] = _p_two_sided(
+                observed[column], permuted[:, column], exact
+            )
+        headline = np.nansum(values * weights, axis=1) / _weight_present(values, weights)
+        result.setdefault(None, {})[figure] = _p_two_sided(headline[0], headline[1:], exact)
+    return result
+
+
+def _arrangements(
+    in_group: NDArray[np.bool_],
+    strata: NDArray[np.intp],
+    n_permutations: int,
+    rng: np.random.Generator,
+) -> tuple[FloatArray, bool]:
+    """The observed labelling (first row), then every relabelling (when they number at most
+    ``n_permutations`` and there is one stratum: exact) or ``n_permutations`` random ones."""
+    n, chosen = in_group.size, int(in_group.sum())
+    observed = in_group.astype(float)[None, :]
+    if np.unique(strata).size == 1 and math.comb(n, chosen) <= n_permutations:
+        rows = np.zeros((math.comb(n, chosen), n))
+        for row, picked in enumerate(itertools.combinations(range(n), chosen)):
+            rows[row, list(picked)] = 1.0
+        return np.vstack([observed, rows]), True
+    rows = np.repeat(observed, n_permutations, axis=0)
+    for stratum in np.unique(strata):
+        members = np.flatnonzero(strata == stratum)
+        rows[:, members] = rng.permuted(rows[:, members], axis=1)
+    return np.vstack([observed, rows]), False
+
+
+def _p_two_sided(observed: float, permuted: FloatArray, exact: bool) -> float | None:
+    """Share of relabellings at least as far from 0 as the observed one. An exact list
+    holds the observed labelling; random ones count it once more, so p > 0 either way."""
+    usable = permuted[~np.isnan(permuted)]
+    if math.isnan(observed) or usable.size == 0:
+        return None
+    extreme = np.count_nonzero(np.abs(usable) >= abs(observed) - 1e-12)
+    if exact:
+        return float(extreme / usable.size)
+    return float((extreme + 1) / (usable.size + 1))
+
+
+# --- selection: ΔDP, ΔEO, selection rates --------------------------------------------
+
+
+class _Selection:
+    """Top-k selection in balanced pools, per subtask, for a set of candidate weights."""
+
+    def __init__(self, data: _Data, pool: str, pool_size: int, n_rounds: int, k_max: int) -> None:
+        self.data, self.pool, self.pool_size = data, pool, pool_size
+        self.n_rounds, self.k_max = n_rounds, k_max
+        self.n_groups = len(data.group_ids)
+
+    def tally(
+        self,
+        weights: NDArray[np.int64],
+        rng: np.random.Generator,
+        groups: NDArray[np.intp] | None = None,
+    ) -> tuple[FloatArray, FloatArray]:
+        """Places won and appearances per (subtask, candidate, k) for one set of weights
+        (and of group labels: the candidates' own by default)."""
+        data = self.data
+        groups = data.groups if groups is None else groups
+        n_subtasks = len(data.subtask_ids)
+        places = np.zeros((n_subtasks, data.values.size, self.k_max))
+        shown = np.zeros((n_subtasks, data.values.size))
+        for subtask in range(n_subtasks):
+            here = data.subtasks == subtask
+            pools = self._pools(here, weights, groups, rng)
+            if pools is None:
+                continue
+            shares = top_k_shares(data.values[pools], k_max=self.k_max)
+            flat = pools.ravel()
+            for k in range(self.k_max):
+                places[subtask, :, k] = np.bincount(
+                    flat, shares[:, :, k].ravel(), minlength=data.values.size
+                )
+            shown[subtask] = np.bincount(flat, minlength=data.values.size)
+        return places, shown
+
+    def _pools(
+        self,
+        here: NDArray[np.bool_],
+        weights: NDArray[np.int64],
+        groups: NDArray[np.intp],
+        rng: np.random.Generator,
+    ) -> NDArray[np.intp] | None:
+        """Pools of candidate positions, shaped (rounds, pool size), or None if none fills."""
+        rounds = self.n_rounds
+        if self.pool == "random":
+            members = _expanded(np.flatnonzero(here), weights)
+            per_shuffle = members.size // self.pool_size
+            if per_shuffle == 0:
+                return None
+            shuffles = -(-rounds // per_shuffle)
+            keys = rng.random((shuffles, members.size)).argsort(axis=1)
+            chunks = members[keys[:, : per_shuffle * self.pool_size]]
+            return chunks.reshape(-1, self.pool_size)[:rounds]
+        columns = []
+        for group in range(self.n_groups):
+            members = _expanded(np.flatnonzero(here & (groups == group)), weights)
+            if members.size == 0:
+                return None
+            shuffles = -(-rounds // members.size)
+            keys = rng.random((shuffles, members.size)).argsort(axis=1)
+            columns.append(members[keys].ravel()[:rounds])
+        return np.stack(columns, axis=1)
+
+    def rows(
+        self,
+        n_bootstrap: int,
+        confidence: float,
+        seeds: Sequence[np.random.SeedSequence],
+    ) -> list[dict[str, Any]]:
+        data = self.data
+        ones = np.ones(data.values.size, dtype=np.int64)
+        places, shown = self.tally(ones, np.random.default_rng(seeds[2]))
+        estimates = self._rates(places, shown)
+        few = min(self._units_per_group().values()) < MIN_UNITS
+        replicate_rates = []
+        if not few:
+            rng = np.random.default_rng(seeds[2].spawn(1)[0])
+            for _ in range(n_bootstrap):
+                weights = data.units.weights(rng, 1)[0]
+                replicate_rates.append(self._rates(*self.tally(weights, rng)))
+        return self._rows(estimates, replicate_rates, confidence)
+
+    def _units_per_group(self) -> dict[int, int]:
+        units = self.data.units.units
+        return {g: int(np.unique(units[self.data.groups == g]).size) for g in range(self.n_groups)}
+
+    def _rates(
+        self, places: FloatArray, shown: FloatArray, groups: NDArray[np.intp] | None = None
+    ) -> dict[str, FloatArray]:
+        """Per (subtask, group, k): selection rate, true positive rate; NaN where none shown."""
+        data = self.data
+        groups = data.groups if groups is None else groups
+        out = {}
+        for figure, mask in (
+            ("selection_rate", np.ones(data.values.size, dtype=bool)),
+            ("true_positive_rate", data.qualified == 1),
+        ):
+            onehot = np.zeros((data.values.size, self.n_groups))
+            onehot[np.flatnonzero(mask), groups[mask]] = 1.0
+            won = np.einsum("snk,ng->sgk", places, onehot)
+            seen = shown @ onehot
+            with np.errstate(divide="ignore", invalid="ignore"):
+                out[figure] = won / seen[:, :, None]
+        return out
+
+    def _weights(self, figure: str) -> FloatArray:
+        """Per (subtask, group): its candidates and the reference's (qualified ones for EO)."""
+        data = self.data
+        mask = np.ones(data.values.size, dtype=bool)
+        if figure in ("true_positive_rate", "eo_gap"):
+            mask = data.qualified == 1
+        counts = np.zeros((len(data.subtask_ids), self.n_groups))
+        np.add.at(counts, (data.subtasks[mask], data.groups[mask]), 1.0)
+        if figure in ("dp_gap", "eo_gap"):
+            counts = counts + counts[:, [data.reference]]
+        return counts
+
+    def _aggregate(self, figure: str, per_subtask: FloatArray) -> FloatArray:
+        """Headline per (group, k) of a (..., subtask, group, k) array: weighted subtask mean."""
+        weights = self._weights(figure)[:, :, None]
+        present = ~np.isnan(per_subtask)
+        total = np.where(present, weights, 0.0).sum(axis=-3)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            found: FloatArray = np.nansum(per_subtask * weights, axis=-3) / total
+        return found
+
+    def _figures(self, rates: dict[str, FloatArray]) -> dict[str, FloatArray]:
+        ref = self.data.reference
+        found = dict(rates)
+        found["dp_gap"] = rates["selection_rate"] - rates["selection_rate"][..., [ref], :]
+        found["eo_gap"] = rates["true_positive_rate"] - rates["true_positive_rate"][..., [ref], :]
+        return found
+
+    def _rows(
+        self,
+        estimates: dict[str, FloatArray],
+        replicates: list[dict[str, FloatArray]],
+        confidence: float,
+    ) -> list[dict[str, Any]]:
+        data = self.data
+        figures = self._figures(estimates)
+        stacked = {
+            f: np.stack([self._figures(r)[f] for r in replicates]) if replicates else None
+            for f in figures
+        }
+        units = self._units_per_group()
+        rows = []
+        for figure, per_subtask in figures.items():
+            weights = self._weights(figure)
+            headline = self._aggregate(figure, per_subtask)
+            reps = stacked[figure]
+            headline_reps = None if reps is None else self._aggregate(figure, reps)
+            for group in range(self.n_groups):
+                if figure in ("dp_gap", "eo_gap") and group == data.reference:
+                    continue
+                if np.isnan(headline[group]).all():
+                    continue
+                shown_units = min(units[group], units[data.reference])
+                for k in range(self.k_max):
+                    for subtask in [None, *range(len(data.subtask_ids))]:
+                        if subtask is None:
+                            value = headline[group, k]
+                            column = None if headline_reps is None else headline_reps[:, group, k]
+                            n = weights[:, group].sum()
+                        else:
+                            value = per_subtask[subtask, group, k]
+                            column = None if reps is None else reps[:, subtask, group, k]
+                            n = weights[subtask, group]
+                        if np.isnan(value):
+                            continue
+                        rows.append(
+                            _row(
+                                figure, "all", data.group_ids[group],
+                                None if subtask is None else data.subtask_ids[subtask],
+                                k + 1, value,
+                                None
+                                if column is None
+                                else _interval(value, column, confidence, figure),
+                                None, int(n),
+                                shown_units if figure in ("dp_gap", "eo_gap") else units[group],
+                            )
+                        )  # fmt: skip
+        return rows
+
+    # -- the omnibus test --------------------------------------------------------------
+
+    def omnibus(self, n_permutations: int, rng: np.random.Generator) -> pd.DataFrame:
+        """Per k, the permutation test that the groups' selection rates do not differ.
+
+        The units' group labels are shuffled and the whole selection is run
+        again on each relabelling: a candidate's selection depends on whom its
+        pools hold, so outcomes cannot be relabelled after the fact.
+        """
+        columns = ["k", "statistic", "p", "permutations"]
+        if min(self._units_per_group().values()) < MIN_UNITS:
+            return pd.DataFrame(columns=columns)
+        data = self.data
+        units, inverse = np.unique(data.units.units, return_inverse=True)
+        labels = _first_of(inverse, data.groups)
+        strata = data.units.permutation_strata(units)
+        ones = np.ones(data.values.size, dtype=np.int64)
+        statistic = np.zeros((n_permutations + 1, self.k_max))
+        for row in range(n_permutations + 1):
+            groups = data.groups if row == 0 else labels[inverse]
+            rates = self._rates(*self.tally(ones, rng, groups), groups)["selection_rate"]
+            statistic[row] = self._spread(rates)
+            labels = self._shuffled(labels, strata, 1, rng)[0]
+        rows = []
+        for k in range(self.k_max):
+            observed, permuted = statistic[0, k], statistic[1:, k]
+            extreme = np.count_nonzero(permuted >= observed - 1e-12)
+            rows.append(
+                {
+                    "k": k + 1,
+                    "statistic": float(observed),
+                    "p": float((extreme + 1) / (permuted.size + 1)),
+                    "permutations": n_permutations,
+                }
+            )
+        return pd.DataFrame(rows, columns=columns)
+
+    def _spread(self, rates: FloatArray) -> FloatArray:
+        """Candidate-weighted variance of the groups' headline selection rates, per k."""
+        headline = self._aggregate("selection_rate", rates)  # (group, k)
+        size = self._weights("selection_rate").sum(axis=0)[:, None]
+        overall = (headline * size).sum(axis=0) / size.sum()
+        found: FloatArray = ((headline - overall) ** 2 * size).sum(axis=0) / size.sum()
+        return found
+
+    @staticmethod
+    def _shuffled(
+        labels: NDArray[np.intp], strata: NDArray[np.intp], n: int, rng: np.random.Generator
+    ) -> NDArray[np.intp]:
+        rows = np.repeat(labels[None, :], n, axis=0)
+        for stratum in np.unique(strata):
+            members = np.flatnonzero(strata == stratum)
+            rows[:, members] = rng.permuted(rows[:, members], axis=1)
+        return rows
+
+
+def _expanded(positions: NDArray[np.intp], weights: NDArray[np.int64]) -> NDArray[np.intp]:
+    """Each position as often as its weight."""
+    found: NDArray[np.intp] = np.repeat(positions, weights[positions])
+    return found
