@@ -246,7 +246,7 @@ class AllocationMetrics(BaseModel):
 
 @dataclass(frozen=True)
 class MetricOptions:
-    """Everything :func:`group_metrics` needs besides the scores."""
+    """Everything :func:`allocation_results` needs besides the scores."""
 
     reference: str
     groups: Sequence[str]
