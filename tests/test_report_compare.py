@@ -84,7 +84,7 @@ def test_compare_writes_a_report_folder_beside_run_b(runs: dict[str, Path]) -> N
         "95% CI",
         "Holm-adjusted p",
         "ΔDP at k=2 (points)",
-        "paired bootstrap (1000)",
+        "paired bootstrap over units (1000)",
         "CHANGED",
         "Note: the runs audit different models: sim/fair, sim/biased",
         f"biasaudit replay {b.resolve()}",

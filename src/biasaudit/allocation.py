@@ -548,9 +548,7 @@ def _unit_notes(figures: AllocationFigures, options: MetricOptions, notes: list[
         )
 
 
-def _headline_figure(
-    figures: GroupMetrics, label: str
-) -> tuple[float | None, list[float] | None]:
+def _headline_figure(figures: GroupMetrics, label: str) -> tuple[float | None, list[float] | None]:
     if label == "RABBI":
         return figures.rabbi, figures.rabbi_ci
     return figures.dp_gap.get("1"), figures.dp_gap_ci.get("1")

@@ -9,13 +9,15 @@ Three questions, each answered with statistics:
   B - A and its confidence interval:
 
   - allocation runs, per group against the reference: RABBI and the average
-    gap δ by a bootstrap of the candidates' scores (``scores.csv``), paired by
-    candidate when both runs scored the same candidates (the usual case: same
+    gap δ (headlines: candidate-weighted means of the subtasks) by a bootstrap
+    of the units that vary, names within groups and items within subtasks
+    (:func:`~biasaudit.metrics.headline_replicates`, from ``scores.csv``),
+    paired when both runs scored the same candidates (the usual case: same
     spec, same seed), independent otherwise: a percentile interval, and a
-    two-sided z-test of the difference on its bootstrap standard error. ΔDP and ΔEO at each k by a
-    normal approximation whose standard errors come from each run's own
-    bootstrap interval (width / 2z), the runs taken as independent
-    (conservative when they are paired);
+    two-sided z-test of the difference on its bootstrap standard error. ΔDP
+    and ΔEO at each k by a normal approximation whose standard errors come
+    from each run's own interval over units (width / 2z), the runs taken as
+    independent (conservative when they are paired);
   - Grade Score runs: mean Grade Score, entropy and choice scores by a paired
     t-test over the items both runs scored (``items.csv``);
   - RUTEd runs: neutrality, skew and stereotype per context by the normal
@@ -44,7 +46,7 @@ from scipy import stats
 
 from .audit_kinds import AUDIT_KINDS, read_metrics
 from .errors import UsageError
-from .metrics import avg_score_gap, rank_biserial
+from .metrics import headline_replicates
 from .runs import Manifest, read_manifest
 
 __all__ = [
@@ -281,11 +283,12 @@ def _allocation_tests(
     paired = _same_candidates(scores_a, scores_b)
     if not paired:
         notes.append("the runs scored different candidates: bootstraps are independent")
-    tests: list[ChangeTest] = []
+    tests: list[ChangeTest] = _score_tests(
+        scores_a, scores_b, reference, paired, int(rng.integers(2**31)), bootstrap
+    )
     for group in metrics_a.groups:
         if group not in metrics_b.groups:
             continue
-        tests += _score_tests(scores_a, scores_b, group, reference, paired, rng, bootstrap)
         figures_a, figures_b = metrics_a.groups[group], metrics_b.groups[group]
         for gap in ("dp_gap", "eo_gap"):
             values_a, values_b = getattr(figures_a, gap), getattr(figures_b, gap)
@@ -318,65 +321,65 @@ def _same_candidates(a: pd.DataFrame, b: pd.DataFrame) -> bool:
 def _score_tests(
     scores_a: pd.DataFrame,
     scores_b: pd.DataFrame,
-    group: str,
     reference: str,
     paired: bool,
-    rng: np.random.Generator,
+    seed: int,
     bootstrap: int,
 ) -> list[ChangeTest]:
-    a_g, a_ref = _group_scores(scores_a, group), _group_scores(scores_a, reference)
-    b_g, b_ref = _group_scores(scores_b, group), _group_scores(scores_b, reference)
-    if min(len(a_g), len(a_ref), len(b_g), len(b_ref)) == 0:
-        return []
+    """RABBI and δ of every group, B - A, with intervals over the units that vary.
+
+    Both runs are resampled as their own figures are (names within groups and
+    items within subtasks, each headline the candidate-weighted mean of the
+    subtasks); paired runs share one resample of their common candidates.
+    """
+    a_found, weights = _replicates(scores_a, reference, bootstrap, seed, None)
     if paired:
-        b_g, b_ref = b_g.reindex(a_g.index), b_ref.reindex(a_ref.index)
-    figures = {"rabbi": rank_biserial, "avg_gap": avg_score_gap}
-    weights_g = rng.multinomial(len(a_g), np.full(len(a_g), 1 / len(a_g)), size=bootstrap)
-    weights_ref = rng.multinomial(len(a_ref), np.full(len(a_ref), 1 / len(a_ref)), size=bootstrap)
-    before_draws = _weighted_figures(a_g.to_numpy(), a_ref.to_numpy(), weights_g, weights_ref)
-    if not paired:
-        weights_g = rng.multinomial(len(b_g), np.full(len(b_g), 1 / len(b_g)), size=bootstrap)
-        weights_ref = rng.multinomial(
-            len(b_ref), np.full(len(b_ref), 1 / len(b_ref)), size=bootstrap
+        order = scores_a["candidate_id"].astype(str)
+        scores_b = scores_b.set_index(scores_b["candidate_id"].astype(str)).loc[order]
+        b_found, _ = _replicates(
+            scores_b.reset_index(drop=True), reference, bootstrap, seed, weights
         )
-    after_draws = _weighted_figures(b_g.to_numpy(), b_ref.to_numpy(), weights_g, weights_ref)
-    draws = {name: after_draws[name] - before_draws[name] for name in figures}
+    else:
+        b_found, _ = _replicates(scores_b, reference, bootstrap, seed + 1, None)
+    method = f"{'paired' if paired else 'independent'} bootstrap over units ({bootstrap})"
     tests = []
-    for name, figure in figures.items():
-        before = float(figure(a_g.to_numpy(), a_ref.to_numpy()))
-        after = float(figure(b_g.to_numpy(), b_ref.to_numpy()))
-        spread = draws[name]
-        low, high = np.quantile(spread, [0.025, 0.975])
-        # A z-test on the bootstrap standard error: counting replicates past 0 would
-        # floor p at 2 / (B + 1), which no multiple-test adjustment could pass.
-        p = _two_sided(after - before, float(spread.std(ddof=1)), stats.norm.sf)
-        method = f"{'paired' if paired else 'independent'} bootstrap ({bootstrap})"
-        tests.append(
-            ChangeTest(
-                name, group, before, after, after - before, (float(low), float(high)), p, method
-            )
-        )
+    for group, figures in a_found.items():
+        for name, (before, before_draws) in figures.items():
+            if group not in b_found:
+                continue
+            after, after_draws = b_found[group][name]
+            spread = after_draws - before_draws
+            spread = spread[~np.isnan(spread)]
+            if spread.size < 20:
+                continue
+            low, high = np.quantile(spread, [0.025, 0.975])
+            # A z-test on the bootstrap standard error: counting replicates past 0 would
+            # floor p at 2 / (B + 1), which no multiple-test adjustment could pass.
+            p = _two_sided(after - before, float(spread.std(ddof=1)), stats.norm.sf)
+            tests.append(
+                ChangeTest(
+                    name, str(group), before, after, after - before, (float(low), float(high)),
+                    p, method,
+                )
+            )  # fmt: skip
     return tests
 
 
-def _weighted_figures(
-    scores: FloatArray, reference: FloatArray, weights: IntArray, weights_ref: IntArray
-) -> dict[str, FloatArray]:
-    """RABBI and δ of every bootstrap replicate, given as resampling multiplicities.
-
-    RABBI is the mean sign of (a - b) over all pairs (2U / (n_a n_b) - 1, ties
-    counting half), so each replicate's is ``w_a @ sign @ w_b / (n_a n_b)``.
-    """
-    signs = np.sign(scores[:, None] - reference[None, :])
-    n_a, n_b = len(scores), len(reference)
-    rabbi = np.einsum("bi,bi->b", weights @ signs, weights_ref) / (n_a * n_b)
-    gap = weights @ scores / n_a - weights_ref @ reference / n_b
-    return {"rabbi": rabbi.astype(float), "avg_gap": gap.astype(float)}
-
-
-def _group_scores(scores: pd.DataFrame, group: str) -> pd.Series:
-    rows = scores[scores["group"] == group]
-    return pd.Series(rows["score"].to_numpy(dtype=float), index=rows["candidate_id"].astype(str))
+def _replicates(
+    scores: pd.DataFrame,
+    reference: str,
+    bootstrap: int,
+    seed: int,
+    weights: NDArray[np.int64] | None,
+) -> tuple[dict[Any, dict[str, tuple[float, FloatArray]]], NDArray[np.int64]]:
+    names = scores["name"] if "name" in scores.columns and scores["name"].notna().all() else None
+    items = next(
+        (scores[c] for c in ("resume_id", "essay_id", "item") if c in scores.columns), None
+    )
+    return headline_replicates(
+        scores["score"], scores["group"], reference=reference, subtasks=scores["subtask"],
+        names=names, items=items, n_bootstrap=bootstrap, seed=seed, weights=weights,
+    )  # fmt: skip
 
 
 def _grade_tests(path_a: Path, path_b: Path, notes: list[str]) -> list[ChangeTest]:

@@ -17,6 +17,7 @@ from biasaudit.metrics import (
     allocation_figures,
     avg_score_gap,
     emd,
+    headline_replicates,
     jsd,
     rank_biserial,
     rank_biserial_test,
@@ -248,3 +249,22 @@ def test_intervals_over_names_cover_the_truth_and_intervals_over_candidates_do_n
         assert 0.88 <= rates[figure] <= 1.0, rates  # 95% of 120: 0.88 is 3 SE below
     assert rates["rabbi over candidates"] < 0.8, rates
     assert np.mean(rejected) <= 0.1
+
+
+def test_headline_replicates_match_the_figures_and_pair_two_runs_by_their_weights() -> None:
+    frame = screening(np.random.default_rng(12))
+    table = figures_of(frame)
+    columns = {"subtasks": frame["subtask"], "names": frame["name"], "items": frame["item"]}
+    found, weights = headline_replicates(
+        frame["score"], frame["group"], reference="W", n_bootstrap=200, **columns
+    )
+    for figure in ("rabbi", "avg_gap"):
+        estimate, replicates = found["B"][figure]
+        assert estimate == pytest.approx(one(table, figure)["estimate"])
+        assert replicates.shape == (200,) and np.isfinite(replicates).all()
+    moved = frame.assign(score=frame["score"] + 0.01 * (frame["group"] == "B"))
+    again, _ = headline_replicates(
+        moved["score"], moved["group"], reference="W", weights=weights, **columns
+    )
+    difference = again["B"]["avg_gap"][1] - found["B"]["avg_gap"][1]
+    assert difference == pytest.approx(np.full(200, 0.01))  # paired: the shift, exactly

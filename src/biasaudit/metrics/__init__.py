@@ -65,6 +65,7 @@ from biasaudit.metrics._units import (
     AllocationFigures,
     Units,
     allocation_figures,
+    headline_replicates,
 )
 from biasaudit.metrics._validity import (
     CorrelationResult,
@@ -103,6 +104,7 @@ __all__ = [
     "gender_shares",
     "grade_score",
     "grade_score_summary",
+    "headline_replicates",
     "jsd",
     "model_selection_ndcg",
     "ndcg_at",

@@ -72,7 +72,14 @@ from biasaudit.metrics._validate import (
     check_int,
 )
 
-__all__ = ["FEW_UNITS", "MIN_UNITS", "AllocationFigures", "Units", "allocation_figures"]
+__all__ = [
+    "FEW_UNITS",
+    "MIN_UNITS",
+    "AllocationFigures",
+    "Units",
+    "allocation_figures",
+    "headline_replicates",
+]
 
 # A group (or the reference) with fewer units than this gets no interval or
 # p-value: a resample of one name is that name.
@@ -450,6 +457,72 @@ def _data(
         units=Units.of(group_codes, subtask_codes, flags, names, items),
         reference=int(pd.Index(group_ids).get_loc(reference)),
     )
+
+
+def headline_replicates(
+    scores: ArrayLike,
+    groups: ArrayLike,
+    *,
+    reference: Hashable,
+    subtasks: ArrayLike | None = None,
+    names: ArrayLike | None = None,
+    items: ArrayLike | None = None,
+    n_bootstrap: int = 1000,
+    seed: int = 0,
+    weights: NDArray[np.int64] | None = None,
+) -> tuple[dict[Hashable, dict[str, tuple[float, FloatArray]]], NDArray[np.int64]]:
+    """The headline RABBI and δ of every group, and their bootstrap replicates over units.
+
+    As :func:`allocation_figures` computes them (per subtask, then the
+    candidate-weighted mean), for comparing two runs: ``weights`` (shaped
+    (replicate, candidate)) reuses another run's resamples of the same
+    candidates, which pairs the replicates; by default they are drawn here.
+
+    Returns
+    -------
+    ({group: {"rabbi": (estimate, replicates), "avg_gap": ...}}, weights)
+    """
+    data = _data(scores, groups, reference, subtasks, None, names, items)
+    if weights is None:
+        check_int(n_bootstrap, "n_bootstrap", minimum=20)
+        weights = data.units.weights(np.random.default_rng(seed), n_bootstrap)
+    elif weights.shape[1] != data.values.size:
+        raise ValueError("weights must have one column per candidate")
+    edges = np.linspace(0.0, 1.0, _JSD_BINS + 1)  # JSD is not asked for; any bins do
+    found: dict[Hashable, dict[str, tuple[float, FloatArray]]] = {}
+    for group in range(len(data.group_ids)):
+        if group == data.reference:
+            continue
+        pair = (data.groups == group) | (data.groups == data.reference)
+        cells = _subtask_cells(data, pair, group)
+        if not cells:
+            continue
+        sizes = np.array([cell.n for cell in cells.values()], dtype=float)
+        figures: dict[str, tuple[float, FloatArray]] = {}
+        per_subtask = {
+            s: _weighted_figures(
+                data.values,
+                c,
+                edges,
+                weights[:, c.group].astype(float),
+                weights[:, c.reference].astype(float),
+            )
+            for s, c in cells.items()
+        }
+        for figure in ("rabbi", "avg_gap"):
+            estimate = _weighted_mean(
+                [_figures(data.values, c, edges)[figure] for c in cells.values()], sizes
+            )
+            stacked = np.stack([per_subtask[s][figure] for s in cells], axis=1)
+            usable = np.stack(
+                [(weights[:, c.group].sum(axis=1) > 0) & (weights[:, c.reference].sum(axis=1) > 0)
+                 for c in cells.values()], axis=1,
+            )  # fmt: skip
+            stacked = np.where(usable, stacked, np.nan)
+            replicates = np.nansum(stacked * sizes, axis=1) / _weight_present(stacked, sizes)
+            figures[figure] = (estimate, replicates)
+        found[data.group_ids[group]] = figures
+    return found, weights
 
 
 # --- score figures: RABBI, δ, JSD, EMD ------------------------------------------------
