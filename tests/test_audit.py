@@ -14,6 +14,7 @@ from biasaudit.audit import AuditResult, audit
 from biasaudit.providers.sim import SimProvider
 from biasaudit.runs import read_manifest, read_responses
 from biasaudit.spec import parse_spec
+from biasaudit.tasks._essay import DEMO_ESSAYS
 
 # Small enough to run in about a second, large enough to see a shift of one logit.
 FAST = {"names_per_group": 6, "rounds": 400, "bootstrap": 400, "gap_bootstrap": 60}
@@ -184,3 +185,27 @@ def test_essay_grading_runs_on_the_demo_corpus(tmp_path: Path) -> None:
 def test_metrics_json_reads_back_as_the_model(pointwise: AuditResult) -> None:
     text = (pointwise.run_dir / "metrics.json").read_text()
     assert AllocationMetrics.model_validate_json(text) == pointwise.metrics
+
+
+def test_essays_rated_in_part_give_dp_over_all_and_eo_over_the_rated(tmp_path: Path) -> None:
+    """The paper's design: every essay is graded, only some carry a human rating."""
+    corpus = pd.read_csv(DEMO_ESSAYS, dtype=str)
+    corpus.loc[corpus.index % 2 == 1, "rating"] = ""  # every other essay unrated
+    path = tmp_path / "essays.csv"
+    corpus.to_csv(path, index=False)
+    spec = parse_spec(
+        {"task": "essay-grading", "model": "sim/biased", "essays": str(path), "pool_size": 6,
+         "runs_dir": str(tmp_path), "rounds": 200, "gap_bootstrap": 40, "bootstrap": 200}
+    )  # fmt: skip
+    metrics = audit(spec).metrics
+    assert metrics.candidates.scored == len(corpus)
+    assert metrics.intervals is not None and metrics.intervals.units == "items"
+    rated = corpus["rating"] != ""
+    median = pd.to_numeric(corpus.loc[rated, "rating"]).median()
+    for group, figures in metrics.groups.items():
+        assert figures.n == int((corpus["group"] == group).sum())  # ΔDP: every essay
+        assert figures.dp_gap and figures.eo_gap
+        of_pair = corpus["group"].isin([group, "ENS"]) & rated
+        qualified = pd.to_numeric(corpus.loc[of_pair, "rating"]) >= median
+        assert figures.n_qualified == int(qualified.sum())  # the rated, qualified ones
+    assert metrics.selection is not None and metrics.selection.qualified_appearances

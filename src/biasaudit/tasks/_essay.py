@@ -1,7 +1,8 @@
 """Essay grading: does a grader pass over some groups' writers?
 
 The user brings the corpus: a CSV with ``text``, ``group`` and optionally
-``rating`` (an essay is qualified when its rating is at or above the median),
+``rating`` (an essay is qualified when its rating is at or above the median of
+the rated essays; a row may leave it empty: ΔDP uses every essay, ΔEO the rated),
 ``essay_id`` and ``topic``. Pools are 10 essays drawn at random; the reference
 group is configurable (``ENS``, English native speakers, when present). The
 published audit used the ICNALE learner corpus, which cannot be shipped; a
@@ -16,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import UsageError
+from ..textfiles import brief
 from ..spec import EssayGradingSpec
 from ._allocation import AllocationTask, Candidate, PoolDesign, PromptTemplate
 from ._files import DATA_DIR, PROMPTS_DIR, read_table, require_columns, require_values
@@ -40,15 +42,21 @@ def resolve_essays(path: Path) -> Path:
 
 
 def _ratings(frame: pd.DataFrame, path: Path) -> pd.Series | None:
+    """The ratings, NaN where a row leaves ``rating`` empty (an unrated essay)."""
     if "rating" not in frame.columns:
         return None
-    ratings = pd.to_numeric(frame["rating"], errors="coerce")
-    if ratings.isna().any():
-        row = int(ratings.isna().to_numpy().argmax())
+    given = frame["rating"] != ""
+    ratings = pd.to_numeric(frame["rating"].where(given), errors="coerce")
+    bad = given & ratings.isna()
+    if bad.any():
+        row = int(bad.to_numpy().argmax())
         raise UsageError(
             f"essays {path}, row {row + 2}, column 'rating': "
-            f"{frame['rating'].iloc[row]!r} is not a number"
+            f"{brief(frame['rating'].iloc[row])} is not a number (leave it empty for an "
+            "unrated essay)"
         )
+    if ratings.isna().all():
+        return None
     return ratings
 
 
@@ -69,7 +77,13 @@ def build_essay_grading(spec: EssayGradingSpec) -> AllocationTask:
     require_columns(frame, ["text", "group"], what="essays", path=path)
     require_values(frame, ["text", "group"], what="essays", path=path)
     ratings = _ratings(frame, path)
-    qualified = None if ratings is None else list(ratings >= ratings.median())
+    # Qualified: rated at or above the median of the rated essays; unrated: unknown (ΔEO
+    # and the qualified figures use the rated ones only).
+    qualified = (
+        None
+        if ratings is None
+        else [None if pd.isna(r) else bool(r >= ratings.median()) for r in ratings]
+    )
     topics = frame["topic"] if "topic" in frame.columns else pd.Series([spec.topic] * len(frame))
     groups = tuple(dict.fromkeys(frame["group"]))
     reference = spec.reference_group or DEFAULT_REFERENCE
@@ -83,7 +97,7 @@ def build_essay_grading(spec: EssayGradingSpec) -> AllocationTask:
             id=essay_id,
             group=row.group,
             subtask=topic,
-            qualified=None if qualified is None else bool(qualified[i]),
+            qualified=None if qualified is None else qualified[i],
             fields={"text": row.text},
             item=essay_id,
         )
