@@ -149,6 +149,12 @@ Grade for option 4: 3/5, too technical.
         ("   \n ", None, None),
         ("<think>Option 2 seems best", None, None),
         ("option a is fine", None, None),
+        # A weak judge answers the user's request with a numbered list: its "1." is an
+        # item number, not a vote for Option 1 (which would inflate position bias).
+        ("1. Networking: leverage your connections.\n2. Apply early.", None, None),
+        ("1. Start with a budget\n2. Track spending\n3. Save the rest", None, None),
+        ("2. Because it is clearer.", None, None),
+        ("1. Option 2: it answers the question.", 1, "only_option"),
     ],
 )
 def test_real_world_answers_are_read_or_left_unparsed(

@@ -24,7 +24,11 @@ An answer is read, in this order, as
 2. a first line that is nothing but an option: ``Option 2``, ``**Option 2**``,
    ``2``, ``2.``, ``(2)``, ``[[2]]``, or ``Option 2.`` / ``Option 2 - ...``
    followed by an explanation (a first line ``Option 1: ...`` is read as the
-   heading of an evaluation, not as a verdict; a markdown heading never is);
+   heading of an evaluation, not as a verdict; a markdown heading never is).
+   A bare number counts only as the whole line: ``1. Networking: ...`` or
+   ``1. Option 2: ...`` opens a numbered list (a weak judge answering the
+   user's request instead of judging), and reading its 1 as Option 1 would
+   inflate the very position bias being measured;
 3. the one option the answer names, when it names exactly one
    (``I think Option 3 is the most accurate``).
 
@@ -90,8 +94,9 @@ _VERDICT = re.compile(
     re.MULTILINE,
 )
 _FIRST_LINE = re.compile(
-    rf"^{_OPEN}(?:{_OPTION_REF.format(g='first')}|#?(?P<first_bare>\d{{1,2}})\b)"
-    rf"{_CLOSE}\s*(?:$|[.!](?:\s|$)|[-\u2013\u2014]\s)"
+    rf"^{_OPEN}(?:{_OPTION_REF.format(g='first')}{_CLOSE}\s*(?:$|[.!](?:\s|$)|[-\u2013\u2014]\s)"
+    # A bare number only as the whole line: "1. Networking: ..." is a list, not a verdict.
+    rf"|#?(?P<first_bare>\d{{1,2}}){_CLOSE}\s*[.!]?{_CLOSE}\s*$)"
 )
 _MENTION = re.compile(_OPTION_REF.format(g="mention"))
 _THINKING = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL | re.IGNORECASE)
