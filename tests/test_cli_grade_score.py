@@ -28,13 +28,13 @@ judge: prompt 1 (select, then explain); temperature 0.3, up to 200 tokens
 items: demo: 16 items x 4 options; 4 cyclic orders x 2 replicates = 128 requests
 requests: 128 (128 sent, 0 from cache, 0 failed, 0 refused); answers: 128 usable, 0 unparsed; items scored: 16
 
-score          mean  95% interval
-Grade Score   0.885  [0.831, 0.938]
-entropy       0.912  [0.857, 0.968]
-choice        0.859  [0.806, 0.913]
+score          mean  95% interval (over items; '-': too few)
+Grade Score   0.885  [0.834, 0.928]
+entropy       0.912  [0.857, 0.955]
+choice        0.859  [0.812, 0.906]
 
-slot chosen   1: 39.1%   2: 15.6%   3: 24.2%   4: 21.1%   (no bias: 25.0% each)
-preferred option (people's choice) chosen in 85.9% [80.6%, 91.3%] of answers, and most chosen in 100.0% of 16 items
+slot chosen   1: 39.1% [34.4%, 43.8%]   2: 15.6% [10.9%, 20.3%]   3: 24.2% [22.7%, 25.0%]   4: 21.1% [18.0%, 23.4%]   (no bias: 25.0% each; χ² = 15.4, df 3, p = 0.0015, n = 128 answers)
+preferred option (people's choice) chosen in 85.9% [81.2%, 90.6%] of answers, and most chosen in 100.0% of 16 items
 
 per item (slots: answers naming slot 1..n, slot 1 shown first; options by index)
 item                  grade entropy choice unparsed  slots      most chosen  preferred
@@ -106,13 +106,13 @@ judge: prompt 4 (grade each option 0-5, then select); temperature 0.3, up to 800
 items: demo: 16 items x 4 options + 1 unrelated option from another item; 5 cyclic orders x 1 replicate = 80 requests
 requests: 80 (80 sent, 0 from cache, 0 failed, 0 refused); answers: 80 usable, 0 unparsed; items scored: 16
 
-score          mean  95% interval
+score          mean  95% interval (over items; '-': too few)
 Grade Score   1.000  [1.000, 1.000]
 entropy       1.000  [1.000, 1.000]
 choice        1.000  [1.000, 1.000]
 
-slot chosen   1: 20.0%   2: 20.0%   3: 20.0%   4: 20.0%   5: 20.0%   (no bias: 20.0% each)
-preferred option (people's choice) chosen in 81.2% [59.8%, 100.0%] of answers, and most chosen in 81.2% of 16 items
+slot chosen   1: 20.0% [20.0%, 20.0%]   2: 20.0% [20.0%, 20.0%]   3: 20.0% [20.0%, 20.0%]   4: 20.0% [20.0%, 20.0%]   5: 20.0% [20.0%, 20.0%]   (no bias: 20.0% each; χ² = 0.0, df 4, p = 1, n = 80 answers)
+preferred option (people's choice) chosen in 81.2% [62.5%, 100.0%] of answers, and most chosen in 81.2% of 16 items
 unrelated option chosen in 18.8% of answers
 """
 
@@ -214,17 +214,17 @@ asked: cyclic orders x 1 replicate(s), temperature 0.3
 
 Grade Score: harmonic mean of the entropy and choice scores; mean ± half the 95% interval
 model         prompt 1          prompt 1 +random  prompt 2
-sim/biased    0.822 ±0.101      0.763 ±0.102      -
+sim/biased    0.822 ±0.092      0.763 ±0.091      -
 sim/fair      -                 -                 1.000 ±0.000
 
 entropy score: 1 = no favourite slot, 0 = always the same slot; mean ± half the 95% interval
 model         prompt 1          prompt 1 +random  prompt 2
-sim/biased    0.816 ±0.107      0.764 ±0.107      -
+sim/biased    0.816 ±0.098      0.764 ±0.094      -
 sim/fair      -                 -                 1.000 ±0.000
 
 choice score: share of answers naming the item's most chosen option; mean ± half the 95% interval
 model         prompt 1          prompt 1 +random  prompt 2
-sim/biased    0.828 ±0.094      0.762 ±0.097      -
+sim/biased    0.828 ±0.086      0.762 ±0.088      -
 sim/fair      -                 -                 1.000 ±0.000
 """
 

@@ -15,10 +15,11 @@ import pytest
 
 from biasaudit.grade import GradeScoreResult, grade_audit
 from biasaudit.grade_report import grade_score_table
-from biasaudit.providers import ModelRequest, SamplingParams
+from biasaudit.providers import ModelRequest, ModelResponse, SamplingParams
 from biasaudit.providers.sim import JUDGE_FIRST_OPTION_RATE, SimProvider
 from biasaudit.runs import read_manifest, read_responses
 from biasaudit.spec import GradeScoreSpec
+from biasaudit.tasks._grade_score import DEMO_ITEMS
 from tests.fakes import FakeProvider
 
 
@@ -184,8 +185,10 @@ def test_unreadable_and_refused_answers_are_counted_never_fatal(tmp_path: Path) 
     assert m.items == 0 and m.grade_score is None and m.grade_score_ci is None
     assert m.notes[0].startswith("16 item(s) without a usable answer, left out of the means")
     lines = grade_score_table(m, result.items)
-    assert lines[3].endswith("answers: 0 usable, 64 unparsed (1 refused); items scored: 0")
-    assert lines[6] == "Grade Score       -  -"
+    # The headline says first that the judge did not judge.
+    assert lines[1].startswith("WARNING: 100.0% of the answers named no option")
+    assert lines[4].endswith("answers: 0 usable, 64 unparsed (1 refused); items scored: 0")
+    assert lines[7] == "Grade Score       -  -"
     assert lines[-17].startswith("sky-blue") and lines[-17].split()[1:5] == ["-", "-", "-", "4"]
 
 
@@ -218,3 +221,34 @@ def test_the_sim_judge_answers_slot_one_at_its_planted_rate() -> None:
     answers = [sim_judge(prompt, replicate=r) for r in range(1000)]
     assert abs(answers.count("Option 1") / 1000 - P) < 3 * math.sqrt(P * (1 - P) / 1000)
     assert set(answers) == {"Option 1", "Option 2"}
+
+
+LISTING = "1. Networking: leverage your connections.\n2. Apply early.\n3. Follow up."
+
+
+def test_a_weak_judge_that_lists_and_answers_in_part_is_read_for_what_it_shows(
+    tmp_path: Path,
+) -> None:
+    """Half the items are answered in every order (always slot 1); the other half once
+    ("Selection: Option 2"), and in their other orders with a numbered list answering
+    the user's request. A list is no vote for Option 1, and the half-answered items
+    are partial: left out of the means, not scored entropy 0."""
+    judge = FakeProvider()
+    items = [line for line in DEMO_ITEMS.read_text().splitlines() if line.strip()]
+    ids = [json.loads(line)["id"] for line in items]
+    for index, item in enumerate(ids):
+        for order in range(1, 5):
+            if index < 8:
+                text = "Selection: Option 1"
+            else:
+                text = "Selection: Option 2" if order == 1 else LISTING
+            judge.script[f"{item}#{order}"].append(ModelResponse(texts=(text,)))
+    result = run(tmp_path, judge)
+    m = result.metrics
+    assert (m.items, m.partial, m.usable, m.unparsed) == (8, 8, 8 * 4 + 8, 8 * 3)
+    assert m.position_counts == [32, 8, 0, 0]  # the 24 lists are not votes for slot 1
+    assert m.grade_score == 0.0  # the 8 complete items always chose slot 1
+    assert any(note.startswith("8 partial item(s)") for note in m.notes)
+    assert m.slot_test is not None and m.slot_test.p < 1e-6 and m.slot_test.n == 40
+    lines = grade_score_table(m, result.items)
+    assert lines[1].startswith("WARNING: 37.5% of the answers named no option")

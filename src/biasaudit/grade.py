@@ -4,8 +4,10 @@ Iourovitski, "Grade Score: Quantifying LLM Performance in Option Selection"
 (2024). spec → task (items, judge prompt) → plan (every order of every item,
 replicated) → engine → parsed answers (chosen slot → original option) →
 per-item Grade Score, entropy score and choice score
-(:func:`~biasaudit.metrics.grade_score`) → their means with t-intervals and
-the position histogram (:func:`~biasaudit.metrics.grade_score_summary`).
+(:func:`~biasaudit.metrics.grade_score`) → their means over complete items
+with bootstrap intervals over items, and the share of answers per slot with
+its interval and a χ² test that no slot is preferred
+(:func:`~biasaudit.metrics.grade_score_summary`).
 
 The run directory holds, besides what every run has (``manifest.json`` of
 kind ``grade-score``, ``responses.jsonl`` with each answer as read,
@@ -22,8 +24,11 @@ kind ``grade-score``, ``responses.jsonl`` with each answer as read,
 - ``metrics.json``: :class:`GradeScoreMetrics`.
 
 A failed request is left out of its item (``failed``); an unparseable answer
-is counted (``unparsed``) and left out; an item with no usable answer at all
-is left out of the means, with a note.
+is counted (``unparsed``) and left out. An item with a usable answer to only
+some of its requests (*partial*) is left out of the means, counted, with a
+note: fewer answers than orders lower its entropy by construction (one answer:
+entropy 0, Grade Score 0), so keeping it would report the parser's failures
+as the judge's position bias. Its answers still count in the slot shares.
 """
 
 from __future__ import annotations
@@ -40,8 +45,14 @@ from pydantic import BaseModel, Field
 from .allocation import RequestCounts
 from .errors import BiasauditError
 from .loop import run_async
-from .metrics import GradeScore, GradeScoreSummary, grade_score, grade_score_summary
-from .metrics._grade import mean_interval
+from .metrics import (
+    MIN_ITEMS,
+    GradeScore,
+    GradeScoreSummary,
+    grade_score,
+    grade_score_summary,
+    item_interval,
+)
 from .providers import Provider
 from .runs import RunResult
 from .session import RunSession
@@ -72,8 +83,19 @@ class Agreement(BaseModel):
 
     items: int = Field(description="Items with a preferred option and a usable answer.")
     rate: float = Field(description="Mean over items of the share of answers choosing it.")
-    rate_ci: list[float] | None = Field(None, description="t-interval, clipped to [0, 1].")
+    rate_ci: list[float] | None = Field(
+        None, description="Bootstrap interval over items (None: too few items)."
+    )
     most_chosen: float = Field(description="Share of items whose most chosen option it is.")
+
+
+class SlotTestResult(BaseModel):
+    """Pearson's χ² test that no slot is preferred (see ``metrics.SlotTest``)."""
+
+    statistic: float
+    df: int
+    p: float
+    n: int = Field(description="Usable answers tested.")
 
 
 class GradeScoreMetrics(BaseModel):
@@ -101,7 +123,14 @@ class GradeScoreMetrics(BaseModel):
     entropy_ci: list[float] | None = None
     choice: float | None = Field(description="Mean choice score (1: always the same option).")
     choice_ci: list[float] | None = None
-    items: int = Field(description="Items in the means (with a usable answer).")
+    items: int = Field(
+        description="Items in the means: every request of the item gave a usable answer."
+    )
+    partial: int = Field(
+        0,
+        description="Items with some usable answers but not all, left out of the means "
+        "(their entropy is low by construction); their answers count in the slot shares.",
+    )
     items_total: int
     trials: int = Field(description="Requests asked: items x orders x replicates.")
     usable: int = Field(description="Answers that named an option.")
@@ -109,6 +138,13 @@ class GradeScoreMetrics(BaseModel):
     refused: int = Field(0, description="Answers that were refusals (counted as unparsed).")
     failed: int = Field(description="Requests that failed: no answer after all retries (left out).")
     position_histogram: list[float] = Field(description="Share of usable answers per slot.")
+    position_counts: list[int] = Field(default_factory=list, description="Answers per slot.")
+    position_ci: list[list[float]] | None = Field(
+        None, description="Interval of each slot's share, over items (None: too few items)."
+    )
+    slot_test: SlotTestResult | None = Field(
+        None, description="χ² test that no slot is preferred, over every usable answer."
+    )
     agreement: Agreement | None = None
     random_option_share: float | None = Field(
         None, description="Share of usable answers choosing the unrelated option."
@@ -255,10 +291,14 @@ def _metrics(
     scores: dict[str, GradeScore],
     session: RunSession,
 ) -> GradeScoreMetrics:
-    notes = _notes(spec, items, scores)
+    complete = _complete(items, scores)
+    notes = _notes(spec, items, scores, complete)
     summary = (
-        grade_score_summary(list(scores.values()), confidence=spec.confidence) if scores else None
+        grade_score_summary(list(complete.values()), confidence=spec.confidence)
+        if complete
+        else None
     )
+    slots = _slot_fields(scores, spec.confidence, task.n_options)
     usable = trials[trials["slot"].notna()]
     random_share = None
     if spec.random_option and len(usable):
@@ -280,6 +320,8 @@ def _metrics(
         n_options=task.n_options,
         confidence=spec.confidence,
         **_summary_fields(summary, task.n_options),
+        **slots,
+        partial=len(scores) - len(complete),
         items_total=len(task.items),
         trials=len(trials),
         usable=len(usable),
@@ -299,11 +341,37 @@ def _metrics(
     )
 
 
+def _complete(items: pd.DataFrame, scores: dict[str, GradeScore]) -> dict[str, GradeScore]:
+    """The items every request of which gave a usable answer."""
+    whole = set(items.loc[items["usable"] == items["trials"], "item_id"].astype(str))
+    return {item: score for item, score in scores.items() if str(item) in whole}
+
+
+def _slot_fields(
+    scores: dict[str, GradeScore], confidence: float, n_options: int
+) -> dict[str, Any]:
+    """Slot shares, their intervals and the test, over every usable answer (partial items
+    included: an answer's slot says as much about position bias whatever its item's fate)."""
+    if not scores:
+        return {"position_histogram": [0.0] * n_options}
+    summary = grade_score_summary(list(scores.values()), confidence=confidence)
+    test = summary.slot_test
+    return {
+        "position_histogram": list(summary.position_histogram),
+        "position_counts": list(summary.position_counts),
+        "position_ci": None
+        if any(math.isnan(low) for low, _ in summary.position_ci)
+        else [[low, high] for low, high in summary.position_ci],
+        "slot_test": None
+        if test is None
+        else SlotTestResult(statistic=test.statistic, df=test.df, p=test.p, n=test.n),
+    }
+
+
 def _summary_fields(summary: GradeScoreSummary | None, n_options: int) -> dict[str, Any]:
     if summary is None:
         return {
             "grade_score": None, "entropy": None, "choice": None, "items": 0,
-            "position_histogram": [0.0] * n_options,
         }  # fmt: skip
     return {
         "grade_score": summary.grade_score,
@@ -313,19 +381,12 @@ def _summary_fields(summary: GradeScoreSummary | None, n_options: int) -> dict[s
         "choice": summary.choice,
         "choice_ci": _interval(summary.choice_ci),
         "items": summary.items,
-        "position_histogram": list(summary.position_histogram),
     }
 
 
 def _interval(bounds: tuple[float, float]) -> list[float] | None:
     """JSON has no NaN: an interval that cannot be computed (one item) is None."""
     return None if any(math.isnan(b) for b in bounds) else [bounds[0], bounds[1]]
-
-
-def _share_interval(bounds: tuple[float, float]) -> list[float] | None:
-    """The t-interval of a mean share, clipped to [0, 1] (a share cannot leave it)."""
-    interval = _interval(bounds)
-    return None if interval is None else [max(0.0, interval[0]), min(1.0, interval[1])]
 
 
 def _agreement(
@@ -338,13 +399,26 @@ def _agreement(
     return Agreement(
         items=len(judged),
         rate=sum(rates) / len(rates),
-        rate_ci=_share_interval(mean_interval(rates, confidence=confidence)),
+        rate_ci=_interval(item_interval(rates, confidence=confidence)),
         most_chosen=float(judged["preferred_most_chosen"].astype(bool).mean()),
     )
 
 
-def _notes(spec: GradeScoreSpec, items: pd.DataFrame, scores: dict[str, GradeScore]) -> list[str]:
+def _notes(
+    spec: GradeScoreSpec,
+    items: pd.DataFrame,
+    scores: dict[str, GradeScore],
+    complete: dict[str, GradeScore],
+) -> list[str]:
     notes = []
+    partial = [str(i) for i in scores if i not in complete]
+    if partial:
+        shown = ", ".join(partial[:5]) + (", ..." if len(partial) > 5 else "")
+        notes.append(
+            f"{len(partial)} partial item(s), with usable answers to some requests only, left "
+            f"out of the means (fewer answers than orders lower the entropy by construction); "
+            f"their answers count in the slot shares: {shown}"
+        )
     unscored = [str(i) for i in items["item_id"] if i not in scores]
     if unscored:
         shown = ", ".join(unscored[:5]) + (", ..." if len(unscored) > 5 else "")
@@ -355,6 +429,8 @@ def _notes(spec: GradeScoreSpec, items: pd.DataFrame, scores: dict[str, GradeSco
         notes.append(
             "replicates at temperature 0 repeat one greedy answer where the model is deterministic"
         )
-    if len(scores) == 1:
-        notes.append("one item: no confidence intervals")
+    if 0 < len(complete) < MIN_ITEMS:
+        notes.append(
+            f"too few items for an interval: {len(complete)} complete (at least {MIN_ITEMS})"
+        )
     return notes

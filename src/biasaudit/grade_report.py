@@ -16,7 +16,7 @@ from .grade import GradeScoreMetrics
 from .grade_study import SCORES, GradeStudyResult
 from .report import SIMULATED, Block, PlainTable, block_lines
 
-__all__ = ["grade_score_table", "grade_study_blocks", "grade_study_table"]
+__all__ = ["grade_score_table", "grade_study_blocks", "grade_study_table", "unusable_warning"]
 
 # Beyond this many items, the run's table shows the lowest Grade Scores only.
 MAX_ITEM_ROWS = 20
@@ -55,7 +55,14 @@ def grade_score_table(metrics: GradeScoreMetrics, items: pd.DataFrame) -> list[s
     ``items`` is the run's ``items.csv``: one row per item.
     """
     lines = _header(metrics)
-    lines += ["", f"{'score':<12} {'mean':>6}  {100 * metrics.confidence:g}% interval"]
+    warning = unusable_warning(metrics)
+    if warning is not None:
+        lines.insert(1, f"WARNING: {warning}")
+    lines += [
+        "",
+        f"{'score':<12} {'mean':>6}  {100 * metrics.confidence:g}% interval (over items; "
+        f"'-': too few)",
+    ]
     for score in SCORES:
         mean, bounds = getattr(metrics, score), getattr(metrics, f"{score}_ci")
         lines.append(f"{_SCORE_NAMES[score]:<12} {_number(mean):>6}  {_bounds(bounds)}")
@@ -83,15 +90,51 @@ def _header(metrics: GradeScoreMetrics) -> list[str]:
         f"{requests.failures} failed, {requests.refusals} refused); answers: {metrics.usable} "
         f"usable, {metrics.unparsed} unparsed"
         f"{f' ({metrics.refused} refused)' if metrics.refused else ''}; "
-        f"items scored: {metrics.items}",
+        f"items scored: {metrics.items}"
+        f"{f' ({metrics.partial} partial, left out)' if metrics.partial else ''}",
     ]
 
 
 def _slots_line(metrics: GradeScoreMetrics) -> str:
+    bounds = metrics.position_ci or [None] * len(metrics.position_histogram)
     cells = "   ".join(
-        f"{slot}: {_share(share)}" for slot, share in enumerate(metrics.position_histogram, 1)
+        f"{slot}: {_share(share)}{_share_bounds(bound)}"
+        for slot, (share, bound) in enumerate(
+            zip(metrics.position_histogram, bounds, strict=True), 1
+        )
     )
-    return f"slot chosen   {cells}   (no bias: {_share(1 / metrics.n_options)} each)"
+    line = f"slot chosen   {cells}   (no bias: {_share(1 / metrics.n_options)} each"
+    test = metrics.slot_test
+    if test is None:
+        return line + ")"
+    return (
+        f"{line}; χ² = {test.statistic:.1f}, df {test.df}, p = {_p(test.p)}, n = {test.n} answers)"
+    )
+
+
+def _share_bounds(bounds: Sequence[float] | None) -> str:
+    return "" if not bounds else f" [{_share(bounds[0])}, {_share(bounds[1])}]"
+
+
+def _p(value: float) -> str:
+    return f"{value:.2g}" if value >= 1e-4 else "<0.0001"
+
+
+# A headline that rests on fewer of the answers than this says so first.
+_USABLE_WARNING = 0.8
+
+
+def unusable_warning(metrics: GradeScoreMetrics) -> str | None:
+    """The line that leads a run's headline when many answers named no option."""
+    answered = metrics.trials - metrics.failed
+    if answered <= 0 or metrics.usable >= _USABLE_WARNING * answered:
+        return None
+    share = 1 - metrics.usable / answered
+    return (
+        f"{_share(share)} of the answers named no option (unparsed or refused): the scores "
+        f"below rest on the {metrics.usable} that did, over {metrics.items} complete item(s) "
+        f"of {metrics.items_total}; read them as a judge that mostly did not judge"
+    )
 
 
 def _agreement_lines(metrics: GradeScoreMetrics) -> list[str]:

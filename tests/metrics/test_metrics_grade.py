@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from biasaudit.metrics import GradeScore, grade_score, grade_score_summary
+from biasaudit.metrics import GradeScore, grade_score, grade_score_summary, item_interval
 
 INPUT_TYPES: list[Callable[[Any], Any]] = [list, lambda v: np.asarray(v, dtype=object), pd.Series]
 INPUT_IDS = ["list", "ndarray", "series"]
@@ -121,14 +121,19 @@ def test_summary_mean_interval_and_histogram() -> None:
     ]
     summary = grade_score_summary(items, confidence=0.9)
     grades = np.array([item.grade for item in items])
-    low, high = stats.t.interval(0.9, 3, loc=grades.mean(), scale=stats.sem(grades))
     assert summary.grade_score == pytest.approx(grades.mean())
-    assert summary.grade_score_ci == pytest.approx((low, high))
+    assert all(math.isnan(bound) for bound in summary.grade_score_ci)  # 4 items: too few
     assert summary.entropy == pytest.approx(np.mean([item.entropy for item in items]))
     assert summary.choice == pytest.approx(np.mean([item.choice for item in items]))
     assert (summary.items, summary.unparsed, summary.confidence) == (4, 1, 0.9)
     # Usable answers by slot: 0: 3+1+2 = 6, 1: 0+1+1+1 = 3, 2: 0+1+0+1 = 2.
     assert summary.position_histogram == pytest.approx((6 / 11, 3 / 11, 2 / 11))
+    assert summary.position_counts == (6, 3, 2)
+    expected = stats.chisquare([6, 3, 2])
+    assert summary.slot_test is not None and summary.slot_test.n == 11
+    assert summary.slot_test.statistic == pytest.approx(expected.statistic)
+    assert summary.slot_test.p == pytest.approx(expected.pvalue)
+    assert summary.slot_test.df == 2
 
 
 def test_summary_of_one_item_has_no_interval() -> None:
@@ -148,20 +153,34 @@ def test_summary_validates() -> None:
         grade_score_summary([grade_score([0], ["A"], 2)], confidence=0)
 
 
-def test_summary_gives_entropy_and_choice_intervals_like_scipy() -> None:
+def test_summary_intervals_bootstrap_the_items_and_stay_within_zero_and_one() -> None:
     items = [
         grade_score([0, 1, 2], ["A", "A", "A"], 3),
         grade_score([0, 0, 1], ["A", "B", "A"], 3),
         grade_score([0, 0, 0], ["A", "B", "C"], 3),
-    ]
+    ] * 3
     summary = grade_score_summary(items)
     for mean, interval, values in (
         (summary.entropy, summary.entropy_ci, [item.entropy for item in items]),
         (summary.choice, summary.choice_ci, [item.choice for item in items]),
+        (summary.grade_score, summary.grade_score_ci, [item.grade for item in items]),
     ):
-        low, high = stats.t.interval(0.95, 2, loc=np.mean(values), scale=stats.sem(values))
         assert mean == pytest.approx(np.mean(values))
-        assert interval == pytest.approx((low, high))
+        # An independent bootstrap of the item means agrees to within its own noise.
+        rng = np.random.default_rng(1)
+        means = np.asarray(values)[rng.integers(0, len(values), (20_000, len(values)))].mean(1)
+        assert interval == pytest.approx(tuple(np.quantile(means, [0.025, 0.975])), abs=0.02)
+        assert 0.0 <= interval[0] <= mean <= interval[1] <= 1.0
+    for low, high in summary.position_ci:
+        assert 0.0 <= low <= high <= 1.0
+
+
+def test_shares_near_the_edge_keep_their_interval_inside_zero_and_one() -> None:
+    """A t-interval around a mean of 0.97 from a skewed sample leaves [0, 1]."""
+    values = [1.0] * 9 + [0.7]
+    low, high = item_interval(values)
+    assert low >= 0.0 and high <= 1.0
+    assert all(math.isnan(bound) for bound in item_interval([1.0, 0.0, 1.0, 1.0]))
 
 
 def test_mean_interval_matches_scipy_and_validates() -> None:

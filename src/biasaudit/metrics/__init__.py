@@ -36,7 +36,16 @@ from biasaudit.metrics._allocation import (
     rank_biserial_tests,
 )
 from biasaudit.metrics._gap_bootstrap import SelectionGapIntervals, bootstrap_selection_gaps
-from biasaudit.metrics._grade import GradeScore, GradeScoreSummary, grade_score, grade_score_summary
+from biasaudit.metrics._grade import (
+    MIN_ITEMS,
+    GradeScore,
+    GradeScoreSummary,
+    SlotTest,
+    grade_score,
+    grade_score_summary,
+    item_interval,
+    slot_test,
+)
 from biasaudit.metrics._pairwise import (
     PairwiseOutputStats,
     PairwiseScores,
@@ -81,6 +90,7 @@ from biasaudit.metrics._validity import (
 
 __all__ = [
     "FEW_UNITS",
+    "MIN_ITEMS",
     "MIN_UNITS",
     "AllocationFigures",
     "CorrelationResult",
@@ -93,6 +103,7 @@ __all__ = [
     "RutedEstimate",
     "SelectionGapIntervals",
     "SelectionResult",
+    "SlotTest",
     "Units",
     "allocation_figures",
     "avg_score_gap",
@@ -105,6 +116,7 @@ __all__ = [
     "grade_score",
     "grade_score_summary",
     "headline_replicates",
+    "item_interval",
     "jsd",
     "model_selection_ndcg",
     "ndcg_at",
@@ -121,6 +133,7 @@ __all__ = [
     "select_in_pools",
     "simulate_selection",
     "skew",
+    "slot_test",
     "spearman",
     "spearman_matrix",
     "stereotype",

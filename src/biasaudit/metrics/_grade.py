@@ -59,11 +59,12 @@ class GradeScoreSummary:
     grade_score : float
         Mean Grade Score over items.
     grade_score_ci : (float, float)
-        t-interval for the mean; (nan, nan) for a single item.
+        Bootstrap interval over items (:func:`item_interval`); (nan, nan)
+        with fewer than :data:`MIN_ITEMS` items ("too few").
     entropy, choice : float
         Mean entropy score and mean choice score over items.
     entropy_ci, choice_ci : (float, float)
-        t-intervals for those means, like ``grade_score_ci``.
+        Intervals for those means, like ``grade_score_ci``.
     items : int
         Items aggregated.
     unparsed : int
@@ -72,6 +73,12 @@ class GradeScoreSummary:
         Share of all usable answers that chose each position.
     confidence : float
         Level of the interval.
+    position_counts : tuple of int
+        Usable answers that chose each position.
+    position_ci : tuple of (float, float)
+        Interval of each position's share, over items; (nan, nan) when too few.
+    slot_test : SlotTest or None
+        The test that no position is preferred; None without usable answers.
     """
 
     grade_score: float
@@ -84,6 +91,97 @@ class GradeScoreSummary:
     unparsed: int
     position_histogram: tuple[float, ...]
     confidence: float
+    position_counts: tuple[int, ...] = ()
+    position_ci: tuple[tuple[float, float], ...] = ()
+    slot_test: SlotTest | None = None
+
+
+# Fewer items than this give no interval: a bootstrap or t-interval from two or three
+# items says more about the items drawn than about the judge.
+MIN_ITEMS = 5
+_ITEM_BOOTSTRAP = 2000
+
+
+@dataclass(frozen=True)
+class SlotTest:
+    """Pearson's χ² test that every position is chosen equally often.
+
+    Under "no position preferred" and orders that put every option in every
+    slot equally often (cyclic or all), a judge that always picks the same
+    option spreads its answers evenly over the slots: the answers of one item
+    are *more* even than independent draws, so the test, which treats answers
+    as independent, is conservative there, and exact-level for a judge that
+    answers at random (Pearson, 1900; Iourovitski, 2024, for the design).
+
+    Attributes
+    ----------
+    statistic : float
+        Σ (observed - expected)² / expected over the positions.
+    df : int
+        Positions - 1.
+    p : float
+        Upper tail of χ² with ``df`` degrees of freedom.
+    n : int
+        Usable answers.
+    """
+
+    statistic: float
+    df: int
+    p: float
+    n: int
+
+
+def slot_test(counts: ArrayLike) -> SlotTest | None:
+    """:class:`SlotTest` of the usable answers per position; None when there are none."""
+    observed = np.asarray(counts, dtype=float)
+    n = float(observed.sum())
+    if n == 0 or observed.size < 2:
+        return None
+    from scipy import stats  # a slow import most runs do not need until here
+
+    expected = n / observed.size
+    statistic = float(((observed - expected) ** 2 / expected).sum())
+    df = observed.size - 1
+    return SlotTest(statistic, df, float(stats.chi2.sf(statistic, df)), int(n))
+
+
+def item_interval(
+    values: ArrayLike, *, confidence: float = 0.95, seed: int = 0
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean of per-item values, over items.
+
+    Items are the units that vary; resampling them keeps a mean of shares in
+    [0, 1], as a t-interval does not (Efron & Tibshirani, "An Introduction to
+    the Bootstrap", 1993, §13.3). (nan, nan) with fewer than :data:`MIN_ITEMS`
+    items: too few to say.
+    """
+    confidence = check_confidence(confidence)
+    sample = np.asarray(values, dtype=float)
+    if sample.ndim != 1 or np.isnan(sample).any():
+        raise ValueError("values must be one-dimensional numbers without NaN")
+    if sample.size < MIN_ITEMS:
+        return (math.nan, math.nan)
+    rng = np.random.default_rng(seed)
+    means = sample[rng.integers(0, sample.size, size=(_ITEM_BOOTSTRAP, sample.size))].mean(axis=1)
+    tail = (1 - confidence) / 2
+    low, high = np.quantile(means, [tail, 1 - tail])
+    return (float(low), float(high))
+
+
+def _position_intervals(
+    counts: NDArray[np.int64], confidence: float
+) -> tuple[tuple[float, float], ...]:
+    """Each position's share of the usable answers, with a bootstrap interval over items."""
+    per_item = counts[counts.sum(axis=1) > 0]
+    if per_item.shape[0] < MIN_ITEMS:
+        return tuple((math.nan, math.nan) for _ in range(counts.shape[1]))
+    rng = np.random.default_rng(0)
+    drawn = rng.integers(0, per_item.shape[0], size=(_ITEM_BOOTSTRAP, per_item.shape[0]))
+    totals = per_item[drawn].sum(axis=1)
+    shares = totals / totals.sum(axis=1, keepdims=True)
+    tail = (1 - confidence) / 2
+    low, high = np.quantile(shares, [tail, 1 - tail], axis=0)
+    return tuple((float(a), float(b)) for a, b in zip(low, high, strict=True))
 
 
 def _is_unparsed(values: NDArray[Any]) -> NDArray[np.bool_]:
@@ -210,13 +308,15 @@ def _valid_positions(values: NDArray[Any], n_options: int) -> NDArray[np.intp]:
 def grade_score_summary(
     scores: Sequence[GradeScore], *, confidence: float = 0.95
 ) -> GradeScoreSummary:
-    r"""Mean Grade Score over items, with a t confidence interval.
+    r"""Mean Grade Score, entropy and choice over items, with intervals over items.
 
-    .. math:: \bar G \pm t_{(1+\text{confidence})/2,\; m-1}\, s_G / \sqrt{m}
-
-    over m items with sample standard deviation :math:`s_G`. Items with no
-    usable answer count with Grade 0. The position histogram pools every
-    usable answer.
+    Each mean has a percentile bootstrap interval over the items
+    (:func:`item_interval`; none with fewer than :data:`MIN_ITEMS`). The
+    position histogram pools every usable answer; each position's share has
+    an interval over items, and :func:`slot_test` tests that none is
+    preferred. Which items to pass is the caller's: an item with fewer usable
+    answers than orders scores a lower entropy by construction (one answer:
+    entropy 0), so a Grade Score run leaves such partial items out, counted.
 
     Parameters
     ----------
@@ -249,17 +349,21 @@ def grade_score_summary(
     counts = np.sum([item.position_counts for item in items], axis=0)
     total = counts.sum()
     histogram = counts / total if total else np.zeros(counts.size)
+    per_item = np.array([item.position_counts for item in items], dtype=np.int64)
     return GradeScoreSummary(
         grade_score=float(np.mean(grades)),
-        grade_score_ci=mean_interval(grades, confidence=confidence),
+        grade_score_ci=item_interval(grades, confidence=confidence),
         entropy=float(np.mean(entropies)),
         choice=float(np.mean(choices)),
-        entropy_ci=mean_interval(entropies, confidence=confidence),
-        choice_ci=mean_interval(choices, confidence=confidence),
+        entropy_ci=item_interval(entropies, confidence=confidence),
+        choice_ci=item_interval(choices, confidence=confidence),
         items=len(items),
         unparsed=sum(item.n_unparsed for item in items),
         position_histogram=tuple(float(share) for share in histogram),
         confidence=confidence,
+        position_counts=tuple(int(c) for c in counts),
+        position_ci=_position_intervals(per_item, confidence),
+        slot_test=slot_test(counts),
     )
 
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import UsageError
-from ..textfiles import brief
 from ..spec import EssayGradingSpec
+from ..textfiles import brief
 from ._allocation import AllocationTask, Candidate, PoolDesign, PromptTemplate
 from ._files import DATA_DIR, PROMPTS_DIR, read_table, require_columns, require_values
 
