@@ -96,7 +96,9 @@ def _header(metrics: GradeScoreMetrics) -> list[str]:
 
 
 def _slots_line(metrics: GradeScoreMetrics) -> str:
-    bounds = metrics.position_ci or [None] * len(metrics.position_histogram)
+    bounds: Sequence[Sequence[float] | None] = metrics.position_ci or [None] * len(
+        metrics.position_histogram
+    )
     cells = "   ".join(
         f"{slot}: {_share(share)}{_share_bounds(bound)}"
         for slot, (share, bound) in enumerate(

@@ -15,6 +15,7 @@ import pandas as pd
 
 from ..audit_kinds import read_metrics
 from ..grade import GradeScoreMetrics
+from ..grade_report import unusable_warning
 from ..runs import Manifest
 from ._common import audited_section, interval, percent, plain, replay_section
 from ._document import Bullets, Document, Figure, Paragraph, Section, Table
@@ -40,6 +41,9 @@ def _headline(metrics: GradeScoreMetrics) -> Section:
     expected = 1 / metrics.n_options
     top = max(range(len(histogram)), key=lambda i: histogram[i]) if histogram else 0
     blocks: list[Any] = []
+    warning = unusable_warning(metrics)
+    if warning is not None:
+        blocks.append(Paragraph(f"Read first: {warning}.", strong=True))
     if metrics.grade_score is not None:
         blocks.append(
             Paragraph(
@@ -52,8 +56,9 @@ def _headline(metrics: GradeScoreMetrics) -> Section:
     if histogram:
         blocks.append(
             Paragraph(
-                f"Slot {top + 1} was chosen in {percent(histogram[top])} of usable answers, "
-                f"against {percent(expected)} for a judge with no position bias.",
+                f"Slot {top + 1} was chosen in {percent(histogram[top])}"
+                f"{_slot_ci(metrics, top)} of usable answers, against {percent(expected)} for "
+                f"a judge with no position bias{_slot_test(metrics)}.",
                 strong=True,
             )
         )
@@ -130,11 +135,33 @@ def _position_section(metrics: GradeScoreMetrics) -> Section:
         "Position histogram: share of answers naming each slot",
         "The dashed line is what a judge with no position bias gives.",
     )
+    counts: list[int | None] = list(metrics.position_counts) or [None] * len(
+        metrics.position_histogram
+    )
     table = Table(
-        ["slot", "share of usable answers"],
-        [[str(i), percent(v)] for i, v in enumerate(metrics.position_histogram, 1)],
+        ["slot", "answers", "share of usable answers", f"{100 * metrics.confidence:g}% interval"],
+        [
+            [str(i + 1), "-" if n is None else str(n), percent(v), _slot_ci(metrics, i) or "-"]
+            for i, (v, n) in enumerate(zip(metrics.position_histogram, counts, strict=True))
+        ],
+        caption="Intervals over items (none from fewer than 5); test of no preferred slot: "
+        f"{_slot_test(metrics).removeprefix('; ') or 'none'}.",
     )
     return Section("Position histogram", "positions", [figure, table])
+
+
+def _slot_ci(metrics: GradeScoreMetrics, slot: int) -> str:
+    if not metrics.position_ci:
+        return ""
+    low, high = metrics.position_ci[slot]
+    return f" [{percent(low)}, {percent(high)}]"
+
+
+def _slot_test(metrics: GradeScoreMetrics) -> str:
+    test = metrics.slot_test
+    if test is None:
+        return ""
+    return f"; χ² = {test.statistic:.1f}, df {test.df}, p = {test.p:.2g} over {test.n} answers"
 
 
 def _items_section(metrics: GradeScoreMetrics, items: pd.DataFrame | None) -> Section:
