@@ -14,7 +14,14 @@ from click.testing import CliRunner
 
 from biasaudit.audit_kinds import run_spec
 from biasaudit.cli import cli
-from biasaudit.compare import NO_CHANGE, VERSION_ONLY, ChangeTest, _holm, compare_runs
+from biasaudit.compare import (
+    NO_CHANGE,
+    NOT_COMPARABLE,
+    VERSION_ONLY,
+    ChangeTest,
+    _holm,
+    compare_runs,
+)
 from biasaudit.errors import UsageError
 from biasaudit.spec import parse_spec
 from biasaudit.tasks import DATA_DIR
@@ -157,3 +164,38 @@ def test_holm_adjustment_matches_a_hand_computation() -> None:
     adjusted = [t.p_adjusted for t in _holm([test(0.01), test(0.04), test(0.03), test(0.5)])]
     # sorted 0.01, 0.03, 0.04, 0.5 -> x4, x3, x2, x1 -> 0.04, 0.09, 0.08 -> 0.09 (monotone), 0.5
     assert adjusted == pytest.approx([0.04, 0.09, 0.09, 0.5])
+
+
+def grade_run(runs_dir: Path, **fields: Any) -> Path:
+    spec = parse_spec(
+        {"task": "grade-score", "model": "sim/fair", "items": "demo", "runs_dir": str(runs_dir),
+         **fields}
+    )  # fmt: skip
+    return run_spec(spec).run_dir
+
+
+def test_runs_that_asked_differently_get_no_verdict_unless_allowed(tmp_path: Path) -> None:
+    """Same judge, another prompt and the random option: no verdict of change or no change."""
+    a = grade_run(tmp_path / "a")
+    b = grade_run(tmp_path / "b", prompt="2", random_option=True)
+    comparison = compare_runs(a, b)
+    assert comparison.verdict == NOT_COMPARABLE and not comparison.drift
+    assert 'prompt: "1" vs "2"' in comparison.different_settings
+    assert "random_option: false vs true" in comparison.different_settings
+    assert any(item.startswith("requests: ") for item in comparison.different_settings)
+    result = CliRunner().invoke(cli, ["compare", str(a), str(b), "--no-report"])
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    assert 'settings differ: prompt: "1" vs "2"' in lines
+    assert lines[-1] == f"verdict: {NOT_COMPARABLE}"
+    allowed = CliRunner().invoke(
+        cli, ["compare", str(a), str(b), "--no-report", "--allow-different-settings"]
+    )
+    last = allowed.stdout.splitlines()[-1]
+    assert last.startswith("verdict: ") and "across different settings (prompt:" in last
+
+
+def test_runs_that_asked_alike_compare_as_before(tmp_path: Path) -> None:
+    a, b = grade_run(tmp_path / "a"), grade_run(tmp_path / "b")
+    comparison = compare_runs(a, b)
+    assert comparison.different_settings == [] and comparison.verdict == NO_CHANGE

@@ -216,6 +216,12 @@ def _compare_command(reports_errors: Decorator) -> click.Command:
         "[default: a new folder beside RUN_B].",
     )
     @click.option("--no-report", is_flag=True, help="Print the comparison only; write no folder.")
+    @click.option(
+        "--allow-different-settings",
+        is_flag=True,
+        help="Give a verdict even when the runs asked differently (prompt, items, method, "
+        "scoring path, seeds); the verdict names the differences.",
+    )
     @reports_errors
     def compare(
         run_a: Path,
@@ -226,19 +232,25 @@ def _compare_command(reports_errors: Decorator) -> click.Command:
         json_path: Path | None,
         report_dir: Path | None = None,
         no_report: bool = False,
+        allow_different_settings: bool = False,
     ) -> None:
         """What changed from RUN_A to RUN_B, with significance.
 
         Model versions and system fingerprints the endpoints reported; for each
         figure (per group for allocation runs) the difference B - A with its 95%
         interval and a test of no change, Holm-adjusted; and a verdict: no change,
-        changed, or model version changed without measurable change. Unless
-        --no-report, writes compare.json, report.html and report.md into a new
-        folder beside RUN_B (named on stderr). Exit status 0.
+        changed, or model version changed without measurable change. Runs that
+        asked differently (prompt, items, method, ...) get no verdict unless
+        --allow-different-settings. Unless --no-report, writes compare.json,
+        report.html and report.md into a new folder beside RUN_B (named on
+        stderr). Exit status 0.
         """
         from .compare import compare_runs, comparison_lines, write_comparison
 
-        comparison = compare_runs(run_a, run_b, alpha=alpha, bootstrap=bootstrap)
+        comparison = compare_runs(
+            run_a, run_b, alpha=alpha, bootstrap=bootstrap,
+            allow_different_settings=allow_different_settings,
+        )  # fmt: skip
         from .rich_tables import comparison_view, echo_table
 
         lines = comparison_lines(comparison, show_all=show_all)

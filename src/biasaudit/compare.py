@@ -27,7 +27,10 @@ Three questions, each answered with statistics:
   that moved within its noise is not called drift.
 - **Verdict.** ``changed`` when any adjusted p-value is below ``alpha``;
   ``model version changed without measurable change`` when only the reported
-  version did; ``no change`` otherwise.
+  version did; ``no change`` otherwise. Runs that did not ask the same thing
+  (:func:`different_settings`: prompt, items or candidates, method, scoring
+  path, random option, design seed...) get no verdict, unless told
+  ``--allow-different-settings``, and then one that names every difference.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ from scipy import stats
 from .audit_kinds import AUDIT_KINDS, read_metrics
 from .errors import UsageError
 from .metrics import headline_replicates
-from .runs import Manifest, read_manifest
+from .runs import Manifest, read_manifest, read_responses
 
 __all__ = [
     "NO_CHANGE",
@@ -64,6 +67,15 @@ __all__ = [
 CHANGED = "changed"
 NO_CHANGE = "no change"
 VERSION_ONLY = "model version changed without measurable change"
+NOT_COMPARABLE = "no verdict: the runs did not ask the same thing"
+# Spec fields that say how a run was sent or stored, not what it asked.
+_RUN_ONLY = frozenset(
+    {
+        "model", "base_url", "api_key_env", "headers", "concurrency", "rpm", "max_retries",
+        "timeout", "runs_dir", "cache", "replay", "fresh", "workers", "batch", "batch_poll",
+        "bootstrap", "gap_bootstrap", "replicas",
+    }
+)  # fmt: skip
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 _RUTED_METRICS = ("neutrality", "skew", "stereotype")
@@ -121,6 +133,8 @@ class Comparison:
     tests: list[ChangeTest]
     alpha: float
     notes: list[str] = field(default_factory=list)
+    different_settings: list[str] = field(default_factory=list)
+    allow_different_settings: bool = False
 
     @property
     def changed_tests(self) -> list[ChangeTest]:
@@ -133,13 +147,22 @@ class Comparison:
 
     @property
     def drift(self) -> bool:
-        return bool(self.changed_tests)
+        return self.comparable and bool(self.changed_tests)
+
+    @property
+    def comparable(self) -> bool:
+        """Whether a verdict may be given: same settings, or told to go ahead."""
+        return not self.different_settings or self.allow_different_settings
 
     @property
     def verdict(self) -> str:
-        if self.drift:
-            return CHANGED
-        return VERSION_ONLY if self.versions.changed else NO_CHANGE
+        if not self.comparable:
+            return NOT_COMPARABLE
+        unchanged = VERSION_ONLY if self.versions.changed else NO_CHANGE
+        found = CHANGED if self.drift else unchanged
+        if self.different_settings:
+            return f"{found}, across different settings ({'; '.join(self.different_settings)})"
+        return found
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -162,6 +185,8 @@ class Comparison:
             tests=tests,
             alpha=float(data["alpha"]),
             notes=list(data.get("notes", [])),
+            different_settings=list(data.get("different_settings", [])),
+            allow_different_settings=bool(data.get("allow_different_settings", False)),
         )
 
 
@@ -172,8 +197,14 @@ def compare_runs(
     alpha: float = 0.05,
     bootstrap: int = 1000,
     seed: int = 0,
+    allow_different_settings: bool = False,
 ) -> Comparison:
     """Compare two runs of the same kind; see the module docstring.
+
+    Runs that did not ask the same thing (another prompt, other items or
+    candidates, method, scoring path, random option, design seed: see
+    :func:`different_settings`) get no verdict unless
+    ``allow_different_settings``, and then a verdict that names them.
 
     Raises
     ------
@@ -211,7 +242,54 @@ def compare_runs(
         tests=_holm(tests),
         alpha=alpha,
         notes=notes,
+        different_settings=different_settings(path_a, path_b, metrics_a, metrics_b),
+        allow_different_settings=allow_different_settings,
     )
+
+
+def different_settings(path_a: Path, path_b: Path, metrics_a: Any, metrics_b: Any) -> list[str]:
+    """What the two runs asked differently, one phrase each; empty when they asked alike.
+
+    Compared: every field of ``spec.json`` but those of sending and storing
+    (model, endpoint, concurrency, ...), the scoring path an allocation run
+    took, and the requests themselves by id (items, candidates, orders).
+    """
+    found = []
+    spec_a, spec_b = _spec(path_a), _spec(path_b)
+    for key in sorted((set(spec_a) | set(spec_b)) - _RUN_ONLY):
+        if spec_a.get(key) != spec_b.get(key):
+            found.append(f"{key}: {_shown(spec_a.get(key))} vs {_shown(spec_b.get(key))}")
+    path = (getattr(getattr(m, "scoring", None), "path", None) for m in (metrics_a, metrics_b))
+    path_a_, path_b_ = path
+    if path_a_ != path_b_:
+        found.append(f"scoring path: {path_a_} vs {path_b_}")
+    asked_a, asked_b = _asked(path_a), _asked(path_b)
+    if asked_a is not None and asked_b is not None and asked_a != asked_b:
+        found.append(
+            f"requests: {len(asked_a - asked_b)} only in A, {len(asked_b - asked_a)} only in B "
+            "(items, candidates or orders differ)"
+        )
+    return found
+
+
+def _spec(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads((path / "spec.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _asked(path: Path) -> set[tuple[str, int]] | None:
+    try:
+        return {(record.id, record.replicate) for record in read_responses(path)}
+    except (OSError, ValueError):
+        return None
 
 
 def _manifest(path: Path) -> Manifest:
@@ -445,6 +523,12 @@ def comparison_lines(comparison: Comparison, *, show_all: bool = False) -> list[
     if quiet and not show_all:
         lines.append(f"{quiet} other figures within noise (--all shows them)")
     lines += [f"note: {note}" for note in comparison.notes]
+    if comparison.different_settings and not comparison.comparable:
+        lines += [f"settings differ: {item}" for item in comparison.different_settings]
+        lines.append(
+            "the runs did not ask the same thing: a difference may come from the settings, "
+            "not the model (--allow-different-settings gives a verdict all the same)"
+        )
     groups = comparison.changed_groups
     detail = f" ({', '.join(groups)})" if groups else ""
     lines.append(f"verdict: {comparison.verdict}{detail}")

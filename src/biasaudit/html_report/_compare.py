@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from ..audit_kinds import read_metrics
-from ..compare import CHANGED, VERSION_ONLY, ChangeTest, Comparison, read_comparison
+from ..compare import VERSION_ONLY, ChangeTest, Comparison, read_comparison
 from ..errors import UsageError
 from ..runs import Manifest, read_manifest
 from ._common import p_value, points, signed
@@ -143,7 +143,7 @@ def _verdict_section(comparison: Comparison, names: Mapping[str, str]) -> Sectio
     groups = ", ".join(_label(g, names) for g in comparison.changed_groups)
     where = "in" if comparison.kind == "ruted" else "for"
     verdict = f"Verdict: {comparison.verdict}" + (f", {where} {groups}." if groups else ".")
-    if comparison.verdict == CHANGED:
+    if comparison.drift:
         summary = f"{len(changed)} of the {len(tests)} figures tested moved beyond noise."
     else:
         summary = f"None of the {len(tests)} figures tested moved beyond noise."
@@ -159,6 +159,12 @@ def _verdict_section(comparison: Comparison, names: Mapping[str, str]) -> Sectio
     else:
         summary += " The model version the endpoint reported is the same in both runs."
     blocks: list[Any] = [Paragraph(verdict, strong=True), Paragraph(summary)]
+    if comparison.different_settings:
+        blocks.append(
+            Bullets(
+                [f"The runs asked differently: {item}." for item in comparison.different_settings]
+            )
+        )
     if changed:
         sentences = [_sentence(test, names) for test in changed[:_MAX_SENTENCES]]
         if len(changed) > _MAX_SENTENCES:
