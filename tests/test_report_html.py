@@ -165,7 +165,7 @@ def test_allocation_report_is_self_contained_and_complete(runs: dict[str, Path])
     assert all("SIMULATED model" in heading for heading in page.headings)
     assert re.search(
         r"B_M: Black male candidates were selected \d+\.\d points less often than White male "
-        r"candidates at k=2 \(95% CI -\d+\.\d to [-+]\d+\.\d points",
+        r"candidates at k=1 \(95% CI -\d+\.\d to [-+]\d+\.\d points",
         html,
     )
     manifest = json.loads((run_dir / "manifest.json").read_text())

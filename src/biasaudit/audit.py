@@ -148,7 +148,7 @@ def _metrics(
         requests=_request_counts(session),
         selection=results.selection,
         intervals=results.intervals,
-        headline_k=1,
+        headline_k=min(spec.headline_k, options.k_max),
         groups=results.groups,
         rates=results.rates,
         omnibus=results.omnibus,

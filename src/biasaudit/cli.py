@@ -348,6 +348,11 @@ _AUDIT_OPTIONS = [
     click.option("--reference-group", help="The group every other is compared with."),
     click.option("--k-max", type=click.IntRange(1, 100), help="Selections k = 1..K [default: 5]."),
     click.option(
+        "--headline-k",
+        type=click.IntRange(1, 100),
+        help="The k the headline and the selection rates use [default: 1].",
+    ),
+    click.option(
         "--seed", type=click.IntRange(0, 2**32 - 1), help="Seed of names, pools [default: 0]."
     ),
     click.option(
@@ -610,7 +615,9 @@ def run_grade_score(**fields: Any) -> None:
     _run_audit({"task": "grade-score", **fields})
 
 
-_NOT_FOR_RUTED = ("method", "scoring", "samples", "reference_group", "k_max", "rounds", "pools")
+_NOT_FOR_RUTED = (
+    "method", "scoring", "samples", "reference_group", "k_max", "headline_k", "rounds", "pools",
+)  # fmt: skip
 
 
 @run.command("ruted")

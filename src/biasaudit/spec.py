@@ -89,6 +89,9 @@ class AuditSpec(BaseModel):
     # Upper bounds are checked with the spec, before anything is sent: far beyond any
     # useful audit, and well within memory (rounds x pools, bootstrap replicates).
     k_max: int = Field(5, ge=1, le=100, description="Selections simulated: k = 1..k_max.")
+    headline_k: int = Field(
+        1, ge=1, le=100, description="The k the report's headline and rates use (<= k_max)."
+    )
     seed: int = Field(
         0, ge=0, le=2**32 - 1, description="Seeds name sampling, pools and bootstraps."
     )
@@ -297,8 +300,8 @@ class AllocationTaskSpec(AuditSpec):
 
 
 ALLOCATION_ONLY_FIELDS = (
-    "method", "scoring", "samples", "top_logprobs", "reference_group", "k_max", "rounds",
-    "pools", "bootstrap", "gap_bootstrap",
+    "method", "scoring", "samples", "top_logprobs", "reference_group", "k_max", "headline_k",
+    "rounds", "pools", "bootstrap", "gap_bootstrap",
 )  # fmt: skip
 GRADE_SCORE_PROMPTS = ("1", "2", "3", "4")
 

@@ -35,8 +35,8 @@ __all__ = ["allocation_document", "headline_k"]
 
 
 def headline_k(metrics: AllocationMetrics) -> int:
-    """The k the headline sentences use: 2 (the issue's example), or 1 for k_max 1."""
-    return min(2, metrics.k_max)
+    """The k the headline sentences use: the run's ``headline_k`` (1 unless chosen)."""
+    return min(metrics.headline_k, metrics.k_max)
 
 
 def _name(metrics: AllocationMetrics, group: str) -> str:
