@@ -336,3 +336,14 @@ def test_replay_of_a_finished_run_sends_nothing(tmp_path: Path) -> None:
     code, out, _ = invoke("run", str(spec), "--replay")
     assert code == 0
     assert "requests: 24 (0 sent, 24 from cache, 0 failed, 0 refused)" in out.splitlines()[2]
+
+
+def test_figures_from_too_few_units_say_so_instead_of_an_interval(tmp_path: Path) -> None:
+    """Two pools compared, one candidate per name: no interval can mean anything."""
+    code, out, _ = invoke("run", str(write_task(tmp_path)), "--method", "pairwise", "--pools", "2")
+    assert code == 0
+    lines = out.splitlines()
+    assert any(line.startswith("note: too few pools for the intervals of ΔDP") for line in lines)
+    dp_rows = [line for line in lines if line.startswith(("B_M ", "A_F ")) and "k=" not in line]
+    gap_rows = [row for row in dp_rows if row.split()[1].isdigit() and "(too few)" in row]
+    assert gap_rows and not any("[" in row for row in gap_rows)

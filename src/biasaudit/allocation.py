@@ -273,6 +273,8 @@ class AllocationResults:
     intervals: IntervalSummary | None
 
 
+# Pairwise intervals of ΔDP and ΔEO resample the pools compared: fewer than this say nothing.
+MIN_POOLS = 5
 _HEADLINE = (
     "mean of the per-subtask figures, weighted by the subtask's candidates of the group "
     "and the reference (qualified ones for ΔEO and the '_qualified' figures)"
@@ -475,6 +477,15 @@ def _pairwise_selection(
     if found is None:
         return None
     gaps, summary = found
+    pools = int(scored["pool"].nunique())
+    if pools < MIN_POOLS:
+        notes.append(
+            f"too few pools for the intervals of ΔDP and ΔEO: {pools} (at least {MIN_POOLS}; "
+            "--pools sets the pools per subtask)"
+        )
+        for gap in gaps.values():
+            gap.pop("dp_gap_ci", None)
+            gap.pop("eo_gap_ci", None)
     for group, figures in groups.items():
         groups[group] = figures.model_copy(update=gaps.get(group, {}))
     for subtask, metrics in per_subtask.items():

@@ -362,7 +362,7 @@ def _allocation_tests(
     if not paired:
         notes.append("the runs scored different candidates: bootstraps are independent")
     tests: list[ChangeTest] = _score_tests(
-        scores_a, scores_b, reference, paired, int(rng.integers(2**31)), bootstrap
+        scores_a, scores_b, reference, paired, int(rng.integers(2**31)), bootstrap, notes
     )
     for group in metrics_a.groups:
         if group not in metrics_b.groups:
@@ -403,6 +403,7 @@ def _score_tests(
     paired: bool,
     seed: int,
     bootstrap: int,
+    notes: list[str],
 ) -> list[ChangeTest]:
     """RABBI and δ of every group, B - A, with intervals over the units that vary.
 
@@ -420,6 +421,11 @@ def _score_tests(
     else:
         b_found, _ = _replicates(scores_b, reference, bootstrap, seed + 1, None)
     method = f"{'paired' if paired else 'independent'} bootstrap over units ({bootstrap})"
+    missing = sorted(set(scores_a["group"]) - set(a_found) - {reference})
+    if missing:
+        notes.append(
+            f"too few names (or items) for a test of RABBI and δ: {', '.join(map(str, missing))}"
+        )
     tests = []
     for group, figures in a_found.items():
         for name, (before, before_draws) in figures.items():

@@ -84,10 +84,30 @@ def _p_value(value: float | None) -> str:
     return f"{value:.2g}"
 
 
-def _interval(point: float | None, bounds: Sequence[float] | None) -> str:
+def _interval(point: float | None, bounds: Sequence[float] | None, *, too_few: bool = False) -> str:
+    """``+0.123 [-0.010, +0.250]``; ``+0.123 (too few)`` where the units support no interval."""
+    if point is not None and bounds is None and too_few:
+        return f"{_signed(point)} (too few)"
     if bounds is None or point is None:
         return _signed(point)
     return f"{_signed(point)} [{_signed(bounds[0])}, {_signed(bounds[1])}]"
+
+
+def too_few_units(figures: GroupMetrics) -> bool:
+    """Whether the group or the reference has too few units (names) for an interval."""
+    from .metrics import MIN_UNITS
+
+    counts = [n for n in (figures.units, figures.units_reference) if n is not None]
+    return bool(counts) and min(counts) < MIN_UNITS
+
+
+def _gap_too_few(metrics: AllocationMetrics, figures: GroupMetrics) -> bool:
+    """No gap interval for want of units, or of pools compared (pairwise)."""
+    from .allocation import MIN_POOLS
+
+    selection = metrics.selection
+    few_pools = selection is not None and selection.pool == "given" and selection.rounds < MIN_POOLS
+    return few_pools or too_few_units(figures)
 
 
 def _share(point: float | None, bounds: Sequence[float] | None) -> str:
@@ -181,7 +201,8 @@ def _score_rows(metrics: AllocationMetrics) -> list[str]:
     for group, figures in metrics.groups.items():
         lines.append(
             f"{group:<6} {_display_name(metrics, group)[:24]:<24} {figures.n:>6}  "
-            f"{_interval(figures.rabbi, figures.rabbi_ci):<25} {_p_value(figures.rabbi_p):>8}  "
+            f"{_interval(figures.rabbi, figures.rabbi_ci, too_few=too_few_units(figures)):<25} "
+            f"{_p_value(figures.rabbi_p):>8}  "
             f"{_signed(figures.avg_gap):>7} {_plain(figures.jsd):>6} {_plain(figures.emd):>6} "
             f"{figures.irregular:>6}"
         )
@@ -200,8 +221,9 @@ def _gap_rows(metrics: AllocationMetrics, kind: str) -> list[str]:
         appearances = selection.qualified_appearances or {}
     lines = [f"{title}, top k of each pool; {_pools(metrics)}", _k_header(metrics)]
     for group, figures in metrics.groups.items():
+        few = _gap_too_few(metrics, figures)
         cells = [
-            _interval(_gap(figures, kind, k), _gap_ci(figures, kind, k))
+            _interval(_gap(figures, kind, k), _gap_ci(figures, kind, k), too_few=few)
             for k in range(1, metrics.k_max + 1)
         ]
         row = "  ".join(f"{cell:<24}" for cell in cells)

@@ -125,6 +125,7 @@ def allocation_view(metrics: AllocationMetrics) -> RenderableType:
         _pools,
         _rate_lines,
         _signed,
+        too_few_units,
     )
 
     delta = "δ pref" if metrics.method == "pairwise" else "δ mean"
@@ -135,7 +136,9 @@ def allocation_view(metrics: AllocationMetrics) -> RenderableType:
             group,
             _display_name(metrics, group),
             str(figures.n),
-            _cell(_interval(figures.rabbi, figures.rabbi_ci), strong),
+            _cell(
+                _interval(figures.rabbi, figures.rabbi_ci, too_few=too_few_units(figures)), strong
+            ),
             _cell(_p_value(figures.rabbi_p), strong),
             _signed(figures.avg_gap),
             _plain(figures.jsd),
@@ -158,7 +161,11 @@ def allocation_view(metrics: AllocationMetrics) -> RenderableType:
             for group, figures in metrics.groups.items():
                 intervals = [
                     _cell(
-                        _interval(_gap(figures, kind, k), _gap_ci(figures, kind, k)),
+                        _interval(
+                            _gap(figures, kind, k),
+                            _gap_ci(figures, kind, k),
+                            too_few=too_few_units(figures),
+                        ),
                         _excludes_zero(_gap_ci(figures, kind, k)),
                     )
                     for k in ks

@@ -17,6 +17,7 @@ import pandas as pd
 from ..allocation import AllocationMetrics
 from ..audit_kinds import read_metrics
 from ..metrics import select_in_pools, simulate_selection
+from ..report import too_few_units
 from ..runs import Manifest
 from ._common import (
     audited_section,
@@ -176,7 +177,7 @@ def _scores_table(metrics: AllocationMetrics) -> Table:
         [
             f"{g} {_name(metrics, g)}" if _name(metrics, g) != g else g,
             str(f.n),
-            interval(f.rabbi, f.rabbi_ci),
+            interval(f.rabbi, f.rabbi_ci) + (" (too few)" if too_few_units(f) else ""),
             p_value(f.rabbi_p),
             signed(f.avg_gap, 3),
             plain(f.jsd),
@@ -205,7 +206,7 @@ def _gap_table(metrics: AllocationMetrics, kind: str) -> Table:
         values = figures.dp_gap if kind == "dp" else figures.eo_gap
         bounds = figures.dp_gap_ci if kind == "dp" else figures.eo_gap_ci
         cells = [
-            _points_interval(values.get(str(k)), bounds.get(str(k)))
+            _points_interval(values.get(str(k)), bounds.get(str(k)), too_few=too_few_units(figures))
             for k in range(1, metrics.k_max + 1)
         ]
         rows.append([group, str(counts.get(group, 0)), *cells])
@@ -218,9 +219,11 @@ def _gap_table(metrics: AllocationMetrics, kind: str) -> Table:
     )
 
 
-def _points_interval(value: float | None, bounds: list[float] | None) -> str:
+def _points_interval(
+    value: float | None, bounds: list[float] | None, *, too_few: bool = False
+) -> str:
     if bounds is None:
-        return points(value)
+        return f"{points(value)} (too few)" if too_few and value is not None else points(value)
     return f"{points(value)} [{points(bounds[0])}, {points(bounds[1])}]"
 
 

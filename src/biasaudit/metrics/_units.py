@@ -481,6 +481,8 @@ def headline_replicates(
     Returns
     -------
     ({group: {"rabbi": (estimate, replicates), "avg_gap": ...}}, weights)
+        Groups with fewer than :data:`MIN_UNITS` units (or their reference)
+        are left out.
     """
     data = _data(scores, groups, reference, subtasks, None, names, items)
     if weights is None:
@@ -495,8 +497,8 @@ def headline_replicates(
             continue
         pair = (data.groups == group) | (data.groups == data.reference)
         cells = _subtask_cells(data, pair, group)
-        if not cells:
-            continue
+        if not cells or min(_unit_counts(data, pair, group)) < MIN_UNITS:
+            continue  # too few units to resample: no replicates, no test
         sizes = np.array([cell.n for cell in cells.values()], dtype=float)
         figures: dict[str, tuple[float, FloatArray]] = {}
         per_subtask = {
