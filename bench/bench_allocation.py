@@ -10,10 +10,12 @@
    cache (the script checks that nothing was sent), so its wall time is
    start-up, cache reads, scoring, metrics and the report.
 3. The metrics phase alone, in this process, as the audit computes it
-   (every group against the reference overall and per job, with bootstrap
-   intervals), on the cached run's candidates with realistic scores put in:
-   the loopback server gives every prompt the same answer, so the runs'
-   scores all tie, which no real model does.
+   (every group against the reference per job and as the headline, with
+   intervals over names and resumes, permutation p-values, balanced pools and
+   the omnibus test), on the cached run's candidates with realistic scores put
+   in: the loopback server gives every prompt the same answer, so the runs'
+   scores all tie, which no real model does. The names carry effects of their
+   own, as real names do.
 
 Run from the repository root:  python bench/bench_allocation.py [--latency 0.05] [--concurrency 128]
 [--workers 1] [--cached-runs 1]. Prints numbers; asserts nothing but that the runs completed.
@@ -34,7 +36,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_fanout import machine_line, run_biasaudit, start_server
 
-from biasaudit.allocation import MetricOptions, group_metrics, subtask_options
+from biasaudit.allocation import MetricOptions, allocation_results
 from biasaudit.tasks import PoolDesign
 
 PROMPTS = 4 * 6 * 8 * 100
@@ -63,6 +65,8 @@ def metrics_phase(scores_csv: Path, repeats: int = 5) -> float:
     scores = pd.read_csv(scores_csv)
     rng = np.random.default_rng(0)
     latent = rng.beta(2, 2, len(scores)) * 0.6 + 0.3 * scores["qualified"].to_numpy(bool)
+    by_name = pd.Series(rng.normal(0, 0.05, scores["name"].nunique()), scores["name"].unique())
+    latent += by_name[scores["name"]].to_numpy()
     scores["score"] = np.clip(np.round(latent - 0.04 * (scores["group"] == "B_F"), 6), 0, 1)
     options = MetricOptions(
         reference="W_M", groups=sorted(scores["group"].unique()), k_max=5,
@@ -72,9 +76,7 @@ def metrics_phase(scores_csv: Path, repeats: int = 5) -> float:
     best = float("inf")
     for _ in range(repeats):
         start = time.perf_counter()
-        group_metrics(scores, options, [])
-        for _, rows in scores.groupby("subtask", sort=False):
-            group_metrics(rows, subtask_options(options), [])
+        allocation_results(scores, options, [], item_column="resume_id")
         best = min(best, time.perf_counter() - start)
     return best
 

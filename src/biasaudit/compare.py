@@ -49,7 +49,7 @@ from scipy import stats
 
 from .audit_kinds import AUDIT_KINDS, read_metrics
 from .errors import UsageError
-from .metrics import headline_replicates
+from .metrics import Resamples, headline_replicates
 from .runs import Manifest, read_manifest, read_responses
 
 __all__ = [
@@ -454,15 +454,15 @@ def _replicates(
     reference: str,
     bootstrap: int,
     seed: int,
-    weights: NDArray[np.int64] | None,
-) -> tuple[dict[Any, dict[str, tuple[float, FloatArray]]], NDArray[np.int64]]:
+    resamples: Resamples | None,
+) -> tuple[dict[Any, dict[str, tuple[float, FloatArray]]], Resamples]:
     names = scores["name"] if "name" in scores.columns and scores["name"].notna().all() else None
     items = next(
         (scores[c] for c in ("resume_id", "essay_id", "item") if c in scores.columns), None
     )
     return headline_replicates(
         scores["score"], scores["group"], reference=reference, subtasks=scores["subtask"],
-        names=names, items=items, n_bootstrap=bootstrap, seed=seed, weights=weights,
+        names=names, items=items, n_bootstrap=bootstrap, seed=seed, resamples=resamples,
     )  # fmt: skip
 
 

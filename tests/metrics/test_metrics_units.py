@@ -180,10 +180,10 @@ def test_balanced_pools_show_every_candidate_equally_often() -> None:
     selection = _Selection(data, "one_per_group", 2, n_rounds=100, k_max=1)
     _, shown = selection.tally(np.ones(len(frame), dtype=np.int64), np.random.default_rng(0))
     # 20 candidates per group, 100 pools: each appears 5 times, exactly.
-    assert set(shown[0]) == {5.0}
+    assert set(shown) == {5.0}
     random = _Selection(data, "random", 4, n_rounds=100, k_max=1)
     _, shown = random.tally(np.ones(len(frame), dtype=np.int64), np.random.default_rng(0))
-    assert set(shown[0]) == {10.0}  # 40 candidates in pools of 4: 10 pools per shuffle
+    assert set(shown) == {10.0}  # 40 candidates in pools of 4: 10 pools per shuffle
 
 
 def test_too_few_names_give_no_interval_and_few_names_are_counted() -> None:
@@ -255,7 +255,7 @@ def test_headline_replicates_match_the_figures_and_pair_two_runs_by_their_weight
     frame = screening(np.random.default_rng(12))
     table = figures_of(frame)
     columns = {"subtasks": frame["subtask"], "names": frame["name"], "items": frame["item"]}
-    found, weights = headline_replicates(
+    found, resamples = headline_replicates(
         frame["score"], frame["group"], reference="W", n_bootstrap=200, **columns
     )
     for figure in ("rabbi", "avg_gap"):
@@ -264,7 +264,7 @@ def test_headline_replicates_match_the_figures_and_pair_two_runs_by_their_weight
         assert replicates.shape == (200,) and np.isfinite(replicates).all()
     moved = frame.assign(score=frame["score"] + 0.01 * (frame["group"] == "B"))
     again, _ = headline_replicates(
-        moved["score"], moved["group"], reference="W", weights=weights, **columns
+        moved["score"], moved["group"], reference="W", resamples=resamples, **columns
     )
     difference = again["B"]["avg_gap"][1] - found["B"]["avg_gap"][1]
     assert difference == pytest.approx(np.full(200, 0.01))  # paired: the shift, exactly

@@ -61,8 +61,9 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
-from biasaudit.metrics._allocation import _cumulative_counts, _sorted_positions
-from biasaudit.metrics._selection import top_k_shares
+from biasaudit.metrics._allocation import _sorted_positions
+from biasaudit.metrics._gap_bootstrap import _PAIRWISE_MAX_POOL, _higher_and_tied_members
+from biasaudit.metrics._selection import _shares_of_places, top_k_shares
 from biasaudit.metrics._validate import (
     FloatArray,
     as_float_array,
@@ -165,18 +166,20 @@ class Units:
         assert found is not None
         return found
 
-    def weights(self, rng: np.random.Generator, replicates: int) -> NDArray[np.int64]:
-        """How often each candidate counts in each of ``replicates`` resamples, shaped (r, n)."""
-        found: NDArray[np.int64] | None = None
+    def resample(self, rng: np.random.Generator, replicates: int) -> Resamples:
+        """``replicates`` resamples of the units (see :class:`Resamples`)."""
+        items = names = None
         if self.items is not None:
             size = int(self.items.max()) + 1
-            found = _multiplicities(rng, self.item_strata, size, replicates)[:, self.items]
+            items = _multiplicities(rng, self.item_strata, size, replicates)
         if self.names is not None:
             size = int(self.names.max()) + 1
-            by_name = _multiplicities(rng, self.name_strata, size, replicates)[:, self.names]
-            found = by_name if found is None else found * by_name
-        assert found is not None
-        return found
+            names = _multiplicities(rng, self.name_strata, size, replicates)
+        return Resamples(self, items, names)
+
+    def weights(self, rng: np.random.Generator, replicates: int) -> NDArray[np.float64]:
+        """How often each candidate counts in each of ``replicates`` resamples, shaped (r, n)."""
+        return self.resample(rng, replicates).of(np.arange(self.units.size))
 
     def permutation_strata(self, units: NDArray[np.intp]) -> NDArray[np.intp]:
         """Within which stratum the group label of each of ``units`` (codes of
@@ -185,6 +188,39 @@ class Units:
             return np.zeros(units.size, dtype=np.intp)
         found: NDArray[np.intp] = self.item_subtask[units]
         return found
+
+
+@dataclass(frozen=True)
+class Resamples:
+    """Resamples of the units: how often each item and each name was drawn, per replicate.
+
+    Small (replicates x units); :meth:`of` reads the weights of any set of
+    candidates from them, so that no (replicates x all candidates) matrix is
+    ever built.
+    """
+
+    units: Units
+    items: NDArray[np.float64] | None
+    names: NDArray[np.float64] | None
+
+    def of(self, positions: NDArray[np.intp]) -> NDArray[np.float64]:
+        """The weights of the candidates at ``positions``, shaped (replicates, positions)."""
+        found: NDArray[np.float64] | None = None
+        if self.items is not None and self.units.items is not None:
+            found = self.items[:, self.units.items[positions]]
+        if self.names is not None and self.units.names is not None:
+            by_name = self.names[:, self.units.names[positions]]
+            found = by_name if found is None else found * by_name
+        assert found is not None
+        return found
+
+    def rows(self, start: int, stop: int) -> Resamples:
+        """Replicates ``start`` to ``stop``."""
+        return Resamples(
+            self.units,
+            None if self.items is None else self.items[start:stop],
+            None if self.names is None else self.names[start:stop],
+        )
 
 
 def _first_of(codes: NDArray[np.intp], values: NDArray[np.intp]) -> NDArray[np.intp]:
@@ -211,16 +247,16 @@ def _multiplicities(
     strata: Sequence[NDArray[np.intp]],
     size: int,
     replicates: int,
-) -> NDArray[np.int64]:
+) -> NDArray[np.float64]:
     """Per replicate, how often each code is drawn when a stratum of n codes is resampled
-    n - 1 times (n when n is 1; see :meth:`Units.weights`)."""
-    counts = np.zeros((replicates, size), dtype=np.int64)
-    rows = np.arange(replicates)[:, None]
+    n - 1 times (n when n is 1; see the module docstring)."""
+    counts = np.zeros(replicates * size, dtype=np.float64)
+    offsets = (np.arange(replicates) * size)[:, None]
     for codes in strata:
         draws = max(codes.size - 1, 1)
-        drawn = codes[rng.integers(0, codes.size, size=(replicates, draws))]
-        np.add.at(counts, (np.broadcast_to(rows, drawn.shape), drawn), 1)
-    return counts
+        drawn = codes[rng.integers(0, codes.size, size=(replicates, draws))] + offsets
+        counts += np.bincount(drawn.ravel(), minlength=replicates * size)
+    return counts.reshape(replicates, size)
 
 
 @dataclass(frozen=True, eq=False)
@@ -373,8 +409,10 @@ def allocation_figures(
     edges = np.linspace(low, high if high > low else low + 1.0, _JSD_BINS + 1)
     seeds = np.random.SeedSequence(seed).spawn(4)
     rows: list[dict[str, Any]] = []
+    # Every group and scope sees the same resamples of the units.
+    resamples = data.units.resample(np.random.default_rng(seeds[0]), n_bootstrap)
     for scope in ("all", "qualified"):
-        rows += _score_rows(data, scope, edges, n_bootstrap, n_permutations, confidence, seeds)
+        rows += _score_rows(data, scope, edges, resamples, n_permutations, confidence, seeds)
     selector = _Selection(data, pool, pool_size, n_rounds, k_max)
     omnibus = pd.DataFrame(columns=["k", "statistic", "p", "permutations"])
     if selection:
@@ -469,27 +507,27 @@ def headline_replicates(
     items: ArrayLike | None = None,
     n_bootstrap: int = 1000,
     seed: int = 0,
-    weights: NDArray[np.int64] | None = None,
-) -> tuple[dict[Hashable, dict[str, tuple[float, FloatArray]]], NDArray[np.int64]]:
+    resamples: Resamples | None = None,
+) -> tuple[dict[Hashable, dict[str, tuple[float, FloatArray]]], Resamples]:
     """The headline RABBI and δ of every group, and their bootstrap replicates over units.
 
     As :func:`allocation_figures` computes them (per subtask, then the
-    candidate-weighted mean), for comparing two runs: ``weights`` (shaped
-    (replicate, candidate)) reuses another run's resamples of the same
-    candidates, which pairs the replicates; by default they are drawn here.
+    candidate-weighted mean), for comparing two runs: ``resamples`` reuses
+    another run's resamples of the same candidates, in the same order, which
+    pairs the replicates; by default they are drawn here.
 
     Returns
     -------
-    ({group: {"rabbi": (estimate, replicates), "avg_gap": ...}}, weights)
+    ({group: {"rabbi": (estimate, replicates), "avg_gap": ...}}, resamples)
         Groups with fewer than :data:`MIN_UNITS` units (or their reference)
         are left out.
     """
     data = _data(scores, groups, reference, subtasks, None, names, items)
-    if weights is None:
+    if resamples is None:
         check_int(n_bootstrap, "n_bootstrap", minimum=20)
-        weights = data.units.weights(np.random.default_rng(seed), n_bootstrap)
-    elif weights.shape[1] != data.values.size:
-        raise ValueError("weights must have one column per candidate")
+        resamples = data.units.resample(np.random.default_rng(seed), n_bootstrap)
+    elif resamples.units.units.size != data.values.size:
+        raise ValueError("resamples must be of as many candidates as the scores")
     edges = np.linspace(0.0, 1.0, _JSD_BINS + 1)  # JSD is not asked for; any bins do
     found: dict[Hashable, dict[str, tuple[float, FloatArray]]] = {}
     for group in range(len(data.group_ids)):
@@ -502,29 +540,29 @@ def headline_replicates(
         sizes = np.array([cell.n for cell in cells.values()], dtype=float)
         figures: dict[str, tuple[float, FloatArray]] = {}
         per_subtask = {
-            s: _weighted_figures(
-                data.values,
-                c,
-                edges,
-                weights[:, c.group].astype(float),
-                weights[:, c.reference].astype(float),
-            )
-            for s, c in cells.items()
+            s: _replicate_figures(data.values, c, edges, resamples) for s, c in cells.items()
         }
         for figure in ("rabbi", "avg_gap"):
             estimate = _weighted_mean(
                 [_figures(data.values, c, edges)[figure] for c in cells.values()], sizes
             )
             stacked = np.stack([per_subtask[s][figure] for s in cells], axis=1)
-            usable = np.stack(
-                [(weights[:, c.group].sum(axis=1) > 0) & (weights[:, c.reference].sum(axis=1) > 0)
-                 for c in cells.values()], axis=1,
-            )  # fmt: skip
-            stacked = np.where(usable, stacked, np.nan)
             replicates = np.nansum(stacked * sizes, axis=1) / _weight_present(stacked, sizes)
             figures[figure] = (estimate, replicates)
         found[data.group_ids[group]] = figures
-    return found, weights
+    return found, resamples
+
+
+def _replicate_figures(
+    values: FloatArray, cell: _Cell, edges: FloatArray, resamples: Resamples
+) -> dict[str, FloatArray]:
+    """The score figures of one cell in every replicate; NaN where a replicate left the
+    group or the reference without a candidate."""
+    w_a, w_b = resamples.of(cell.group), resamples.of(cell.reference)
+    usable = (w_a.sum(axis=1) > 0) & (w_b.sum(axis=1) > 0)
+    w_a[~usable], w_b[~usable] = 1.0, 1.0  # computed, then dropped
+    found = _weighted_figures(values, cell, edges, w_a, w_b)
+    return {figure: np.where(usable, column, np.nan) for figure, column in found.items()}
 
 
 # --- score figures: RABBI, δ, JSD, EMD ------------------------------------------------
@@ -534,7 +572,7 @@ def _score_rows(
     data: _Data,
     scope: str,
     edges: FloatArray,
-    n_bootstrap: int,
+    resamples: Resamples,
     n_permutations: int,
     confidence: float,
     seeds: Sequence[np.random.SeedSequence],
@@ -560,10 +598,8 @@ def _score_rows(
         bounds: dict[Any, dict[str, tuple[float, float] | None]] = {}
         if min(units) >= MIN_UNITS:
             bounds = _score_intervals(
-                data, cells, edges, weights, estimates, headline, n_bootstrap, confidence,
-                # every group and scope sees the same replicates
-                np.random.default_rng(seeds[0]),
-            )  # fmt: skip
+                data, cells, edges, weights, estimates, headline, confidence, resamples
+            )
         tests = {}
         if min(units) >= MIN_UNITS:
             tests = _score_tests(
@@ -665,7 +701,7 @@ def _weighted_figures(
     order_b = np.argsort(b, kind="stable")
     b_sorted, w_b = b[order_b], weights_b[:, order_b]
     total_a, total_b = weights_a.sum(axis=1), w_b.sum(axis=1)
-    cumulative_b = _cumulative_counts(w_b)
+    cumulative_b = _cumulative(w_b)
     below, at_or_below = _sorted_positions(a, b_sorted)
     # Σ_ij w_i v_j sign(a_i - b_j) = Σ_i w_i (C[below_i] + C[at_or_below_i] - C[n_b]).
     counted = np.take(cumulative_b, below, axis=1) + np.take(cumulative_b, at_or_below, axis=1)
@@ -679,7 +715,14 @@ def _weighted_figures(
     q = _binned(w_b, _bin_of(b_sorted, edges), bins) / total_b[:, None]
     m = (p + q) / 2
     found["jsd"] = (_kl_rows(p, m) + _kl_rows(q, m)) / 2
-    found["emd"] = _weighted_emd(a, weights_a, total_a, b_sorted, w_b, total_b)
+    found["emd"] = _weighted_emd(a, weights_a, total_a, b_sorted, cumulative_b, total_b)
+    return found
+
+
+def _cumulative(weights: NDArray[Any]) -> FloatArray:
+    """Per row, ``[0, w0, w0 + w1, ...]``: the weight below each position."""
+    found = np.zeros((weights.shape[0], weights.shape[1] + 1))
+    np.cumsum(weights, axis=1, out=found[:, 1:])
     return found
 
 
@@ -707,17 +750,18 @@ def _weighted_emd(
     w_a: NDArray[Any],
     total_a: FloatArray,
     b_sorted: FloatArray,
-    w_b: NDArray[Any],
+    cumulative_b: FloatArray,
     total_b: FloatArray,
 ) -> FloatArray:
-    """∫|F_a - F_b| with both distribution functions weighted, per row of weights."""
+    """∫|F_a - F_b| with both distribution functions weighted, per row of weights
+    (``cumulative_b``: :func:`_cumulative` of b's weights in sorted order)."""
     order_a = np.argsort(a, kind="stable")
     a_sorted, w_a = a[order_a], w_a[:, order_a]
     points = np.unique(np.concatenate([a_sorted, b_sorted]))
     if points.size < 2:
         return np.zeros(w_a.shape[0])
-    cdf_a = _cumulative_counts(w_a)[:, np.searchsorted(a_sorted, points[:-1], side="right")]
-    cdf_b = _cumulative_counts(w_b)[:, np.searchsorted(b_sorted, points[:-1], side="right")]
+    cdf_a = _cumulative(w_a)[:, np.searchsorted(a_sorted, points[:-1], side="right")]
+    cdf_b = cumulative_b[:, np.searchsorted(b_sorted, points[:-1], side="right")]
     gap = np.abs(cdf_a / total_a[:, None] - cdf_b / total_b[:, None])
     found: FloatArray = gap @ np.diff(points)
     return found
@@ -730,22 +774,17 @@ def _score_intervals(
     weights: FloatArray,
     estimates: dict[int, dict[str, float]],
     headline: dict[str, float],
-    n_bootstrap: int,
     confidence: float,
-    rng: np.random.Generator,
+    resamples: Resamples,
 ) -> dict[Any, dict[str, tuple[float, float] | None]]:
-    size = sum(cell.n for cell in cells.values())
-    block = max(1, min(n_bootstrap, _BLOCK_CELLS // max(size, data.values.size // 4 or 1)))
+    n_bootstrap = _replicates_of(resamples)
+    largest = max(cell.n for cell in cells.values())
+    block = max(1, min(n_bootstrap, _BLOCK_CELLS // largest))
     replicates: dict[int, dict[str, list[FloatArray]]] = {s: {} for s in cells}
     for start in range(0, n_bootstrap, block):
-        drawn = data.units.weights(rng, min(block, n_bootstrap - start)).astype(float)
+        rows = resamples.rows(start, start + block)
         for subtask, cell in cells.items():
-            w_a, w_b = drawn[:, cell.group], drawn[:, cell.reference]
-            usable = (w_a.sum(axis=1) > 0) & (w_b.sum(axis=1) > 0)
-            w_a[~usable], w_b[~usable] = 1.0, 1.0  # computed, then dropped below
-            found = _weighted_figures(data.values, cell, edges, w_a, w_b)
-            for figure, values in found.items():
-                values = np.where(usable, values, np.nan)
+            for figure, values in _replicate_figures(data.values, cell, edges, rows).items():
                 replicates[subtask].setdefault(figure, []).append(values)
     stacked = {
         s: {f: np.concatenate(parts) for f, parts in figures.items()}
@@ -765,6 +804,12 @@ def _score_intervals(
             figure,
         )
     return result
+
+
+def _replicates_of(resamples: Resamples) -> int:
+    drawn = resamples.items if resamples.items is not None else resamples.names
+    assert drawn is not None
+    return int(drawn.shape[0])
 
 
 def _weight_present(per_subtask: FloatArray, weights: FloatArray) -> FloatArray:
@@ -897,6 +942,8 @@ class _Selection:
         self.data, self.pool, self.pool_size = data, pool, pool_size
         self.n_rounds, self.k_max = n_rounds, k_max
         self.n_groups = len(data.group_ids)
+        # Dense ranks order (and tie) the candidates exactly as their scores do.
+        self.ranks = np.unique(data.values, return_inverse=True)[1].astype(np.int32)
 
     def tally(
         self,
@@ -904,26 +951,33 @@ class _Selection:
         rng: np.random.Generator,
         groups: NDArray[np.intp] | None = None,
     ) -> tuple[FloatArray, FloatArray]:
-        """Places won and appearances per (subtask, candidate, k) for one set of weights
-        (and of group labels: the candidates' own by default)."""
+        """Places won per (candidate, k) and appearances per candidate for one set of
+        weights (and of group labels: the candidates' own by default). A candidate is
+        pooled within its own subtask only."""
         data = self.data
         groups = data.groups if groups is None else groups
-        n_subtasks = len(data.subtask_ids)
-        places = np.zeros((n_subtasks, data.values.size, self.k_max))
-        shown = np.zeros((n_subtasks, data.values.size))
-        for subtask in range(n_subtasks):
+        n = data.values.size
+        places = np.zeros((n, self.k_max))
+        shown = np.zeros(n)
+        for subtask in range(len(data.subtask_ids)):
             here = data.subtasks == subtask
             pools = self._pools(here, weights, groups, rng)
             if pools is None:
                 continue
-            shares = top_k_shares(data.values[pools], k_max=self.k_max)
+            shares = self._shares(pools)
             flat = pools.ravel()
             for k in range(self.k_max):
-                places[subtask, :, k] = np.bincount(
-                    flat, shares[:, :, k].ravel(), minlength=data.values.size
-                )
-            shown[subtask] = np.bincount(flat, minlength=data.values.size)
+                places[:, k] += np.bincount(flat, shares[:, :, k].ravel(), minlength=n)
+            shown += np.bincount(flat, minlength=n)
         return places, shown
+
+    def _shares(self, pools: NDArray[np.intp]) -> FloatArray:
+        """Each member's share of the k places, shaped (pool, member, k)."""
+        if pools.shape[1] > _PAIRWISE_MAX_POOL:
+            return top_k_shares(self.data.values[pools], k_max=self.k_max)
+        # Small pools: compare members pair by pair on integer ranks (as the gap bootstrap).
+        higher, tied = _higher_and_tied_members(self.ranks[pools].T)
+        return _shares_of_places(higher.T, tied.T, k_max=self.k_max)
 
     def _pools(
         self,
@@ -968,7 +1022,7 @@ class _Selection:
         if not few:
             rng = np.random.default_rng(seeds[2].spawn(1)[0])
             for _ in range(n_bootstrap):
-                weights = data.units.weights(rng, 1)[0]
+                weights = data.units.weights(rng, 1)[0].astype(np.int64)
                 replicate_rates.append(self._rates(*self.tally(weights, rng)))
         return self._rows(estimates, replicate_rates, confidence)
 
@@ -982,17 +1036,24 @@ class _Selection:
         """Per (subtask, group, k): selection rate, true positive rate; NaN where none shown."""
         data = self.data
         groups = data.groups if groups is None else groups
+        n_subtasks = len(data.subtask_ids)
+        cells = n_subtasks * self.n_groups
+        keys = data.subtasks * self.n_groups + groups
         out = {}
         for figure, mask in (
-            ("selection_rate", np.ones(data.values.size, dtype=bool)),
+            ("selection_rate", None),
             ("true_positive_rate", data.qualified == 1),
         ):
-            onehot = np.zeros((data.values.size, self.n_groups))
-            onehot[np.flatnonzero(mask), groups[mask]] = 1.0
-            won = np.einsum("snk,ng->sgk", places, onehot)
-            seen = shown @ onehot
+            own = keys if mask is None else keys[mask]
+            won_at = places if mask is None else places[mask]
+            seen = np.bincount(own, shown if mask is None else shown[mask], minlength=cells)
+            won = np.stack(
+                [np.bincount(own, won_at[:, k], minlength=cells) for k in range(self.k_max)],
+                axis=1,
+            )
             with np.errstate(divide="ignore", invalid="ignore"):
-                out[figure] = won / seen[:, :, None]
+                rates = won / seen[:, None]
+            out[figure] = rates.reshape(n_subtasks, self.n_groups, self.k_max)
         return out
 
     def _weights(self, figure: str) -> FloatArray:
