@@ -347,3 +347,26 @@ def test_figures_from_too_few_units_say_so_instead_of_an_interval(tmp_path: Path
     dp_rows = [line for line in lines if line.startswith(("B_M ", "A_F ")) and "k=" not in line]
     gap_rows = [row for row in dp_rows if row.split()[1].isdigit() and "(too few)" in row]
     assert gap_rows and not any("[" in row for row in gap_rows)
+
+
+def test_study_pairs_eo_with_the_metrics_on_qualified_candidates(tmp_path: Path) -> None:
+    """Chen, Ji & Evans §4.4: ΔEO is judged against RABBI, δ, JSD and EMD computed on the
+    qualified candidates; ΔDP against those on all candidates."""
+    from biasaudit.metrics import predictive_validity
+    from biasaudit.study import run_study
+
+    runs = []
+    for model in ("sim/biased", "sim/fair"):
+        folder = tmp_path / model.replace("/", "-")
+        folder.mkdir()
+        code, out, _ = invoke("run", str(write_task(folder, model)))
+        assert code == 0
+        runs.append(run_dir_of(out))
+    result = run_study(runs)
+    points = result.points
+    assert points["rabbi_qualified"].notna().all()
+    assert not points["rabbi_qualified"].equals(points["rabbi"])
+    rows = result.correlations.set_index(["metric", "gap", "k"])
+    for gap, column in (("eo", "rabbi_qualified"), ("dp", "rabbi")):
+        expected = predictive_validity(points[column], points[f"{gap}_1"], directional=True)
+        assert rows.loc[("rabbi", gap, 1), "r"] == pytest.approx(expected.r)

@@ -250,6 +250,6 @@ def _cell(table: pd.DataFrame, model: str, setting: tuple[str, bool], score: str
     row = rows.iloc[0]
     bounds = row[f"{score}_ci"]
     if bounds is None or (isinstance(bounds, float) and math.isnan(bounds)):
-        return f"{row[score]:.3f} (n={row['items']})"
+        return f"{row[score]:.3f} (too few: n={row['items']})"
     half = (bounds[1] - bounds[0]) / 2
     return f"{row[score]:.3f} ±{half:.3f}"

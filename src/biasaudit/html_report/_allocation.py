@@ -230,7 +230,14 @@ def _points_interval(
 def selection_rates(
     metrics: AllocationMetrics, scores: pd.DataFrame, spec: Mapping[str, Any]
 ) -> pd.DataFrame | None:
-    """Per-group selection rate by k, the selection behind ΔDP drawn again (same seed, pools)."""
+    """Per-group selection rate by k: the run's own (``metrics.rates``); for runs from
+    before biasaudit recorded them, the selection behind ΔDP drawn again."""
+    if metrics.rates:
+        found = pd.DataFrame(
+            {g: {int(k): v for k, v in r.selection_rate.items()} for g, r in metrics.rates.items()}
+        ).T.sort_index(axis=1)
+        found.index.name, found.columns.name = "group", "k"
+        return found
     selection = metrics.selection
     if selection is None:
         return None
@@ -265,6 +272,26 @@ def _gap_series(metrics: AllocationMetrics, group: str, ks: list[int], style: in
         [None if b is None else 100 * b[0] for b in bounds],
         [None if b is None else 100 * b[1] for b in bounds],
         style=style,
+    )
+
+
+def _rate_cell(metrics: AllocationMetrics, rates: pd.DataFrame, group: str, k: int) -> str:
+    own = metrics.rates.get(group)
+    bounds = None if own is None else own.selection_rate_ci.get(str(k))
+    shown = percent(float(rates.loc[group, k]))
+    return shown if bounds is None else f"{shown} [{percent(bounds[0])}, {percent(bounds[1])}]"
+
+
+def _omnibus_text(metrics: AllocationMetrics) -> str:
+    tests = [
+        f"k={k}: p = {p_value(test.p)}"
+        for k, test in sorted(metrics.omnibus.items(), key=lambda i: int(i[0]))
+    ]
+    if not tests:
+        return ""
+    return (
+        "; do the groups' rates differ at all? (permutation test of the names' groups, "
+        f"{next(iter(metrics.omnibus.values())).permutations} relabellings) " + ", ".join(tests)
     )
 
 
@@ -306,15 +333,16 @@ def _selection_section(
                 line_panels([panel, gaps], simulated=metrics.simulated, columns=2),
                 "Selection rate of each group by k, and ΔDP by k with intervals",
                 f"Left: the reference group {metrics.reference_group} is the thick black line; "
-                "rates drawn again from scores.csv with the run's pools and seed. Right: ΔDP "
+                "the run's own rates (metrics.json). Right: ΔDP "
                 f"with intervals ({metrics.interval_text()}).",
             )
         )
         section.blocks.append(
             Table(
                 ["group", *(f"k={k}" for k in ks)],
-                [[g, *(percent(float(rates.loc[g, k])) for k in ks)] for g in order],
-                caption="Selection rate: share of a group's pool appearances selected.",
+                [[g, *(_rate_cell(metrics, rates, g, k) for k in ks)] for g in order],
+                caption="Selection rate: share of a group's pool appearances selected, with "
+                "its interval over names" + _omnibus_text(metrics) + ".",
             )
         )
     section.blocks.append(_gap_table(metrics, "dp"))

@@ -943,7 +943,7 @@ class _Selection:
         self.n_rounds, self.k_max = n_rounds, k_max
         self.n_groups = len(data.group_ids)
         # Dense ranks order (and tie) the candidates exactly as their scores do.
-        self.ranks = np.unique(data.values, return_inverse=True)[1].astype(np.int32)
+        self.ranks: NDArray[np.intp] = np.unique(data.values, return_inverse=True)[1]
 
     def tally(
         self,
