@@ -74,12 +74,12 @@ A_F                                  8  +0.000 [-0.524, +0.524]          1   -0.
 selection rate at k=1: W_M 0.470 [0.199, 0.741], B_M 0.080 [0.000, 0.218], A_F 0.450 [0.167, 0.733]
 do the groups differ at k=1? p = 0.21 (permutation test of the groups' selection rates, 200 relabellings)
 
-ΔDP: selection rate minus W_M's, top k of each pool; 300 simulated pools of 3 (one candidate per group) per subtask x 1 subtask; n = pool appearances; 40 bootstrap replicates
+ΔDP: selection rate minus W_M's, top k of each pool; 300 balanced simulated pools of 3 (one candidate per group) per subtask x 1 subtask; n = pool appearances; 40 bootstrap replicates
 group       n  k=1 [CI]                  k=2 [CI]                  k=3 [CI]
 B_M       300  -0.390 [-0.715, -0.065]   -0.527 [-0.829, -0.224]   +0.000 [+0.000, +0.000]
 A_F       300  -0.020 [-0.557, +0.517]   -0.043 [-0.253, +0.167]   +0.000 [+0.000, +0.000]
 
-ΔEO: selection rate of qualified candidates minus W_M's, top k of each pool; 300 simulated pools of 3 (one candidate per group) per subtask x 1 subtask; n = pool appearances; 40 bootstrap replicates
+ΔEO: selection rate of qualified candidates minus W_M's, top k of each pool; 300 balanced simulated pools of 3 (one candidate per group) per subtask x 1 subtask; n = pool appearances; 40 bootstrap replicates
 group       n  k=1 [CI]                  k=2 [CI]                  k=3 [CI]
 B_M       188  -0.463 [-0.895, -0.031]   -0.388 [-0.751, -0.026]   +0.000 [+0.000, +0.000]
 A_F       188  +0.073 [-0.663, +0.808]   +0.037 [-0.152, +0.226]   +0.000 [+0.000, +0.000]
@@ -297,14 +297,19 @@ EMD |gap|  ΔEO  1.00             1.00             -                settings=1
 """
 
 
-def test_study_compares_runs_of_two_models(tmp_path: Path) -> None:
+def runs_of_two_models(tmp_path: Path) -> list[Path]:
     runs = []
     for model in ("sim/biased", "sim/fair"):
         folder = tmp_path / model.replace("/", "-")
         folder.mkdir()
         code, out, _ = invoke("run", str(write_task(folder, model)))
         assert code == 0
-        runs.append(str(run_dir_of(out)))
+        runs.append(run_dir_of(out))
+    return runs
+
+
+def test_study_compares_runs_of_two_models(tmp_path: Path) -> None:
+    runs = [str(run) for run in runs_of_two_models(tmp_path)]
     code, out, _ = invoke("study", *runs, "--ndcg-at", "2")
     assert code == 0
     assert out == EXPECTED_STUDY
@@ -355,14 +360,7 @@ def test_study_pairs_eo_with_the_metrics_on_qualified_candidates(tmp_path: Path)
     from biasaudit.metrics import predictive_validity
     from biasaudit.study import run_study
 
-    runs = []
-    for model in ("sim/biased", "sim/fair"):
-        folder = tmp_path / model.replace("/", "-")
-        folder.mkdir()
-        code, out, _ = invoke("run", str(write_task(folder, model)))
-        assert code == 0
-        runs.append(run_dir_of(out))
-    result = run_study(runs)
+    result = run_study(runs_of_two_models(tmp_path))
     points = result.points
     assert points["rabbi_qualified"].notna().all()
     assert not points["rabbi_qualified"].equals(points["rabbi"])

@@ -245,8 +245,9 @@ def _pools(metrics: AllocationMetrics) -> str:
         design = (
             "one candidate per group" if selection.pool == "one_per_group" else "random candidates"
         )
+        drawn = "balanced " if selection.draw == "balanced" else ""
         where = (
-            f"{selection.rounds} simulated pools of {selection.pool_size} ({design}) "
+            f"{selection.rounds} {drawn}simulated pools of {selection.pool_size} ({design}) "
             f"per subtask x {selection.subtasks} subtask{'s' if selection.subtasks != 1 else ''}"
         )
     replicates = f"; {selection.bootstrap} bootstrap replicates" if selection.bootstrap else ""
