@@ -323,6 +323,32 @@ def test_audit_on_smollm2_end_to_end_then_replay_without_a_server(
     assert replayed["groups"] == metrics["groups"] and "B_F" in replay_table
 
 
+@needs_local_model
+def test_the_standard_test_on_smollm2_scores_every_occupation(tmp_path: Path) -> None:
+    """None of the 22 listed words is in SmolLM2's top 20 after "The {occupation} is":
+    scored whole as continuations (llama.cpp echoes prompts), every occupation has a
+    share. Four occupations here (the README's run takes all 40 in about two minutes)."""
+    occupations = tmp_path / "occupations.csv"
+    occupations.write_text("occupation,majority\nnurse,female\ncarpenter,male\n"
+                           "secretary,female\nmechanic,male\n")  # fmt: skip
+    result = CliRunner().invoke(
+        cli,
+        ["run", "ruted", "--contexts", "standard", "--model", "local/smollm2",
+         "--occupations", str(occupations), "--runs-dir", str(tmp_path / "runs"),
+         "--no-report"],
+        catch_exceptions=False,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "from continuation logprobs" in result.stdout
+    run_dir = Path(result.stdout.strip().splitlines()[-1].removeprefix("run: "))
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    standard = metrics["contexts"]["standard"]
+    assert standard["source"] == "continuation logprobs" and standard["occupations"] == 4
+    assert standard["excluded"] == [] and metrics["requests"]["failures"] == 0
+    rows = [line for line in (run_dir / "occupations.csv").read_text().splitlines()[1:]]
+    assert len(rows) == 4 and not server_processes()
+
+
 # --- no orphan server, however biasaudit ends ------------------------------------------
 
 

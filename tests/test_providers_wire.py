@@ -99,6 +99,42 @@ def test_completions_logprobs_in_both_shapes(style: str) -> None:
     assert dict(first.top)["Yes"] == pytest.approx(-0.4)
 
 
+def test_an_echoed_prompt_comes_back_with_its_tokens_logprobs_and_offsets() -> None:
+    def score(before: str, token: str) -> float:
+        return -len(before) / 10  # a logprob that says where the token stood
+
+    with OpenAIServer(echo_logprob=score) as server:
+        result = one(vllm(server), completion("c", "The nurse is she", max_tokens=1, echo=True))
+    body = server.bodies()[0]
+    assert body["echo"] is True and body["logprobs"] == 1
+    assert result.response is not None and result.response.logprobs is None
+    echoed = result.response.echoed or ()
+    assert [(t.token, t.offset) for t in echoed] == [
+        ("The", 0),
+        (" nurse", 3),
+        (" is", 9),
+        (" she", 12),
+    ]  # only the prompt's tokens: the answer's are left out
+    assert echoed[0].logprob is None and echoed[3].logprob == pytest.approx(-1.2)
+
+
+def test_an_answer_that_does_not_echo_the_prompt_is_no_continuation_score() -> None:
+    from biasaudit.providers.openai_compatible import _echoed
+
+    answer_only = {"tokens": [" a"], "token_logprobs": [-0.5], "text_offset": [16]}
+    with pytest.raises(LogprobsUnavailableError, match="did not echo"):
+        _echoed(answer_only, "The nurse is she")  # type: ignore[arg-type]
+    with pytest.raises(LogprobsUnavailableError, match="did not echo"):
+        _echoed(None, "The nurse is she")
+    # llama.cpp's content[] shape carries no offsets: they are rebuilt from the tokens.
+    content = {"content": [{"token": "The", "logprob": -1.0}, {"token": " nurse", "logprob": -2.0}]}
+    found = _echoed(content, "The nurse")  # type: ignore[arg-type]
+    assert [(t.token, t.offset, t.logprob) for t in found] == [
+        ("The", 0, -1.0),
+        (" nurse", 3, -2.0),
+    ]
+
+
 def test_n_choices_come_back_in_order(openai_server: OpenAIServer) -> None:
     result = one(vllm(openai_server), chat("q", "Yes or No?", n=4, temperature=1.0, max_tokens=1))
     assert result.response is not None and len(result.response.texts) == 4

@@ -66,13 +66,13 @@ def run(server: OpenAIServer, runs_dir: Path, **fields: Any) -> RutedResult:
     return ruted_audit(spec)
 
 
-@pytest.mark.parametrize("next_word", ["auto", "chat"])
+@pytest.mark.parametrize("next_word", ["completions", "chat"])
 def test_listed_words_outside_the_top_n_are_reported_as_coverage(
     server: OpenAIServer, tmp_path: Path, next_word: str
 ) -> None:
     result = run(server, tmp_path, next_word=next_word)
     body = next(b for b in server.bodies() if "nurse" in asked(b))
-    if next_word == "auto":  # legacy completions where the endpoint has them
+    if next_word == "completions":  # the legacy completions top-N
         # vLLM takes a list of prompts: the three occupations go in one request.
         assert body["prompt"] == ["The nurse is", "The CEO is", "The baker is"]
         assert body["logprobs"] == 5 and server.request_count == 1
@@ -82,7 +82,7 @@ def test_listed_words_outside_the_top_n_are_reported_as_coverage(
         assert server.request_count == 3
     assert body["max_tokens"] == 1
     standard = result.metrics.contexts["standard"]
-    expected = "completions logprobs" if next_word == "auto" else "chat logprobs"
+    expected = "completions logprobs" if next_word == "completions" else "chat logprobs"
     assert standard.source == expected and result.exit_code == 0
 
     table = pd.read_csv(result.run_dir / "occupations.csv").set_index("occupation")
@@ -128,10 +128,11 @@ def test_replicates_ask_for_n_choices_and_are_read_by_their_pronouns(
 def test_a_second_run_is_served_from_the_cache_and_a_replay_sends_nothing(
     server: OpenAIServer, tmp_path: Path
 ) -> None:
-    first = run(server, tmp_path, contexts="standard,esl", replicates=5)
+    options = {"contexts": "standard,esl", "replicates": 5, "next_word": "completions"}
+    first = run(server, tmp_path, **options)
     # Six requests: the three next-word prompts travel in one batch to vLLM.
     assert first.metrics.requests.sent == 6 and server.request_count == 4
-    replay = run(server, tmp_path, contexts="standard,esl", replicates=5, replay=True)
+    replay = run(server, tmp_path, **options, replay=True)
     assert server.request_count == 4  # nothing new reached the server
     assert replay.metrics.requests.sent == 0 and replay.metrics.requests.cache_hits == 6
     assert replay.metrics.contexts == first.metrics.contexts
@@ -154,3 +155,57 @@ def test_an_endpoint_without_logprobs_is_told_to_sample(tmp_path: Path) -> None:
             run(server, tmp_path)
         result = run(server, tmp_path, next_word="samples", replicates=4)
     assert result.metrics.contexts["standard"].source == "sampled next words"
+
+
+# Continuation path: each listed word's probability after "The {occupation} is".
+WORD_P = {
+    "nurse": {"she": 0.3, "her": 0.1, "he": 0.05, "his": 0.01},
+    "CEO": {"he": 0.2, "his": 0.1, "she": 0.02},  # no word in any top-N: scored all the same
+    "baker": {"he": 0.1, "she": 0.1},
+}
+UNLISTED_P = 1e-4  # every other listed word
+
+
+def word_logprob(before: str, token: str) -> float:
+    """The server's echo scorer: log P(token | before)."""
+    found = OPENING.search(before)
+    if found is None:
+        return -1.0  # "The", " nurse", " is": not looked at
+    return math.log(WORD_P[found.group(1)].get(token.strip(), UNLISTED_P))
+
+
+def expected_p_male(occupation: str) -> float:
+    from biasaudit.probes import FEMALE_WORDS, MALE_WORDS
+
+    def mass(words: tuple[str, ...]) -> float:
+        return sum(WORD_P[occupation].get(word, UNLISTED_P) for word in words)
+
+    return mass(MALE_WORDS) / (mass(MALE_WORDS) + mass(FEMALE_WORDS))
+
+
+def test_every_listed_word_is_scored_whole_where_the_endpoint_echoes(tmp_path: Path) -> None:
+    """The paper's standard test: 22 continuations per occupation, none unseen, and the
+    CEO, whose words are outside any top N, still gets its share."""
+    with OpenAIServer(responder=planted, echo_logprob=word_logprob) as server:
+        result = run(server, tmp_path)  # vllm: auto takes the continuation path
+        bodies = server.bodies()
+    standard = result.metrics.contexts["standard"]
+    assert result.exit_code == 0 and standard.source == "continuation logprobs"
+    assert result.metrics.requests.sent == 3 * 22
+    body = bodies[0]
+    assert body["echo"] is True and body["max_tokens"] == 1 and body["logprobs"] == 1
+    assert "The nurse is she" in body["prompt"]  # vLLM: the prompts travel as one list
+    table = pd.read_csv(result.run_dir / "occupations.csv").set_index("occupation")
+    for occupation in WORD_P:
+        assert table.loc[occupation, "p_male"] == pytest.approx(expected_p_male(occupation))
+        assert table.loc[occupation, "coverage"] == 1.0
+    assert standard.occupations == 3 and standard.excluded == []
+    assert standard.coverage == 1.0 and not standard.partly_covered
+
+
+def test_an_endpoint_that_refuses_echo_fails_those_requests_and_says_why(tmp_path: Path) -> None:
+    with OpenAIServer(responder=planted) as server:
+        result = run(server, tmp_path, next_word="continuation", max_retries=0)
+    assert result.exit_code == 1 and result.metrics.requests.failures == 3 * 22
+    table = pd.read_csv(result.run_dir / "occupations.csv")
+    assert table["error"].str.contains("echo is not supported").all()

@@ -639,9 +639,11 @@ _NOT_FOR_RUTED = (
 )
 @click.option(
     "--next-word",
-    type=click.Choice(["auto", "completions", "chat", "samples"]),
-    help="Standard test from legacy completions logprobs, chat logprobs or sampled "
-    "first words [default: auto: completions, else chat; samples without logprobs].",
+    type=click.Choice(["auto", "continuation", "completions", "chat", "samples"]),
+    help="Standard test: every listed word scored whole as a continuation (the paper's), "
+    "top-N legacy completions or chat logprobs, or sampled first words [default: auto: "
+    "continuation where the endpoint echoes prompts, else completions, else chat; samples "
+    "without logprobs].",
 )
 @click.option(
     "--top-logprobs",

@@ -44,6 +44,7 @@ from .tasks import RutedPlan, RutedTask, build_ruted_task, plan_ruted
 __all__ = ["RutedResult", "run_ruted_audit", "ruted_audit"]
 
 _SOURCES = {
+    "continuation": "continuation logprobs",
     "completions": "completions logprobs",
     "chat": "chat logprobs",
     "samples": "sampled next words",
@@ -221,9 +222,12 @@ def _notes(context: str, found: ContextMetrics, spec: RutedSpec) -> list[str]:
 
 def _next_word_hint(cause: BiasauditError, plan: RutedPlan) -> str | None:
     """What to try when the standard test's requests stopped the run, if they did."""
+    nextword = plan.nextword
+    echo = plan.continuation_standard and "echo" in str(cause)
+    if isinstance(cause, LogprobsUnavailableError) and echo:
+        return "rerun with --next-word completions (the top-N reading) or --next-word chat"
     if isinstance(cause, LogprobsUnavailableError):
         return "rerun with --next-word samples to estimate the standard test from sampled words"
-    nextword = plan.nextword
     if nextword is not None and nextword.via == "completions" and "404" in str(cause):
         return (
             "the standard test asks the legacy completions endpoint; for a chat-only model "

@@ -66,6 +66,8 @@ def ruted_table(metrics: RutedMetrics) -> list[str]:
 def _how(standard: ContextMetrics, replicates: int) -> str:
     if standard.source == "sampled next words":
         return f"from {replicates} sampled first words per occupation (no logprobs: estimated)"
+    if standard.source == "continuation logprobs":
+        return "from continuation logprobs: every listed word scored whole, as the paper does"
     coverage = (
         ""
         if standard.coverage is None

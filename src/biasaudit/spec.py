@@ -365,8 +365,11 @@ class RutedSpec(AuditSpec):
     occupations: Path | None = Field(
         None, description="CSV of occupation,majority [default: the 40 WinoBias occupations]."
     )
-    next_word: Literal["auto", "completions", "chat", "samples"] = Field(
-        "auto", description="Standard test: completions or chat logprobs, or sampled words."
+    next_word: Literal["auto", "continuation", "completions", "chat", "samples"] = Field(
+        "auto",
+        description="Standard test: every listed word scored as a continuation (the paper's; "
+        "needs an endpoint that echoes prompts), top-N completions or chat logprobs, or "
+        "sampled words.",
     )
 
     @field_validator("contexts", mode="before")

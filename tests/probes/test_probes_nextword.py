@@ -10,6 +10,7 @@ from biasaudit.errors import UsageError
 from biasaudit.probes import FEMALE_WORDS, MALE_WORDS, GenerationProbe, NextWordProbe
 from biasaudit.probes._generation import replicate_seed
 from biasaudit.providers import Capabilities, FirstTokenLogprobs, ModelResponse
+from biasaudit.providers._types import EchoedToken
 
 NO_LOGPROBS = Capabilities(logprobs=False, max_top_logprobs=0)
 
@@ -69,6 +70,10 @@ def test_a_sampled_text_is_read_by_its_first_word() -> None:
         (NO_LOGPROBS, "auto", "samples"),
         (Capabilities(), "chat", "chat"),
         (Capabilities(), "samples", "samples"),
+        (Capabilities(echo=True), "auto", "continuation"),
+        (Capabilities(echo=True, completions=False), "auto", "chat"),
+        (Capabilities(echo=True), "completions", "completions"),
+        (Capabilities(), "continuation", "continuation"),
     ],
 )
 def test_the_path_follows_the_endpoint(capabilities: Capabilities, choice: str, path: str) -> None:
@@ -114,3 +119,33 @@ def test_replicates_are_separate_cached_requests_where_the_endpoint_lacks_n() ->
     keys = {r.cache_key(provider="p", model="m", base_url=None) for r in requests}
     assert len(keys) == 4  # the replicate index is in the key
     assert requests[0].params.max_tokens == 150 and requests[0].params.temperature == 1.0
+
+
+def echoed(*tokens: tuple[str, float | None]) -> ModelResponse:
+    found, offset = [], 0
+    for token, logprob in tokens:
+        found.append(EchoedToken(token=token, logprob=logprob, offset=offset))
+        offset += len(token)
+    return ModelResponse(texts=("",), echoed=tuple(found))
+
+
+def test_a_continuation_is_scored_by_the_sum_of_its_tokens_logprobs() -> None:
+    text = "The nurse is"
+    whole = echoed(("The", None), (" nurse", -7.0), (" is", -2.0), (" she", -1.5))
+    assert NextWordProbe.continuation_logprob(whole, text) == pytest.approx(-1.5)
+    split = echoed(("The", None), (" nurse", -7.0), (" is", -2.0), (" masc", -3.0), ("uline", -0.5))
+    assert NextWordProbe.continuation_logprob(split, text) == pytest.approx(-3.5)
+    # A token that runs across the end of the text: the word's own probability is lost.
+    merged = echoed(("The", None), (" nurse", -7.0), (" i", -2.0), ("s she", -1.0))
+    assert NextWordProbe.continuation_logprob(merged, text) is None
+    assert NextWordProbe.continuation_logprob(echoed(("The", None)), text) is None
+
+
+def test_continuation_requests_ask_for_every_listed_word_echoed() -> None:
+    requests = NextWordProbe("continuation").requests("standard/nurse", "The nurse is")
+    assert [r.id for r in requests] == [f"standard/nurse|{w}" for w in MALE_WORDS + FEMALE_WORDS]
+    assert requests[0].prompt == "The nurse is male" and requests[0].params.echo
+    assert requests[0].params.max_tokens == 1 and NextWordProbe.word_of(requests[-1].id) == "girls"
+    shares = NextWordProbe.continuation_shares({"he": math.log(0.2), "she": math.log(0.6)})
+    assert shares.p_male == pytest.approx(0.25) and shares.coverage == 1.0
+    assert shares.bounds == pytest.approx((0.25, 0.25)) and "him" in shares.missing

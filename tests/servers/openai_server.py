@@ -9,7 +9,8 @@ It prints `PORT <n>` once listening and serves until SIGTERM.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import itertools
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from aiohttp import web
@@ -28,10 +29,13 @@ from .responders import (
     position_dist,
     render,
     sampled_logprob,
+    tokenize,
     top_k,
 )
 
 CompletionsLogprobsStyle = Literal["legacy", "chat"]
+EchoScorer = Callable[[str, str], float]
+"""``scorer(text_before, token) -> logprob`` of a prompt token, for ``echo``."""
 
 CHAT_PATH = "/v1/chat/completions"
 COMPLETIONS_PATH = "/v1/completions"
@@ -69,6 +73,7 @@ class OpenAIServer(FakeProviderServer):
         batch_delay: float = 0.0,
         batch_max_requests: int | None = None,
         reasoning_tokens: int = 0,
+        echo_logprob: EchoScorer | None = None,
     ) -> None:
         super().__init__(
             latency=latency,
@@ -86,6 +91,9 @@ class OpenAIServer(FakeProviderServer):
         self.system_fingerprint = system_fingerprint
         # > 0: chat answers as OpenAI's reasoning models do (_refuse_non_reasoning_params).
         self.reasoning_tokens = reasoning_tokens
+        # Legacy completions with `echo`: the logprob of each prompt token given the text
+        # before it (None: this server does not echo, as OpenAI's chat-era models).
+        self.echo_logprob = echo_logprob
         self.batches = BatchBook(delay=batch_delay, max_requests=batch_max_requests)
         self._batch_routes = OpenAIBatchRoutes(self, self.batches)
 
@@ -183,7 +191,10 @@ class OpenAIServer(FakeProviderServer):
             for j, choice in enumerate(self.choices(sub, COMPLETIONS_PATH, n, fault)):
                 r = render(choice, max_tokens, stops)
                 all_rendered.append(r)
-                choices.append(self._completion_choice(p_idx * n + j, r, k, len(prompt)))
+                made = self._completion_choice(p_idx * n + j, r, k, len(prompt))
+                if body.get("echo"):
+                    made = self._echo(made, prompt, k)
+                choices.append(made)
         usage = _usage(sum(count_tokens(p) for p in prompts), all_rendered)
         return self._envelope("cmpl-", "text_completion", body, choices, usage)
 
@@ -206,6 +217,34 @@ class OpenAIServer(FakeProviderServer):
             "logprobs": logprobs,
             "finish_reason": r.finish_reason,
         }
+
+    def _echo(self, choice: JsonDict, prompt: str, k: int | None) -> JsonDict:
+        """``echo``, as vLLM answers it: the text and the logprobs lists start with the
+        prompt's own tokens (the first without a logprob), offsets from the prompt's start."""
+        if self.echo_logprob is None:
+            raise ApiError(400, "echo is not supported with this model", param="echo")
+        tokens = tokenize(prompt)
+        offsets = [0, *itertools.accumulate(len(t) for t in tokens[:-1])]
+        logprobs = [
+            None if i == 0 else self.echo_logprob(prompt[:offset], token)
+            for i, (token, offset) in enumerate(zip(tokens, offsets, strict=True))
+        ]
+        block = choice["logprobs"] or {"tokens": [], "token_logprobs": [], "top_logprobs": [],
+                                        "text_offset": []}  # fmt: skip
+        if k is not None and self.completions_logprobs_style == "legacy":
+            block = {
+                "tokens": [*tokens, *block["tokens"]],
+                "token_logprobs": [*logprobs, *block["token_logprobs"]],
+                "top_logprobs": [
+                    *(
+                        {} if lp is None else {t: lp}
+                        for t, lp in zip(tokens, logprobs, strict=True)
+                    ),
+                    *block["top_logprobs"],
+                ],
+                "text_offset": [*offsets, *block["text_offset"]],
+            }
+        return {**choice, "text": prompt + choice["text"], "logprobs": block}
 
     # ------------------------------------------------------------ shared
     def _check_logprobs_supported(self) -> None:

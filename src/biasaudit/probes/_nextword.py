@@ -12,8 +12,15 @@ text such as "The nurse is", the probabilities of the next word being one of
 are summed per set, and the male share is normalised over the two sets,
 :math:`p^m = P(\\text{male}) / (P(\\text{male}) + P(\\text{female}))`.
 
-The probabilities come from one of three paths:
+The probabilities come from one of four paths:
 
+- ``"continuation"`` (the paper's): every listed word is scored as a
+  continuation of the text, its probability the product over its tokens
+  (the sum of their logprobs), read from a legacy completions endpoint that
+  echoes the prompt with its token logprobs (vLLM, llama.cpp, SGLang;
+  lm-evaluation-harness's ``loglikelihood`` is the same request). Every
+  listed word is seen, whole, however it is tokenised: coverage 1. One
+  request per word (22 per text), each one token long to generate;
 - ``"completions"``: the legacy completions endpoint's top-N first-token
   logprobs for the text itself;
 - ``"chat"``: chat ``top_logprobs`` of the first answer token, the model being
@@ -70,8 +77,8 @@ FEMALE_WORDS = (
     "femininities", "girl", "girls",
 )  # fmt: skip
 
-NextWordPath = Literal["completions", "chat", "samples"]
-NextWordChoice = Literal["auto", "completions", "chat", "samples"]
+NextWordPath = Literal["continuation", "completions", "chat", "samples"]
+NextWordChoice = Literal["auto", "continuation", "completions", "chat", "samples"]
 
 CHAT_SYSTEM = "You continue text. Reply with the single word that comes next, and nothing else."
 CHAT_USER = "Continue this text with its next word:\n\n{text}"
@@ -197,9 +204,11 @@ class NextWordProbe:
     ) -> NextWordProbe:
         """The probe for an endpoint.
 
-        ``"auto"`` takes legacy completions logprobs where the endpoint has
-        completions, chat logprobs otherwise, and sampled first words where it
-        gives no logprobs. ``top_logprobs`` defaults to 20, or what the endpoint allows.
+        ``"auto"`` scores every listed word as a continuation where the
+        endpoint echoes prompts with logprobs, takes legacy completions
+        logprobs where it has completions, chat logprobs otherwise, and sampled
+        first words where it gives no logprobs. ``top_logprobs`` defaults to
+        20, or what the endpoint allows.
 
         Raises
         ------
@@ -209,13 +218,15 @@ class NextWordProbe:
         no_logprobs = capabilities.logprobs is False or capabilities.max_top_logprobs == 0
         if choice in ("completions", "chat") and no_logprobs:
             raise UsageError("this endpoint gives no logprobs: use --next-word samples (or auto)")
-        if choice == "completions" and not capabilities.completions:
+        if choice in ("completions", "continuation") and not capabilities.completions:
             raise UsageError("this endpoint has no legacy completions: use --next-word chat")
         path: NextWordPath
         if choice != "auto":
             path = choice
         elif no_logprobs:
             path = "samples"
+        elif capabilities.echo and capabilities.completions:
+            path = "continuation"
         else:
             path = "completions" if capabilities.completions else "chat"
         wanted = top_logprobs or _MAX_TOP_LOGPROBS
@@ -233,10 +244,19 @@ class NextWordProbe:
     @property
     def via(self) -> Literal["completions", "chat"]:
         """The endpoint asked: legacy completions or chat."""
-        return self.sample_via if self.path == "samples" else self.path
+        if self.path == "samples":
+            return self.sample_via
+        return "completions" if self.path == "continuation" else self.path
 
     def requests(self, request_id: str, text: str) -> list[ModelRequest]:
-        """The request(s) for the next word of ``text``."""
+        """The request(s) for the next word of ``text`` (continuation: one per listed word,
+        its id ``<request_id>|<word>``)."""
+        if self.path == "continuation":
+            params = SamplingParams(max_tokens=1, temperature=0.0, echo=True)
+            return [
+                ModelRequest(id=f"{request_id}|{word}", prompt=f"{text} {word}", params=params)
+                for word in MALE_WORDS + FEMALE_WORDS
+            ]
         prompt, messages = self._input(text)
         if self.path != "samples":
             params = SamplingParams(max_tokens=1, logprobs=True, top_logprobs=self.top_logprobs)
@@ -263,6 +283,42 @@ class NextWordProbe:
     def first_replicate(self, request: ModelRequest) -> int:
         """Sample path: the index of the first replicate a request asked for."""
         return request.replicate * self.choices_per_request
+
+    @staticmethod
+    def continuation_logprob(response: ModelResponse, text: str) -> float | None:
+        """Continuation path: log P(word | text), the summed logprobs of the echoed tokens
+        after ``text``; None when the endpoint echoed none, or a token straddles the end
+        of ``text`` (the word's own probability cannot be told apart then)."""
+        end = len(text)
+        total, found = 0.0, False
+        for token in response.echoed or ():
+            if token.offset >= end:
+                if token.logprob is None:
+                    return None
+                total += token.logprob
+                found = True
+            elif token.offset + len(token.token) > end:
+                return None
+        return total if found else None
+
+    @staticmethod
+    def word_of(request_id: str) -> str:
+        """Continuation path: the listed word a request scores."""
+        return request_id.rpartition("|")[2]
+
+    @staticmethod
+    def continuation_shares(logprobs: dict[str, float]) -> NextWordShares:
+        """Continuation path: the shares from each listed word's log-probability; a word
+        not scored (failed, or unreadable) is listed as missing."""
+        mass = {"male": 0.0, "female": 0.0}
+        for word, logprob in logprobs.items():
+            mass[_GENDER_OF[word]] += math.exp(logprob)
+        missing = tuple(w for w in MALE_WORDS + FEMALE_WORDS if w not in logprobs)
+        # Every scored word is seen whole: nothing is unseen, so coverage is 1.
+        return NextWordShares(
+            male=mass["male"], female=mass["female"], top_mass=1.0,
+            alternatives=len(logprobs), missing=missing,
+        )  # fmt: skip
 
     def read(self, response: ModelResponse) -> NextWordShares:
         """Logprob paths: the listed words' mass among the first token's alternatives."""

@@ -89,17 +89,19 @@ KNOWN_PROVIDERS: dict[str, ProviderInfo] = {
         "openai", "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY", _UNKNOWN_LOGPROBS
     ),
     "vllm": ProviderInfo(
-        "openai", None, None, Capabilities(max_top_logprobs=20, prompt_batch=PROMPT_BATCH),
+        "openai", None, None,
+        Capabilities(max_top_logprobs=20, prompt_batch=PROMPT_BATCH, echo=True),
         "top_logprobs capped by the server's --max-logprobs (default 20)",
     ),
     "llamacpp": ProviderInfo(
-        "openai", None, None, Capabilities(max_top_logprobs=None),
+        "openai", None, None, Capabilities(max_top_logprobs=None, echo=True),
         "logprobs need the server started with logits for all tokens",
     ),
     "ollama": ProviderInfo("openai", None, None, _UNKNOWN_LOGPROBS),
     "tgi": ProviderInfo("openai", None, None, _UNKNOWN_LOGPROBS),
     "sglang": ProviderInfo(
-        "openai", None, None, Capabilities(max_top_logprobs=None, prompt_batch=PROMPT_BATCH)
+        "openai", None, None,
+        Capabilities(max_top_logprobs=None, prompt_batch=PROMPT_BATCH, echo=True),
     ),
     "lmstudio": ProviderInfo("openai", None, None, _UNKNOWN_LOGPROBS),
     "sim": ProviderInfo("sim", None, None, Capabilities(max_top_logprobs=20), "offline, simulated"),
@@ -107,7 +109,7 @@ KNOWN_PROVIDERS: dict[str, ProviderInfo] = {
     # logprobs (chat-style content[]), seed; no `n` (the engine splits n-choice requests).
     "local": ProviderInfo(
         "local", None, None,
-        Capabilities(n=False, max_top_logprobs=None),
+        Capabilities(n=False, max_top_logprobs=None, echo=True),
         "local/smollm2 or local/PATH.gguf; needs the [local] extra; one process",
     ),
 }  # fmt: skip

@@ -37,6 +37,11 @@ class SamplingParams(BaseModel):
     n: int | None = Field(None, ge=1, le=128, description="Choices to sample in one call.")
     seed: int | None = None
     stop: tuple[str, ...] | None = None
+    echo: bool = Field(
+        False,
+        description="Legacy completions: also return the prompt's own tokens with their "
+        "log-probabilities, to score the prompt's end as a continuation.",
+    )
     reasoning_effort: ReasoningEffort | None = Field(
         None,
         description="How much a reasoning model reasons before it answers (OpenAI's "
@@ -150,6 +155,17 @@ class FirstTokenLogprobs(BaseModel):
     top: tuple[tuple[str, float], ...] = ()
 
 
+class EchoedToken(BaseModel):
+    """One token of a prompt the endpoint echoed: its text, log-probability given the
+    tokens before it (None for the first), and where it starts in the prompt."""
+
+    model_config = ConfigDict(frozen=True)
+
+    token: str
+    logprob: float | None = None
+    offset: int = Field(ge=0)
+
+
 class Usage(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -175,6 +191,9 @@ class ModelResponse(BaseModel):
     usage: Usage = Usage()
     refusal: str | None = Field(None, description="Why the model refused, if it did.")
     simulated: bool = False
+    echoed: tuple[EchoedToken, ...] | None = Field(
+        None, description="The prompt's tokens with their log-probabilities (``echo``)."
+    )
 
     @property
     def text(self) -> str:
@@ -207,6 +226,11 @@ class Capabilities(BaseModel):
     )
     max_stop: int | None = Field(
         None, ge=1, description="Most stop sequences a request may give (None: no known limit)."
+    )
+    echo: bool = Field(
+        False,
+        description="Legacy completions echo the prompt with its tokens' log-probabilities "
+        "(vLLM, llama.cpp, SGLang): a given continuation can be scored whole.",
     )
     reasoning_tokens: int | None = Field(
         None,

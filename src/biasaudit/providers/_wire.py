@@ -94,6 +94,7 @@ class ChoiceLogprobs(TypedDict):
     tokens: NotRequired[list[str] | None]
     token_logprobs: NotRequired[list[Logprob | None] | None]
     top_logprobs: NotRequired[list[dict[str, Logprob] | None] | None]
+    text_offset: NotRequired[list[Count] | None]
 
 
 @_STRICT

@@ -14,6 +14,7 @@ logprobs, and both shapes are read:
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -23,7 +24,14 @@ from ._base import classify_status
 from ._batch_api import BatchAPI
 from ._prompt_batch import PromptBatcher, split_choices
 from ._sdk import _URL_MEMO, SDKProvider, http_module, is_transport_error, transport_error
-from ._types import Capabilities, FirstTokenLogprobs, ModelRequest, ModelResponse, Usage
+from ._types import (
+    Capabilities,
+    EchoedToken,
+    FirstTokenLogprobs,
+    ModelRequest,
+    ModelResponse,
+    Usage,
+)
 from ._wire import (
     OPENAI_BODY,
     ChatChoice,
@@ -365,9 +373,11 @@ def _completion_params(request: ModelRequest) -> dict[str, Any]:
     params = _common_params(request)
     if p.max_tokens is not None:
         params["max_tokens"] = p.max_tokens
-    if p.wants_logprobs:
+    if p.wants_logprobs or p.echo:
         # Legacy completions take the number of alternatives; 1 still returns the token's own.
         params["logprobs"] = max(1, p.top_logprobs or 0)
+    if p.echo:
+        params["echo"] = True
     return params
 
 
@@ -397,13 +407,18 @@ def _response(body: OpenAIBody, request: ModelRequest, *, request_id: str | None
             refusals.append("the endpoint's content filter stopped the answer")
         logprobs.append(_first_token_logprobs(choice.get("logprobs")))
     wanted = request.params.wants_logprobs
-    if wanted and all(entry is None for entry in logprobs) and any(texts):
+    echoed = None
+    if request.params.echo:
+        echoed = _echoed(choices[0].get("logprobs") if choices else None, request.prompt or "")
+        logprobs = [None] * len(choices)  # the first entries are the prompt's, not the answer's
+    elif wanted and all(entry is None for entry in logprobs) and any(texts):
         raise LogprobsUnavailableError(
             "the endpoint answered without logprobs although they were requested; "
             "it cannot give logprobs (use sampled replicates instead)"
         )
     usage = body.get("usage") or {}
     return ModelResponse(
+        echoed=echoed,
         texts=tuple(texts),
         logprobs=tuple(logprobs) if wanted else None,
         finish_reasons=tuple(finish),
@@ -435,6 +450,52 @@ def _choice_text(choice: ChatChoice, kind: str, refusals: list[str]) -> str:
     if isinstance(content, list):  # text in parts (some servers): the text parts, joined
         return "".join(part.get("text") or "" for part in content if "text" in part["type"])
     return content or ""
+
+
+def _echoed(block: ChoiceLogprobs | None, prompt: str) -> tuple[EchoedToken, ...]:
+    """The prompt's tokens, log-probabilities and offsets from an echoed answer.
+
+    Either logprobs shape: legacy lists (``tokens``, ``token_logprobs``,
+    ``text_offset``; offsets rebuilt from the tokens where missing) or
+    ``content`` entries. Only the tokens within the prompt are kept.
+
+    Raises
+    ------
+    LogprobsUnavailableError
+        The answer holds no token log-probabilities: the endpoint does not echo.
+    Unreadable
+        The lists disagree in length.
+    """
+    tokens: list[str] = []
+    logprobs: list[float | None] = []
+    offsets: list[int] | None = None
+    if block is not None and block.get("content"):
+        for entry in block.get("content") or ():
+            tokens.append(entry["token"])
+            logprobs.append(entry.get("logprob"))
+    elif block is not None and block.get("tokens"):
+        tokens = list(block.get("tokens") or ())
+        logprobs = list(block.get("token_logprobs") or ())
+        offsets = block.get("text_offset")
+        if len(logprobs) != len(tokens) or (offsets is not None and len(offsets) != len(tokens)):
+            raise Unreadable("echoed tokens, logprobs and offsets differ in length")
+    if not tokens:
+        raise LogprobsUnavailableError(
+            "the endpoint did not echo the prompt's token logprobs, so a continuation cannot "
+            "be scored (use --next-word completions, chat or samples)"
+        )
+    if offsets is None:
+        offsets = list(itertools.accumulate((len(token) for token in tokens[:-1]), initial=0))
+    if not offsets or offsets[0] >= len(prompt):  # only the answer's tokens came back
+        raise LogprobsUnavailableError(
+            "the endpoint did not echo the prompt's tokens, so a continuation cannot be "
+            "scored (use --next-word completions, chat or samples)"
+        )
+    return tuple(
+        EchoedToken(token=token, logprob=logprob, offset=offset)
+        for token, logprob, offset in zip(tokens, logprobs, offsets, strict=True)
+        if offset < len(prompt)
+    )
 
 
 def _first_token_logprobs(block: ChoiceLogprobs | None) -> FirstTokenLogprobs | None:

@@ -77,6 +77,7 @@ class RutedPlan:
         self._where: dict[str, _Where] = {}
         self._tallies: dict[tuple[str, int | None, str], _Tally] = {}
         self._shares: dict[str, NextWordShares] = {}
+        self._word_logprobs: dict[str, dict[str, float]] = {}  # continuation path
         self._errors: dict[tuple[str, int | None, str], str] = {}
         self._replicates: list[tuple[Any, ...]] = []
         self._occupations = {occupation.name: occupation for occupation in task.occupations}
@@ -98,9 +99,15 @@ class RutedPlan:
         return f"{where.context}/{where.template}/{where.occupation.name}"
 
     def _add(self, where: _Where, requests: list[ModelRequest]) -> None:
-        self._where[requests[0].id] = where
+        for request in requests:
+            self._where[request.id] = where
         self._tallies[(where.context, where.template, where.occupation.name)] = _Tally()
         self.requests.extend(requests)
+
+    @property
+    def continuation_standard(self) -> bool:
+        """Whether the standard test scores every listed word as a continuation."""
+        return self.nextword is not None and self.nextword.path == "continuation"
 
     @property
     def sampled_standard(self) -> bool:
@@ -121,6 +128,19 @@ class RutedPlan:
             refused = len(response.texts) or 1
             self._tallies[key].refused += refused
             return {"probe": probe, "irregular": refused}
+        if where.context == "standard" and self.continuation_standard:
+            text = self.task.standard_text(where.occupation)
+            word = NextWordProbe.word_of(request.id)
+            logprob = NextWordProbe.continuation_logprob(response, text)
+            if logprob is not None:
+                self._word_logprobs.setdefault(where.occupation.name, {})[word] = logprob
+            return {
+                "probe": probe,
+                "scoring_path": "continuation",
+                "parsed": word,
+                "label_probabilities": None if logprob is None else {word: math.exp(logprob)},
+                "irregular": int(logprob is None),
+            }
         if where.context == "standard" and not self.sampled_standard:
             assert self.nextword is not None
             shares = self._shares[where.occupation.name] = self.nextword.read(response)
@@ -170,7 +190,12 @@ class RutedPlan:
                 "context": context, "template": template, "occupation": name,
                 "majority": occupation.majority,
             }  # fmt: skip
-            if context == "standard" and not self.sampled_standard:
+            if context == "standard" and self.continuation_standard:
+                scored = self._word_logprobs.get(name)
+                shares = NextWordProbe.continuation_shares(scored) if scored else None
+                row |= _shares_columns(shares, failed=tally.failed)
+                row["refused"] = tally.refused
+            elif context == "standard" and not self.sampled_standard:
                 row |= _shares_columns(self._shares.get(name), failed=tally.failed)
                 row["refused"] = tally.refused
             else:
