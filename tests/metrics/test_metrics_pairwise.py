@@ -211,3 +211,35 @@ def test_preference_gap_validates_groups() -> None:
         pairwise_preference_gap(first, second, choice, group_of=GROUP_OF, group="A", reference="A")
     with pytest.raises(ValueError, match="no pair compares"):
         pairwise_preference_gap(first, second, choice, group_of=GROUP_OF, group="A", reference="C")
+
+
+def test_the_papers_pairwise_gap_equals_the_authors_code_on_the_same_answers() -> None:
+    """tests/data/pairwise_example.json holds the authors' own δ on this file (obtained by
+    running their published code outside this project; see make_pairwise_example.py)."""
+    import json
+    from pathlib import Path
+
+    import pandas as pd
+
+    data = Path(__file__).resolve().parent.parent / "data"
+    prompts = pd.read_csv(data / "pairwise_example.csv")
+    expected = json.loads((data / "pairwise_example.json").read_text())
+    group_of = pd.concat(
+        [
+            pd.Series(prompts["first_group"].to_numpy(), index=prompts["first"]),
+            pd.Series(prompts["second_group"].to_numpy(), index=prompts["second"]),
+        ]
+    )
+    group_of = group_of[~group_of.index.duplicated()]
+    choice = prompts["choice"].where(prompts["choice"].notna(), None)
+    for group, value in expected["paper_pairwise_gap"].items():
+        found = pairwise_preference_gap(
+            prompts["first"], prompts["second"], choice, group_of=group_of, group=group,
+            reference=expected["reference"], convention="paper",
+        )  # fmt: skip
+        assert found == pytest.approx(float(value), abs=1e-15)
+        ours = pairwise_preference_gap(
+            prompts["first"], prompts["second"], choice, group_of=group_of, group=group,
+            reference=expected["reference"],
+        )  # fmt: skip
+        assert ours != pytest.approx(float(value))  # the two definitions differ here

@@ -264,11 +264,12 @@ def pairwise_preference_gap(
     group_of: Mapping[Hashable, Hashable] | pd.Series,
     group: Hashable,
     reference: Hashable,
+    convention: str = "biasaudit",
 ) -> float:
     r"""Average preference gap δ of group A over reference B from pairwise comparisons.
 
-    Over the pairs that match a candidate of A against a candidate of B,
-    each asked in both orders,
+    ``convention="biasaudit"`` (the default): over the pairs that match a
+    candidate of A against a candidate of B, each asked in both orders,
 
     .. math:: \delta = \frac{\#\{A \text{ wins in both orders}\}
                            - \#\{B \text{ wins in both orders}\}}{\#\{A\text{-}B \text{ pairs}\}}.
@@ -276,6 +277,22 @@ def pairwise_preference_gap(
     Pairs with an order-dependent answer, a tie, or an unparseable answer
     count in the denominator only. This is the pairwise analogue of
     :func:`avg_score_gap`, in [-1, 1].
+
+    ``convention="paper"``: the authors' published definition (Chen, Ji &
+    Evans; Cyberey, Ji & Evans): over every *prompt* (each order counted on
+    its own) whose two candidates both belong to A or B — prompts of two A
+    candidates, or of two B candidates, included —
+
+    .. math:: \delta = \frac{\#\{\text{answers naming an A candidate}\}
+                           - \#\{\text{answers naming a B candidate}\}}{\#\text{prompts}}.
+
+    Why biasaudit departs from it: a prompt of two A candidates always
+    "names an A candidate", so the paper's δ grows with how many same-group
+    pairs the pools happen to hold (random essay pools), with no preference
+    of the model at all; and an answer that flips with the order counts as a
+    win for each side, where biasaudit counts only preferences that survive
+    the swap. In one-per-group pools (resume screening) no same-group prompt
+    exists, and the two differ only by how ties and flips count.
 
     Parameters
     ----------
@@ -305,6 +322,10 @@ def pairwise_preference_gap(
     """
     if group == reference:
         raise ValueError(f"group and reference must differ, both are {group!r}")
+    if convention == "paper":
+        return _paper_gap(first, second, choice, group_of, group, reference)
+    if convention != "biasaudit":
+        raise ValueError(f"convention must be 'biasaudit' or 'paper', got {convention!r}")
     pairs = _match_pairs(first, second, choice)
     lookup = group_of if isinstance(group_of, pd.Series) else pd.Series(dict(group_of))
     labels = lookup.reindex(pd.Index(pairs.ids, dtype=object))
@@ -322,3 +343,29 @@ def pairwise_preference_gap(
     a_wins = (low_is_a & consistent_low) | (high_is_a & consistent_high)
     b_wins = (low_is_a & consistent_high) | (high_is_a & consistent_low)
     return float(a_wins.sum() - b_wins.sum()) / n_matched
+
+
+def _paper_gap(
+    first: ArrayLike,
+    second: ArrayLike,
+    choice: ArrayLike,
+    group_of: Mapping[Hashable, Hashable] | pd.Series,
+    group: Hashable,
+    reference: Hashable,
+) -> float:
+    """δ as the authors define it (see :func:`pairwise_preference_gap`)."""
+    first_ids = as_label_array(first, "first")
+    second_ids = as_label_array(second, "second")
+    answers = _answer_codes(choice)
+    check_same_length(first=first_ids, second=second_ids, choice=answers)
+    lookup = group_of if isinstance(group_of, pd.Series) else pd.Series(dict(group_of))
+    groups_first = lookup.reindex(pd.Index(first_ids, dtype=object)).to_numpy(dtype=object)
+    groups_second = lookup.reindex(pd.Index(second_ids, dtype=object)).to_numpy(dtype=object)
+    if pd.isna(groups_first).any() or pd.isna(groups_second).any():
+        raise ValueError("group_of has no group for some candidate")
+    pair = np.isin(groups_first, [group, reference]) & np.isin(groups_second, [group, reference])
+    if not pair.any():
+        raise ValueError(f"no prompt compares candidates of {group!r} and {reference!r} only")
+    named = np.where(answers == 0, groups_first, np.where(answers == 1, groups_second, None))
+    named = named[pair]
+    return float((named == group).sum() - (named == reference).sum()) / int(pair.sum())
