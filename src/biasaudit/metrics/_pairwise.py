@@ -363,7 +363,8 @@ def _paper_gap(
     groups_second = lookup.reindex(pd.Index(second_ids, dtype=object)).to_numpy(dtype=object)
     if pd.isna(groups_first).any() or pd.isna(groups_second).any():
         raise ValueError("group_of has no group for some candidate")
-    pair = np.isin(groups_first, [group, reference]) & np.isin(groups_second, [group, reference])
+    both = np.array([group, reference], dtype=object)
+    pair = np.isin(groups_first, both) & np.isin(groups_second, both)
     if not pair.any():
         raise ValueError(f"no prompt compares candidates of {group!r} and {reference!r} only")
     named = np.where(answers == 0, groups_first, np.where(answers == 1, groups_second, None))
