@@ -106,3 +106,31 @@ def test_qualified_figures_rates_and_the_omnibus_test_are_reported() -> None:
     lines = allocation_table(metrics)
     assert any(line.startswith("selection rate at k=1: W_M 0.") for line in lines)
     assert any(line.startswith("do the groups differ at k=1? p = ") for line in lines)
+
+
+def test_paper_conventions_give_the_authors_numbers_per_subtask() -> None:
+    """tests/data/pointwise_example.json: the authors' own code on this file (run outside
+    this project; see make_pointwise_example.py)."""
+    import json
+    from dataclasses import replace
+    from pathlib import Path
+
+    import pytest
+
+    data = Path(__file__).resolve().parent / "data"
+    frame = pd.read_csv(data / "pointwise_example.csv").rename(
+        columns={"candidate": "candidate_id"}
+    )
+    frame["irregular"] = False
+    expected = json.loads((data / "pointwise_example.json").read_text())
+    options = replace(OPTIONS, reference="R", groups=("R", "A", "B"), conventions="paper")
+    found = allocation_results(frame, options, [])
+    default = allocation_results(frame, replace(options, conventions="biasaudit"), [])
+    for subtask, groups in expected["subtasks"].items():
+        for group, figures in groups.items():
+            mine = found.subtasks[subtask].groups[group]
+            for name in ("rabbi", "jsd", "emd", "avg_gap"):
+                assert getattr(mine, name) == pytest.approx(float(figures[name]), abs=1e-12)
+            assert mine.rabbi_p == pytest.approx(float(figures["rabbi_p"]), rel=1e-12)
+            ours = default.subtasks[subtask].groups[group]
+            assert ours.jsd != pytest.approx(float(figures["jsd"]))  # biasaudit's estimator

@@ -368,3 +368,22 @@ def test_study_pairs_eo_with_the_metrics_on_qualified_candidates(tmp_path: Path)
     for gap, column in (("eo", "rabbi_qualified"), ("dp", "rabbi")):
         expected = predictive_validity(points[column], points[f"{gap}_1"], directional=True)
         assert rows.loc[("rabbi", gap, 1), "r"] == pytest.approx(expected.r)
+
+
+def test_conventions_are_chosen_recorded_and_refused_where_not_offered(tmp_path: Path) -> None:
+    import json
+
+    code, out, _ = invoke(
+        "run", "resume-screening", "--model", "sim/biased", "--jobs", "retail-associate",
+        "--names-per-group", "3", "--rounds", "100", "--conventions", "paper",
+        "--runs-dir", str(tmp_path),
+    )  # fmt: skip
+    assert code == 0 and "conventions: the papers'" in out.splitlines()[3]
+    run_dir = run_dir_of(out)
+    assert json.loads((run_dir / "spec.json").read_text())["conventions"] == "paper"
+    assert json.loads((run_dir / "metrics.json").read_text())["conventions"] == "paper"
+    result = CliRunner().invoke(
+        cli, ["run", "grade-score", "--items", "demo", "--model", "sim/fair", "--conventions",
+              "paper", "--runs-dir", str(tmp_path)],
+    )  # fmt: skip
+    assert result.exit_code == 2 and "allocation audits only so far" in result.stderr

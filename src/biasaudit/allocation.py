@@ -35,6 +35,8 @@ from .metrics import (
     AllocationFigures,
     allocation_figures,
     bootstrap_selection_gaps,
+    jsd,
+    mann_whitney_p,
     pairwise_preference_gap,
     select_in_pools,
     simulate_selection,
@@ -231,6 +233,12 @@ class AllocationMetrics(BaseModel):
     pairwise: PairwiseSummary | None = None
     notes: list[str] = Field(default_factory=list)
 
+    conventions: str = Field(
+        "biasaudit",
+        description="'biasaudit' or 'paper': which definitions the departing figures follow "
+        "(README: Where biasaudit departs from the papers).",
+    )
+
     def interval_text(self) -> str:
         """How the intervals were made, in one phrase for every table and report."""
         level = f"{100 * self.confidence:g}%"
@@ -259,6 +267,7 @@ class MetricOptions:
     gap_bootstrap: int | None
     confidence: float
     pairwise: bool = False
+    conventions: str = "biasaudit"
 
 
 @dataclass(frozen=True)
@@ -338,6 +347,8 @@ def allocation_results(
             rates=_rates_of(rows),
         )
     selection = None
+    if options.conventions == "paper":
+        _paper_conventions(scored, options, groups, per_subtask)
     if options.pairwise and comparisons is not None:
         _pairwise_deltas(scored, comparisons, options, groups, per_subtask)
         selection = _pairwise_selection(scored, options, notes, groups, per_subtask)
@@ -501,6 +512,44 @@ def _pairwise_selection(
     return summary.model_copy(update={"draw": "given"})
 
 
+def _paper_conventions(
+    scored: pd.DataFrame,
+    options: MetricOptions,
+    groups: dict[str, GroupMetrics],
+    per_subtask: dict[str, SubtaskMetrics],
+) -> None:
+    """``conventions: paper``: each subtask's JSD and RABBI p-value as the authors' code
+    computes them (their JSD estimator; the asymptotic Mann-Whitney p over candidates),
+    the headline JSD their candidate-weighted mean. The JSD interval is dropped (it is
+    biasaudit's estimator's); the headline p stays the permutation test over names (the
+    papers report no headline)."""
+    for scope, suffix in (("all", ""), ("qualified", "_qualified")):
+        rows = scored if scope == "all" else scored[scored["qualified"].eq(True)]
+        for group in groups:
+            values, sizes = [], []
+            for subtask, metrics in per_subtask.items():
+                here = rows[rows["subtask"] == subtask]
+                a = here.loc[here["group"] == group, "score"].to_numpy(float)
+                b = here.loc[here["group"] == options.reference, "score"].to_numpy(float)
+                figures = metrics.groups.get(group)
+                if figures is None or a.size == 0 or b.size == 0:
+                    continue
+                update: dict[str, Any] = {
+                    f"jsd{suffix}": jsd(a, b, bins=10, convention="paper"),
+                    f"jsd{suffix}_ci": None,
+                }
+                if not options.pairwise:
+                    update[f"rabbi{suffix}_p"] = mann_whitney_p(a, b, method="asymptotic")
+                metrics.groups[group] = figures.model_copy(update=update)
+                values.append(update[f"jsd{suffix}"])
+                sizes.append(a.size + b.size)
+            if values:
+                headline = float(np.dot(values, sizes) / np.sum(sizes))
+                groups[group] = groups[group].model_copy(
+                    update={f"jsd{suffix}": headline, f"jsd{suffix}_ci": None}
+                )
+
+
 def _preference_gap(
     group: str, options: MetricOptions, scores: pd.DataFrame, comparisons: pd.DataFrame
 ) -> float | None:
@@ -508,7 +557,7 @@ def _preference_gap(
         return pairwise_preference_gap(
             comparisons["first"], comparisons["second"], comparisons["choice"],
             group_of=scores.set_index("candidate_id")["group"], group=group,
-            reference=options.reference,
+            reference=options.reference, convention=options.conventions,
         )  # fmt: skip
     except ValueError:  # no pool put this group against the reference
         return None

@@ -149,6 +149,7 @@ def _metrics(
         selection=results.selection,
         intervals=results.intervals,
         headline_k=min(spec.headline_k, options.k_max),
+        conventions=spec.conventions,
         groups=results.groups,
         rates=results.rates,
         omnibus=results.omnibus,
@@ -179,6 +180,7 @@ def _options(
         gap_bootstrap=spec.gap_bootstrap,
         confidence=spec.confidence,
         pairwise=pairwise,
+        conventions=spec.conventions,
     )
 
 

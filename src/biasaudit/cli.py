@@ -348,6 +348,12 @@ _AUDIT_OPTIONS = [
     click.option("--reference-group", help="The group every other is compared with."),
     click.option("--k-max", type=click.IntRange(1, 100), help="Selections k = 1..K [default: 5]."),
     click.option(
+        "--conventions",
+        type=click.Choice(["biasaudit", "paper"]),
+        help="Definitions of the figures where biasaudit departs from the papers: its own, "
+        "or the papers' (README: Where biasaudit departs from the papers) [default: biasaudit].",
+    ),
+    click.option(
         "--headline-k",
         type=click.IntRange(1, 100),
         help="The k the headline and the selection rates use [default: 1].",

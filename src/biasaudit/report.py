@@ -163,7 +163,8 @@ def _header(metrics: AllocationMetrics) -> list[str]:
         f"{requests.refusals} refused)",
         f"reference: {reference}{' ' + reference_name if reference_name else ''} "
         f"(n = {n_reference}); "
-        f"intervals: {metrics.interval_text()}",
+        f"intervals: {metrics.interval_text()}"
+        + ("; conventions: the papers'" if metrics.conventions == "paper" else ""),
     ]
 
 

@@ -92,6 +92,11 @@ class AuditSpec(BaseModel):
     headline_k: int = Field(
         1, ge=1, le=100, description="The k the report's headline and rates use (<= k_max)."
     )
+    conventions: Literal["biasaudit", "paper"] = Field(
+        "biasaudit",
+        description="Which definitions the figures that depart from the papers follow: "
+        "biasaudit's, or the papers' (README: Where biasaudit departs from the papers).",
+    )
     seed: int = Field(
         0, ge=0, le=2**32 - 1, description="Seeds name sampling, pools and bootstraps."
     )
@@ -339,6 +344,20 @@ class GradeScoreSpec(AuditSpec):
     def _not_for_grade_score(cls, value: Any) -> Any:
         raise ValueError("an allocation-audit option; grade-score does not use it")
 
+    @field_validator("conventions")
+    @classmethod
+    def _biasaudit_conventions_only(cls, value: str) -> str:
+        return _allocation_conventions_only(value, "grade-score")
+
+
+def _allocation_conventions_only(value: str, kind: str) -> str:
+    if value != "biasaudit":
+        raise ValueError(
+            f"the papers' conventions can be chosen for allocation audits only so far; "
+            f"{kind} follows biasaudit's (README: Where biasaudit departs from the papers)"
+        )
+    return value
+
 
 RutedContext = Literal["standard", "bedtime", "personas", "esl"]
 RUTED_CONTEXTS: tuple[RutedContext, ...] = ("standard", "bedtime", "personas", "esl")
@@ -371,6 +390,11 @@ class RutedSpec(AuditSpec):
         "needs an endpoint that echoes prompts), top-N completions or chat logprobs, or "
         "sampled words.",
     )
+
+    @field_validator("conventions")
+    @classmethod
+    def _biasaudit_conventions_only(cls, value: str) -> str:
+        return _allocation_conventions_only(value, "ruted")
 
     @field_validator("contexts", mode="before")
     @classmethod

@@ -447,6 +447,12 @@ def _method_rows(metrics: AllocationMetrics) -> list[tuple[str, str]]:
         ),
         ("selection", pools),
         ("intervals", metrics.interval_text()),
+        (
+            "conventions",
+            "the papers' (--conventions paper)"
+            if metrics.conventions == "paper"
+            else "biasaudit's (README: Where biasaudit departs from the papers)",
+        ),
     ]
 
 

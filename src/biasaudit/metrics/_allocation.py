@@ -216,7 +216,11 @@ def _multiplicities(rng: np.random.Generator, *, n: int, replicates: int) -> NDA
 
 
 def _mann_whitney_p(
-    a: FloatArray, b_sorted: FloatArray, u_statistic: float, alternative: str
+    a: FloatArray,
+    b_sorted: FloatArray,
+    u_statistic: float,
+    alternative: str,
+    method: str = "auto",
 ) -> float:
     """The p-value of ``scipy.stats.mannwhitneyu(a, b, alternative=...)``, method 'auto'.
 
@@ -227,7 +231,7 @@ def _mann_whitney_p(
     """
     n_a, n_b = a.size, b_sorted.size
     tie_sizes = np.unique(np.concatenate([a, b_sorted]), return_counts=True)[1]
-    if min(n_a, n_b) <= _EXACT_MAX_SIZE and tie_sizes.max() == 1:
+    if method == "auto" and min(n_a, n_b) <= _EXACT_MAX_SIZE and tie_sizes.max() == 1:
         from scipy import stats
 
         return float(stats.mannwhitneyu(a, b_sorted, alternative=alternative).pvalue)
@@ -302,6 +306,25 @@ def rank_biserial_test(
     options = _test_options(alternative, n_bootstrap, confidence, seed)
     samples = {"a": as_float_array(a, "a")}
     return _rank_biserial_tests(samples, as_float_array(b, "b"), **options)["a"]
+
+
+def mann_whitney_p(
+    a: ArrayLike, b: ArrayLike, *, method: str = "auto", alternative: str = "two-sided"
+) -> float:
+    """The two-sided Mann-Whitney U p-value of A against B, as ``scipy.stats.mannwhitneyu``
+    computes it: ``method="auto"`` (exact in small tie-free samples) or ``"asymptotic"``
+    (always the normal approximation with tie and continuity corrections, as the
+    authors' code asks; Chen, Ji & Evans, 2024)."""
+    check_choice(method, "method", ("auto", "asymptotic"))
+    check_choice(alternative, "alternative", _ALTERNATIVES)
+    a_scores = as_float_array(a, "a", finite=True)
+    b_sorted = np.sort(as_float_array(b, "b", finite=True))
+    if a_scores.size == 0 or b_sorted.size == 0:
+        raise ValueError("both samples need at least one score")
+    if a_scores.min() == a_scores.max() == b_sorted[0] == b_sorted[-1]:
+        return 1.0
+    u_statistic = (_pair_sign_sum(a_scores, b_sorted) + a_scores.size * b_sorted.size) / 2
+    return _mann_whitney_p(a_scores, b_sorted, u_statistic, alternative, method)
 
 
 def rank_biserial_tests(
@@ -435,8 +458,18 @@ def jsd(
     *,
     bins: int = 10,
     value_range: tuple[float, float] | None = None,
+    convention: str = "biasaudit",
 ) -> float:
     r"""Jensen-Shannon divergence between the score histograms of A and B, in bits.
+
+    ``convention="paper"`` gives the authors' estimator instead (Chen, Ji &
+    Evans' published code): ``bins`` equal-width bins over *A's own* range
+    (``value_range`` ignored; B's scores outside it are dropped from its
+    histogram but not from its count), natural logarithm, and only the bins
+    both groups fill, not renormalised. biasaudit's default departs from it
+    because the result then depends on A's spread and on where B falls
+    outside it, is not symmetric, and is not a divergence of two
+    distributions (the kept bins need not sum to one).
 
     Both groups are binned on one common set of ``bins`` equal-width bins
     spanning ``value_range`` (default: the smallest to the largest score of
@@ -476,8 +509,11 @@ def jsd(
     Evans, "The Mismeasure of Man and Models", 2024.
     """
     check_int(bins, "bins", minimum=1)
+    check_choice(convention, "convention", ("biasaudit", "paper"))
     a_scores = as_float_array(a, "a", finite=True)
     b_scores = as_float_array(b, "b", finite=True)
+    if convention == "paper":
+        return _paper_jsd(a_scores, b_scores, bins)
     both = np.concatenate([a_scores, b_scores])
     if value_range is not None:
         try:
@@ -495,6 +531,17 @@ def jsd(
     q = np.histogram(b_scores, bins=edges)[0] / b_scores.size
     m = (p + q) / 2
     return float(_kl_bits(p, m) + _kl_bits(q, m)) / 2
+
+
+def _paper_jsd(a: FloatArray, b: FloatArray, bins: int) -> float:
+    """The authors' JSD (see :func:`jsd`): A's own bins, both-filled bins only, nats."""
+    counts_a, edges = np.histogram(a, bins=bins)
+    p = counts_a / a.size
+    q = np.histogram(b, bins=edges)[0] / b.size
+    kept = (p != 0) & (q != 0)
+    p, q = p[kept], q[kept]
+    m = (p + q) / 2
+    return float(0.5 * np.sum(p * np.log(p / m)) + 0.5 * np.sum(q * np.log(q / m)))
 
 
 def _kl_bits(p: FloatArray, m: FloatArray) -> float:
