@@ -692,6 +692,51 @@ def run_spec(spec_file: Path, **fields: Any) -> None:
     _run_audit(fields, spec_file=spec_file)
 
 
+@cli.group()
+def score() -> None:
+    """Audit outputs produced elsewhere (another harness, released data, logs)."""
+
+
+@score.command("allocation")
+@click.argument("scores_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--reference-group", help="The group every other is compared with [W_M].")
+@click.option("--model", "model", default="imported", show_default=True,
+              help="A name for the model the scores came from, as reports show it.")  # fmt: skip
+@click.option("--pool", type=click.Choice(["auto", "one_per_group", "random"]), default="auto",
+              show_default=True, help="Simulated pools: one per group (every subtask has every "
+              "group), random, or auto. A 'pool' column gives the pools instead.")  # fmt: skip
+@click.option("--pool-size", type=click.IntRange(2, 1000), default=10, show_default=True,
+              help="Random pools: candidates per pool.")  # fmt: skip
+@click.option("--k-max", type=click.IntRange(1, 100), default=5, show_default=True)
+@click.option("--headline-k", type=click.IntRange(1, 100), default=1, show_default=True)
+@click.option("--rounds", type=click.IntRange(1, MAX_ROUNDS), default=1800, show_default=True)
+@click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=0, show_default=True)
+@click.option("--conventions", type=click.Choice(["biasaudit", "paper"]), default="biasaudit",
+              show_default=True)  # fmt: skip
+@click.option("--runs-dir", type=click.Path(file_okay=False, path_type=Path), default="runs",
+              show_default=True)  # fmt: skip
+@click.option("--no-report", is_flag=True, help="Print the table only; write no report.")
+@_reports_errors
+def score_allocation_command(scores_file: Path, no_report: bool, **options: Any) -> None:
+    """Every allocation figure of SCORES_FILE, a CSV of candidate,group,score.
+
+    Optional columns: qualified (true/false; empty: not rated), subtask, name,
+    item, pool. Writes a run directory as an audit does (the manifest says the
+    scores were imported), prints the table and ``run: <dir>``; a malformed
+    file exits 2 naming its line and column.
+    """
+    from .imports import ImportOptions, score_allocation
+    from .report import allocation_table
+    from .rich_tables import allocation_view, echo_table
+
+    result = score_allocation(
+        scores_file, ImportOptions(**options), command=["biasaudit", *sys.argv[1:]]
+    )
+    echo_table(allocation_table(result.metrics), lambda: allocation_view(result.metrics))
+    _write_report(result.run_dir, not no_report)
+    click.echo(f"run: {result.run_dir}")
+
+
 @cli.command()
 def tasks() -> None:
     """List the built-in audit tasks, their groups, data sources and prompts."""

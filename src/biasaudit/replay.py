@@ -115,6 +115,11 @@ def replay_run(
     if not (original / "manifest.json").is_file():
         raise UsageError(f"replay: {original} is not a run directory (no manifest.json)")
     manifest = read_manifest(original)
+    if manifest.endpoint.get("provider") == "imported":
+        raise UsageError(
+            f"replay: {original} holds scores imported with biasaudit score; no request was "
+            "sent, so there is nothing to replay (run biasaudit score on the file again)"
+        )
     cache_path = find_cache(original, manifest, cache)
     out = runs_dir if runs_dir is not None else original.parent
     command = list(command) if command is not None else ["biasaudit", "replay", str(original)]

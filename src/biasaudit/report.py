@@ -140,7 +140,9 @@ def allocation_table(metrics: AllocationMetrics) -> list[str]:
 def _header(metrics: AllocationMetrics) -> list[str]:
     model = metrics.model + (f" ({SIMULATED})" if metrics.simulated else "")
     scoring = metrics.scoring
-    if scoring.path == "pairwise":
+    if scoring.path == "imported":
+        how = "scores imported with biasaudit score (no request sent)"
+    elif scoring.path == "pairwise":
         how = "both orders of every pair in a pool; score = wins per pair within the pool"
     else:
         labels = ", ".join(f"{k}={v:g}" for k, v in (scoring.labels or {}).items())

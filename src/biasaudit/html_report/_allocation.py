@@ -419,7 +419,9 @@ def _irregular_section(metrics: AllocationMetrics) -> Section:
 
 def _method_rows(metrics: AllocationMetrics) -> list[tuple[str, str]]:
     scoring = metrics.scoring
-    if scoring.path == "pairwise":
+    if scoring.path == "imported":
+        how = "scores imported with biasaudit score: no request was sent"
+    elif scoring.path == "pairwise":
         how = "pairwise: both orders of every pair in a pool; score = wins per pair in the pool"
     else:
         labels = ", ".join(f"{k}={v:g}" for k, v in (scoring.labels or {}).items())
