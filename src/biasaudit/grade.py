@@ -291,18 +291,7 @@ def _metrics(
     scores: dict[str, GradeScore],
     session: RunSession,
 ) -> GradeScoreMetrics:
-    complete = _complete(items, scores)
-    notes = _notes(spec, items, scores, complete)
-    summary = (
-        grade_score_summary(list(complete.values()), confidence=spec.confidence)
-        if complete
-        else None
-    )
-    slots = _slot_fields(scores, spec.confidence, task.n_options)
-    usable = trials[trials["slot"].notna()]
-    random_share = None
-    if spec.random_option and len(usable):
-        random_share = float(usable["random"].astype(bool).mean())
+    notes = _setting_notes(spec)
     stats = session.engine.stats
     return GradeScoreMetrics(
         model=session.provider.model_id,
@@ -319,17 +308,16 @@ def _metrics(
         max_tokens=plan.probe.max_tokens,
         n_options=task.n_options,
         confidence=spec.confidence,
-        **_summary_fields(summary, task.n_options),
-        **slots,
-        partial=len(scores) - len(complete),
+        **score_fields(
+            trials,
+            items,
+            scores,
+            confidence=spec.confidence,
+            n_options=task.n_options,
+            random_option=spec.random_option,
+            notes=notes,
+        ),
         items_total=len(task.items),
-        trials=len(trials),
-        usable=len(usable),
-        unparsed=int(items["unparsed"].sum()),
-        refused=int(trials["refused"].sum()) if "refused" in trials.columns else 0,
-        failed=int(items["failed"].sum()),
-        agreement=_agreement(items, scores, spec.confidence),
-        random_option_share=random_share,
         requests=RequestCounts(
             requests=stats.total,
             sent=stats.sent,
@@ -339,6 +327,41 @@ def _metrics(
         ),
         notes=notes,
     )
+
+
+def score_fields(
+    trials: pd.DataFrame,
+    items: pd.DataFrame,
+    scores: dict[str, GradeScore],
+    *,
+    confidence: float,
+    n_options: int,
+    random_option: bool,
+    notes: list[str],
+) -> dict[str, Any]:
+    """Every figure of ``metrics.json`` that follows from the trials and items (the means
+    over complete items, the slots, agreement, counts); notes on partial items added."""
+    complete = _complete(items, scores)
+    notes[:0] = _item_notes(items, scores, complete)
+    summary = (
+        grade_score_summary(list(complete.values()), confidence=confidence) if complete else None
+    )
+    usable = trials[trials["slot"].notna()]
+    random_share = None
+    if random_option and len(usable):
+        random_share = float(usable["random"].astype(bool).mean())
+    return {
+        **_summary_fields(summary, n_options),
+        **_slot_fields(scores, confidence, n_options),
+        "partial": len(scores) - len(complete),
+        "trials": len(trials),
+        "usable": len(usable),
+        "unparsed": int(items["unparsed"].sum()),
+        "refused": int(trials["refused"].sum()) if "refused" in trials.columns else 0,
+        "failed": int(items["failed"].sum()),
+        "agreement": _agreement(items, scores, confidence),
+        "random_option_share": random_share,
+    }
 
 
 def _complete(items: pd.DataFrame, scores: dict[str, GradeScore]) -> dict[str, GradeScore]:
@@ -404,11 +427,8 @@ def _agreement(
     )
 
 
-def _notes(
-    spec: GradeScoreSpec,
-    items: pd.DataFrame,
-    scores: dict[str, GradeScore],
-    complete: dict[str, GradeScore],
+def _item_notes(
+    items: pd.DataFrame, scores: dict[str, GradeScore], complete: dict[str, GradeScore]
 ) -> list[str]:
     notes = []
     partial = [str(i) for i in scores if i not in complete]
@@ -425,12 +445,16 @@ def _notes(
         notes.append(
             f"{len(unscored)} item(s) without a usable answer, left out of the means: {shown}"
         )
-    if spec.temperature == 0 and spec.replicates > 1:
-        notes.append(
-            "replicates at temperature 0 repeat one greedy answer where the model is deterministic"
-        )
     if 0 < len(complete) < MIN_ITEMS:
         notes.append(
             f"too few items for an interval: {len(complete)} complete (at least {MIN_ITEMS})"
         )
     return notes
+
+
+def _setting_notes(spec: GradeScoreSpec) -> list[str]:
+    if spec.temperature == 0 and spec.replicates > 1:
+        return [
+            "replicates at temperature 0 repeat one greedy answer where the model is deterministic"
+        ]
+    return []
