@@ -94,3 +94,56 @@ def test_a_malformed_scores_file_exits_2_naming_line_and_column(
     code, out, err = score(str(path), "--runs-dir", str(tmp_path / "runs"))
     assert code == 2 and expected in err and out == ""
     assert not (tmp_path / "runs").exists()  # nothing written before the file is read whole
+
+
+TRIALS = """item,shown,slot,preferred
+q1,A B C,1,B
+q1,B C A,1,B
+q1,C A B,3,B
+q2,0 1 2,2,
+q2,1 2 0,1,
+q2,2 0 1,,
+"""
+
+
+def test_a_judges_answers_from_elsewhere_get_their_grade_score(tmp_path: Path) -> None:
+    from biasaudit.metrics import grade_score
+
+    (tmp_path / "trials.csv").write_text(TRIALS)
+    result = CliRunner().invoke(
+        cli, ["score", "grade-score", str(tmp_path / "trials.csv"), "--runs-dir",
+              str(tmp_path / "runs"), "--no-report"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    run_dir = run_of(result.stdout)
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    # q1: slots 1, 1, 3 of orders ABC, BCA, CAB -> options A, B, B (labels sorted: A=0, B=1)
+    expected = grade_score([0, 0, 2], [0, 1, 1], 3)
+    assert metrics["items"] == 1 and metrics["partial"] == 1  # q2 has an unusable answer
+    assert metrics["grade_score"] == pytest.approx(expected.grade)
+    assert metrics["usable"] == 5 and metrics["unparsed"] == 1
+    assert metrics["agreement"]["items"] == 1  # q1 names a preferred option
+    assert read_manifest(run_dir).endpoint["provider"] == "imported"
+    assert "answers imported with biasaudit score" in result.stdout.splitlines()[1]
+
+
+@pytest.mark.parametrize(
+    ("rows", "expected"),
+    [
+        ("item,shown,slot\nq,A B C,4\n", "line 2, field 'slot': '4' is not a slot from 1 to 3"),
+        ("item,shown,slot\nq,A B C,1\nq,A B D,1\n", "line 3, field 'shown'"),
+        ("item,shown,slot\nq,A A C,1\n", "line 2, field 'shown'"),
+        ("item,shown,slot,preferred\nq,A B C,1,Z\n", "line 2, field 'preferred'"),
+        ("item,shown\nq,A B C\n", "column 'slot'"),
+    ],
+)
+def test_a_malformed_trials_file_exits_2_naming_line_and_column(
+    tmp_path: Path, rows: str, expected: str
+) -> None:
+    (tmp_path / "trials.csv").write_text(rows)
+    result = CliRunner().invoke(
+        cli, ["score", "grade-score", str(tmp_path / "trials.csv"), "--runs-dir",
+              str(tmp_path / "runs")],
+    )  # fmt: skip
+    assert result.exit_code == 2 and expected in result.stderr
+    assert not (tmp_path / "runs").exists()

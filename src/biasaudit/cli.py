@@ -737,6 +737,35 @@ def score_allocation_command(scores_file: Path, no_report: bool, **options: Any)
     click.echo(f"run: {result.run_dir}")
 
 
+@score.command("grade-score")
+@click.argument("trials_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--model", default="imported", show_default=True,
+              help="A name for the judge the answers came from, as reports show it.")  # fmt: skip
+@click.option("--runs-dir", type=click.Path(file_okay=False, path_type=Path), default="runs",
+              show_default=True)  # fmt: skip
+@click.option("--no-report", is_flag=True, help="Print the table only; write no report.")
+@_reports_errors
+def score_grade_command(trials_file: Path, model: str, runs_dir: Path, no_report: bool) -> None:
+    """The Grade Score of a judge's answers in TRIALS_FILE, a CSV of item,shown,slot.
+
+    ``shown``: the item's options in the order shown (space-separated indices or
+    labels); ``slot``: the one chosen, 1 = shown first (empty: no usable answer);
+    optional ``preferred`` and ``replicate``. Writes a run directory as an audit
+    does and prints the table and ``run: <dir>``.
+    """
+    from .grade_report import grade_score_table
+    from .imports import score_grade
+    from .rich_tables import echo_table, grade_score_view
+
+    result = score_grade(
+        trials_file, model=model, runs_dir=runs_dir, command=["biasaudit", *sys.argv[1:]]
+    )
+    table = grade_score_table(result.metrics, result.items)
+    echo_table(table, lambda: grade_score_view(result.metrics, result.items))
+    _write_report(result.run_dir, not no_report)
+    click.echo(f"run: {result.run_dir}")
+
+
 @cli.command()
 def tasks() -> None:
     """List the built-in audit tasks, their groups, data sources and prompts."""

@@ -72,6 +72,7 @@ __all__ = [
     "GradeScoreResult",
     "grade_audit",
     "item_figures",
+    "judge_settings",
     "run_grade_audit",
 ]
 
@@ -113,8 +114,8 @@ class GradeScoreMetrics(BaseModel):
     permutations: str = Field(description="'cyclic' or 'all'.")
     orders: int = Field(description="Orders asked per item.")
     replicates: int
-    temperature: float
-    max_tokens: int
+    temperature: float | None = Field(description="None: imported answers (not known).")
+    max_tokens: int | None = Field(description="None: imported answers (not known).")
     n_options: int = Field(description="Options per request, the random one included.")
     confidence: float
     grade_score: float | None = Field(description="Mean Grade Score over items.")
@@ -326,6 +327,16 @@ def _metrics(
             refusals=stats.refusals,
         ),
         notes=notes,
+    )
+
+
+def judge_settings(metrics: GradeScoreMetrics) -> str:
+    """How the judge was asked, in one phrase (imported answers say so)."""
+    if metrics.temperature is None:
+        return f"{metrics.prompt_description}"
+    return (
+        f"prompt {metrics.prompt} ({metrics.prompt_description}); temperature "
+        f"{metrics.temperature:g}, up to {metrics.max_tokens} tokens"
     )
 
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from .grade import GradeScoreMetrics
+from .grade import GradeScoreMetrics, judge_settings
 from .grade_study import SCORES, GradeStudyResult
 from .report import SIMULATED, Block, PlainTable, block_lines
 
@@ -77,13 +77,14 @@ def _header(metrics: GradeScoreMetrics) -> list[str]:
     options = f"{metrics.n_options} options"
     if metrics.random_option:
         options = f"{metrics.n_options - 1} options + 1 unrelated option from another item"
-    orders = "cyclic orders" if metrics.permutations == "cyclic" else "orders (all)"
+    orders = {"cyclic": "cyclic orders", "all": "orders (all)"}.get(
+        metrics.permutations, "orders, as given"
+    )
     replicates = f"{metrics.replicates} replicate{'s' if metrics.replicates != 1 else ''}"
     requests = metrics.requests
     return [
         f"grade-score audit of {model}",
-        f"judge: prompt {metrics.prompt} ({metrics.prompt_description}); temperature "
-        f"{metrics.temperature:g}, up to {metrics.max_tokens} tokens",
+        f"judge: {judge_settings(metrics)}",
         f"items: {metrics.items_source}: {metrics.items_total} items x {options}; "
         f"{metrics.orders} {orders} x {replicates} = {metrics.trials} requests",
         f"requests: {requests.requests} ({requests.sent} sent, {requests.cache_hits} from cache, "
@@ -226,9 +227,8 @@ def _described(result: GradeStudyResult) -> dict[str, list[str]]:
     for run in result.runs:
         m = run.metrics
         items = f"{m.items_source} ({m.items_total} items)"
-        asked = (
-            f"{m.permutations} orders x {m.replicates} replicate(s), temperature {m.temperature:g}"
-        )
+        temperature = "imported" if m.temperature is None else f"{m.temperature:g}"
+        asked = f"{m.permutations} orders x {m.replicates} replicate(s), temperature {temperature}"
         for key, value in (("items", items), ("asked", asked)):
             if value not in found[key]:
                 found[key].append(value)

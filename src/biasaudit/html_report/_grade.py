@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from ..audit_kinds import read_metrics
-from ..grade import GradeScoreMetrics
+from ..grade import GradeScoreMetrics, judge_settings
 from ..grade_report import unusable_warning
 from ..runs import Manifest
 from ._common import audited_section, interval, percent, plain, replay_section
@@ -245,8 +245,7 @@ def _method_rows(metrics: GradeScoreMetrics) -> list[tuple[str, str]]:
         ),
         (
             "judge prompt",
-            f"{metrics.prompt}: {metrics.prompt_description}; temperature "
-            f"{metrics.temperature:g}, up to {metrics.max_tokens} tokens",
+            judge_settings(metrics),
         ),
         (
             "sample sizes",
