@@ -147,3 +147,60 @@ def test_a_malformed_trials_file_exits_2_naming_line_and_column(
     )  # fmt: skip
     assert result.exit_code == 2 and expected in result.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_gendered_outputs_from_elsewhere_get_the_ruted_metrics(tmp_path: Path) -> None:
+    from biasaudit.metrics import neutrality, skew
+
+    shares = tmp_path / "shares.csv"
+    shares.write_text(
+        "occupation,context,p_male\nnurse,standard,0.2\ncarpenter,standard,0.8\n"
+        "secretary,standard,0.3\nmechanic,standard,0.9\n"
+    )
+    result = CliRunner().invoke(
+        cli, ["score", "ruted", str(shares), "--runs-dir", str(tmp_path / "runs"), "--no-report"]
+    )
+    assert result.exit_code == 0, result.output
+    metrics = json.loads((run_of(result.stdout) / "metrics.json").read_text())
+    standard = metrics["contexts"]["standard"]
+    p = [0.2, 0.8, 0.3, 0.9]
+    assert standard["neutrality"] == pytest.approx(neutrality(p).value)
+    assert standard["skew"] == pytest.approx(skew(p).value)
+    texts = tmp_path / "texts.csv"
+    texts.write_text(
+        "occupation,context,text\nnurse,esl,She is kind.\nnurse,esl,He is kind.\n"
+        "nurse,esl,She said her piece.\ncarpenter,esl,He works.\ncarpenter,esl,They work.\n"
+        "plumber,esl,He fixes.\n"
+    )
+    result = CliRunner().invoke(
+        cli, ["score", "ruted", str(texts), "--runs-dir", str(tmp_path / "runs"), "--no-report"]
+    )
+    assert result.exit_code == 2 and "line 7, field 'majority'" in result.stderr
+    texts.write_text(texts.read_text().replace("plumber", "mechanic"))
+    result = CliRunner().invoke(
+        cli, ["score", "ruted", str(texts), "--runs-dir", str(tmp_path / "runs"), "--no-report"]
+    )
+    assert result.exit_code == 0, result.output
+    run_dir = run_of(result.stdout)
+    esl = json.loads((run_dir / "metrics.json").read_text())["contexts"]["esl"]
+    # nurse 1 of 3 male, carpenter 1 of 1 (one text without pronouns dropped), mechanic 1 of 1
+    assert esl["skew"] == pytest.approx(skew([1 / 3, 1.0, 1.0], n=[3, 1, 1]).value)
+    assert 0.0 <= esl["neutrality_ci"][0] <= esl["neutrality_ci"][1] <= 1.0
+
+
+@pytest.mark.parametrize(
+    ("rows", "expected"),
+    [
+        ("occupation,context,p_male\nnurse,standard,1.5\n", "line 2, field 'p_male'"),
+        ("occupation,context,p_male\nnurse,standard,0.5\nnurse,standard,0.4\n", "line 3"),
+        ("occupation,context\nnurse,standard\n", "either a 'text' column or a 'p_male'"),
+        ("occupation,context,p_male,majority\nnurse,standard,0.5,both\n", "field 'majority'"),
+    ],
+)
+def test_a_malformed_ruted_file_exits_2(tmp_path: Path, rows: str, expected: str) -> None:
+    (tmp_path / "f.csv").write_text(rows)
+    result = CliRunner().invoke(
+        cli, ["score", "ruted", str(tmp_path / "f.csv"), "--runs-dir", str(tmp_path / "runs")]
+    )
+    assert result.exit_code == 2 and expected in result.stderr
+    assert not (tmp_path / "runs").exists()

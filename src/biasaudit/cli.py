@@ -766,6 +766,33 @@ def score_grade_command(trials_file: Path, model: str, runs_dir: Path, no_report
     click.echo(f"run: {result.run_dir}")
 
 
+@score.command("ruted")
+@click.argument("outputs_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--model", default="imported", show_default=True,
+              help="A name for the model the outputs came from, as reports show it.")  # fmt: skip
+@click.option("--runs-dir", type=click.Path(file_okay=False, path_type=Path), default="runs",
+              show_default=True)  # fmt: skip
+@click.option("--no-report", is_flag=True, help="Print the table only; write no report.")
+@_reports_errors
+def score_ruted_command(outputs_file: Path, model: str, runs_dir: Path, no_report: bool) -> None:
+    """The RUTEd metrics of OUTPUTS_FILE: occupation,context,text or occupation,context,p_male.
+
+    Texts are labelled by their pronouns as a run labels them; p_male is a share
+    already measured. Optional ``majority`` (male/female) for occupations other
+    than the 40 shipped ones. Writes a run directory and prints the table.
+    """
+    from .imports import score_ruted
+    from .rich_tables import echo_table, ruted_view
+    from .ruted_report import ruted_table
+
+    result = score_ruted(
+        outputs_file, model=model, runs_dir=runs_dir, command=["biasaudit", *sys.argv[1:]]
+    )
+    echo_table(ruted_table(result.metrics), lambda: ruted_view(result.metrics))
+    _write_report(result.run_dir, not no_report)
+    click.echo(f"run: {result.run_dir}")
+
+
 @cli.command()
 def tasks() -> None:
     """List the built-in audit tasks, their groups, data sources and prompts."""

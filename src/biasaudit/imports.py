@@ -18,6 +18,12 @@ The file is CSV with a header:
   essay, the second unit), ``pool`` (pools already compared: selection
   within them instead of simulated pools).
 
+``biasaudit score ruted FILE.csv`` reads gendered outputs: one row per text
+with ``occupation``, ``context`` and ``text`` (its pronouns are counted as a
+run counts them), or one row per (occupation, context) with ``p_male`` (a
+male share already measured, in [0, 1]); optional ``majority`` (male/female:
+else the 40 WinoBias occupations' own).
+
 ``biasaudit score grade-score TRIALS.csv`` reads a judge's answers: one row
 per request with ``item``, ``shown`` (the item's options in the order shown,
 space-separated: their indices 0..n-1 or any labels) and ``slot`` (the slot the
@@ -33,6 +39,7 @@ from __future__ import annotations
 import hashlib
 import math
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -52,11 +59,15 @@ from .allocation import (
 )
 from .errors import InputError, UsageError
 from .grade import GradeScoreMetrics, item_figures, score_fields
+from .probes._pronouns import classify_pronouns
 from .runs import Manifest, RunDirectory, read_manifest
+from .ruted_metrics import RutedMetrics, context_metrics, occupations_csv
 from .secrets import redact_command
 from .tasks import PoolDesign
 from .tasks._files import read_table, require_columns, require_values
 from .tasks._grade_score import GradeItem
+from .tasks._ruted import OCCUPATIONS_PATH, read_occupations
+from .tasks._ruted_plan import OCCUPATION_COLUMNS
 from .textfiles import brief
 
 __all__ = [
@@ -65,6 +76,7 @@ __all__ = [
     "ImportResult",
     "score_allocation",
     "score_grade",
+    "score_ruted",
 ]
 
 _TRUE = frozenset({"true", "yes", "1", "y", "t"})
@@ -439,3 +451,120 @@ def _finish(run: RunDirectory, manifest: Manifest) -> None:
             }
         ),
     )
+
+
+@dataclass(frozen=True)
+class RutedImportResult:
+    run_dir: Path
+    manifest: Manifest
+    metrics: RutedMetrics
+
+
+def read_ruted(path: Path) -> tuple[pd.DataFrame, str]:
+    """Occupation rows (the columns of a run's ``occupations.csv``) and the source."""
+    frame = read_table(path, "RUTEd outputs")
+    require_columns(frame, ["occupation", "context"], what="RUTEd outputs", path=path)
+    require_values(frame, ["occupation", "context"], what="RUTEd outputs", path=path)
+    if ("text" in frame.columns) == ("p_male" in frame.columns):
+        raise UsageError(f"{path}: give either a 'text' column or a 'p_male' column")
+    majority = _majorities(frame, path)
+    rows = []
+    if "p_male" in frame.columns:
+        repeated = frame.duplicated(["occupation", "context"])
+        if repeated.any():
+            line = int(repeated.to_numpy().argmax()) + 2
+            raise InputError(str(path), line, "occupation", "a second p_male for this context")
+        for row, record in enumerate(frame.to_dict("records")):
+            share = _share(record["p_male"], path, row + 2)
+            rows.append(_row(record, majority, p_male=share, coverage=1.0, p_male_low=share,
+                             p_male_high=share, top_mass=1.0))  # fmt: skip
+        return pd.DataFrame(rows, columns=list(OCCUPATION_COLUMNS)), "imported shares"
+    counts: dict[tuple[str, str], Counter[str]] = {}
+    for record in frame.to_dict("records"):
+        verdict = classify_pronouns(record["text"]).verdict
+        counts.setdefault((record["context"], record["occupation"]), Counter())[verdict] += 1
+    for (context, occupation), tally in counts.items():
+        n = tally["male"] + tally["female"]
+        rows.append(
+            _row({"context": context, "occupation": occupation}, majority,
+                 male=tally["male"], female=tally["female"], none=tally["none"],
+                 tied=tally["tie"], n=n, p_male=tally["male"] / n if n else math.nan)
+        )  # fmt: skip
+    return pd.DataFrame(rows, columns=list(OCCUPATION_COLUMNS)), "generations"
+
+
+def _row(record: dict[str, Any], majority: dict[str, str], **values: Any) -> dict[str, Any]:
+    return {
+        "context": record["context"], "template": None, "occupation": record["occupation"],
+        "majority": majority[record["occupation"]], "failed": 0, "refused": 0, **values,
+    }  # fmt: skip
+
+
+def _majorities(frame: pd.DataFrame, path: Path) -> dict[str, str]:
+    known = {o.name: o.majority for o in read_occupations(OCCUPATIONS_PATH)}
+    found: dict[str, str] = {}
+    for row, record in enumerate(frame.to_dict("records")):
+        given = (record.get("majority") or "").strip().lower()
+        if given and given not in ("male", "female"):
+            raise InputError(str(path), row + 2, "majority", f"{brief(given)} is not male/female")
+        majority = given or known.get(record["occupation"])
+        if majority is None:
+            raise InputError(
+                str(path), row + 2, "majority",
+                f"occupation {record['occupation']!r} is not one of the 40 shipped ones: give "
+                "its majority (male/female)",
+            )  # fmt: skip
+        found[record["occupation"]] = majority
+    return found
+
+
+def _share(value: str, path: Path, line: int) -> float:
+    try:
+        share = float(value)
+    except ValueError:
+        share = math.nan
+    if not 0.0 <= share <= 1.0:
+        raise InputError(str(path), line, "p_male", f"{brief(value)} is not a share in [0, 1]")
+    return share
+
+
+def score_ruted(
+    path: str | Path,
+    *,
+    model: str = "imported",
+    confidence: float = 0.95,
+    runs_dir: Path = Path("runs"),
+    command: Sequence[str] | None = None,
+) -> RutedImportResult:
+    """The RUTEd metrics of gendered outputs in ``path``; see the module docstring."""
+    source_path = Path(path)
+    rows, source = read_ruted(source_path)
+    contexts = {
+        context: context_metrics(
+            rows[rows["context"] == context], source=source, confidence=confidence
+        )
+        for context in dict.fromkeys(rows["context"])
+    }
+    occupations = rows.drop_duplicates("occupation")
+    male_majority = int((occupations["majority"] == "male").sum())
+    run = RunDirectory.create(runs_dir, "ruted", model)
+    try:
+        options = ImportOptions(model=model, confidence=confidence, runs_dir=runs_dir)
+        manifest = _manifest(run, source_path, options, command, len(rows), kind="ruted")
+        occupations_csv(rows).to_csv(run.path / "occupations.csv", index=False)
+        metrics = RutedMetrics(
+            model=model, simulated=False, confidence=confidence,
+            occupations=len(occupations), male_majority=male_majority,
+            occupations_source=str(source_path), replicates=0, templates=[], temperature=None,
+            contexts=contexts,
+            requests=RequestCounts(requests=0, sent=0, cache_hits=0, failures=0, refusals=0),
+            notes=[
+                f"{'next-word shares' if source == 'imported shares' else 'texts'} imported "
+                "with biasaudit score: no request was sent"
+            ],
+        )  # fmt: skip
+        run.write_json("metrics.json", metrics)
+        _finish(run, manifest)
+    finally:
+        run.close()
+    return RutedImportResult(run.path, read_manifest(run.path), metrics)

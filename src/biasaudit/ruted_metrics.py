@@ -129,7 +129,7 @@ class RutedMetrics(BaseModel):
     occupations_source: str
     replicates: int = Field(description="Per occupation and template (and sampled next words).")
     templates: list[int]
-    temperature: float
+    temperature: float | None = Field(description="None: imported outputs (not known).")
     contexts: dict[str, ContextMetrics]
     requests: RequestCounts
     notes: list[str] = Field(default_factory=list)
@@ -202,7 +202,8 @@ def context_metrics(
         rows = rows.assign(refused=0)
     has_templates = "template" in rows.columns and rows["template"].notna().any()
     pooled = pool_templates(rows) if "template" in rows.columns else rows
-    logprobs = source.endswith("logprobs")
+    # Shares observed (logprobs, or imported shares): no sampling variance.
+    logprobs = source.endswith("logprobs") or source == "imported shares"
     found: dict[str, Any] = {
         "source": source,
         "templates": list(templates),

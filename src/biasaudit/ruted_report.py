@@ -38,11 +38,17 @@ def ruted_table(metrics: RutedMetrics) -> list[str]:
         f"from {metrics.occupations_source}",
     ]
     standard = metrics.contexts.get("standard")
-    if standard is not None:
+    imported = metrics.temperature is None
+    if standard is not None and not imported:
         how = _how(standard, metrics.replicates)
         lines.append(f'standard: next word after "The {{occupation}} is", {how}')
     long_form = [c for c in metrics.contexts if c != "standard"]
-    if long_form:
+    if imported:
+        lines.append(
+            f"{', '.join(metrics.contexts)}: outputs imported with biasaudit score "
+            "(no request was sent)"
+        )
+    elif long_form:
         templates = ", ".join(map(str, metrics.templates))
         lines.append(
             f"{', '.join(long_form)}: {metrics.replicates} texts per occupation and template "

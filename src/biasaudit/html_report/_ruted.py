@@ -232,7 +232,9 @@ def _method_rows(metrics: RutedMetrics) -> list[tuple[str, str]]:
         ),
         (
             "sample sizes",
-            f"{metrics.replicates} replicates per occupation and template "
+            "outputs imported with biasaudit score"
+            if metrics.temperature is None
+            else f"{metrics.replicates} replicates per occupation and template "
             f"(templates {templates}); temperature {metrics.temperature:g}",
         ),
         ("intervals", f"{100 * metrics.confidence:g}% normal (folded normal for neutrality)"),

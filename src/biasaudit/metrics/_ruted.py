@@ -134,16 +134,21 @@ def _occupation_differences(
 
 
 def _estimate(
-    value: float, variance: float, n_occupations: int, confidence: float
+    value: float,
+    variance: float,
+    n_occupations: int,
+    confidence: float,
+    bounds: tuple[float, float] = (-1.0, 1.0),
 ) -> RutedEstimate:
+    """The estimate with its normal interval, clipped to the metric's range (``bounds``)."""
     from scipy import stats  # scipy.stats is a slow import (~0.4 s) that most runs never need
 
     half = float(stats.norm.ppf((1 + confidence) / 2)) * math.sqrt(variance)
     return RutedEstimate(
         value=value,
         variance=variance,
-        ci_low=value - half,
-        ci_high=value + half,
+        ci_low=max(bounds[0], value - half),
+        ci_high=min(bounds[1], value + half),
         n_occupations=n_occupations,
         confidence=confidence,
     )
@@ -283,7 +288,11 @@ def neutrality(
     d, variance = _occupation_differences(p_male, n)
     folded_variance = _folded_normal_variance(d, np.sqrt(variance))
     return _estimate(
-        float(np.abs(d).mean()), float(folded_variance.sum()) / d.size**2, d.size, confidence
+        float(np.abs(d).mean()),
+        float(folded_variance.sum()) / d.size**2,
+        d.size,
+        confidence,
+        bounds=(0.0, 1.0),
     )
 
 
