@@ -697,11 +697,22 @@ def score() -> None:
     """Audit outputs produced elsewhere (another harness, released data, logs)."""
 
 
+def _score_options(command: F) -> F:
+    """The options every ``biasaudit score`` command takes, and its error handling."""
+    for option in (
+        click.option("--model", default="imported", show_default=True,
+                     help="A name for the model the outputs came from, as reports show it."),
+        click.option("--runs-dir", type=click.Path(file_okay=False, path_type=Path),
+                     default="runs", show_default=True),
+        click.option("--no-report", is_flag=True, help="Print the table only; write no report."),
+    ):  # fmt: skip
+        command = option(command)
+    return _reports_errors(command)
+
+
 @score.command("allocation")
 @click.argument("scores_file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--reference-group", help="The group every other is compared with [W_M].")
-@click.option("--model", "model", default="imported", show_default=True,
-              help="A name for the model the scores came from, as reports show it.")  # fmt: skip
 @click.option("--pool", type=click.Choice(["auto", "one_per_group", "random"]), default="auto",
               show_default=True, help="Simulated pools: one per group (every subtask has every "
               "group), random, or auto. A 'pool' column gives the pools instead.")  # fmt: skip
@@ -713,10 +724,7 @@ def score() -> None:
 @click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=0, show_default=True)
 @click.option("--conventions", type=click.Choice(["biasaudit", "paper"]), default="biasaudit",
               show_default=True)  # fmt: skip
-@click.option("--runs-dir", type=click.Path(file_okay=False, path_type=Path), default="runs",
-              show_default=True)  # fmt: skip
-@click.option("--no-report", is_flag=True, help="Print the table only; write no report.")
-@_reports_errors
+@_score_options
 def score_allocation_command(scores_file: Path, no_report: bool, **options: Any) -> None:
     """Every allocation figure of SCORES_FILE, a CSV of candidate,group,score.
 
@@ -739,12 +747,7 @@ def score_allocation_command(scores_file: Path, no_report: bool, **options: Any)
 
 @score.command("grade-score")
 @click.argument("trials_file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--model", default="imported", show_default=True,
-              help="A name for the judge the answers came from, as reports show it.")  # fmt: skip
-@click.option("--runs-dir", type=click.Path(file_okay=False, path_type=Path), default="runs",
-              show_default=True)  # fmt: skip
-@click.option("--no-report", is_flag=True, help="Print the table only; write no report.")
-@_reports_errors
+@_score_options
 def score_grade_command(trials_file: Path, model: str, runs_dir: Path, no_report: bool) -> None:
     """The Grade Score of a judge's answers in TRIALS_FILE, a CSV of item,shown,slot.
 
@@ -768,12 +771,7 @@ def score_grade_command(trials_file: Path, model: str, runs_dir: Path, no_report
 
 @score.command("ruted")
 @click.argument("outputs_file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--model", default="imported", show_default=True,
-              help="A name for the model the outputs came from, as reports show it.")  # fmt: skip
-@click.option("--runs-dir", type=click.Path(file_okay=False, path_type=Path), default="runs",
-              show_default=True)  # fmt: skip
-@click.option("--no-report", is_flag=True, help="Print the table only; write no report.")
-@_reports_errors
+@_score_options
 def score_ruted_command(outputs_file: Path, model: str, runs_dir: Path, no_report: bool) -> None:
     """The RUTEd metrics of OUTPUTS_FILE: occupation,context,text or occupation,context,p_male.
 
