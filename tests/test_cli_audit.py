@@ -294,6 +294,31 @@ JSD |gap|  ΔDP  1.00             1.00             -                settings=1
 JSD |gap|  ΔEO  1.00             1.00             -                settings=1
 EMD |gap|  ΔDP  1.00             1.00             -                settings=1
 EMD |gap|  ΔEO  1.00             1.00             -                settings=1
+
+model selection at k=1: NDCG@N for N = 1..2
+metric     gap  @1     @2
+RABBI      ΔDP  1.00   1.00
+RABBI      ΔEO  1.00   1.00
+δ          ΔDP  1.00   1.00
+δ          ΔEO  1.00   1.00
+JSD |gap|  ΔDP  1.00   1.00
+JSD |gap|  ΔEO  1.00   1.00
+EMD |gap|  ΔDP  1.00   1.00
+EMD |gap|  ΔEO  1.00   1.00
+
+per group: Pearson r of each metric with ΔDP at k=1 over that group's points (p)
+group   RABBI            δ                JSD |gap|        EMD |gap|
+B_M     -                -                -                -                n=2
+A_F     -                -                -                -                n=2
+
+score distributions: skewness and excess kurtosis per group
+model                        group   n      mean    skewness  kurtosis
+sim/biased                   W_M     8      0.518   -0.355    -1.096
+sim/biased                   B_M     8      0.295   +0.518    -1.289
+sim/biased                   A_F     8      0.510   -0.309    -1.100
+sim/fair                     W_M     8      0.518   -0.355    -1.096
+sim/fair                     B_M     8      0.492   +0.268    -1.496
+sim/fair                     A_F     8      0.510   -0.309    -1.100
 """
 
 
@@ -387,3 +412,23 @@ def test_conventions_are_chosen_recorded_and_refused_where_not_offered(tmp_path:
               "paper", "--runs-dir", str(tmp_path)],
     )  # fmt: skip
     assert result.exit_code == 2 and "allocation audits only so far" in result.stderr
+
+
+def test_study_gives_the_papers_full_views(tmp_path: Path) -> None:
+    """NDCG@N for every N, per-group correlations, and the score distributions' shape."""
+    import pandas as pd
+
+    from biasaudit.metrics import distribution_shape
+    from biasaudit.study import run_study
+
+    runs = runs_of_two_models(tmp_path)
+    result = run_study(runs)
+    curve = result.ndcg_curve
+    assert set(curve["at"]) == set(range(1, 11)) and curve["ndcg"].notna().any()
+    groups = result.group_correlations
+    assert set(groups["group"]) == {"B_M", "A_F"} and (groups["n"] == 2).all()
+    scores = pd.read_csv(runs[0] / "scores.csv")
+    expected = distribution_shape(scores["score"], scores["group"])
+    mine = result.shapes[result.shapes["model"] == "sim/biased"].set_index("group")
+    assert mine.loc["B_M", "skewness"] == pytest.approx(expected.loc["B_M", "skewness"])
+    assert mine.loc["B_M", "kurtosis"] == pytest.approx(expected.loc["B_M", "kurtosis"])

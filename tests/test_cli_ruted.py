@@ -54,12 +54,14 @@ metric      bedtime           personas          esl
 neutrality  +1.00 (0)         +1.00 (0)         +1.00 (0)
 skew        -1.00 (0)         +1.00 (0)         +1.00 (0)
 stereotype  +1.00 (0)         +1.00 (0)         +1.00 (0)
+mean of 3   +0.33             +1.00             +1.00
 
 Spearman rank correlation between contexts (Lum et al., Table 2); rho (two-sided p)
 metric      bedtime~personas  bedtime~esl       personas~esl
 neutrality  +1.00 (0)         +1.00 (0)         +1.00 (0)
 skew        -1.00 (0)         -1.00 (0)         +1.00 (0)
 stereotype  +1.00 (0)         +1.00 (0)         +1.00 (0)
+mean of 3   +0.33             +0.33             +1.00
 
 least biased model (lowest neutrality, |skew|, |stereotype|): the standard test's pick, and whether each context agrees
 metric      standard  bedtime          personas                      esl

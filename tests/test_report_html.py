@@ -253,7 +253,8 @@ def test_a_real_model_is_not_labelled_simulated(runs: dict[str, Path], tmp_path:
     ("kind", "members", "sections", "expected"),
     [
         ("allocation", ["allocation", "allocation_fair"],
-         ["runs", "validity", "ndcg", "rankings"], ["Pearson r", "NDCG@3", "Model fairness"]),
+         ["runs", "validity", "ndcg", "rankings", "views"],
+         ["Pearson r", "NDCG@3", "Model fairness", "NDCG@N for N = 1"]),
         ("grade-score", ["grade"], ["runs", "tables", "positions"], ["prompt 1", "Grade Score"]),
         ("ruted", ["ruted sim/biased", "ruted sim/fair"], ["runs", "correlations"],
          ["Spearman rho with the standard test", "least biased model"]),

@@ -346,7 +346,61 @@ def study_blocks(result: StudyResult) -> list[Block]:
         PlainTable(title, header, validity, widths, labels=2),
         "",
         PlainTable(_selection_title(result), header, selection, widths, labels=2),
+        *_curve_blocks(result),
+        *_group_blocks(result),
+        *_shape_blocks(result),
     ]
+
+
+def _curve_blocks(result: StudyResult) -> list[Block]:
+    """NDCG@N for every cutoff the settings allow, at k = 1."""
+    curve = result.ndcg_curve
+    if curve.empty or int(curve["models"].max()) < 2:
+        return []
+    fewest = int(curve["models"].max())
+    curve = curve[(curve["k"] == 1) & (curve["at"] <= fewest)]
+    cutoffs = sorted(curve["at"].unique())
+    rows = [
+        [_METRIC_NAMES[metric], _GAP_NAMES[gap],
+         *(_plain(float(own.loc[own["at"] == at, "ndcg"].iloc[0]), 2) for at in cutoffs)]
+        for (metric, gap), own in curve.groupby(["metric", "gap"], sort=False)
+    ]  # fmt: skip
+    header = ["metric", "gap", *(f"@{at}" for at in cutoffs)]
+    title = f"model selection at k=1: NDCG@N for N = 1..{cutoffs[-1]}"
+    return ["", PlainTable(title, header, rows, [11, 5, *([7] * len(cutoffs))], labels=2)]
+
+
+def _group_blocks(result: StudyResult) -> list[Block]:
+    """Each metric's correlation with ΔDP@1 within each group (the papers' per-group view)."""
+    found = result.group_correlations
+    if found.empty:
+        return []
+    at_one = found[(found["k"] == 1) & (found["gap"] == "dp")]
+    metrics = list(dict.fromkeys(at_one["metric"]))
+    rows = []
+    for group, own in at_one.groupby("group", sort=False):
+        cells = [
+            _correlation(float(r.r), float(r.p_value))
+            for r in own.set_index("metric").loc[metrics].itertuples()
+        ]
+        rows.append([str(group), *cells, f"n={int(own['n'].max())}"])
+    header = ["group", *(_METRIC_NAMES[m] for m in metrics), ""]
+    title = "per group: Pearson r of each metric with ΔDP at k=1 over that group's points (p)"
+    return ["", PlainTable(title, header, rows, [8, *([17] * len(metrics)), 0])]
+
+
+def _shape_blocks(result: StudyResult) -> list[Block]:
+    shapes = result.shapes
+    if shapes.empty:
+        return []
+    rows = [
+        [str(r.model)[:28], str(r.group), str(int(r.n)), _plain(r.mean), _signed(r.skewness),
+         _signed(r.kurtosis)]
+        for r in shapes.itertuples()
+    ]  # fmt: skip
+    header = ["model", "group", "n", "mean", "skewness", "kurtosis"]
+    title = "score distributions: skewness and excess kurtosis per group"
+    return ["", PlainTable(title, header, rows, [29, 8, 7, 8, 10, 10])]
 
 
 def _correlation(r: float, p_value: float) -> str:

@@ -160,7 +160,8 @@ def ruted_study_blocks(result: RutedStudyResult) -> list[Block]:
 
 
 def _correlation_table(title: str, names: list[str], frame: pd.DataFrame) -> PlainTable:
-    """rho (two-sided p) of each metric in each column, as ``frame`` lists them."""
+    """rho (two-sided p) of each metric in each column, as ``frame`` lists them, and a last
+    row of their mean over the three metrics (the paper's Table 2 averages them)."""
     rows = []
     for metric in METRICS:
         found = frame[frame["metric"] == metric]
@@ -169,7 +170,17 @@ def _correlation_table(title: str, names: list[str], frame: pd.DataFrame) -> Pla
             for r, p in zip(found["rho"], found["p_value"], strict=True)
         ]
         rows.append([metric, *cells])
+    means = metric_means(frame)
+    rows.append(["mean of 3", *("-" if math.isnan(r) else _signed(r, 2) for r in means)])
     return PlainTable(title, ["metric", *names], rows, [12, *([18] * len(names))])
+
+
+def metric_means(frame: pd.DataFrame) -> list[float]:
+    """Per column (context, or context pair), the mean rho over the three metrics, as Lum et
+    al. average them in their Table 2; NaN where no metric has a rho."""
+    by_metric = [frame[frame["metric"] == m]["rho"].to_numpy(float) for m in METRICS]
+    stacked = pd.DataFrame(by_metric)
+    return [float(v) for v in stacked.mean(axis=0, skipna=True)]
 
 
 def _selection_table(result: RutedStudyResult, others: list[str], models: int) -> PlainTable:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ from pydantic import ValidationError
 
 from .allocation import AllocationMetrics
 from .errors import UsageError
-from .metrics import model_selection_ndcg, predictive_validity
+from .metrics import distribution_shape, model_selection_ndcg, predictive_validity
 from .runs import read_manifest
 
 __all__ = ["METRICS", "StudyResult", "StudyRun", "run_study", "study_kind"]
@@ -70,6 +70,16 @@ class StudyResult:
         ``models`` (fewest in a setting), ``at`` (the cutoff).
     k_max:
         The largest k every run has.
+    ndcg_curve:
+        One row per (metric, gap, k, at) for the cutoffs 1..10 (at most the
+        models of the smallest setting): ``ndcg``, ``settings``.
+    group_correlations:
+        One row per (group, metric, gap, k): the Pearson ``r``, ``p_value`` and
+        ``n`` over that group's points alone, as the allocational papers plot
+        them group by group.
+    shapes:
+        One row per (run, group): ``n``, ``mean``, ``skewness`` and
+        ``kurtosis`` (excess) of the group's scores (``scores.csv``).
     """
 
     runs: tuple[StudyRun, ...]
@@ -77,6 +87,9 @@ class StudyResult:
     correlations: pd.DataFrame
     selection: pd.DataFrame
     k_max: int
+    ndcg_curve: pd.DataFrame = field(default_factory=pd.DataFrame)
+    group_correlations: pd.DataFrame = field(default_factory=pd.DataFrame)
+    shapes: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def _load(path: Path) -> AllocationMetrics:
@@ -133,6 +146,17 @@ def _metric_column(points: pd.DataFrame, metric: str, gap: str) -> str:
 
 
 def _correlations(points: pd.DataFrame, k_max: int) -> pd.DataFrame:
+    return pd.DataFrame(_correlation_rows(points, k_max))
+
+
+def _group_correlations(points: pd.DataFrame, k_max: int) -> pd.DataFrame:
+    rows = []
+    for group, own in points.groupby("group", sort=False):
+        rows += [{"group": group, **row} for row in _correlation_rows(own, k_max)]
+    return pd.DataFrame(rows)
+
+
+def _correlation_rows(points: pd.DataFrame, k_max: int) -> list[dict[str, Any]]:
     rows = []
     for metric, directional in METRICS.items():
         for gap in GAPS:
@@ -148,7 +172,7 @@ def _correlations(points: pd.DataFrame, k_max: int) -> pd.DataFrame:
                 except ValueError:  # fewer than 3 points, or a constant column
                     row |= {"r": math.nan, "p_value": math.nan}
                 rows.append(row)
-    return pd.DataFrame(rows)
+    return rows
 
 
 def _ndcg_in_setting(setting: pd.DataFrame, metric: str, gap: str, at: int) -> float | None:
@@ -202,13 +226,40 @@ def run_study(run_dirs: Sequence[str | Path], *, ndcg_at: int = 3) -> StudyResul
     runs = _labelled([Path(path) for path in run_dirs])
     k_max = min(run.metrics.k_max for run in runs)
     points = _points(runs, k_max)
+    curve = [_selection(points, k_max, at).assign(at=at) for at in range(1, _NDCG_CURVE_MAX + 1)]
     return StudyResult(
         runs=runs,
         points=points,
         correlations=_correlations(points, k_max),
         selection=_selection(points, k_max, ndcg_at),
         k_max=k_max,
+        ndcg_curve=pd.concat(curve, ignore_index=True),
+        group_correlations=_group_correlations(points, k_max),
+        shapes=_shapes(runs),
     )
+
+
+_NDCG_CURVE_MAX = 10
+
+
+def _shapes(runs: Sequence[StudyRun]) -> pd.DataFrame:
+    """Skewness and kurtosis of each group's scores, per run (``scores.csv``)."""
+    frames = []
+    for run in runs:
+        try:
+            scores = pd.read_csv(run.path / "scores.csv")
+        except (OSError, ValueError):
+            continue
+        scored = scores[scores["score"].notna()]
+        if scored.empty:
+            continue
+        shape = distribution_shape(scored["score"], scored["group"]).reset_index()
+        frames.append(shape.assign(model=run.label))
+    if not frames:
+        return pd.DataFrame(columns=["model", "group", "n", "mean", "skewness", "kurtosis"])
+    return pd.concat(frames, ignore_index=True)[
+        ["model", "group", "n", "mean", "skewness", "kurtosis"]
+    ]
 
 
 def study_kind(run_dirs: Sequence[str | Path]) -> str:

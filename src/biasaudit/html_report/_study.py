@@ -61,7 +61,27 @@ def _allocation(study: StudyResult, ndcg_at: int) -> list[Section]:
             for r in study.runs
         ]
     )
-    return [runs, _validity(study, simulated), _ndcg(study, simulated, ndcg_at), _rankings(study)]
+    return [
+        runs,
+        _validity(study, simulated),
+        _ndcg(study, simulated, ndcg_at),
+        _rankings(study),
+        _full_views(study),
+    ]
+
+
+def _full_views(study: StudyResult) -> Section:
+    """The papers' other views: NDCG@N for every N, per-group correlations, score shapes."""
+    from ..report import _curve_blocks, _group_blocks, _shape_blocks
+
+    blocks: list[Any] = []
+    for block in [*_curve_blocks(study), *_group_blocks(study), *_shape_blocks(study)]:
+        if isinstance(block, str):
+            continue
+        blocks.append(Table(list(block.header), [list(r) for r in block.rows], caption=block.title))
+    if not blocks:
+        blocks.append(Paragraph("Two or more models are needed for these views."))
+    return Section("NDCG by cutoff, correlations by group, score shapes", "views", blocks)
 
 
 def _validity(study: StudyResult, simulated: bool) -> Section:
