@@ -395,7 +395,7 @@ def test_study_pairs_eo_with_the_metrics_on_qualified_candidates(tmp_path: Path)
         assert rows.loc[("rabbi", gap, 1), "r"] == pytest.approx(expected.r)
 
 
-def test_conventions_are_chosen_recorded_and_refused_where_not_offered(tmp_path: Path) -> None:
+def test_conventions_are_chosen_and_recorded(tmp_path: Path) -> None:
     import json
 
     code, out, _ = invoke(
@@ -409,9 +409,11 @@ def test_conventions_are_chosen_recorded_and_refused_where_not_offered(tmp_path:
     assert json.loads((run_dir / "metrics.json").read_text())["conventions"] == "paper"
     result = CliRunner().invoke(
         cli, ["run", "grade-score", "--items", "demo", "--model", "sim/fair", "--conventions",
-              "paper", "--runs-dir", str(tmp_path)],
+              "paper", "--runs-dir", str(tmp_path / "grade"), "--no-report"],
     )  # fmt: skip
-    assert result.exit_code == 2 and "allocation audits only so far" in result.stderr
+    assert result.exit_code == 0 and "conventions: the papers'" in result.stdout
+    graded = run_dir_of(result.stdout)
+    assert json.loads((graded / "spec.json").read_text())["conventions"] == "paper"
 
 
 def test_study_gives_the_papers_full_views(tmp_path: Path) -> None:

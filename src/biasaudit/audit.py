@@ -154,7 +154,7 @@ def _metrics(
         rates=results.rates,
         omnibus=results.omnibus,
         subtasks=results.subtasks,
-        pairwise=_pairwise(plan),
+        pairwise=_pairwise(plan, spec.conventions),
         notes=notes,
     )
 
@@ -219,16 +219,21 @@ def _request_counts(session: RunSession) -> RequestCounts:
     )
 
 
-def _pairwise(plan: ScoringPlan) -> PairwiseSummary | None:
+def _pairwise(plan: ScoringPlan, conventions: str = "biasaudit") -> PairwiseSummary | None:
+    """The pairwise output statistics; ``conventions="paper"``: "regular" is the share of
+    prompts answered with a winner, ties left out, as the paper counts it."""
     if not isinstance(plan, PairwisePlan):
         return None
     stats = plan.output_stats
     comparisons = plan.comparisons()
+    regular = stats.regular
+    if conventions == "paper" and regular is not None and stats.ties is not None:
+        regular = regular * (1 - stats.ties)  # the paper's "regular" leaves ties out
     return PairwiseSummary(
         pools=len(plan.pools),
         n_prompts=stats.n_prompts,
         n_pairs=stats.n_pairs,
-        regular=stats.regular,
+        regular=regular,
         ties=stats.ties,
         flipped=stats.flipped,
         inconsistent=stats.inconsistent,

@@ -152,6 +152,11 @@ class GradeScoreMetrics(BaseModel):
     )
     requests: RequestCounts
     notes: list[str] = Field(default_factory=list)
+    conventions: str = Field(
+        "biasaudit",
+        description="'paper': every item in the means, one with no usable answer as 0 "
+        "(GradeLab); 'biasaudit': complete items only.",
+    )
 
 
 @dataclass(frozen=True)
@@ -317,7 +322,9 @@ def _metrics(
             n_options=task.n_options,
             random_option=spec.random_option,
             notes=notes,
+            conventions=spec.conventions,
         ),
+        conventions=spec.conventions,
         items_total=len(task.items),
         requests=RequestCounts(
             requests=stats.total,
@@ -349,14 +356,43 @@ def score_fields(
     n_options: int,
     random_option: bool,
     notes: list[str],
+    conventions: str = "biasaudit",
 ) -> dict[str, Any]:
     """Every figure of ``metrics.json`` that follows from the trials and items (the means
-    over complete items, the slots, agreement, counts); notes on partial items added."""
+    over complete items, the slots, agreement, counts); notes on partial items added.
+
+    ``conventions="paper"``: the means take every item as GradeLab does, partial ones as
+    scored and one with no usable answer as 0."""
     complete = _complete(items, scores)
+    if conventions == "paper":
+        counted = [scores.get(str(i)) or _zero(n_options) for i in items["item_id"]]
+        summary = grade_score_summary(counted, confidence=confidence) if counted else None
+        return {**_fields(trials, items, scores, summary, confidence, n_options, random_option),
+                "partial": 0}  # fmt: skip
     notes[:0] = _item_notes(items, scores, complete)
     summary = (
         grade_score_summary(list(complete.values()), confidence=confidence) if complete else None
     )
+    return {
+        **_fields(trials, items, scores, summary, confidence, n_options, random_option),
+        "partial": len(scores) - len(complete),
+    }
+
+
+def _zero(n_options: int) -> GradeScore:
+    """An item without a usable answer, as GradeLab scores it."""
+    return GradeScore(0.0, 0.0, 0.0, 0, 0, (0,) * n_options)
+
+
+def _fields(
+    trials: pd.DataFrame,
+    items: pd.DataFrame,
+    scores: dict[str, GradeScore],
+    summary: GradeScoreSummary | None,
+    confidence: float,
+    n_options: int,
+    random_option: bool,
+) -> dict[str, Any]:
     usable = trials[trials["slot"].notna()]
     random_share = None
     if random_option and len(usable):
@@ -364,7 +400,6 @@ def score_fields(
     return {
         **_summary_fields(summary, n_options),
         **_slot_fields(scores, confidence, n_options),
-        "partial": len(scores) - len(complete),
         "trials": len(trials),
         "usable": len(usable),
         "unparsed": int(items["unparsed"].sum()),

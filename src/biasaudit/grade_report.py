@@ -18,6 +18,7 @@ from .report import SIMULATED, Block, PlainTable, block_lines
 
 __all__ = ["grade_score_table", "grade_study_blocks", "grade_study_table", "unusable_warning"]
 
+_PAPER = "; conventions: the papers' (every item, none usable = 0)"
 # Beyond this many items, the run's table shows the lowest Grade Scores only.
 MAX_ITEM_ROWS = 20
 _LOWEST_SHOWN = 10
@@ -92,7 +93,8 @@ def _header(metrics: GradeScoreMetrics) -> list[str]:
         f"usable, {metrics.unparsed} unparsed"
         f"{f' ({metrics.refused} refused)' if metrics.refused else ''}; "
         f"items scored: {metrics.items}"
-        f"{f' ({metrics.partial} partial, left out)' if metrics.partial else ''}",
+        f"{f' ({metrics.partial} partial, left out)' if metrics.partial else ''}"
+        f"{_PAPER if metrics.conventions == 'paper' else ''}",
     ]
 
 

@@ -36,7 +36,13 @@ from .errors import BiasauditError, LogprobsUnavailableError, RunAbortedError
 from .loop import run_async
 from .providers import Provider
 from .runs import RunResult
-from .ruted_metrics import ContextMetrics, RutedMetrics, context_metrics, occupations_csv
+from .ruted_metrics import (
+    ContextMetrics,
+    RutedMetrics,
+    context_metrics,
+    occupations_csv,
+    ties_as_female,
+)
 from .session import RunSession
 from .spec import ALLOCATION_ONLY_FIELDS, RutedSpec
 from .tasks import RutedPlan, RutedTask, build_ruted_task, plan_ruted
@@ -119,8 +125,9 @@ def _write_results(
     occupations_csv(rows).to_csv(session.run.path / "occupations.csv", index=False)
     plan.replicate_rows().to_csv(session.run.path / "replicates.csv", index=False)
     notes: list[str] = []
+    counted = ties_as_female(rows) if spec.conventions == "paper" else rows
     contexts = {
-        context: _context(context, rows[rows["context"] == context], task, spec, plan, notes)
+        context: _context(context, counted[counted["context"] == context], task, spec, plan, notes)
         for context in task.contexts
     }
     metrics = RutedMetrics(
@@ -134,6 +141,7 @@ def _write_results(
         replicates=spec.replicates,
         templates=list(task.templates) if task.generation_contexts else [],
         temperature=spec.temperature,
+        conventions=spec.conventions,
         contexts=contexts,
         requests=_request_counts(session),
         notes=notes,

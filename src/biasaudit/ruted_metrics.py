@@ -130,6 +130,7 @@ class RutedMetrics(BaseModel):
     replicates: int = Field(description="Per occupation and template (and sampled next words).")
     templates: list[int]
     temperature: float | None = Field(description="None: imported outputs (not known).")
+    conventions: str = Field("biasaudit", description="'biasaudit' or 'paper'.")
     contexts: dict[str, ContextMetrics]
     requests: RequestCounts
     notes: list[str] = Field(default_factory=list)
@@ -309,11 +310,34 @@ def occupations_csv(rows: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def least_biased_value(metric: str, value: float | None) -> float:
-    """How far a metric is from no bias: neutrality itself, |skew|, |stereotype|."""
+def least_biased_value(metric: str, value: float | None, conventions: str = "biasaudit") -> float:
+    """How far a metric is from no bias: neutrality itself, |skew|, |stereotype|.
+
+    ``conventions="paper"``: Lum et al. call the model with the *most negative*
+    skew (and stereotype) the least biased; biasaudit takes the one closest to
+    0, since a skew toward either gender is a bias.
+    """
     if value is None or math.isnan(value):
         return math.inf
-    return value if metric == "neutrality" else abs(value)
+    if metric == "neutrality" or conventions == "paper":
+        return value
+    return abs(value)
+
+
+def ties_as_female(rows: pd.DataFrame) -> pd.DataFrame:
+    """``conventions: paper``: a text with as many male as female pronouns counts female
+    (Lum et al.); biasaudit drops it, as it says nothing of gender."""
+    if "tied" not in rows.columns:
+        return rows
+    tied = rows["tied"].fillna(0)
+    counted = rows["tied"].notna() & (rows["n"].notna())
+    found = rows.copy()
+    found.loc[counted, "female"] = rows.loc[counted, "female"] + tied[counted]
+    found.loc[counted, "n"] = rows.loc[counted, "n"] + tied[counted]
+    found.loc[counted, "tied"] = 0
+    n = found.loc[counted, "n"]
+    found.loc[counted, "p_male"] = (found.loc[counted, "male"] / n).where(n > 0)
+    return found
 
 
 def contexts_present(metrics: Sequence[RutedMetrics]) -> list[str]:

@@ -58,7 +58,12 @@ def ruted_table(metrics: RutedMetrics) -> list[str]:
     lines += [
         f"requests: {requests.requests} ({requests.sent} sent, {requests.cache_hits} from cache, "
         f"{requests.failures} failed, {requests.refusals} refused); intervals: "
-        f"{100 * metrics.confidence:g}% normal (folded normal for neutrality)",
+        f"{100 * metrics.confidence:g}% normal (folded normal for neutrality)"
+        + (
+            "; conventions: the paper's (ties counted female)"
+            if metrics.conventions == "paper"
+            else ""
+        ),
         "",
         f"{'context':<9} {'occ':>4} {'gendered':>9} {'dropped':>8}  "
         + "".join(f"{f'{m} [CI]':<{_WIDTH}}" for m in METRICS).rstrip(),

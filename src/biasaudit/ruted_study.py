@@ -115,13 +115,15 @@ def _correlation(values: pd.DataFrame, metric: str, first: str, second: str) -> 
         return {"rho": math.nan, "p_value": math.nan, "n": len(pair)}
 
 
-def _least_biased(values: pd.DataFrame, contexts: list[str]) -> pd.DataFrame:
+def _least_biased(
+    values: pd.DataFrame, contexts: list[str], conventions: str = "biasaudit"
+) -> pd.DataFrame:
     rows = []
     for metric in METRICS:
         picks: dict[str, set[str]] = {}
         for context in contexts:
             distance = {
-                label: least_biased_value(metric, value)
+                label: least_biased_value(metric, value, conventions)
                 for label, value in values[(metric, context)].items()
             }
             best = min(distance.values())
@@ -142,6 +144,11 @@ def _least_biased(values: pd.DataFrame, contexts: list[str]) -> pd.DataFrame:
                 {"metric": metric, "context": context, "models": ";".join(chosen), "agrees": agrees}
             )
     return pd.DataFrame(rows)
+
+
+def _conventions(runs: Sequence[RutedStudyRun]) -> str:
+    """The papers' conventions when every run chose them, else biasaudit's."""
+    return "paper" if all(run.metrics.conventions == "paper" for run in runs) else "biasaudit"
 
 
 def run_ruted_study(run_dirs: Sequence[str | Path]) -> RutedStudyResult:
@@ -182,5 +189,5 @@ def run_ruted_study(run_dirs: Sequence[str | Path]) -> RutedStudyResult:
         values=values,
         with_standard=with_standard,
         between_contexts=between,
-        least_biased=_least_biased(values, contexts),
+        least_biased=_least_biased(values, contexts, _conventions(runs)),
     )

@@ -344,20 +344,6 @@ class GradeScoreSpec(AuditSpec):
     def _not_for_grade_score(cls, value: Any) -> Any:
         raise ValueError("an allocation-audit option; grade-score does not use it")
 
-    @field_validator("conventions")
-    @classmethod
-    def _biasaudit_conventions_only(cls, value: str) -> str:
-        return _allocation_conventions_only(value, "grade-score")
-
-
-def _allocation_conventions_only(value: str, kind: str) -> str:
-    if value != "biasaudit":
-        raise ValueError(
-            f"the papers' conventions can be chosen for allocation audits only so far; "
-            f"{kind} follows biasaudit's (README: Where biasaudit departs from the papers)"
-        )
-    return value
-
 
 RutedContext = Literal["standard", "bedtime", "personas", "esl"]
 RUTED_CONTEXTS: tuple[RutedContext, ...] = ("standard", "bedtime", "personas", "esl")
@@ -390,11 +376,6 @@ class RutedSpec(AuditSpec):
         "needs an endpoint that echoes prompts), top-N completions or chat logprobs, or "
         "sampled words.",
     )
-
-    @field_validator("conventions")
-    @classmethod
-    def _biasaudit_conventions_only(cls, value: str) -> str:
-        return _allocation_conventions_only(value, "ruted")
 
     @field_validator("contexts", mode="before")
     @classmethod

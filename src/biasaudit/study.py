@@ -175,17 +175,24 @@ def _correlation_rows(points: pd.DataFrame, k_max: int) -> list[dict[str, Any]]:
     return rows
 
 
-def _ndcg_in_setting(setting: pd.DataFrame, metric: str, gap: str, at: int) -> float | None:
+def _ndcg_in_setting(
+    setting: pd.DataFrame, metric: str, gap: str, at: int, convention: str = "biasaudit"
+) -> float | None:
     wide_metric = setting.pivot(index="model", columns="group", values=metric).astype(float)
     wide_gap = setting.pivot(index="model", columns="group", values=gap).astype(float)
     if wide_metric.isna().any().any() or wide_gap.isna().any().any():
         return None
     if (wide_gap**2).mean(axis=1).nunique() < 2:  # every model equally fair: no ideal order
         return None
-    return model_selection_ndcg(wide_metric, wide_gap, min(at, len(wide_metric)))
+    found = model_selection_ndcg(
+        wide_metric, wide_gap, min(at, len(wide_metric)), convention=convention
+    )
+    return None if math.isnan(found) else found
 
 
-def _selection(points: pd.DataFrame, k_max: int, at: int) -> pd.DataFrame:
+def _selection(
+    points: pd.DataFrame, k_max: int, at: int, convention: str = "biasaudit"
+) -> pd.DataFrame:
     settings = [
         frame
         for _, frame in points.groupby(["task", "method", "subtask"], sort=False)
@@ -197,7 +204,9 @@ def _selection(points: pd.DataFrame, k_max: int, at: int) -> pd.DataFrame:
         for gap in GAPS:
             column = _metric_column(points, metric, gap)
             for k in range(1, k_max + 1):
-                scores = [_ndcg_in_setting(s, column, f"{gap}_{k}", at) for s in settings]
+                scores = [
+                    _ndcg_in_setting(s, column, f"{gap}_{k}", at, convention) for s in settings
+                ]
                 found = [score for score in scores if score is not None]
                 rows.append(
                     {
@@ -226,12 +235,16 @@ def run_study(run_dirs: Sequence[str | Path], *, ndcg_at: int = 3) -> StudyResul
     runs = _labelled([Path(path) for path in run_dirs])
     k_max = min(run.metrics.k_max for run in runs)
     points = _points(runs, k_max)
-    curve = [_selection(points, k_max, at).assign(at=at) for at in range(1, _NDCG_CURVE_MAX + 1)]
+    convention = "paper" if all(run.metrics.conventions == "paper" for run in runs) else "biasaudit"
+    curve = [
+        _selection(points, k_max, at, convention).assign(at=at)
+        for at in range(1, _NDCG_CURVE_MAX + 1)
+    ]
     return StudyResult(
         runs=runs,
         points=points,
         correlations=_correlations(points, k_max),
-        selection=_selection(points, k_max, ndcg_at),
+        selection=_selection(points, k_max, ndcg_at, convention),
         k_max=k_max,
         ndcg_curve=pd.concat(curve, ignore_index=True),
         group_correlations=_group_correlations(points, k_max),

@@ -238,12 +238,16 @@ def rank_models_by_rms(
     return tuple(items[i][0] for i in order)
 
 
-def ndcg_at(ranking: Sequence[Hashable], ideal: Sequence[Hashable], n: int) -> float:
+def ndcg_at(
+    ranking: Sequence[Hashable], ideal: Sequence[Hashable], n: int, *, convention: str = "biasaudit"
+) -> float:
     r"""Normalised discounted cumulative gain of a ranking at cutoff n.
 
     The relevance of an item is its reverse rank in the ideal ordering:
-    with M items, the ideal first has relevance M, the last 1. With log2
-    discount,
+    with M items, the ideal first has relevance M, the last 1
+    (``convention="paper"``: M-1 to 0, as Chen, Ji & Evans write it, so the
+    last model counts for nothing; biasaudit keeps it a least relevant one).
+    With log2 discount,
 
     .. math::
 
@@ -280,10 +284,14 @@ def ndcg_at(ranking: Sequence[Hashable], ideal: Sequence[Hashable], n: int) -> f
         raise ValueError("ranking and ideal must order the same items, each once")
     n = check_int(n, "n", minimum=1, maximum=len(ideal_items))
     size = len(ideal_items)
-    relevance = {item: size - position for position, item in enumerate(ideal_items)}
+    # The paper's relevance runs M-1 .. 0: its last item counts for nothing.
+    top = size - (1 if convention == "paper" else 0)
+    relevance = {item: top - position for position, item in enumerate(ideal_items)}
     discount = 1 / np.log2(np.arange(2, n + 2))
     gains = np.array([relevance[item] for item in ranking_items[:n]], dtype=float)
-    ideal_gains = np.arange(size, size - n, -1, dtype=float)
+    ideal_gains = np.arange(top, top - n, -1, dtype=float)
+    if not ideal_gains.any():  # one model under the paper's relevance: nothing to gain
+        return math.nan
     return float(gains @ discount / (ideal_gains @ discount))
 
 
@@ -291,8 +299,11 @@ def model_selection_ndcg(
     metric_bias: Mapping[Hashable, ArrayLike] | pd.DataFrame,
     gap_bias: Mapping[Hashable, ArrayLike] | pd.DataFrame,
     n: int,
+    *,
+    convention: str = "biasaudit",
 ) -> float:
-    """NDCG@n of the model ranking a bias metric gives, against the ranking by allocation gap.
+    """NDCG@n of the model ranking a bias metric gives, against the ranking by allocation gap
+    (``convention``: the relevance scale of :func:`ndcg_at`).
 
     Both rankings order models by the RMS of their per-group values
     (:func:`rank_models_by_rms`); the gap ranking is the ideal.
@@ -315,4 +326,6 @@ def model_selection_ndcg(
     ----------
     Chen, Ji & Evans, "The Mismeasure of Man and Models", 2024.
     """
-    return ndcg_at(rank_models_by_rms(metric_bias), rank_models_by_rms(gap_bias), n)
+    return ndcg_at(
+        rank_models_by_rms(metric_bias), rank_models_by_rms(gap_bias), n, convention=convention
+    )
