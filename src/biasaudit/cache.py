@@ -40,7 +40,7 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -148,16 +148,37 @@ class ResponseCache:
             return cls(path, readonly=True)
 
     def _open_writable(self) -> sqlite3.Connection:
+        """Open for writing, in WAL mode, with the schema in place.
+
+        Two processes opening a new cache at once can find it locked *without*
+        SQLite's busy handler waiting: switching a file to WAL needs it to
+        themselves, so one of them gets "database is locked" at once, or its
+        switch silently leaves the file in rollback mode (where readers and
+        writers then block each other). Both are retried until the file is in
+        WAL mode, for as long as the busy timeout allows.
+        """
         self.path.parent.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
+        deadline = time.monotonic() + _BUSY_TIMEOUT_S
         try:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            db.executescript(_SCHEMA)
+            while True:
+                try:
+                    (mode,) = db.execute("PRAGMA journal_mode=WAL").fetchone()
+                    if str(mode).lower() == "wal":
+                        db.execute("PRAGMA synchronous=NORMAL")
+                        db.executescript(_SCHEMA)
+                        return db
+                except sqlite3.OperationalError as error:
+                    if "locked" not in str(error) and "busy" not in str(error):
+                        raise
+                    if time.monotonic() > deadline:
+                        raise
+                if time.monotonic() > deadline:
+                    raise sqlite3.OperationalError("database is locked (could not switch to WAL)")
+                time.sleep(0.02)
         except BaseException:
             db.close()
             raise
-        return db
 
     def _open_readonly(self) -> sqlite3.Connection:
         if not self.path.exists():
@@ -257,13 +278,17 @@ class ResponseCache:
         rows, self._pending_rows = self._pending_rows, []
         if not rows:
             return
-        try:
+
+        def write() -> None:
             if len(rows) == 1:
                 self._db.execute(_INSERT, rows[0])  # autocommit
             else:
                 with self._db:
                     self._db.execute("BEGIN")
                     self._db.executemany(_INSERT, rows)
+
+        try:
+            _while_busy(write)
         except sqlite3.Error as error:
             self._pending_rows[:0] = rows  # kept for the next commit
             self.broken = cache_error(self.path, error, writing=True)
@@ -312,7 +337,7 @@ class ResponseCache:
         now = time.time()
         try:
             self.commit()
-            self._db.execute("BEGIN IMMEDIATE")
+            _while_busy(lambda: self._db.execute("BEGIN IMMEDIATE"))
             try:
                 for chunk in _chunks(wanted):
                     marks = ",".join("?" * len(chunk))
@@ -355,7 +380,7 @@ class ResponseCache:
 
     def _write(self, sql: str, args: tuple[object, ...]) -> None:
         try:
-            self._db.execute(sql, args)
+            _while_busy(lambda: self._db.execute(sql, args))
         except sqlite3.Error as error:
             raise cache_error(self.path, error, writing=True) from None
 
@@ -425,6 +450,27 @@ def cache_error(path: Path, error: sqlite3.Error, *, writing: bool) -> Biasaudit
         "some space (or mend the disk) and run the same command again: every answer the "
         "run recorded is in the cache"
     )
+
+
+def _while_busy(operation: Callable[[], object]) -> None:
+    """Run ``operation``, again while SQLite answers "locked" or "busy" *at once*.
+
+    SQLite's busy handler waits out an ordinary lock (``_BUSY_TIMEOUT_S``), but
+    some contention between two processes is reported at once, without it: a
+    WAL snapshot gone stale under a writer, a file switching journal mode.
+    Those are retried here, within the same timeout; a lock that lasts longer
+    is an error.
+    """
+    deadline = time.monotonic() + _BUSY_TIMEOUT_S
+    while True:
+        try:
+            operation()
+            return
+        except sqlite3.OperationalError as error:
+            text = str(error)
+            if ("locked" not in text and "busy" not in text) or time.monotonic() > deadline:
+                raise
+        time.sleep(0.02)
 
 
 def _chunks(keys: list[str]) -> Iterable[list[str]]:
