@@ -288,7 +288,7 @@ class ResponseCache:
                     self._db.executemany(_INSERT, rows)
 
         try:
-            _while_busy(write)
+            _while_busy(self._db, write)
         except sqlite3.Error as error:
             self._pending_rows[:0] = rows  # kept for the next commit
             self.broken = cache_error(self.path, error, writing=True)
@@ -337,7 +337,7 @@ class ResponseCache:
         now = time.time()
         try:
             self.commit()
-            _while_busy(lambda: self._db.execute("BEGIN IMMEDIATE"))
+            _while_busy(self._db, lambda: self._db.execute("BEGIN IMMEDIATE"))
             try:
                 for chunk in _chunks(wanted):
                     marks = ",".join("?" * len(chunk))
@@ -380,7 +380,7 @@ class ResponseCache:
 
     def _write(self, sql: str, args: tuple[object, ...]) -> None:
         try:
-            _while_busy(lambda: self._db.execute(sql, args))
+            _while_busy(self._db, lambda: self._db.execute(sql, args))
         except sqlite3.Error as error:
             raise cache_error(self.path, error, writing=True) from None
 
@@ -452,23 +452,28 @@ def cache_error(path: Path, error: sqlite3.Error, *, writing: bool) -> Biasaudit
     )
 
 
-def _while_busy(operation: Callable[[], object]) -> None:
+def _while_busy(db: sqlite3.Connection, operation: Callable[[], object]) -> None:
     """Run ``operation``, again while SQLite answers "locked" or "busy" *at once*.
 
     SQLite's busy handler waits out an ordinary lock (``_BUSY_TIMEOUT_S``), but
     some contention between two processes is reported at once, without it: a
     WAL snapshot gone stale under a writer, a file switching journal mode.
-    Those are retried here, within the same timeout; a lock that lasts longer
-    is an error.
+    Those are retried here until the connection's busy timeout has passed
+    since the first try; a lock that lasts longer is an error.
     """
-    deadline = time.monotonic() + _BUSY_TIMEOUT_S
+    start = time.monotonic()
+    timeout_s: float | None = None
     while True:
         try:
             operation()
             return
         except sqlite3.OperationalError as error:
             text = str(error)
-            if ("locked" not in text and "busy" not in text) or time.monotonic() > deadline:
+            if "locked" not in text and "busy" not in text:
+                raise
+            if timeout_s is None:
+                timeout_s = float(db.execute("PRAGMA busy_timeout").fetchone()[0]) / 1000
+            if time.monotonic() - start >= timeout_s:
                 raise
         time.sleep(0.02)
 
