@@ -204,3 +204,19 @@ def test_a_malformed_ruted_file_exits_2(tmp_path: Path, rows: str, expected: str
     )
     assert result.exit_code == 2 and expected in result.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_imported_pools_select_within_the_pools_given(tmp_path: Path) -> None:
+    """A 'pool' column: the top k of each given pool, as pairwise runs select."""
+    lines = ["candidate,group,pool,score"]
+    for pool in range(6):
+        for group, value in (("W_M", 0.9), ("B_M", 0.1), ("A_F", 0.5)):
+            lines.append(f"p{pool}-{group},{group},p{pool},{value}")
+    (tmp_path / "pooled.csv").write_text("\n".join(lines) + "\n")
+    code, out, err = score(str(tmp_path / "pooled.csv"), "--runs-dir", str(tmp_path / "runs"),
+                           "--no-report")  # fmt: skip
+    assert code == 0, err
+    metrics = json.loads((run_of(out) / "metrics.json").read_text())
+    assert metrics["selection"]["pool"] == "given" and metrics["selection"]["rounds"] == 6
+    assert metrics["groups"]["B_M"]["dp_gap"]["1"] == pytest.approx(-1.0)  # W_M always first
+    assert metrics["groups"]["A_F"]["dp_gap"]["2"] == pytest.approx(0.0)  # both in the top 2

@@ -349,8 +349,9 @@ def allocation_results(
     selection = None
     if options.conventions == "paper":
         _paper_conventions(scored, options, groups, per_subtask)
-    if options.pairwise and comparisons is not None:
-        _pairwise_deltas(scored, comparisons, options, groups, per_subtask)
+    if options.pairwise:  # selection within the pools given (compared, or imported)
+        if comparisons is not None:
+            _pairwise_deltas(scored, comparisons, options, groups, per_subtask)
         selection = _pairwise_selection(scored, options, notes, groups, per_subtask)
     elif not table[table["figure"] == "dp_gap"].empty:
         selection = _simulated_summary(scored, options, figures)

@@ -203,7 +203,7 @@ def score_allocation(
         scores.to_csv(run.path / "scores.csv", index=False)
         metrics = AllocationMetrics(
             task=f"imported:{source.name}",
-            method="pairwise" if given else "pointwise",
+            method="imported",
             model=options.model,
             simulated=False,
             reference_group=reference,
