@@ -199,3 +199,15 @@ def test_runs_that_asked_alike_compare_as_before(tmp_path: Path) -> None:
     a, b = grade_run(tmp_path / "a"), grade_run(tmp_path / "b")
     comparison = compare_runs(a, b)
     assert comparison.different_settings == [] and comparison.verdict == NO_CHANGE
+
+
+def test_a_run_from_before_a_spec_field_existed_still_compares(tmp_path: Path) -> None:
+    """Scheduled re-audits compare with runs an older biasaudit wrote, whose spec.json lacks
+    the fields added since: those are no difference of settings."""
+    import json as json_module
+
+    a, b = grade_run(tmp_path / "a"), grade_run(tmp_path / "b")
+    spec = json_module.loads((a / "spec.json").read_text())
+    del spec["conventions"]
+    (a / "spec.json").write_text(json_module.dumps(spec))
+    assert compare_runs(a, b).different_settings == []
