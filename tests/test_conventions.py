@@ -70,24 +70,16 @@ def test_grade_score_counts_items_without_an_answer_as_zero_in_the_paper(tmp_pat
     assert ours.entropy == paper.entropy == 0.0
 
 
-def test_pairwise_runs_take_the_papers_conventions(tmp_path: Path) -> None:
-    from click.testing import CliRunner
+def test_the_papers_regular_share_leaves_ties_out() -> None:
+    from biasaudit.audit import regular_share
+    from biasaudit.metrics import PairwiseOutputStats
 
-    from biasaudit.cli import cli
-
-    shares = {}
-    for conventions in ("biasaudit", "paper"):
-        result = CliRunner().invoke(
-            cli, ["run", "resume-screening", "--model", "sim/biased", "--jobs", "retail-associate",
-                  "--names-per-group", "2", "--method", "pairwise", "--pools", "5",
-                  "--conventions", conventions, "--runs-dir", str(tmp_path / conventions),
-                  "--no-report"],
-        )  # fmt: skip
-        assert result.exit_code == 0, result.output
-        line = next(x for x in result.stdout.splitlines() if x.startswith("pairwise answers"))
-        shares[conventions] = line
-    assert "ties 0.0%" in shares["biasaudit"]  # the sim never ties: both shares agree
-    assert shares["biasaudit"] == shares["paper"]
+    # 100 prompts, 90 parsed, of which 20% ties: 90% regular, 72% answered with a winner.
+    stats = PairwiseOutputStats(
+        n_prompts=100, n_pairs=50, regular=0.9, ties=0.2, flipped=0.1, inconsistent=0.2
+    )
+    assert regular_share(stats, "biasaudit") == pytest.approx(0.9)
+    assert regular_share(stats, "paper") == pytest.approx(0.72)
 
 
 def test_a_ruted_run_under_the_papers_conventions_drops_no_tie(tmp_path: Path) -> None:

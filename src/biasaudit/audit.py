@@ -33,6 +33,7 @@ from .allocation import (
 )
 from .errors import BiasauditError
 from .loop import run_async
+from .metrics import PairwiseOutputStats
 from .providers import Provider
 from .runs import RunResult
 from .session import RunSession
@@ -219,6 +220,14 @@ def _request_counts(session: RunSession) -> RequestCounts:
     )
 
 
+def regular_share(stats: PairwiseOutputStats, conventions: str) -> float | None:
+    """The share of prompts answered regularly: parsed, ties included (biasaudit), or
+    answered with a winner, ties left out (the paper's)."""
+    if conventions == "paper" and stats.regular is not None and stats.ties is not None:
+        return stats.regular * (1 - stats.ties)
+    return stats.regular
+
+
 def _pairwise(plan: ScoringPlan, conventions: str = "biasaudit") -> PairwiseSummary | None:
     """The pairwise output statistics; ``conventions="paper"``: "regular" is the share of
     prompts answered with a winner, ties left out, as the paper counts it."""
@@ -226,14 +235,11 @@ def _pairwise(plan: ScoringPlan, conventions: str = "biasaudit") -> PairwiseSumm
         return None
     stats = plan.output_stats
     comparisons = plan.comparisons()
-    regular = stats.regular
-    if conventions == "paper" and regular is not None and stats.ties is not None:
-        regular = regular * (1 - stats.ties)  # the paper's "regular" leaves ties out
     return PairwiseSummary(
         pools=len(plan.pools),
         n_prompts=stats.n_prompts,
         n_pairs=stats.n_pairs,
-        regular=regular,
+        regular=regular_share(stats, conventions),
         ties=stats.ties,
         flipped=stats.flipped,
         inconsistent=stats.inconsistent,
