@@ -220,3 +220,19 @@ def test_imported_pools_select_within_the_pools_given(tmp_path: Path) -> None:
     assert metrics["selection"]["pool"] == "given" and metrics["selection"]["rounds"] == 6
     assert metrics["groups"]["B_M"]["dp_gap"]["1"] == pytest.approx(-1.0)  # W_M always first
     assert metrics["groups"]["A_F"]["dp_gap"]["2"] == pytest.approx(0.0)  # both in the top 2
+
+
+def test_imported_pools_with_some_candidates_unrated_say_why_there_is_no_eo(
+    tmp_path: Path,
+) -> None:
+    lines = ["candidate,group,pool,score,qualified"]
+    for pool in range(6):
+        for group, value in (("W_M", 0.9), ("B_M", 0.1)):
+            lines.append(f"p{pool}-{group},{group},p{pool},{value},{'yes' if pool else ''}")
+    (tmp_path / "pooled.csv").write_text("\n".join(lines) + "\n")
+    code, out, err = score(str(tmp_path / "pooled.csv"), "--runs-dir", str(tmp_path / "runs"),
+                           "--no-report")  # fmt: skip
+    assert code == 0, err
+    metrics = json.loads((run_of(out) / "metrics.json").read_text())
+    assert metrics["groups"]["B_M"]["dp_gap"] and not metrics["groups"]["B_M"]["eo_gap"]
+    assert "no ΔEO in the pools given: some candidates are not rated" in metrics["notes"]

@@ -2,21 +2,21 @@
 
 For every group but the reference, from the candidates' scores (Chen, Ji &
 Evans, "The Mismeasure of Man and Models", 2024; Cyberey, Ji & Evans, "Do
-Prevalent Bias Metrics Capture Allocational Harms from LLMs?", 2025):
+Prevalent Bias Metrics Capture Allocational Harms from LLMs?", 2025), each
+computed within every subtask (job, essay prompt) and aggregated into one
+headline per group (:func:`~biasaudit.metrics.allocation_figures`):
 
-- RABBI with its bootstrap interval and Mann-Whitney p-value
-  (:func:`~biasaudit.metrics.rank_biserial_tests`);
-- δ, the average score gap (pointwise, :func:`~biasaudit.metrics.avg_score_gap`)
-  or preference gap (pairwise, :func:`~biasaudit.metrics.pairwise_preference_gap`);
-- JSD and EMD of the score distributions;
-- ΔDP and ΔEO for k = 1..k_max from top-k selection: pools simulated within
-  each subtask (pointwise, :func:`~biasaudit.metrics.simulate_selection`) or
-  the pools compared (pairwise, :func:`~biasaudit.metrics.select_in_pools`),
-  with bootstrap intervals (:func:`~biasaudit.metrics.bootstrap_selection_gaps`).
+- RABBI, δ, JSD and EMD, on all candidates and on the qualified ones, with
+  intervals over the units that vary (names, items) and permutation p-values;
+- every group's selection rate, and ΔDP / ΔEO for k = 1..k_max from top-k
+  selection in balanced simulated pools, or (pairwise, imported pools) in the
+  pools given (:func:`~biasaudit.metrics.select_in_pools`, intervals from
+  resampling the pools, :func:`~biasaudit.metrics.bootstrap_selection_gaps`);
+- pairwise: δ is the preference gap of the comparisons
+  (:func:`~biasaudit.metrics.pairwise_preference_gap`).
 
-The same figures are computed for each subtask (job, essay prompt), with
-their sample sizes, for ``biasaudit study``. A figure that cannot be computed
-(a group with no scored candidate, say) is left out with a note, never an error.
+A figure that cannot be computed (a group with no scored candidate, say) is
+left out with a note, never an error.
 """
 
 from __future__ import annotations
@@ -39,7 +39,6 @@ from .metrics import (
     mann_whitney_p,
     pairwise_preference_gap,
     select_in_pools,
-    simulate_selection,
 )
 from .tasks import PoolDesign
 
@@ -650,9 +649,11 @@ def _qualified(scored: pd.DataFrame) -> np.ndarray[Any, Any] | None:
 def _selection(
     scored: pd.DataFrame, options: MetricOptions, notes: list[str]
 ) -> tuple[dict[str, dict[str, Any]], SelectionSummary] | None:
-    """ΔDP / ΔEO (and intervals) per group, or None with a note when selection cannot run."""
-    scored = _groups_in_every_subtask(scored, options, notes)
+    """ΔDP / ΔEO (and intervals) per group in the pools given, or None with a note when
+    selection cannot run."""
     qualified = _qualified(scored)
+    if qualified is None and scored["qualified"].notna().any():
+        notes.append("no ΔEO in the pools given: some candidates are not rated")
     try:
         return _select(scored, options, qualified)
     except ValueError as error:
@@ -687,15 +688,8 @@ def _groups_in_every_subtask(
 def _select(
     scored: pd.DataFrame, options: MetricOptions, qualified: np.ndarray[Any, Any] | None
 ) -> tuple[dict[str, dict[str, Any]], SelectionSummary]:
-    common: dict[str, Any] = {"k_max": options.k_max}
-    if options.pairwise:
-        common["pools"] = scored["pool"].to_numpy()
-        result = select_in_pools(scored["score"], scored["group"], qualified=qualified, **common)
-    else:
-        common |= _simulation_options(scored, options)
-        result = simulate_selection(
-            scored["score"], scored["group"], qualified, seed=options.seed, **common
-        )
+    common: dict[str, Any] = {"k_max": options.k_max, "pools": scored["pool"].to_numpy()}
+    result = select_in_pools(scored["score"], scored["group"], qualified=qualified, **common)
     gaps: dict[str, dict[str, Any]] = result.to_gap_dict(options.reference)
     if options.gap_bootstrap is not None:
         intervals = bootstrap_selection_gaps(
@@ -709,7 +703,7 @@ def _select(
         pool=result.pool,
         pool_size=result.pool_size,
         rounds=result.n_rounds,
-        subtasks=result.n_strata if not options.pairwise else scored["subtask"].nunique(),
+        subtasks=scored["subtask"].nunique(),
         appearances={str(g): int(n) for g, n in result.appearances.items()},
         qualified_appearances=None
         if result.qualified_appearances is None
@@ -717,13 +711,3 @@ def _select(
         bootstrap=options.gap_bootstrap,
     )
     return gaps, summary
-
-
-def _simulation_options(scored: pd.DataFrame, options: MetricOptions) -> dict[str, Any]:
-    design = options.pool
-    found: dict[str, Any] = {"pool": design.kind, "n_rounds": options.rounds}
-    if design.kind == "random":
-        found["pool_size"] = design.size
-    if scored["subtask"].nunique() > 1:
-        found["strata"] = scored["subtask"].to_numpy()
-    return found

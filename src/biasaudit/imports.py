@@ -46,6 +46,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 import pandas as pd
 
 from . import __version__
@@ -125,9 +126,9 @@ def read_scores(path: Path) -> pd.DataFrame:
     require_columns(frame, ["candidate", "group", "score"], what="scores", path=path)
     require_values(frame, ["candidate", "group", "score"], what="scores", path=path)
     scores = pd.to_numeric(frame["score"], errors="coerce")
-    bad = scores.isna() | ~scores.map(lambda v: math.isfinite(v) if v == v else False)
+    bad = ~np.isfinite(scores.to_numpy(float))
     if bad.any():
-        row = int(bad.to_numpy().argmax())
+        row = int(bad.argmax())
         raise InputError(
             str(path), row + 2, "score", f"{frame['score'].iloc[row]!r} is not a finite number"
         )
