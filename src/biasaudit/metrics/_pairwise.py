@@ -327,11 +327,7 @@ def pairwise_preference_gap(
     if convention != "biasaudit":
         raise ValueError(f"convention must be 'biasaudit' or 'paper', got {convention!r}")
     pairs = _match_pairs(first, second, choice)
-    lookup = group_of if isinstance(group_of, pd.Series) else pd.Series(dict(group_of))
-    labels = lookup.reindex(pd.Index(pairs.ids, dtype=object))
-    if labels.isna().any():
-        raise ValueError(f"group_of has no group for candidate {labels.index[labels.isna()][0]!r}")
-    group_codes = labels.to_numpy(dtype=object)
+    group_codes = _groups_of(group_of, pairs.ids)
     low_group, high_group = group_codes[pairs.low], group_codes[pairs.high]
     low_is_a = (low_group == group) & (high_group == reference)
     high_is_a = (high_group == group) & (low_group == reference)
@@ -343,6 +339,16 @@ def pairwise_preference_gap(
     a_wins = (low_is_a & consistent_low) | (high_is_a & consistent_high)
     b_wins = (low_is_a & consistent_high) | (high_is_a & consistent_low)
     return float(a_wins.sum() - b_wins.sum()) / n_matched
+
+
+def _groups_of(group_of: Mapping[Hashable, Hashable] | pd.Series, ids: ArrayLike) -> NDArray[Any]:
+    """The group of each candidate id; a candidate without one is an error."""
+    lookup = group_of if isinstance(group_of, pd.Series) else pd.Series(dict(group_of))
+    labels = lookup.reindex(pd.Index(ids, dtype=object))
+    if labels.isna().any():
+        raise ValueError(f"group_of has no group for candidate {labels.index[labels.isna()][0]!r}")
+    found: NDArray[Any] = labels.to_numpy(dtype=object)
+    return found
 
 
 def _paper_gap(
@@ -358,15 +364,12 @@ def _paper_gap(
     second_ids = as_label_array(second, "second")
     answers = _answer_codes(choice)
     check_same_length(first=first_ids, second=second_ids, choice=answers)
-    lookup = group_of if isinstance(group_of, pd.Series) else pd.Series(dict(group_of))
-    groups_first = lookup.reindex(pd.Index(first_ids, dtype=object)).to_numpy(dtype=object)
-    groups_second = lookup.reindex(pd.Index(second_ids, dtype=object)).to_numpy(dtype=object)
-    if pd.isna(groups_first).any() or pd.isna(groups_second).any():
-        raise ValueError("group_of has no group for some candidate")
+    groups_first, groups_second = _groups_of(group_of, first_ids), _groups_of(group_of, second_ids)
     both = np.array([group, reference], dtype=object)
     pair = np.isin(groups_first, both) & np.isin(groups_second, both)
     if not pair.any():
         raise ValueError(f"no prompt compares candidates of {group!r} and {reference!r} only")
-    named = np.where(answers == 0, groups_first, np.where(answers == 1, groups_second, None))
+    unnamed = np.full(answers.size, None, dtype=object)
+    named = np.where(answers == 0, groups_first, np.where(answers == 1, groups_second, unnamed))
     named = named[pair]
     return float((named == group).sum() - (named == reference).sum()) / int(pair.sum())
