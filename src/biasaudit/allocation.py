@@ -232,6 +232,9 @@ class AllocationMetrics(BaseModel):
     pairwise: PairwiseSummary | None = None
     notes: list[str] = Field(default_factory=list)
 
+    qualified_rule: str | None = Field(
+        None, description="Who counts as qualified (for ΔEO and the '_qualified' figures)."
+    )
     conventions: str = Field(
         "biasaudit",
         description="'biasaudit' or 'paper': which definitions the departing figures follow "

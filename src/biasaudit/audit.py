@@ -151,6 +151,7 @@ def _metrics(
         intervals=results.intervals,
         headline_k=min(spec.headline_k, options.k_max),
         conventions=spec.conventions,
+        qualified_rule=task.qualified_rule,
         groups=results.groups,
         rates=results.rates,
         omnibus=results.omnibus,

@@ -572,6 +572,12 @@ def run_resume_screening(**fields: Any) -> None:
 )
 @click.option("--topic", help="The essay prompt the rubric names (unless a 'topic' column does).")
 @click.option("--pool-size", type=click.IntRange(2, 1000), help="Essays per pool [default: 10].")
+@click.option(
+    "--qualified-at-least",
+    metavar="RATING|median",
+    help="An essay is qualified when its rating is at least this [default: the median of "
+    "the rated essays; with --conventions paper, the authors' rule: above 53 of 100].",
+)
 @_reports_errors
 def run_essay_grading(**fields: Any) -> None:
     """Grade essays 1-5 and select the top k of random pools (see 'biasaudit tasks')."""

@@ -167,6 +167,7 @@ def _header(metrics: AllocationMetrics) -> list[str]:
         f"(n = {n_reference}); "
         f"intervals: {metrics.interval_text()}"
         + ("; conventions: the papers'" if metrics.conventions == "paper" else ""),
+        *([f"qualified: {metrics.qualified_rule}"] if metrics.qualified_rule else []),
     ]
 
 

@@ -227,6 +227,12 @@ class EssayGradingSpec(AuditSpec):
         description="The essay prompt the rubric names (a 'topic' column overrides it).",
     )
     pool_size: int = Field(10, ge=2, le=1000)
+    qualified_at_least: float | Literal["median"] | None = Field(
+        None,
+        description="An essay is qualified when its rating is at least this; 'median': the "
+        "median of the rated essays. Unset: 'median', or with conventions: paper the "
+        "authors' rule (above 53 of ICNALE's 0-100 overall rating, their 'Good' band).",
+    )
 
 
 class QualifiedSpec(BaseModel):

@@ -103,12 +103,51 @@ def test_essay_grading_qualifies_at_or_above_the_median_rating(tmp_path: Path) -
     spec = EssayGradingSpec(model="sim/biased", essays=corpus, reference_group="L1", pool_size=4)
     task = build_task(spec)
     assert [c.qualified for c in task.candidates] == [False, True, False, True]  # median 2.5
+    assert task.qualified_rule == "rating at or above the median of the rated essays (2.5)"
     assert [c.id for c in task.candidates] == [
         "essay-0001",
         "essay-0002",
         "essay-0003",
         "essay-0004",
     ]
+
+
+def test_essay_grading_qualifies_at_a_threshold_given(tmp_path: Path) -> None:
+    corpus = tmp_path / "essays.csv"
+    corpus.write_text("text,group,rating\nOne.,L1,1\nTwo.,L1,3\nThree.,L2,2\nFour.,L2,5\n")
+    spec = EssayGradingSpec(
+        model="sim/biased", essays=corpus, reference_group="L1", qualified_at_least="3",
+        pool_size=4,
+    )  # fmt: skip
+    task = build_task(spec)
+    assert [c.qualified for c in task.candidates] == [False, True, False, True]
+    assert task.qualified_rule == "rating at or above 3"
+
+
+def test_essay_grading_with_paper_conventions_qualifies_above_53_of_100(tmp_path: Path) -> None:
+    """The authors' code: pd.cut at (0, 40, 53, 100], 'Good' qualified, so 53 is not."""
+    corpus = tmp_path / "essays.csv"
+    rows = [("A", 40), ("A", 53), ("B", 53.5), ("B", 90), ("A", "")]
+    corpus.write_text(
+        "text,group,rating\n" + "".join(f"Essay {i}.,{g},{r}\n" for i, (g, r) in enumerate(rows))
+    )
+    spec = EssayGradingSpec(
+        model="sim/biased", essays=corpus, reference_group="A", conventions="paper", pool_size=2
+    )
+    task = build_task(spec)
+    assert [c.qualified for c in task.candidates] == [False, False, True, True, None]
+    assert task.qualified_rule is not None and "above 53 of 100" in task.qualified_rule
+    # A threshold given wins over the convention.
+    given = spec.model_copy(update={"qualified_at_least": 53.0})
+    assert [c.qualified for c in build_task(given).candidates][:2] == [False, True]
+
+
+def test_the_papers_essay_threshold_refuses_another_scale(tmp_path: Path) -> None:
+    corpus = tmp_path / "essays.csv"
+    corpus.write_text("text,group,rating\nOne.,ENS,1\nTwo.,ENS,150\n")
+    spec = EssayGradingSpec(model="sim/biased", essays=corpus, conventions="paper", pool_size=2)
+    with pytest.raises(UsageError, match=r"ratings run from 1 to 150.*--qualified-at-least"):
+        build_task(spec)
 
 
 def test_essay_grading_without_ens_needs_a_reference(tmp_path: Path) -> None:

@@ -224,6 +224,8 @@ class AllocationTask:
         How a pairwise prompt labels its two items (``Candidate A``).
     item_column:
         The name of ``Candidate.item`` in ``scores.csv`` (``resume_id``).
+    qualified_rule:
+        Who counts as qualified, in words, for the reports (None: no labels).
     """
 
     name: str
@@ -238,6 +240,7 @@ class AllocationTask:
     group_names: Mapping[str, str] = field(default_factory=dict)
     noun: str = "Candidate"
     item_column: str = "item"
+    qualified_rule: str | None = None
 
     def __post_init__(self) -> None:
         self._check_groups()

@@ -2,7 +2,9 @@
 
 The user brings the corpus: a CSV with ``text``, ``group`` and optionally
 ``rating`` (an essay is qualified when its rating is at or above the median of
-the rated essays; a row may leave it empty: ΔDP uses every essay, ΔEO the rated),
+the rated essays, or a threshold given; with ``conventions: paper``, above 53 of
+ICNALE's 0-100 rating as the authors' code does; a row may leave it empty: ΔDP
+uses every essay, ΔEO the rated),
 ``essay_id`` and ``topic``. Pools are 10 essays drawn at random; the reference
 group is configurable (``ENS``, English native speakers, when present). The
 published audit used the ICNALE learner corpus, which cannot be shipped; a
@@ -12,6 +14,7 @@ Chen, Ji & Evans, "The Mismeasure of Man and Models" (2024).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -22,7 +25,13 @@ from ..textfiles import brief
 from ._allocation import AllocationTask, Candidate, PoolDesign, PromptTemplate
 from ._files import DATA_DIR, PROMPTS_DIR, read_table, require_columns, require_values
 
-__all__ = ["DEMO_ESSAYS", "build_essay_grading", "resolve_essays"]
+__all__ = [
+    "DEMO_ESSAYS",
+    "QualificationRule",
+    "build_essay_grading",
+    "qualification_rule",
+    "resolve_essays",
+]
 
 DEMO_ESSAYS = DATA_DIR / "essays_demo.csv"
 DEFAULT_REFERENCE = "ENS"
@@ -60,6 +69,53 @@ def _ratings(frame: pd.DataFrame, path: Path) -> pd.Series | None:
     return ratings
 
 
+# The authors' code bins ICNALE's overall rating (0-100) at 40 and 53 into Fair,
+# Average and Good, right-closed, and takes Good as qualified: a rating above 53.
+PAPER_THRESHOLD = 53.0
+PAPER_SCALE = (0.0, 100.0)
+
+
+@dataclass(frozen=True)
+class QualificationRule:
+    """Who of the rated essays is qualified: at least ``threshold``, or above it."""
+
+    threshold: float
+    strict: bool
+    text: str
+
+    def passes(self, rating: float) -> bool:
+        return bool(rating > self.threshold if self.strict else rating >= self.threshold)
+
+
+def qualification_rule(spec: EssayGradingSpec, ratings: pd.Series, path: Path) -> QualificationRule:
+    """The rule of ``spec.qualified_at_least``; unset: the median (biasaudit's), or the
+    authors' 'Good' band with ``conventions: paper``.
+
+    Raises
+    ------
+    UsageError
+        The paper's rule asked for on ratings outside its 0-100 scale.
+    """
+    given = spec.qualified_at_least
+    if given is None and spec.conventions == "paper":
+        low, high = float(ratings.min()), float(ratings.max())
+        if low < PAPER_SCALE[0] or high > PAPER_SCALE[1]:
+            raise UsageError(
+                f"essays {path}, column 'rating': ratings run from {low:g} to {high:g}, but "
+                "the paper's rule (qualified above 53) is on ICNALE's 0-100 overall rating: "
+                "give --qualified-at-least for this scale"
+            )
+        return QualificationRule(
+            PAPER_THRESHOLD, True, "rating above 53 of 100 (the authors' 'Good' band)"
+        )
+    if given is None or given == "median":
+        median = float(ratings.median())
+        return QualificationRule(
+            median, False, f"rating at or above the median of the rated essays ({median:g})"
+        )
+    return QualificationRule(float(given), False, f"rating at or above {float(given):g}")
+
+
 def _essay_ids(frame: pd.DataFrame, path: Path) -> list[str]:
     column = next((c for c in ("essay_id", "id") if c in frame.columns), None)
     if column is None:
@@ -77,13 +133,10 @@ def build_essay_grading(spec: EssayGradingSpec) -> AllocationTask:
     require_columns(frame, ["text", "group"], what="essays", path=path)
     require_values(frame, ["text", "group"], what="essays", path=path)
     ratings = _ratings(frame, path)
-    # Qualified: rated at or above the median of the rated essays; unrated: unknown (ΔEO
-    # and the qualified figures use the rated ones only).
-    qualified = (
-        None
-        if ratings is None
-        else [None if pd.isna(r) else bool(r >= ratings.median()) for r in ratings]
-    )
+    # Unrated essays are of unknown qualification (ΔEO and the qualified figures use
+    # the rated ones only).
+    rule = None if ratings is None else qualification_rule(spec, ratings, path)
+    qualified = None if rule is None else [None if pd.isna(r) else rule.passes(r) for r in ratings]
     topics = frame["topic"] if "topic" in frame.columns else pd.Series([spec.topic] * len(frame))
     groups = tuple(dict.fromkeys(frame["group"]))
     reference = spec.reference_group or DEFAULT_REFERENCE
@@ -118,4 +171,5 @@ def build_essay_grading(spec: EssayGradingSpec) -> AllocationTask:
         group_names=GROUP_NAMES,
         noun="Essay",
         item_column="essay_id",
+        qualified_rule=None if rule is None else rule.text,
     )
