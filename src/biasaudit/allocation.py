@@ -196,10 +196,34 @@ class PairwiseSummary(BaseModel):
 
 
 class ScoringSummary(BaseModel):
-    path: str = Field(description="'logprobs', 'samples' or 'pairwise'.")
+    path: str = Field(
+        description="'logprobs', 'continuation', 'samples', 'pairwise' or 'imported'."
+    )
     samples: int | None = Field(None, description="Sampled replicates per candidate.")
     labels: dict[str, float] | None = None
     value_range: list[float]
+    chat_template: str | None = Field(
+        None, description="Continuation: the chat template the prompts were rendered with."
+    )
+
+    def describe(self) -> str:
+        """How the scores were obtained, in one phrase for the text and HTML reports."""
+        if self.path == "imported":
+            return "scores imported with biasaudit score: no request was sent"
+        if self.path == "pairwise":
+            pairs = "both orders of every pair in a pool; score = wins per pair within the pool"
+            return f"pairwise: {pairs}"
+        labels = ", ".join(f"{k}={v:g}" for k, v in (self.labels or {}).items())
+        if self.path == "logprobs":
+            source = "first-token logprobs"
+        elif self.path == "continuation":
+            source = (
+                "every label scored whole as a continuation of the prompt rendered with "
+                f"the {self.chat_template} chat template"
+            )
+        else:
+            source = f"{self.samples} sampled answers per candidate (temperature 1)"
+        return f"pointwise: expected label value ({labels}) from {source}"
 
 
 class AllocationMetrics(BaseModel):

@@ -84,7 +84,7 @@ async def run_audit(
     task = build_task(spec)
     task.prompt(spec.method)
     provider = provider or spec.resolve_provider()
-    plan = plan_scoring(task, spec, provider.capabilities)
+    plan = plan_scoring(task, spec, provider)
     session = RunSession.open(
         "allocation",
         provider,
@@ -194,6 +194,7 @@ def _scoring(plan: ScoringPlan, options: MetricOptions) -> ScoringSummary:
             samples=probe.samples if probe.path == "samples" else None,
             labels=dict(probe.labels),
             value_range=list(options.value_range),
+            chat_template=probe.template.name if probe.template is not None else None,
         )
     return ScoringSummary(path="pairwise", value_range=list(options.value_range))
 

@@ -107,7 +107,7 @@ def plan_requests(spec: AuditSpec, provider: Provider) -> list[ModelRequest]:
 
     allocation = build_task(spec)
     allocation.prompt(spec.method)
-    return list(plan_scoring(allocation, spec, provider.capabilities).requests)
+    return list(plan_scoring(allocation, spec, provider).requests)
 
 
 def _finished(kind: str, run_dir: Path, manifest: Manifest, metrics: BaseModel) -> FinishedAudit:

@@ -330,9 +330,17 @@ _AUDIT_OPTIONS = [
     ),
     click.option(
         "--scoring",
-        type=click.Choice(["auto", "logprobs", "samples"]),
-        help="Pointwise scores from first-token logprobs or sampled answers "
+        type=click.Choice(["auto", "logprobs", "samples", "continuation"]),
+        help="Pointwise scores from first-token logprobs, sampled answers, or every label "
+        "scored whole as a continuation (legacy completions with echo: vLLM, llama.cpp) "
         "[default: auto: logprobs where the endpoint gives them].",
+    ),
+    click.option(
+        "--chat-template",
+        metavar="model|chatml|plain|FILE",
+        help="--scoring continuation: how the chat prompt becomes one text: the model's own "
+        "(local models), ChatML, plain paragraphs (base models), or a .jinja / "
+        "tokenizer_config.json file [default: model].",
     ),
     click.option(
         "--samples",
@@ -628,7 +636,8 @@ def run_grade_score(**fields: Any) -> None:
 
 
 _NOT_FOR_RUTED = (
-    "method", "scoring", "samples", "reference_group", "k_max", "headline_k", "rounds", "pools",
+    "method", "scoring", "chat_template", "samples", "reference_group", "k_max", "headline_k",
+    "rounds", "pools",
 )  # fmt: skip
 
 

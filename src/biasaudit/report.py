@@ -139,26 +139,13 @@ def allocation_table(metrics: AllocationMetrics) -> list[str]:
 
 def _header(metrics: AllocationMetrics) -> list[str]:
     model = metrics.model + (f" ({SIMULATED})" if metrics.simulated else "")
-    scoring = metrics.scoring
-    if scoring.path == "imported":
-        how = "scores imported with biasaudit score (no request sent)"
-    elif scoring.path == "pairwise":
-        how = "both orders of every pair in a pool; score = wins per pair within the pool"
-    else:
-        labels = ", ".join(f"{k}={v:g}" for k, v in (scoring.labels or {}).items())
-        source = (
-            "first-token logprobs"
-            if scoring.path == "logprobs"
-            else f"{scoring.samples} sampled answers per candidate (temperature 1)"
-        )
-        how = f"expected label value ({labels}) from {source}"
     counts, requests = metrics.candidates, metrics.requests
     reference = metrics.reference_group
     reference_name = _display_name(metrics, reference)
     n_reference = next(iter(metrics.groups.values())).n_reference if metrics.groups else 0
     return [
         f"{metrics.task} audit of {model}",
-        f"method: {metrics.method}: {how}",
+        f"method: {metrics.scoring.describe()}",
         f"candidates: {counts.total} ({counts.scored} scored, {counts.irregular} with irregular "
         f"answers, {counts.unscored} unscored); requests: {requests.requests} "
         f"({requests.sent} sent, {requests.cache_hits} from cache, {requests.failures} failed, "

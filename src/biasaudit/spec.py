@@ -75,8 +75,16 @@ class AuditSpec(BaseModel):
         "Recorded masked (spec.json keeps $NAME references, every other value is ***).",
     )
     method: Method = "pointwise"
-    scoring: Literal["auto", "logprobs", "samples"] = Field(
-        "auto", description="Pointwise: first-token logprobs, sampled replicates, or auto."
+    scoring: Literal["auto", "logprobs", "samples", "continuation"] = Field(
+        "auto",
+        description="Pointwise: first-token logprobs, sampled replicates, auto, or every "
+        "label scored whole as a continuation (legacy completions with echo).",
+    )
+    chat_template: str | None = Field(
+        None,
+        description="Continuation scoring: how the chat prompt becomes one text: 'model' "
+        "(the model's own, where it can be read: local GGUF models), 'chatml', 'plain', or a "
+        ".jinja / tokenizer_config.json file [default: model].",
     )
     samples: int = Field(20, ge=1, le=128, description="Sampled replicates per candidate.")
     temperature: float = Field(
@@ -311,8 +319,8 @@ class AllocationTaskSpec(AuditSpec):
 
 
 ALLOCATION_ONLY_FIELDS = (
-    "method", "scoring", "samples", "top_logprobs", "reference_group", "k_max", "headline_k",
-    "rounds", "pools", "bootstrap", "gap_bootstrap",
+    "method", "scoring", "chat_template", "samples", "top_logprobs", "reference_group", "k_max",
+    "headline_k", "rounds", "pools", "bootstrap", "gap_bootstrap",
 )  # fmt: skip
 GRADE_SCORE_PROMPTS = ("1", "2", "3", "4")
 

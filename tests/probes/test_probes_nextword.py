@@ -132,13 +132,13 @@ def echoed(*tokens: tuple[str, float | None]) -> ModelResponse:
 def test_a_continuation_is_scored_by_the_sum_of_its_tokens_logprobs() -> None:
     text = "The nurse is"
     whole = echoed(("The", None), (" nurse", -7.0), (" is", -2.0), (" she", -1.5))
-    assert NextWordProbe.continuation_logprob(whole, text) == pytest.approx(-1.5)
+    assert NextWordProbe.continuation_logprob(whole, text, "she") == pytest.approx(-1.5)
     split = echoed(("The", None), (" nurse", -7.0), (" is", -2.0), (" masc", -3.0), ("uline", -0.5))
-    assert NextWordProbe.continuation_logprob(split, text) == pytest.approx(-3.5)
+    assert NextWordProbe.continuation_logprob(split, text, "masculine") == pytest.approx(-3.5)
     # A token that runs across the end of the text: the word's own probability is lost.
     merged = echoed(("The", None), (" nurse", -7.0), (" i", -2.0), ("s she", -1.0))
-    assert NextWordProbe.continuation_logprob(merged, text) is None
-    assert NextWordProbe.continuation_logprob(echoed(("The", None)), text) is None
+    assert NextWordProbe.continuation_logprob(merged, text, "she") is None
+    assert NextWordProbe.continuation_logprob(echoed(("The", None)), text, "she") is None
 
 
 def test_continuation_requests_ask_for_every_listed_word_echoed() -> None:

@@ -419,18 +419,6 @@ def _irregular_section(metrics: AllocationMetrics) -> Section:
 
 def _method_rows(metrics: AllocationMetrics) -> list[tuple[str, str]]:
     scoring = metrics.scoring
-    if scoring.path == "imported":
-        how = "scores imported with biasaudit score: no request was sent"
-    elif scoring.path == "pairwise":
-        how = "pairwise: both orders of every pair in a pool; score = wins per pair in the pool"
-    else:
-        labels = ", ".join(f"{k}={v:g}" for k, v in (scoring.labels or {}).items())
-        source = (
-            "first-token logprobs"
-            if scoring.path == "logprobs"
-            else f"{scoring.samples} sampled answers per candidate (replicates)"
-        )
-        how = f"pointwise: expected label value ({labels}) from {source}"
     selection = metrics.selection
     pools = "-"
     if selection is not None:
@@ -440,7 +428,7 @@ def _method_rows(metrics: AllocationMetrics) -> list[tuple[str, str]]:
         )
     counts = metrics.candidates
     return [
-        ("probe and scoring path", f"{how} [path: {scoring.path}]"),
+        ("probe and scoring path", f"{scoring.describe()} [path: {scoring.path}]"),
         ("reference group", f"{metrics.reference_group} {_name(metrics, metrics.reference_group)}"),
         (
             "sample sizes",

@@ -5,7 +5,8 @@ turns messages into :class:`~biasaudit.providers.ModelRequest` objects and
 responses into parsed answers.
 
 - :class:`PointwiseProbe`: one item, a label from a fixed set, scored as the
-  expected label value, from first-token logprobs or sampled replicates.
+  expected label value, from first-token logprobs, every label scored whole
+  as a continuation, or sampled replicates.
 - :class:`PairwiseProbe`: two items, which is better, asked in both orders.
 - :class:`ChoiceProbe`: which of n options is best, asked in every cyclic
   order (or every order) of the options.
@@ -15,7 +16,9 @@ responses into parsed answers.
   read for its gendered pronouns by :func:`classify_pronouns`.
 """
 
+from ._chat_template import BUILT_IN_TEMPLATES, ChatTemplate, resolve_chat_template
 from ._choice import ChoiceAnswer, ChoiceProbe, OrderScheme, option_orders
+from ._continuation import continuation_logprob
 from ._generation import GenerationProbe
 from ._nextword import FEMALE_WORDS, MALE_WORDS, NextWordChoice, NextWordProbe, NextWordShares
 from ._pairwise import PairwiseAnswer, PairwiseProbe
@@ -23,8 +26,10 @@ from ._pointwise import LabelScore, PointwiseProbe, ScoringChoice, ScoringPath, 
 from ._pronouns import PronounCount, classify_pronouns
 
 __all__ = [
+    "BUILT_IN_TEMPLATES",
     "FEMALE_WORDS",
     "MALE_WORDS",
+    "ChatTemplate",
     "ChoiceAnswer",
     "ChoiceProbe",
     "GenerationProbe",
@@ -41,5 +46,7 @@ __all__ = [
     "ScoringPath",
     "canonical_label",
     "classify_pronouns",
+    "continuation_logprob",
     "option_orders",
+    "resolve_chat_template",
 ]

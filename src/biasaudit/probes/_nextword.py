@@ -55,6 +55,7 @@ from typing import Literal
 
 from ..errors import UsageError
 from ..providers import Capabilities, ModelRequest, ModelResponse, SamplingParams
+from ._continuation import continuation_logprob
 from ._generation import choices_for, replicate_requests
 from ._pointwise import canonical_label
 from ._pronouns import Gender
@@ -285,21 +286,10 @@ class NextWordProbe:
         return request.replicate * self.choices_per_request
 
     @staticmethod
-    def continuation_logprob(response: ModelResponse, text: str) -> float | None:
-        """Continuation path: log P(word | text), the summed logprobs of the echoed tokens
-        after ``text``; None when the endpoint echoed none, or a token straddles the end
-        of ``text`` (the word's own probability cannot be told apart then)."""
-        end = len(text)
-        total, found = 0.0, False
-        for token in response.echoed or ():
-            if token.offset >= end:
-                if token.logprob is None:
-                    return None
-                total += token.logprob
-                found = True
-            elif token.offset + len(token.token) > end:
-                return None
-        return total if found else None
+    def continuation_logprob(response: ModelResponse, text: str, word: str) -> float | None:
+        """Continuation path: log P(word | text) from the echo of ``"{text} {word}"``; None
+        when it cannot be read (:func:`~biasaudit.probes._continuation.continuation_logprob`)."""
+        return continuation_logprob(response, f"{text} {word}", f" {word}")
 
     @staticmethod
     def word_of(request_id: str) -> str:

@@ -10,11 +10,21 @@ over Y,
 
 as in Chen, Ji & Evans, "The Mismeasure of Man and Models" (2024) and Cyberey,
 Ji & Evans, "Do Prevalent Bias Metrics Capture Allocational Harms from
-LLMs?" (2025). P comes from one of two paths:
+LLMs?" (2025). P comes from one of three paths:
 
 - ``"logprobs"``: the first answer token's ``top_logprobs``, with the
   probabilities of a label's tokenisation variants (``"Yes"``, ``" Yes"``,
   ``"yes"``, ``"Yes."``) added together;
+- ``"continuation"``: every label scored whole as the continuation of the
+  chat prompt rendered with the model's chat template, P(y) the product of
+  its tokens' probabilities (the sum of their logprobs), from a legacy
+  completions endpoint that echoes prompts (vLLM, llama.cpp, SGLang, TGI):
+  lm-evaluation-harness's ``loglikelihood``. A label of several tokens
+  ("Strongly agree", "10") counts whole, not by its first token, and labels
+  that share a first token are told apart. One request per label; the label
+  is scored as written (no case or spacing variants). An item whose labels
+  are not all scored has no score: normalising over the labels that were
+  would favour them (see :mod:`._continuation` and :mod:`._chat_template`);
 - ``"samples"``: the label frequencies among n sampled answers (temperature
   1), for endpoints without logprobs.
 
@@ -45,11 +55,13 @@ from ..providers import (
     ModelResponse,
     SamplingParams,
 )
+from ._chat_template import ChatTemplate
+from ._continuation import continuation_logprob
 
 __all__ = ["LabelScore", "PointwiseProbe", "ScoringChoice", "ScoringPath"]
 
-ScoringPath = Literal["logprobs", "samples"]
-ScoringChoice = Literal["auto", "logprobs", "samples"]
+ScoringPath = Literal["logprobs", "samples", "continuation"]
+ScoringChoice = Literal["auto", "logprobs", "samples", "continuation"]
 
 _MAX_TOP_LOGPROBS = 20  # what OpenAI and vLLM's default allow
 # Each label's common spellings ("Yes", " Yes", "yes") fit in three places per
@@ -78,19 +90,20 @@ class LabelScore:
     probabilities:
         P_n over the labels (empty when the score is NaN).
     path:
-        ``"logprobs"`` or ``"samples"``: how P was obtained.
+        ``"logprobs"``, ``"continuation"`` or ``"samples"``: how P was obtained.
     n:
-        Answers behind the score: 1 on the logprob path, the number of
-        samples that named a label on the sample path.
+        Answers behind the score: 1 on the logprob and continuation paths, the
+        number of samples that named a label on the sample path.
     irregular:
         Answers outside the label set: the first token (logprob path) or the
         samples that named no label.
     label_mass:
-        Logprob path only: the raw probability the listed tokens put on the
-        labels before normalising (a small value means the model mostly
-        wanted to say something else).
+        Logprob and continuation paths: the raw probability put on the labels
+        before normalising (a small value means the model mostly wanted to say
+        something else).
     answer:
-        The first token, or the most frequent sampled answer.
+        The first token, the most likely label (continuation), or the most
+        frequent sampled answer.
     """
 
     score: float
@@ -114,7 +127,9 @@ class PointwiseProbe:
     labels:
         Label -> value gamma_y, e.g. ``{"Yes": 1, "No": 0}`` or ``{"1": 1, ..., "5": 5}``.
     path:
-        ``"logprobs"`` or ``"samples"``.
+        ``"logprobs"``, ``"continuation"`` or ``"samples"``.
+    template:
+        Continuation path: how the chat messages become one prompt text.
     samples:
         Answers sampled per item on the sample path.
     temperature:
@@ -133,6 +148,7 @@ class PointwiseProbe:
         samples: int = 20,
         temperature: float = 1.0,
         top_logprobs: int = _MIN_TOP_LOGPROBS,
+        template: ChatTemplate | None = None,
     ) -> None:
         if len(labels) < 2:
             raise UsageError("a pointwise probe needs at least two labels")
@@ -144,6 +160,9 @@ class PointwiseProbe:
             raise UsageError("samples must be at least 1")
         self.path, self.samples = path, samples
         self.temperature, self.top_logprobs = temperature, top_logprobs
+        if path == "continuation" and template is None:
+            raise UsageError("the continuation path needs a chat template")
+        self.template = template
         # The label (or None) of each logprob token seen so far: a run meets few
         # distinct tokens, so most of its answers are read by lookups alone.
         self._token_labels: dict[str, str | None] = {}
@@ -158,6 +177,7 @@ class PointwiseProbe:
         samples: int = 20,
         temperature: float = 1.0,
         top_logprobs: int | None = None,
+        template: ChatTemplate | None = None,
     ) -> PointwiseProbe:
         """The probe for an endpoint: logprobs where it can give them, else samples.
 
@@ -166,15 +186,25 @@ class PointwiseProbe:
         is tried with logprobs, and a run it refuses stops with a message
         naming ``--scoring samples``. ``top_logprobs`` defaults to three per
         label, at least 10, at most what the endpoint allows (and 20).
+        ``scoring="continuation"`` is never chosen by ``auto`` (it costs one
+        request per label) and needs ``template``.
 
         Raises
         ------
         UsageError
-            ``scoring="logprobs"`` for an endpoint known to give none.
+            ``scoring="logprobs"`` for an endpoint known to give none;
+            ``"continuation"`` for one without legacy completions or logprobs.
         """
         no_logprobs = capabilities.logprobs is False or capabilities.max_top_logprobs == 0
         if scoring == "logprobs" and no_logprobs:
             raise UsageError("this endpoint gives no logprobs: use --scoring samples (or auto)")
+        if scoring == "continuation":
+            if not capabilities.completions or no_logprobs:
+                raise UsageError(
+                    "--scoring continuation needs a legacy completions endpoint that echoes "
+                    "prompts with logprobs (vLLM, llama.cpp, SGLang, TGI); this one has none"
+                )
+            return cls(labels, path="continuation", template=template)
         path: ScoringPath = "samples" if scoring == "samples" or no_logprobs else "logprobs"
         wanted = top_logprobs or max(_MIN_TOP_LOGPROBS, 3 * len(labels))
         top = min(wanted, _MAX_TOP_LOGPROBS, capabilities.max_top_logprobs or _MAX_TOP_LOGPROBS)
@@ -185,6 +215,8 @@ class PointwiseProbe:
         """Sampling parameters of every request this probe sends."""
         if self.path == "logprobs":
             return SamplingParams(max_tokens=1, logprobs=True, top_logprobs=self.top_logprobs)
+        if self.path == "continuation":
+            return SamplingParams(max_tokens=1, temperature=0.0, echo=True)
         return SamplingParams(
             max_tokens=_SAMPLE_MAX_TOKENS, temperature=self.temperature, n=self.samples
         )
@@ -194,12 +226,54 @@ class PointwiseProbe:
         return ModelRequest(id=request_id, messages=tuple(messages), params=self.params)
 
     def requests(self, items: Iterable[tuple[str, Sequence[dict[str, Any]]]]) -> list[ModelRequest]:
-        """:meth:`request` for each ``(request_id, messages)``, sharing one :attr:`params`."""
+        """:meth:`request` for each ``(request_id, messages)``, sharing one :attr:`params`
+        (continuation: :meth:`continuation_requests`, without their labels)."""
         params = self.params
+        if self.path == "continuation":
+            return [request for request, _, _ in self.continuation_requests(items)]
         return [
             ModelRequest(id=request_id, messages=tuple(messages), params=params)
             for request_id, messages in items
         ]
+
+    def continuation_requests(
+        self, items: Iterable[tuple[str, Sequence[dict[str, Any]]]]
+    ) -> list[tuple[ModelRequest, str, str]]:
+        """Continuation path: ``(request, item id, label)``, one request per item and label,
+        its id ``<item id>|<label>``, its prompt the rendered chat prompt and the label.
+
+        Raises
+        ------
+        UsageError
+            The chat template fails on an item's messages (before anything is sent).
+        """
+        assert self.template is not None
+        params, prefix = self.params, self.template.answer_prefix
+        found = []
+        for item_id, messages in items:
+            text = self.template.render(messages) + prefix
+            for label in self.labels:
+                request = ModelRequest(id=f"{item_id}|{label}", prompt=text + label, params=params)
+                found.append((request, item_id, label))
+        return found
+
+    def label_logprob(self, response: ModelResponse, prompt: str, label: str) -> float | None:
+        """Continuation path: log P(label | rendered prompt) from the echo of ``prompt``."""
+        assert self.template is not None
+        return continuation_logprob(response, prompt, self.template.answer_prefix + label)
+
+    def from_continuations(self, logprobs: Mapping[str, float]) -> LabelScore:
+        """Continuation path: the score from every label's log-probability (all of them)."""
+        # Normalised from the largest logprob, so labels far below 1e-300 still compare.
+        top = max(logprobs[label] for label in self.labels)
+        relative = {label: math.exp(logprobs[label] - top) for label in self.labels}
+        total = sum(relative.values())
+        probabilities = {label: p / total for label, p in relative.items()}
+        likeliest = max(probabilities, key=probabilities.__getitem__)
+        return LabelScore(
+            self._expected(probabilities), probabilities, "continuation", 1, 0,
+            math.exp(top) * total, likeliest,
+        )  # fmt: skip
 
     def label_of(self, text: str) -> str | None:
         """The label an answer or token names, or None when it names none."""

@@ -20,7 +20,9 @@ from ..secrets import read_api_key, read_headers, redact_url
 from ._base import Provider, classify_status, parse_retry_after
 from ._types import (
     Capabilities,
+    EchoedToken,
     FirstTokenLogprobs,
+    ModelChatTemplate,
     ModelRequest,
     ModelResponse,
     SamplingParams,
@@ -30,7 +32,9 @@ from ._types import (
 __all__ = [
     "KNOWN_PROVIDERS",
     "Capabilities",
+    "EchoedToken",
     "FirstTokenLogprobs",
+    "ModelChatTemplate",
     "ModelRequest",
     "ModelResponse",
     "Provider",

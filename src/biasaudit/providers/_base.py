@@ -21,7 +21,7 @@ from ..errors import (
     UsageError,
 )
 from ..secrets import redact
-from ._types import Capabilities, ModelRequest, ModelResponse
+from ._types import Capabilities, ModelChatTemplate, ModelRequest, ModelResponse
 
 if TYPE_CHECKING:
     from ._batch_api import BatchAPI
@@ -126,6 +126,11 @@ class Provider(ABC):
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook, not abstract
         """Release connections; the default has none."""
+
+    def chat_template(self) -> ModelChatTemplate | None:
+        """The model's own chat template where the provider can read it; None (the default)
+        where it cannot (a remote server does not say)."""
+        return None
 
     def batch_api(self) -> BatchAPI | None:
         """The provider's batch API (``--batch``), or ``None`` where it has none (the default)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -164,6 +165,16 @@ class EchoedToken(BaseModel):
     token: str
     logprob: float | None = None
     offset: int = Field(ge=0)
+
+
+@dataclass(frozen=True)
+class ModelChatTemplate:
+    """A model's own chat template (Jinja, Hugging Face's format) with its BOS and EOS
+    token texts, where a provider can read it (a GGUF file's metadata)."""
+
+    source: str
+    bos_token: str = ""
+    eos_token: str = ""
 
 
 class Usage(BaseModel):

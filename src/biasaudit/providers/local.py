@@ -33,6 +33,7 @@ import contextlib
 import functools
 import hashlib
 import importlib.util
+import json
 import os
 import signal
 import socket
@@ -41,13 +42,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Literal
 
 import httpx
 
 from ..errors import ConfigurationError, FatalProviderError, ProviderError
 from ..processes import die_with_parent
 from ._base import Provider
-from ._types import Capabilities, ModelRequest, ModelResponse
+from ._types import Capabilities, ModelChatTemplate, ModelRequest, ModelResponse
 from .openai_compatible import OpenAICompatibleProvider
 
 __all__ = [
@@ -62,6 +64,20 @@ __all__ = [
 STARTUP_TIMEOUT_S = 120.0
 _STOP_GRACE_S = 5.0
 _LOG_TAIL_LINES = 15
+_TEMPLATE_TIMEOUT_S = 60.0
+# Run in a child process: prints the GGUF file's chat template and BOS/EOS texts as JSON.
+_READ_TEMPLATE = """
+import json, sys
+from llama_cpp import Llama
+model = Llama(model_path=sys.argv[1], vocab_only=True, verbose=False)
+def text(token):
+    return model._model.token_get_text(token) if token != -1 else ""
+print(json.dumps({
+    "source": model.metadata.get("tokenizer.chat_template"),
+    "bos": text(model.token_bos()),
+    "eos": text(model.token_eos()),
+}))
+"""
 # The server computes one request at a time; more in flight only queue inside it,
 # where the wait counts against each request's timeout. (Measured: 2 in flight
 # answer no faster than 1.)
@@ -177,6 +193,7 @@ class LocalProvider(Provider):
         self._start_error: ProviderError | None = None
         self._starting = asyncio.Lock()
         self._in_flight = asyncio.Semaphore(_IN_FLIGHT)
+        self._chat_template: ModelChatTemplate | Literal[False] | None = None
 
     def __repr__(self) -> str:
         return f"LocalProvider({self.model_id!r}, gguf={str(self.gguf)!r})"
@@ -189,6 +206,33 @@ class LocalProvider(Provider):
     def server_url(self) -> str | None:
         """The running server's ``.../v1`` root, or ``None`` before the first request."""
         return self._inner.base_url if self._inner is not None else None
+
+    def chat_template(self) -> ModelChatTemplate | None:
+        """The GGUF file's own chat template (``tokenizer.chat_template``) with its BOS and
+        EOS texts, read by llama-cpp-python in a child process (it loads the vocabulary
+        only, and its log lines stay there); None where the file has none.
+
+        Raises
+        ------
+        ConfigurationError
+            llama-cpp-python is not installed, or cannot read the file.
+        """
+        if self._chat_template is None:
+            _require_llama_cpp()
+            done = subprocess.run(
+                [sys.executable, "-c", _READ_TEMPLATE, str(self.gguf)],
+                capture_output=True, text=True, timeout=_TEMPLATE_TIMEOUT_S, check=False,
+            )  # fmt: skip
+            if done.returncode != 0:
+                tail = " ".join(done.stderr.strip().splitlines()[-2:])
+                raise ConfigurationError(f"reading the chat template of {self.gguf}: {tail}")
+            found = json.loads(done.stdout)
+            self._chat_template = (
+                ModelChatTemplate(found["source"], found["bos"], found["eos"])
+                if found["source"]
+                else False
+            )
+        return self._chat_template or None
 
     async def complete(self, request: ModelRequest, *, timeout: float) -> ModelResponse:
         inner = await self._ready()

@@ -135,8 +135,10 @@ def build_essay_grading(spec: EssayGradingSpec) -> AllocationTask:
     ratings = _ratings(frame, path)
     # Unrated essays are of unknown qualification (ΔEO and the qualified figures use
     # the rated ones only).
-    rule = None if ratings is None else qualification_rule(spec, ratings, path)
-    qualified = None if rule is None else [None if pd.isna(r) else rule.passes(r) for r in ratings]
+    rule, qualified = None, None
+    if ratings is not None:
+        rule = qualification_rule(spec, ratings, path)
+        qualified = [None if pd.isna(r) else rule.passes(r) for r in ratings]
     topics = frame["topic"] if "topic" in frame.columns else pd.Series([spec.topic] * len(frame))
     groups = tuple(dict.fromkeys(frame["group"]))
     reference = spec.reference_group or DEFAULT_REFERENCE

@@ -131,7 +131,7 @@ class RutedPlan:
         if where.context == "standard" and self.continuation_standard:
             text = self.task.standard_text(where.occupation)
             word = NextWordProbe.word_of(request.id)
-            logprob = NextWordProbe.continuation_logprob(response, text)
+            logprob = NextWordProbe.continuation_logprob(response, text, word)
             if logprob is not None:
                 self._word_logprobs.setdefault(where.occupation.name, {})[word] = logprob
             return {

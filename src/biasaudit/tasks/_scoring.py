@@ -4,7 +4,8 @@ A scoring plan asks the probe's questions about a task's candidates, reads
 each answer as it arrives (what it read goes into ``responses.jsonl``), and
 at the end turns the answers into one score per candidate:
 
-- pointwise: one request per candidate, scored sum_y P_n(y) * gamma_y
+- pointwise: one request per candidate (continuation scoring: one per
+  candidate and label), scored sum_y P_n(y) * gamma_y
   (:class:`~biasaudit.probes.PointwiseProbe`);
 - pairwise: every ordered pair of every pool, scored by wins within the pool
   (:func:`biasaudit.metrics.pairwise_ranking_scores`): a candidate's score is
@@ -21,8 +22,14 @@ import pandas as pd
 
 from ..engine import RequestResult
 from ..metrics import PairwiseOutputStats, pairwise_ranking_scores
-from ..probes import LabelScore, PairwiseAnswer, PairwiseProbe, PointwiseProbe
-from ..providers import Capabilities, ModelRequest
+from ..probes import (
+    LabelScore,
+    PairwiseAnswer,
+    PairwiseProbe,
+    PointwiseProbe,
+    resolve_chat_template,
+)
+from ..providers import ModelRequest, Provider
 from ..spec import AuditSpec
 from ._allocation import AllocationTask, Candidate, Pool
 
@@ -62,12 +69,23 @@ class PointwisePlan:
 
     def __init__(self, task: AllocationTask, probe: PointwiseProbe) -> None:
         self.task, self.probe = task, probe
-        self.requests = probe.requests((c.id, task.pointwise_messages(c)) for c in task.candidates)
+        items = ((c.id, task.pointwise_messages(c)) for c in task.candidates)
+        # Continuation scoring: which candidate and label each request scores.
+        self._labelled: dict[str, tuple[str, str]] = {}
+        if probe.path == "continuation":
+            asked = probe.continuation_requests(items)
+            self.requests = [request for request, _, _ in asked]
+            self._labelled = {request.id: (item, label) for request, item, label in asked}
+        else:
+            self.requests = probe.requests(items)
         self._answers: dict[str, LabelScore] = {}
+        self._label_logprobs: dict[str, dict[str, float]] = {}
         self._errors: dict[str, str] = {}
         self._refused: set[str] = set()
 
     def annotate(self, result: RequestResult) -> dict[str, Any]:
+        if self._labelled:
+            return self._annotate_continuation(result)
         request_id = result.request.id
         response = result.response
         if response is None:
@@ -86,7 +104,36 @@ class PointwisePlan:
             "irregular": answer.irregular,
         }
 
+    def _annotate_continuation(self, result: RequestResult) -> dict[str, Any]:
+        """One label of one candidate, scored whole; the candidate's score waits for all."""
+        candidate_id, label = self._labelled[result.request.id]
+        if result.response is None:
+            self._errors.setdefault(candidate_id, result.error or "no answer")
+            return {"probe": self.method, "scoring_path": "continuation", "parsed": label}
+        prompt = result.request.prompt or ""
+        logprob = self.probe.label_logprob(result.response, prompt, label)
+        if logprob is None:
+            self._errors.setdefault(
+                candidate_id,
+                f"label {label!r}: the echoed tokens do not end with the label (it shares a "
+                "token with the prompt's end, or the endpoint did not echo logprobs)",
+            )
+        else:
+            self._label_logprobs.setdefault(candidate_id, {})[label] = logprob
+        return {
+            "probe": self.method,
+            "scoring_path": "continuation",
+            "parsed": label,
+            "label_probabilities": None if logprob is None else {label: math.exp(logprob)},
+            "irregular": int(logprob is None),
+        }
+
     def scores(self) -> pd.DataFrame:
+        if self._labelled:
+            for candidate in self.task.candidates:
+                found = self._label_logprobs.get(candidate.id, {})
+                if len(found) == len(self.task.labels):
+                    self._answers[candidate.id] = self.probe.from_continuations(found)
         rows = [self._row(candidate) for candidate in self.task.candidates]
         return pd.DataFrame(rows)
 
@@ -112,7 +159,7 @@ class PointwisePlan:
         """Sample path: sqrt(Var(gamma) / n), the score's sampling error; 0 from logprobs."""
         if not answer.scored:
             return None
-        if answer.path == "logprobs":
+        if answer.path in ("logprobs", "continuation"):
             return 0.0
         labels = self.task.labels
         spread = sum(p * (labels[y] - answer.score) ** 2 for y, p in answer.probabilities.items())
@@ -210,20 +257,31 @@ def _appearance(pool: Pool, index: int) -> str:
     return f"{pool.id}/{index + 1}"
 
 
-def plan_scoring(task: AllocationTask, spec: AuditSpec, capabilities: Capabilities) -> ScoringPlan:
-    """The plan for ``spec.method``, with the probe chosen for the endpoint."""
+def plan_scoring(task: AllocationTask, spec: AuditSpec, provider: Provider) -> ScoringPlan:
+    """The plan for ``spec.method``, with the probe chosen for the provider's endpoint.
+
+    Raises
+    ------
+    UsageError
+        Continuation scoring without a chat template that can be read or rendered.
+    """
     plan: ScoringPlan
     if spec.method == "pairwise":
         pools = task.pairwise_pools(spec.pools, seed=spec.seed)
         plan = PairwisePlan(task, PairwiseProbe(noun=task.noun), pools)
     else:
+        template = None
+        if spec.scoring == "continuation":
+            own = provider.chat_template() if spec.chat_template in (None, "model") else None
+            template = resolve_chat_template(spec.chat_template, own)
         probe = PointwiseProbe.for_endpoint(
             task.labels,
-            capabilities,
+            provider.capabilities,
             scoring=spec.scoring,
             samples=spec.samples,
             temperature=spec.temperature,
             top_logprobs=spec.top_logprobs,
+            template=template,
         )
         plan = PointwisePlan(task, probe)
     plan.requests = [r.asking_effort(spec.reasoning_effort) for r in plan.requests]
