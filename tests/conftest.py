@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+import biasaudit.embeddings
 from biasaudit.cache import ResponseCache
 
 # Keys a developer may have exported must never reach a test.
@@ -26,6 +27,31 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "live" in item.keywords:
             item.add_marker(skip)
+
+
+_REAL_MISSING_EMBEDDER = biasaudit.embeddings.missing_embedder
+
+
+@pytest.fixture(autouse=True, scope="session")
+def no_embedder() -> Iterator[None]:
+    """Runs read the same wherever the 'embeddings' extra happens to be installed: the
+    mode-collapse check is skipped, as without it, except in tests that ask for
+    :func:`real_embedder`. Session-wide, so module-scoped runs see it too."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(
+            biasaudit.embeddings,
+            "missing_embedder",
+            lambda: f"the embedding model is not installed ({biasaudit.embeddings.INSTALL_HINT})",
+        )
+        yield
+
+
+@pytest.fixture
+def real_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The embedding model as installed: skips the test where the extra is missing."""
+    if _REAL_MISSING_EMBEDDER() is not None:
+        pytest.skip("the 'embeddings' extra is not installed")
+    monkeypatch.setattr(biasaudit.embeddings, "missing_embedder", _REAL_MISSING_EMBEDDER)
 
 
 @pytest.fixture

@@ -25,6 +25,7 @@ bedtime     40      1113       87  0.569 [0.526, 0.613]       -0.148 [-0.195, -0
 personas    40       921      279  0.653 [0.606, 0.701]       +0.050 [+0.002, +0.098]    +0.653 [+0.606, +0.701]
 esl         40      1118       82  0.704 [0.665, 0.743]       +0.139 [+0.100, +0.179]    +0.704 [+0.664, +0.744]
 note: esl: 4 occupations have every gendered replicate of one gender; the variance 4p(1-p)/n counts them as certain, so with few replicates the intervals are too narrow
+note: mode-collapse check skipped: the embedding model is not installed (pip install "biasaudit[embeddings]")
 """
 
 EXPECTED_STUDY = """\

@@ -676,6 +676,12 @@ _NOT_FOR_RUTED = (
     type=click.FloatRange(0, 2, min_open=True),
     help="Of the texts and sampled words [default: 1].",
 )
+@click.option(
+    "--mode-collapse",
+    type=click.Choice(["auto", "on", "off"]),
+    help="Check whether each prompt's texts are near copies (sentence embeddings; the "
+    "'embeddings' extra) [default: auto: where the extra is installed].",
+)
 @_reports_errors
 def run_ruted(**fields: Any) -> None:
     """RUTEd: gender-occupation bias in a next-word trick test and in long-form text.
@@ -787,20 +793,32 @@ def score_grade_command(trials_file: Path, model: str, runs_dir: Path, no_report
 @score.command("ruted")
 @click.argument("outputs_file", type=click.Path(dir_okay=False, path_type=Path))
 @_score_options
-def score_ruted_command(outputs_file: Path, model: str, runs_dir: Path, no_report: bool) -> None:
+@click.option(
+    "--mode-collapse",
+    type=click.Choice(["auto", "on", "off"]),
+    default="auto",
+    show_default=True,
+    help="Texts: check whether each prompt's texts are near copies (the 'embeddings' extra).",
+)
+def score_ruted_command(
+    outputs_file: Path, model: str, runs_dir: Path, no_report: bool, mode_collapse: str
+) -> None:
     """The RUTEd metrics of OUTPUTS_FILE: occupation,context,text or occupation,context,p_male.
 
     Texts are labelled by their pronouns as a run labels them; p_male is a share
     already measured. Optional ``majority`` (male/female) for occupations other
-    than the 40 shipped ones. Writes a run directory and prints the table.
+    than the 40 shipped ones, and ``template`` to tell one occupation's prompts
+    apart (the mode-collapse check compares replicates of one prompt). Writes a
+    run directory and prints the table.
     """
     from .imports import score_ruted
     from .rich_tables import echo_table, ruted_view
     from .ruted_report import ruted_table
 
     result = score_ruted(
-        outputs_file, model=model, runs_dir=runs_dir, command=["biasaudit", *sys.argv[1:]]
-    )
+        outputs_file, model=model, runs_dir=runs_dir, command=["biasaudit", *sys.argv[1:]],
+        mode_collapse=mode_collapse,  # type: ignore[arg-type]
+    )  # fmt: skip
     echo_table(ruted_table(result.metrics), lambda: ruted_view(result.metrics))
     _write_report(result.run_dir, not no_report)
     click.echo(f"run: {result.run_dir}")

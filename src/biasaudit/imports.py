@@ -49,7 +49,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from . import __version__
+from . import __version__, embeddings
 from .allocation import (
     AllocationMetrics,
     CandidateCounts,
@@ -62,7 +62,13 @@ from .errors import InputError, UsageError
 from .grade import GradeScoreMetrics, item_figures, score_fields
 from .probes._pronouns import classify_pronouns
 from .runs import Manifest, RunDirectory, read_manifest
-from .ruted_metrics import RutedMetrics, context_metrics, occupations_csv
+from .ruted_metrics import (
+    RutedMetrics,
+    TextsByPrompt,
+    context_metrics,
+    mode_collapse_check,
+    occupations_csv,
+)
 from .secrets import redact_command
 from .tasks import PoolDesign
 from .tasks._files import read_table, require_columns, require_values
@@ -461,8 +467,10 @@ class RutedImportResult:
     metrics: RutedMetrics
 
 
-def read_ruted(path: Path) -> tuple[pd.DataFrame, str]:
-    """Occupation rows (the columns of a run's ``occupations.csv``) and the source."""
+def read_ruted(path: Path) -> tuple[pd.DataFrame, str, TextsByPrompt]:
+    """Occupation rows (the columns of a run's ``occupations.csv``), the source, and the
+    texts by (context, template, occupation) for the mode-collapse check (none for shares;
+    an optional ``template`` column tells prompts of one occupation apart)."""
     frame = read_table(path, "RUTEd outputs")
     require_columns(frame, ["occupation", "context"], what="RUTEd outputs", path=path)
     require_values(frame, ["occupation", "context"], what="RUTEd outputs", path=path)
@@ -479,11 +487,14 @@ def read_ruted(path: Path) -> tuple[pd.DataFrame, str]:
             share = _share(record["p_male"], path, row + 2)
             rows.append(_row(record, majority, p_male=share, coverage=1.0, p_male_low=share,
                              p_male_high=share, top_mass=1.0))  # fmt: skip
-        return pd.DataFrame(rows, columns=list(OCCUPATION_COLUMNS)), "imported shares"
+        return pd.DataFrame(rows, columns=list(OCCUPATION_COLUMNS)), "imported shares", {}
     counts: dict[tuple[str, str], Counter[str]] = {}
+    texts: dict[tuple[str, int | None, str], list[str]] = {}
     for record in frame.to_dict("records"):
         verdict = classify_pronouns(record["text"]).verdict
         counts.setdefault((record["context"], record["occupation"]), Counter())[verdict] += 1
+        prompt = (record["context"], record.get("template") or None, record["occupation"])
+        texts.setdefault(prompt, []).append(record["text"])
     for (context, occupation), tally in counts.items():
         n = tally["male"] + tally["female"]
         rows.append(
@@ -491,7 +502,7 @@ def read_ruted(path: Path) -> tuple[pd.DataFrame, str]:
                  male=tally["male"], female=tally["female"], none=tally["none"],
                  tied=tally["tie"], n=n, p_male=tally["male"] / n if n else math.nan)
         )  # fmt: skip
-    return pd.DataFrame(rows, columns=list(OCCUPATION_COLUMNS)), "generations"
+    return pd.DataFrame(rows, columns=list(OCCUPATION_COLUMNS)), "generations", texts
 
 
 def _row(record: dict[str, Any], majority: dict[str, str], **values: Any) -> dict[str, Any]:
@@ -536,10 +547,15 @@ def score_ruted(
     confidence: float = 0.95,
     runs_dir: Path = Path("runs"),
     command: Sequence[str] | None = None,
+    mode_collapse: Literal["auto", "on", "off"] = "auto",
 ) -> RutedImportResult:
     """The RUTEd metrics of gendered outputs in ``path``; see the module docstring."""
     source_path = Path(path)
-    rows, source = read_ruted(source_path)
+    rows, source, texts = read_ruted(source_path)
+    if mode_collapse == "on" and texts:
+        missing = embeddings.missing_embedder()
+        if missing is not None:
+            raise UsageError(f"--mode-collapse on: {missing}")
     contexts = {
         context: context_metrics(
             rows[rows["context"] == context], source=source, confidence=confidence
@@ -553,16 +569,24 @@ def score_ruted(
         options = ImportOptions(model=model, confidence=confidence, runs_dir=runs_dir)
         manifest = _manifest(run, source_path, options, command, len(rows), kind="ruted")
         occupations_csv(rows).to_csv(run.path / "occupations.csv", index=False)
+        notes = [
+            f"{'next-word shares' if source == 'imported shares' else 'texts'} imported "
+            "with biasaudit score: no request was sent"
+        ]
+        status, similarity, by_occupation = mode_collapse_check(texts, mode_collapse, confidence)
+        for context, figures in similarity.items():
+            contexts[context].similarity = figures
+        if status is not None and status.startswith("skipped:"):
+            notes.append(f"mode-collapse check {status}")
+        if similarity:
+            by_occupation.to_csv(run.path / "similarity.csv", index=False)
         metrics = RutedMetrics(
             model=model, simulated=False, confidence=confidence,
             occupations=len(occupations), male_majority=male_majority,
             occupations_source=str(source_path), replicates=0, templates=[], temperature=None,
-            contexts=contexts,
+            contexts=contexts, mode_collapse=status,
             requests=RequestCounts(requests=0, sent=0, cache_hits=0, failures=0, refusals=0),
-            notes=[
-                f"{'next-word shares' if source == 'imported shares' else 'texts'} imported "
-                "with biasaudit score: no request was sent"
-            ],
+            notes=notes,
         )  # fmt: skip
         run.write_json("metrics.json", metrics)
         _finish(run, manifest)

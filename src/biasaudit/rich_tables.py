@@ -233,7 +233,7 @@ def grade_score_view(metrics: GradeScoreMetrics, items: pd.DataFrame) -> Rendera
 def ruted_view(metrics: RutedMetrics) -> RenderableType:
     """Neutrality, skew and stereotype with intervals per context, then the bounds and notes."""
     from .ruted_metrics import METRICS
-    from .ruted_report import _bounds_rows, _interval, ruted_table
+    from .ruted_report import _bounds_rows, _interval, ruted_table, similarity_lines
 
     plain = ruted_table(metrics)
     header = plain[: plain.index("")]  # the lines above the table say what was asked
@@ -259,6 +259,7 @@ def ruted_view(metrics: RutedMetrics) -> RenderableType:
         Text(),
         table,
         *_lines(_bounds_rows(metrics)),
+        *_lines(similarity_lines(metrics)),
         *_lines([f"note: {note}" for note in metrics.notes]),
     )
 

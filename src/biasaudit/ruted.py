@@ -19,6 +19,9 @@ kind ``ruted``, ``responses.jsonl`` with each answer as read, ``spec.json``):
 - ``replicates.csv``: one row per replicate read: ``context, template,
   occupation, replicate, male_pronouns, female_pronouns, verdict``
   (male, female, tie, none);
+- ``similarity.csv``: the mode-collapse check (RUTEd §4.4), where it ran:
+  ``context, occupation, similarity``, the mean cosine similarity of each
+  prompt's replicate texts (sentence embeddings; the ``embeddings`` extra);
 - ``metrics.json``: :class:`~biasaudit.ruted_metrics.RutedMetrics`.
 """
 
@@ -31,8 +34,9 @@ from typing import TextIO
 
 import pandas as pd
 
+from . import embeddings
 from .audit import _request_counts
-from .errors import BiasauditError, LogprobsUnavailableError, RunAbortedError
+from .errors import BiasauditError, LogprobsUnavailableError, RunAbortedError, UsageError
 from .loop import run_async
 from .providers import Provider
 from .runs import RunResult
@@ -40,6 +44,7 @@ from .ruted_metrics import (
     ContextMetrics,
     RutedMetrics,
     context_metrics,
+    mode_collapse_check,
     occupations_csv,
     ties_as_female,
 )
@@ -90,6 +95,10 @@ async def run_ruted_audit(
     names (tests, custom adapters).
     """
     task = build_ruted_task(spec)
+    if spec.mode_collapse == "on" and task.generation_contexts:
+        missing = embeddings.missing_embedder()
+        if missing is not None:
+            raise UsageError(f"--mode-collapse on: {missing}")
     provider = provider or spec.resolve_provider()
     plan = plan_ruted(task, spec, provider.capabilities)
     session = RunSession.open(
@@ -130,6 +139,15 @@ def _write_results(
         context: _context(context, counted[counted["context"] == context], task, spec, plan, notes)
         for context in task.contexts
     }
+    status, similarity, by_occupation = mode_collapse_check(
+        plan.texts(), spec.mode_collapse, spec.confidence
+    )
+    for context, figures in similarity.items():
+        contexts[context].similarity = figures
+    if status is not None and status.startswith("skipped:"):
+        notes.append(f"mode-collapse check {status}")
+    if similarity:
+        by_occupation.to_csv(session.run.path / "similarity.csv", index=False)
     metrics = RutedMetrics(
         model=session.provider.model_id,
         simulated=session.provider.simulated,
@@ -143,6 +161,7 @@ def _write_results(
         temperature=spec.temperature,
         conventions=spec.conventions,
         contexts=contexts,
+        mode_collapse=status,
         requests=_request_counts(session),
         notes=notes,
     )

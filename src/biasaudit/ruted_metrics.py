@@ -27,25 +27,31 @@ share of the listed words' mass that was seen.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 from pydantic import BaseModel, Field
 
 from .allocation import RequestCounts
-from .metrics import RutedEstimate, neutrality, skew, stereotype
+from .metrics import RutedEstimate, neutrality, replicate_similarity, skew, stereotype
+
+if TYPE_CHECKING:
+    from .embeddings import Embedder
 
 __all__ = [
     "METRICS",
     "RUTED_SCHEMA_VERSION",
     "ContextMetrics",
+    "ReplicateSimilarityFigures",
     "RutedMetrics",
     "TemplateMetrics",
+    "TextsByPrompt",
     "context_metrics",
     "contexts_present",
     "least_biased_value",
+    "mode_collapse_check",
     "occupations_csv",
     "pool_templates",
 ]
@@ -70,6 +76,22 @@ class TemplateMetrics(BaseModel):
     skew_ci: list[float] | None = None
     stereotype: float | None = None
     stereotype_ci: list[float] | None = None
+
+
+class ReplicateSimilarityFigures(BaseModel):
+    """The mode-collapse check of one long-form context (RUTEd §4.4;
+    :func:`~biasaudit.metrics.replicate_similarity`)."""
+
+    within: float = Field(
+        description="Mean over occupations of the mean cosine similarity of one prompt's "
+        "replicates (1: every replicate the same text)."
+    )
+    within_ci: list[float] | None = Field(None, description="Normal interval over occupations.")
+    between: float | None = Field(
+        None, description="Mean similarity of different occupations' texts of one prompt."
+    )
+    occupations: int = Field(description="Occupations with two texts of one prompt.")
+    texts: int = Field(description="Texts embedded.")
 
 
 class ContextMetrics(TemplateMetrics):
@@ -110,6 +132,9 @@ class ContextMetrics(TemplateMetrics):
     partly_covered: int | None = Field(
         None, description="Logprobs: occupations whose coverage is below 1."
     )
+    similarity: ReplicateSimilarityFigures | None = Field(
+        None, description="Long-form: the mode-collapse check, where it ran."
+    )
     by_template: dict[str, TemplateMetrics] = Field(
         default_factory=dict, description="Per template, when more than one ran."
     )
@@ -132,6 +157,11 @@ class RutedMetrics(BaseModel):
     temperature: float | None = Field(description="None: imported outputs (not known).")
     conventions: str = Field("biasaudit", description="'biasaudit' or 'paper'.")
     contexts: dict[str, ContextMetrics]
+    mode_collapse: str | None = Field(
+        None,
+        description="The mode-collapse check of the long-form texts: 'computed with <model>', "
+        "or why it was not (None: no long-form context).",
+    )
     requests: RequestCounts
     notes: list[str] = Field(default_factory=list)
 
@@ -344,3 +374,61 @@ def contexts_present(metrics: Sequence[RutedMetrics]) -> list[str]:
     """The contexts every run has, in the usual order."""
     order = ("standard", "bedtime", "personas", "esl")
     return [c for c in order if all(c in m.contexts for m in metrics)]
+
+
+TextsByPrompt = Mapping[tuple[str, int | None, str], Sequence[str]]
+
+
+def mode_collapse_check(
+    texts: TextsByPrompt,
+    setting: str,
+    confidence: float,
+    embedder: Callable[[], Embedder] | None = None,
+) -> tuple[str | None, dict[str, ReplicateSimilarityFigures], pd.DataFrame]:
+    """The mode-collapse check (RUTEd §4.4) of long-form ``texts`` by (context, template,
+    occupation): the status for ``metrics.json``, each context's figures, and one row per
+    (context, occupation) for ``similarity.csv``.
+
+    ``setting`` is the spec's ``mode_collapse``: ``off`` skips, ``auto`` skips where the
+    embeddings extra is missing (saying so); ``embedder`` (tests) replaces the model.
+    """
+    from .embeddings import load_embedder, missing_embedder
+
+    empty = pd.DataFrame(columns=["context", "occupation", "similarity"])
+    if not texts:
+        return None, {}, empty
+    if setting == "off":
+        return "skipped (--mode-collapse off)", {}, empty
+    if embedder is None:
+        missing = missing_embedder()
+        if missing is not None:
+            return f"skipped: {missing}", {}, empty
+        embedder = load_embedder
+    model = embedder()
+    found: dict[str, ReplicateSimilarityFigures] = {}
+    rows = []
+    for context in dict.fromkeys(key[0] for key in texts):
+        keys = [key for key in texts if key[0] == context]
+        flat = [text for key in keys for text in texts[key]]
+        vectors = model.encode(flat)
+        by_prompt, start = {}, 0
+        for key in keys:
+            n = len(texts[key])
+            by_prompt[(key[2], str(key[1]))] = vectors[start : start + n]
+            start += n
+        try:
+            result = replicate_similarity(by_prompt, confidence=confidence)
+        except ValueError:  # no prompt with two texts
+            continue
+        found[context] = ReplicateSimilarityFigures(
+            within=result.within,
+            within_ci=list(result.within_ci) if result.within_ci else None,
+            between=result.between,
+            occupations=result.units,
+            texts=len(flat),
+        )
+        rows += [
+            {"context": context, "occupation": name, "similarity": value}
+            for name, value in result.by_unit.items()
+        ]
+    return f"computed with {model.name}", found, pd.DataFrame(rows, columns=empty.columns)

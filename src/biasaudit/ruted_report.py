@@ -70,7 +70,29 @@ def ruted_table(metrics: RutedMetrics) -> list[str]:
     ]
     lines += [_context_row(name, figures) for name, figures in metrics.contexts.items()]
     lines += _bounds_rows(metrics)
+    lines += similarity_lines(metrics)
     lines += [f"note: {note}" for note in metrics.notes]
+    return lines
+
+
+def similarity_lines(metrics: RutedMetrics) -> list[str]:
+    """The mode-collapse check (RUTEd §4.4), one line per long-form context, where it ran."""
+    found = {name: f.similarity for name, f in metrics.contexts.items() if f.similarity}
+    if not found:
+        return []
+    lines = [
+        "",
+        f"replicate similarity (mode-collapse check, {metrics.mode_collapse}): mean cosine "
+        "similarity of one prompt's texts; 1 = every replicate the same text",
+    ]
+    for name, figures in found.items():
+        low, high = figures.within_ci or (math.nan, math.nan)
+        interval = f" [{low:.2f}, {high:.2f}]" if figures.within_ci else " (too few)"
+        between = "-" if figures.between is None else f"{figures.between:.2f}"
+        lines.append(
+            f"{name:<9} {figures.occupations:>4}  within occupation {figures.within:.2f}"
+            f"{interval}, between occupations {between} ({figures.texts} texts)"
+        )
     return lines
 
 

@@ -390,6 +390,12 @@ class RutedSpec(AuditSpec):
         "needs an endpoint that echoes prompts), top-N completions or chat logprobs, or "
         "sampled words.",
     )
+    mode_collapse: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="The mode-collapse check of the long-form texts (RUTEd §4.4): mean "
+        "similarity of each prompt's replicates from sentence embeddings; auto: where the "
+        "embeddings extra is installed, on: require it, off: skip.",
+    )
 
     @field_validator("contexts", mode="before")
     @classmethod

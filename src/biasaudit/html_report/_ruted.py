@@ -238,7 +238,35 @@ def _method_rows(metrics: RutedMetrics) -> list[tuple[str, str]]:
             f"(templates {templates}); temperature {metrics.temperature:g}",
         ),
         ("intervals", f"{100 * metrics.confidence:g}% normal (folded normal for neutrality)"),
+        ("mode-collapse check", metrics.mode_collapse or "-"),
     ]
+
+
+def _similarity_section(metrics: RutedMetrics) -> Section | None:
+    """The mode-collapse check (RUTEd §4.4), where it ran."""
+    found = {c: f.similarity for c, f in metrics.contexts.items() if f.similarity}
+    if not found:
+        return None
+    rows = [
+        [
+            CONTEXT_NAMES.get(context, context),
+            str(figures.occupations),
+            str(figures.texts),
+            interval(figures.within, figures.within_ci, 2, sign=False),
+            "-" if figures.between is None else f"{figures.between:.2f}",
+        ]
+        for context, figures in found.items()
+    ]
+    table = Table(
+        ["context", "occupations", "texts", "within an occupation [CI]", "between occupations"],
+        rows,
+        left=frozenset({0}),
+        caption=f"Mean cosine similarity of one prompt's replicate texts ({metrics.mode_collapse}"
+        "); 1 = every replicate the same text. Far above the between-occupation value, the "
+        "texts are near copies, and the long-form metrics rest on fewer independent texts "
+        "than their n says. Per occupation: similarity.csv.",
+    )
+    return Section("Replicate similarity (mode collapse)", "similarity", [table])
 
 
 def ruted_document(run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -> Document:
@@ -259,4 +287,7 @@ def ruted_document(run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -
         _dropped_section(metrics),
         replay_section(manifest, run_dir),
     ]
+    similarity = _similarity_section(metrics)
+    if similarity is not None:
+        document.sections.insert(4, similarity)
     return document

@@ -22,7 +22,8 @@ Grade Score (Iourovitski): :func:`grade_score`, :func:`grade_score_summary`.
 
 RUTEd evaluation (Lum et al.): :func:`neutrality`, :func:`skew`,
 :func:`stereotype`, :func:`gender_shares`, and :func:`spearman` /
-:func:`spearman_matrix` for comparing models across contexts.
+:func:`spearman_matrix` for comparing models across contexts;
+:func:`replicate_similarity`, the mode-collapse check of replicate texts.
 """
 
 from biasaudit.metrics._allocation import (
@@ -69,6 +70,11 @@ from biasaudit.metrics._selection import (
     simulate_selection,
     top_k_shares,
 )
+from biasaudit.metrics._similarity import (
+    ReplicateSimilarity,
+    replicate_similarity,
+    unit_similarity,
+)
 from biasaudit.metrics._units import (
     FEW_UNITS,
     MIN_UNITS,
@@ -102,6 +108,7 @@ __all__ = [
     "PairwiseOutputStats",
     "PairwiseScores",
     "RankBiserialResult",
+    "ReplicateSimilarity",
     "Resamples",
     "RutedEstimate",
     "SelectionGapIntervals",
@@ -133,6 +140,7 @@ __all__ = [
     "rank_biserial_test",
     "rank_biserial_tests",
     "rank_models_by_rms",
+    "replicate_similarity",
     "rms",
     "select_in_pools",
     "simulate_selection",
@@ -142,4 +150,5 @@ __all__ = [
     "spearman_matrix",
     "stereotype",
     "top_k_shares",
+    "unit_similarity",
 ]

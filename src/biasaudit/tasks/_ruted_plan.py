@@ -80,6 +80,8 @@ class RutedPlan:
         self._word_logprobs: dict[str, dict[str, float]] = {}  # continuation path
         self._errors: dict[tuple[str, int | None, str], str] = {}
         self._replicates: list[tuple[Any, ...]] = []
+        # Long-form texts by (context, template, occupation), for the mode-collapse check.
+        self._texts: dict[tuple[str, int | None, str], list[str]] = {}
         self._occupations = {occupation.name: occupation for occupation in task.occupations}
         if nextword is not None:
             for occupation in task.occupations:
@@ -171,6 +173,8 @@ class RutedPlan:
             probe = self.generation[where.context]
             first = probe.first_replicate(request)
             counts = probe.read(response)
+            key = (where.context, where.template, where.occupation.name)
+            self._texts.setdefault(key, []).extend(response.texts)
         verdicts: list[str] = [count.verdict for count in counts]
         for verdict, times in Counter(verdicts).items():
             tally.add(verdict, times)
@@ -208,6 +212,10 @@ class RutedPlan:
             row["error"] = self._errors.get((context, template, name))
             rows.append(row)
         return pd.DataFrame(rows, columns=list(OCCUPATION_COLUMNS)).astype({"template": "Int64"})
+
+    def texts(self) -> dict[tuple[str, int | None, str], list[str]]:
+        """Long-form contexts: every text read, by (context, template, occupation)."""
+        return self._texts
 
     def replicate_rows(self) -> pd.DataFrame:
         """One row per replicate read: its pronoun (or next-word) counts and verdict."""
