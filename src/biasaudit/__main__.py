@@ -1,3 +1,3 @@
-from .cli import main
+from biasaudit.cli import main
 
 main()

@@ -30,13 +30,13 @@ import os
 import sys
 from typing import Any
 
-from .cache import ResponseCache
-from .engine import Engine, EngineSettings, RequestResult
-from .errors import BiasauditError, RunAbortedError
-from .loop import pause_gc_until_run, run_async
-from .processes import die_with_parent
-from .providers import ModelRequest, Provider, resolve_model
-from .worker_pool import PARENT_ENV
+from biasaudit.cache import ResponseCache
+from biasaudit.engine import Engine, EngineSettings, RequestResult
+from biasaudit.errors import BiasauditError, RunAbortedError
+from biasaudit.loop import pause_gc_until_run, run_async
+from biasaudit.processes import die_with_parent
+from biasaudit.providers import ModelRequest, Provider, resolve_model
+from biasaudit.worker_pool import PARENT_ENV
 
 
 async def serve(provider: Provider, lines: list[str], out: Any) -> None:

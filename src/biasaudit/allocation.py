@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, Field
 
-from .metrics import (
+from biasaudit.metrics import (
     FEW_UNITS,
     MIN_UNITS,
     AllocationFigures,
@@ -40,7 +40,7 @@ from .metrics import (
     pairwise_preference_gap,
     select_in_pools,
 )
-from .tasks import PoolDesign
+from biasaudit.tasks import PoolDesign
 
 __all__ = [
     "METRICS_SCHEMA_VERSION",

@@ -22,7 +22,7 @@ from typing import TextIO
 
 import pandas as pd
 
-from .allocation import (
+from biasaudit.allocation import (
     AllocationMetrics,
     CandidateCounts,
     MetricOptions,
@@ -31,14 +31,14 @@ from .allocation import (
     ScoringSummary,
     allocation_results,
 )
-from .errors import BiasauditError
-from .loop import run_async
-from .metrics import PairwiseOutputStats
-from .providers import Provider
-from .runs import RunResult
-from .session import RunSession
-from .spec import AuditSpec
-from .tasks import (
+from biasaudit.errors import BiasauditError
+from biasaudit.loop import run_async
+from biasaudit.metrics import PairwiseOutputStats
+from biasaudit.providers import Provider
+from biasaudit.runs import RunResult
+from biasaudit.session import RunSession
+from biasaudit.spec import AuditSpec
+from biasaudit.tasks import (
     AllocationTask,
     PairwisePlan,
     PointwisePlan,

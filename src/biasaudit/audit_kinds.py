@@ -15,13 +15,13 @@ from typing import Any, TextIO
 import pandas as pd
 from pydantic import BaseModel
 
-from .allocation import AllocationMetrics
-from .errors import UsageError
-from .grade import GradeScoreMetrics
-from .providers import ModelRequest, Provider
-from .runs import Manifest
-from .ruted_metrics import RutedMetrics
-from .spec import AuditSpec, GradeScoreSpec, RutedSpec
+from biasaudit.allocation import AllocationMetrics
+from biasaudit.errors import UsageError
+from biasaudit.grade import GradeScoreMetrics
+from biasaudit.providers import ModelRequest, Provider
+from biasaudit.runs import Manifest
+from biasaudit.ruted_metrics import RutedMetrics
+from biasaudit.spec import AuditSpec, GradeScoreSpec, RutedSpec
 
 __all__ = [
     "AUDIT_KINDS",
@@ -76,18 +76,18 @@ def run_spec(
 ) -> FinishedAudit:
     """Run the audit ``spec`` describes, whatever its kind."""
     if isinstance(spec, GradeScoreSpec):
-        from .grade import grade_audit
-        from .grade_report import grade_score_table
+        from biasaudit.grade import grade_audit
+        from biasaudit.grade_report import grade_score_table
 
         graded = grade_audit(spec, provider=provider, stderr=stderr, command=command)
         table = grade_score_table(graded.metrics, graded.items)
         return FinishedAudit("grade-score", graded.run_dir, graded.manifest, graded.metrics, table)
     if isinstance(spec, RutedSpec):
-        from .ruted import ruted_audit
+        from biasaudit.ruted import ruted_audit
 
         ruted = ruted_audit(spec, provider=provider, stderr=stderr, command=command)
         return _finished("ruted", ruted.run_dir, ruted.manifest, ruted.metrics)
-    from .audit import audit
+    from biasaudit.audit import audit
 
     allocated = audit(spec, provider=provider, stderr=stderr, command=command)
     return _finished("allocation", allocated.run_dir, allocated.manifest, allocated.metrics)
@@ -96,14 +96,14 @@ def run_spec(
 def plan_requests(spec: AuditSpec, provider: Provider) -> list[ModelRequest]:
     """The requests a run of ``spec`` would send to ``provider`` (nothing is sent)."""
     if isinstance(spec, GradeScoreSpec):
-        from .tasks import build_grade_score_task, plan_grade_score
+        from biasaudit.tasks import build_grade_score_task, plan_grade_score
 
         return list(plan_grade_score(build_grade_score_task(spec), spec).requests)
     if isinstance(spec, RutedSpec):
-        from .tasks import build_ruted_task, plan_ruted
+        from biasaudit.tasks import build_ruted_task, plan_ruted
 
         return list(plan_ruted(build_ruted_task(spec), spec, provider.capabilities).requests)
-    from .tasks import build_task, plan_scoring
+    from biasaudit.tasks import build_task, plan_scoring
 
     allocation = build_task(spec)
     allocation.prompt(spec.method)
@@ -134,14 +134,14 @@ def read_metrics(run_dir: Path, kind: str) -> Any:
 def table_of(kind: str, metrics: BaseModel, run_dir: Path) -> list[str]:
     """The table ``biasaudit run`` prints for a run of this kind."""
     if isinstance(metrics, GradeScoreMetrics):
-        from .grade_report import grade_score_table
+        from biasaudit.grade_report import grade_score_table
 
         return grade_score_table(metrics, pd.read_csv(run_dir / "items.csv"))
     if isinstance(metrics, RutedMetrics):
-        from .ruted_report import ruted_table
+        from biasaudit.ruted_report import ruted_table
 
         return ruted_table(metrics)
-    from .report import allocation_table
+    from biasaudit.report import allocation_table
 
     assert isinstance(metrics, AllocationMetrics), kind
     return allocation_table(metrics)

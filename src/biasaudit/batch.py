@@ -59,15 +59,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .errors import ProviderError, TransientProviderError, UsageError
-from .processes import holder_alive, new_holder, running
-from .providers import ModelRequest, ModelResponse, Provider
-from .providers._batch_api import BatchAPI, BatchEntry, BatchLimits, BatchState
-from .runs import BatchRecord, BatchRunState
+from biasaudit.errors import ProviderError, TransientProviderError, UsageError
+from biasaudit.processes import holder_alive, new_holder, running
+from biasaudit.providers import ModelRequest, ModelResponse, Provider
+from biasaudit.providers._batch_api import BatchAPI, BatchEntry, BatchLimits, BatchState
+from biasaudit.runs import BatchRecord, BatchRunState
 
 if TYPE_CHECKING:
-    from .cache import ResponseCache
-    from .engine import EngineSettings, EngineStats, RequestResult
+    from biasaudit.cache import ResponseCache
+    from biasaudit.engine import EngineSettings, EngineStats, RequestResult
 
 __all__ = ["BatchRunner", "BatchStore", "require_batch_api"]
 
@@ -518,7 +518,7 @@ class BatchRunner:
         retry: Pairs,
     ) -> AsyncIterator[RequestResult]:
         """Cache and yield the batch's answers; put this run's unanswered requests in ``retry``."""
-        from .engine import RequestResult
+        from biasaudit.engine import RequestResult
 
         items = store.items(batch.local_id)
         assert batch.batch_id is not None

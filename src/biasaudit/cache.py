@@ -44,9 +44,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import BiasauditError, StorageFailedError, StorageUnusableError
-from .processes import holder_alive
-from .providers import ModelResponse
+from biasaudit.errors import BiasauditError, StorageFailedError, StorageUnusableError
+from biasaudit.processes import holder_alive
+from biasaudit.providers import ModelResponse
 
 __all__ = ["CacheStats", "Claim", "ResponseCache", "cache_error"]
 

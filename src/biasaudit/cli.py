@@ -19,17 +19,17 @@ from typing import TYPE_CHECKING, Any, TypeVar, get_args
 
 import click
 
-from . import __version__
-from .errors import BiasauditError
-from .providers._types import ReasoningEffort  # loaded with the package already
-from .secrets import RedactingFilter, redact
+from biasaudit import __version__
+from biasaudit.errors import BiasauditError
+from biasaudit.providers._types import ReasoningEffort  # loaded with the package already
+from biasaudit.secrets import RedactingFilter, redact
 
 # The spec's bounds, mirrored by the options (importing spec here would load the engine).
 MAX_ROUNDS = 100_000
 MAX_TIMEOUT_S = 86_400.0
 
 if TYPE_CHECKING:
-    from .spec import GradeScoreSpec, RutedSpec
+    from biasaudit.spec import GradeScoreSpec, RutedSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -186,8 +186,8 @@ def fanout(prompts: Path, **options: Any) -> None:
     """
     if not options["replay"]:
         _start_early(options)
-    from .fanout import FanoutOptions
-    from .fanout import fanout as run
+    from biasaudit.fanout import FanoutOptions
+    from biasaudit.fanout import fanout as run
 
     result = run(prompts, FanoutOptions(**options, command=["biasaudit", *sys.argv[1:]]))
     manifest, counts = result.manifest, result.manifest.counts
@@ -214,8 +214,8 @@ def _start_early(options: dict[str, Any]) -> None:
     The garbage collector waits until the run starts, and ``--workers``
     children start now, so that their imports overlap this process's own.
     """
-    from .loop import pause_gc_until_run
-    from .worker_pool import prestart_for
+    from biasaudit.loop import pause_gc_until_run
+    from biasaudit.worker_pool import prestart_for
 
     pause_gc_until_run()
     if options.get("batch"):
@@ -248,7 +248,7 @@ def cache() -> None:
 @_reports_errors
 def cache_stats(runs_dir: Path, cache_path: Path | None) -> None:
     """Entries, size and hit counts by model."""
-    from .cache import ResponseCache
+    from biasaudit.cache import ResponseCache
 
     path = cache_path or runs_dir / "cache.sqlite"
     if not path.exists():
@@ -275,7 +275,7 @@ def cache_stats(runs_dir: Path, cache_path: Path | None) -> None:
         *("{:<44} {:>9} {:>10} {:>9}  {}".format(*row) for row in cells),
         "{:<44} {:>9} {:>10} {:>9}".format(*total),
     ]
-    from .rich_tables import echo_table, listing_view
+    from biasaudit.rich_tables import echo_table, listing_view
 
     headers = ("model", "entries", "stored", "hits", "newest")
     echo_table(lines, lambda: listing_view(headers, cells, total=total, above=lines[:1]))
@@ -284,7 +284,7 @@ def cache_stats(runs_dir: Path, cache_path: Path | None) -> None:
 @cli.command()
 def providers() -> None:
     """List the provider names biasaudit knows, with what their endpoints can do."""
-    from .providers import KNOWN_PROVIDERS
+    from biasaudit.providers import KNOWN_PROVIDERS
 
     cells = []
     for name, info in KNOWN_PROVIDERS.items():
@@ -300,7 +300,7 @@ def providers() -> None:
         *("{:<11} {:<40} {:<19} {:<9} {}".format(*row) for row in cells),
         other,
     ]
-    from .rich_tables import echo_table, listing_view
+    from biasaudit.rich_tables import echo_table, listing_view
 
     headers = ("provider", "base URL", "key variable", "logprobs", "note")
     echo_table(lines, lambda: listing_view(headers, cells, left=5, below=[other]))
@@ -439,9 +439,9 @@ def _audit_options(command: F) -> F:
 
 def _run_audit(fields: dict[str, Any], *, spec_file: Path | None = None) -> None:
     """Validate the spec, run the audit, print its table and ``run: <dir>``."""
-    from .audit import audit
-    from .report import allocation_table
-    from .spec import GradeScoreSpec, RutedSpec, load_spec, parse_spec
+    from biasaudit.audit import audit
+    from biasaudit.report import allocation_table
+    from biasaudit.spec import GradeScoreSpec, RutedSpec, load_spec, parse_spec
 
     given = {name: value for name, value in fields.items() if value is not None}
     report = not given.pop("no_report", False)
@@ -453,7 +453,7 @@ def _run_audit(fields: dict[str, Any], *, spec_file: Path | None = None) -> None
             raise click.UsageError("Missing option '--model' / '-m'.")
         spec = parse_spec(given, source="command line")
     if not spec.replay:
-        from .cli_runs import check_budget
+        from biasaudit.cli_runs import check_budget
 
         if not budget.get("dry_run"):
             _start_early(spec.model_dump())
@@ -463,7 +463,7 @@ def _run_audit(fields: dict[str, Any], *, spec_file: Path | None = None) -> None
     if isinstance(spec, RutedSpec):
         _run_ruted(spec, report=report)
     result = audit(spec, command=["biasaudit", *sys.argv[1:]])
-    from .rich_tables import audit_view, echo_table
+    from biasaudit.rich_tables import audit_view, echo_table
 
     echo_table(allocation_table(result.metrics), lambda: audit_view(result.metrics, result.run_dir))
     _write_report(result.run_dir, report)
@@ -473,11 +473,11 @@ def _run_audit(fields: dict[str, Any], *, spec_file: Path | None = None) -> None
 
 def _run_grade_score(spec: GradeScoreSpec, *, report: bool = True) -> None:
     """Run a Grade Score audit, print its table and ``run: <dir>``, and exit."""
-    from .grade import grade_audit
-    from .grade_report import grade_score_table
+    from biasaudit.grade import grade_audit
+    from biasaudit.grade_report import grade_score_table
 
     result = grade_audit(spec, command=["biasaudit", *sys.argv[1:]])
-    from .rich_tables import echo_table, grade_score_view
+    from biasaudit.rich_tables import echo_table, grade_score_view
 
     table = grade_score_table(result.metrics, result.items)
     echo_table(table, lambda: grade_score_view(result.metrics, result.items))
@@ -488,11 +488,11 @@ def _run_grade_score(spec: GradeScoreSpec, *, report: bool = True) -> None:
 
 def _run_ruted(spec: RutedSpec, *, report: bool = True) -> None:
     """Run a RUTEd audit, print its table and ``run: <dir>``, and exit."""
-    from .ruted import ruted_audit
-    from .ruted_report import ruted_table
+    from biasaudit.ruted import ruted_audit
+    from biasaudit.ruted_report import ruted_table
 
     result = ruted_audit(spec, command=["biasaudit", *sys.argv[1:]])
-    from .rich_tables import echo_table, ruted_view
+    from biasaudit.rich_tables import echo_table, ruted_view
 
     echo_table(ruted_table(result.metrics), lambda: ruted_view(result.metrics))
     _write_report(result.run_dir, report)
@@ -507,7 +507,7 @@ def _write_report(run_dir: Path, wanted: bool) -> None:
     """
     if not wanted:
         return
-    from .html_report import write_report
+    from biasaudit.html_report import write_report
 
     try:
         paths = write_report(run_dir)
@@ -703,7 +703,7 @@ run_ruted.params = [p for p in run_ruted.params if p.name not in _NOT_FOR_RUTED]
 def run_spec(spec_file: Path, **fields: Any) -> None:
     """Run the audit SPEC.yaml describes; options given here override the file."""
     if not spec_file.is_file():
-        from .spec import TASK_NAMES
+        from biasaudit.spec import TASK_NAMES
 
         built_in = ", ".join(name for name in run.commands if name != "spec")
         raise click.UsageError(
@@ -754,9 +754,9 @@ def score_allocation_command(scores_file: Path, no_report: bool, **options: Any)
     scores were imported), prints the table and ``run: <dir>``; a malformed
     file exits 2 naming its line and column.
     """
-    from .imports import ImportOptions, score_allocation
-    from .report import allocation_table
-    from .rich_tables import allocation_view, echo_table
+    from biasaudit.imports import ImportOptions, score_allocation
+    from biasaudit.report import allocation_table
+    from biasaudit.rich_tables import allocation_view, echo_table
 
     result = score_allocation(
         scores_file, ImportOptions(**options), command=["biasaudit", *sys.argv[1:]]
@@ -777,9 +777,9 @@ def score_grade_command(trials_file: Path, model: str, runs_dir: Path, no_report
     optional ``preferred`` and ``replicate``. Writes a run directory as an audit
     does and prints the table and ``run: <dir>``.
     """
-    from .grade_report import grade_score_table
-    from .imports import score_grade
-    from .rich_tables import echo_table, grade_score_view
+    from biasaudit.grade_report import grade_score_table
+    from biasaudit.imports import score_grade
+    from biasaudit.rich_tables import echo_table, grade_score_view
 
     result = score_grade(
         trials_file, model=model, runs_dir=runs_dir, command=["biasaudit", *sys.argv[1:]]
@@ -811,9 +811,9 @@ def score_ruted_command(
     apart (the mode-collapse check compares replicates of one prompt). Writes a
     run directory and prints the table.
     """
-    from .imports import score_ruted
-    from .rich_tables import echo_table, ruted_view
-    from .ruted_report import ruted_table
+    from biasaudit.imports import score_ruted
+    from biasaudit.rich_tables import echo_table, ruted_view
+    from biasaudit.ruted_report import ruted_table
 
     result = score_ruted(
         outputs_file, model=model, runs_dir=runs_dir, command=["biasaudit", *sys.argv[1:]],
@@ -827,9 +827,9 @@ def score_ruted_command(
 @cli.command()
 def tasks() -> None:
     """List the built-in audit tasks, their groups, data sources and prompts."""
-    from .report import tasks_listing
-    from .rich_tables import echo_table, tasks_view
-    from .tasks import TASKS
+    from biasaudit.report import tasks_listing
+    from biasaudit.rich_tables import echo_table, tasks_view
+    from biasaudit.tasks import TASKS
 
     infos = list(TASKS.values())
     echo_table(tasks_listing(infos), lambda: tasks_view(infos))
@@ -863,20 +863,20 @@ def study(
     Spearman correlation of each metric between the standard test and each context,
     between contexts, and whether the standard test picks the least biased model.
     """
-    from .report import study_blocks
-    from .rich_tables import echo_blocks
-    from .study import run_study, study_kind
+    from biasaudit.report import study_blocks
+    from biasaudit.rich_tables import echo_blocks
+    from biasaudit.study import run_study, study_kind
 
     if study_kind(run_dirs) == "grade-score":
-        from .grade_report import grade_study_blocks
-        from .grade_study import run_grade_study
+        from biasaudit.grade_report import grade_study_blocks
+        from biasaudit.grade_study import run_grade_study
 
         echo_blocks(grade_study_blocks(run_grade_study(run_dirs)))
         _write_study_report(run_dirs, "grade-score", ndcg_at, report_dir, not no_report)
         return
     if study_kind(run_dirs) == "ruted":
-        from .ruted_report import ruted_study_blocks
-        from .ruted_study import run_ruted_study
+        from biasaudit.ruted_report import ruted_study_blocks
+        from biasaudit.ruted_study import run_ruted_study
 
         echo_blocks(ruted_study_blocks(run_ruted_study(run_dirs)))
         _write_study_report(run_dirs, "ruted", ndcg_at, report_dir, not no_report)
@@ -892,7 +892,7 @@ def _write_study_report(
     """Write the study's report into its own folder, named on stderr like a run's."""
     if not wanted:
         return
-    from .html_report import write_study_report
+    from biasaudit.html_report import write_study_report
 
     try:
         paths = write_study_report(run_dirs, kind=kind, ndcg_at=ndcg_at, report_dir=report_dir)
@@ -919,7 +919,7 @@ def report_command(run_dir: Path, report_format: str) -> None:
     The HTML file stands alone: figures embedded, no network needed to read it.
     A simulated model is labelled as such in every section.
     """
-    from .html_report import write_report
+    from biasaudit.html_report import write_report
 
     for path in write_report(run_dir, report_format):  # type: ignore[arg-type]
         click.echo(f"report: {path}")
@@ -927,7 +927,7 @@ def report_command(run_dir: Path, report_format: str) -> None:
 
 def _add_run_commands() -> None:
     """replay, compare, reaudit, history: commands on finished runs (biasaudit.cli_runs)."""
-    from .cli_runs import register
+    from biasaudit.cli_runs import register
 
     register(cli, _reports_errors)
 

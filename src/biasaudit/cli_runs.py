@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 import click
 
 if TYPE_CHECKING:
-    from .spec import AuditSpec
+    from biasaudit.spec import AuditSpec
 
 __all__ = ["COST_NOTICE_ENV", "check_budget", "register"]
 
@@ -45,9 +45,9 @@ def check_budget(
         The estimate exceeds ``max_cost``, or the model has no price and
         ``max_cost`` is given; nothing is sent.
     """
-    from .errors import UsageError
-    from .loop import run_async
-    from .pricing import BudgetedProvider, estimate_spec_cost, load_prices
+    from biasaudit.errors import UsageError
+    from biasaudit.loop import run_async
+    from biasaudit.pricing import BudgetedProvider, estimate_spec_cost, load_prices
 
     table = load_prices(prices)
     price = table.price(spec.model, base_url=spec.base_url)
@@ -80,16 +80,16 @@ def check_budget(
         run_async(provider.aclose())
         return
     assert estimate.price is not None
-    from .audit_kinds import run_spec
+    from biasaudit.audit_kinds import run_spec
 
     budgeted = BudgetedProvider(provider, estimate.price, max_cost)
     finished = run_spec(spec, provider=budgeted, command=["biasaudit", *sys.argv[1:]])
-    from .rich_tables import audit_view, echo_table
+    from biasaudit.rich_tables import audit_view, echo_table
 
     echo_table(finished.table, lambda: audit_view(finished.metrics, finished.run_dir))
     click.echo(f"spent: ${budgeted.spent:.4f} of ${max_cost:g}")
     if report and finished.run_dir.joinpath("metrics.json").is_file():
-        from .html_report import write_report
+        from biasaudit.html_report import write_report
 
         _write_reports(lambda: write_report(finished.run_dir))
     click.echo(f"run: {finished.run_dir}")
@@ -113,8 +113,8 @@ def _write_reports(write: Callable[[], list[Path]]) -> None:
 
     A report that cannot be drawn is a warning: the run or comparison is done and kept.
     """
-    from .errors import BiasauditError
-    from .secrets import redact
+    from biasaudit.errors import BiasauditError
+    from biasaudit.secrets import redact
 
     try:
         paths = write()
@@ -152,13 +152,13 @@ def _replay_command(reports_errors: Decorator) -> click.Command:
         that the metrics come out as the original's. Exit status: 0 reproduced,
         1 the metrics differ, 2 something is missing (named).
         """
-        from .replay import replay_run
+        from biasaudit.replay import replay_run
 
         result = replay_run(
             run_dir, cache=cache_path, runs_dir=runs_dir, command=["biasaudit", *sys.argv[1:]]
         )
-        from .audit_kinds import read_metrics
-        from .rich_tables import audit_view, echo_table
+        from biasaudit.audit_kinds import read_metrics
+        from biasaudit.rich_tables import audit_view, echo_table
 
         echo_table(
             result.table,
@@ -175,7 +175,7 @@ def _replay_command(reports_errors: Decorator) -> click.Command:
             what = "responses" if result.kind == "fanout" else "metrics"
             click.echo(f"replay: {what} identical to {run_dir} (request counts aside)")
         if not no_report and result.kind in _REPORTED_KINDS:
-            from .html_report import write_report
+            from biasaudit.html_report import write_report
 
             _write_reports(lambda: write_report(result.run_dir))
         click.echo(f"run: {result.run_dir}")
@@ -245,20 +245,20 @@ def _compare_command(reports_errors: Decorator) -> click.Command:
         report.html and report.md into a new folder beside RUN_B (named on
         stderr). Exit status 0.
         """
-        from .compare import compare_runs, comparison_lines, write_comparison
+        from biasaudit.compare import compare_runs, comparison_lines, write_comparison
 
         comparison = compare_runs(
             run_a, run_b, alpha=alpha, bootstrap=bootstrap,
             allow_different_settings=allow_different_settings,
         )  # fmt: skip
-        from .rich_tables import comparison_view, echo_table
+        from biasaudit.rich_tables import comparison_view, echo_table
 
         lines = comparison_lines(comparison, show_all=show_all)
         echo_table(lines, lambda: comparison_view(comparison, show_all=show_all))
         if json_path is not None:
             write_comparison(comparison, json_path)
         if not no_report:
-            from .html_report import write_compare_report
+            from biasaudit.html_report import write_compare_report
 
             _write_reports(lambda: write_compare_report(comparison, report_dir=report_dir))
 
@@ -304,9 +304,9 @@ def _reaudit_command(reports_errors: Decorator) -> click.Command:
         compare.html (unless --no-report). Exit status: 0, 1 some requests failed, 2 bad spec,
         3 the --fail-on condition was met (for cron or a CI schedule).
         """
-        from .compare import comparison_lines
-        from .history import FailOn
-        from .history import reaudit as run_reaudit
+        from biasaudit.compare import comparison_lines
+        from biasaudit.history import FailOn
+        from biasaudit.history import reaudit as run_reaudit
 
         result = run_reaudit(
             spec_file,
@@ -315,7 +315,7 @@ def _reaudit_command(reports_errors: Decorator) -> click.Command:
             alpha=alpha,
             command=["biasaudit", *sys.argv[1:]],
         )
-        from .rich_tables import audit_view, comparison_view, echo_table
+        from biasaudit.rich_tables import audit_view, comparison_view, echo_table
 
         finished = result.finished
         echo_table(finished.table, lambda: audit_view(finished.metrics, finished.run_dir))
@@ -329,7 +329,7 @@ def _reaudit_command(reports_errors: Decorator) -> click.Command:
         if result.alert:
             click.echo(f"alert: --fail-on {fail_on} met", err=True)
         if not no_report and (result.finished.run_dir / "metrics.json").is_file():
-            from .html_report import write_report
+            from biasaudit.html_report import write_report
 
             _write_reports(lambda: write_report(result.finished.run_dir))
         click.echo(f"run: {result.finished.run_dir}")
@@ -355,8 +355,8 @@ def _history_command(reports_errors: Decorator) -> click.Command:
     @reports_errors
     def history(spec_file: Path | None, runs_dir: Path | None) -> None:
         """Past audit runs, oldest first: date, status, model versions, headline figures."""
-        from .history import list_history
-        from .spec import load_spec
+        from biasaudit.history import list_history
+        from biasaudit.spec import load_spec
 
         spec = load_spec(spec_file) if spec_file is not None else None
         folder = runs_dir or (spec.runs_dir if spec is not None else Path("runs"))
@@ -364,8 +364,8 @@ def _history_command(reports_errors: Decorator) -> click.Command:
         if not entries:
             click.echo(f"no audit runs in {folder}" + (" of this spec" if spec else ""))
             return
-        from .history import history_table
-        from .rich_tables import echo_table, history_view
+        from biasaudit.history import history_table
+        from biasaudit.rich_tables import echo_table, history_view
 
         echo_table(history_table(entries), lambda: history_view(entries))
 

@@ -47,10 +47,10 @@ import pandas as pd
 from numpy.typing import NDArray
 from scipy import stats
 
-from .audit_kinds import AUDIT_KINDS, read_metrics
-from .errors import UsageError
-from .metrics import Resamples, headline_replicates
-from .runs import Manifest, read_manifest, read_responses
+from biasaudit.audit_kinds import AUDIT_KINDS, read_metrics
+from biasaudit.errors import UsageError
+from biasaudit.metrics import Resamples, headline_replicates
+from biasaudit.runs import Manifest, read_manifest, read_responses
 
 __all__ = [
     "NO_CHANGE",

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .errors import ConfigurationError
+from biasaudit.errors import ConfigurationError
 
 __all__ = ["EMBEDDER_NAME", "INSTALL_HINT", "Embedder", "load_embedder", "missing_embedder"]
 

@@ -38,10 +38,10 @@ from typing import Any
 from asyncio_throttle import Throttler  # type: ignore[attr-defined]
 from tenacity import AsyncRetrying, RetryCallState, stop_after_attempt, wait_random_exponential
 
-from . import worker_pool
-from .batch import BatchRunner, require_batch_api
-from .cache import ResponseCache
-from .errors import (
+from biasaudit import worker_pool
+from biasaudit.batch import BatchRunner, require_batch_api
+from biasaudit.cache import ResponseCache
+from biasaudit.errors import (
     BiasauditError,
     EndpointUnreachableError,
     FatalProviderError,
@@ -55,9 +55,9 @@ from .errors import (
     TransientProviderError,
     WaitTooLongError,
 )
-from .processes import new_holder, running
-from .providers import ModelRequest, ModelResponse, Provider, Usage
-from .runs import BatchRecord
+from biasaudit.processes import new_holder, running
+from biasaudit.providers import ModelRequest, ModelResponse, Provider, Usage
+from biasaudit.runs import BatchRecord
 
 __all__ = ["Engine", "EngineSettings", "EngineStats", "RequestResult"]
 
@@ -850,7 +850,7 @@ def _rebuild_error(fatal: dict[str, str]) -> BiasauditError:
     A provider error (it stops the run) or a storage failure; anything else is
     rebuilt as a fatal provider error.
     """
-    from . import errors
+    from biasaudit import errors
 
     cls = getattr(errors, fatal.get("type", ""), None)
     message = fatal.get("message", "a fan-out worker stopped")

@@ -19,14 +19,14 @@ from typing import TextIO
 
 from pydantic import ValidationError
 
-from .engine import EngineSettings
-from .errors import BiasauditError, InputError, UsageError
-from .loop import run_async
-from .providers import ModelRequest, resolve_model
-from .runs import RunResult
-from .secrets import public_headers, redact_urls
-from .session import RunSession
-from .textfiles import brief, text_lines
+from biasaudit.engine import EngineSettings
+from biasaudit.errors import BiasauditError, InputError, UsageError
+from biasaudit.loop import run_async
+from biasaudit.providers import ModelRequest, resolve_model
+from biasaudit.runs import RunResult
+from biasaudit.secrets import public_headers, redact_urls
+from biasaudit.session import RunSession
+from biasaudit.textfiles import brief, text_lines
 
 __all__ = ["FanoutOptions", "FanoutResult", "fanout", "read_prompts", "run_fanout"]
 

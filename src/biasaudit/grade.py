@@ -42,10 +42,10 @@ from typing import Any, TextIO
 import pandas as pd
 from pydantic import BaseModel, Field
 
-from .allocation import RequestCounts
-from .errors import BiasauditError
-from .loop import run_async
-from .metrics import (
+from biasaudit.allocation import RequestCounts
+from biasaudit.errors import BiasauditError
+from biasaudit.loop import run_async
+from biasaudit.metrics import (
     MIN_ITEMS,
     GradeScore,
     GradeScoreSummary,
@@ -53,11 +53,11 @@ from .metrics import (
     grade_score_summary,
     item_interval,
 )
-from .providers import Provider
-from .runs import RunResult
-from .session import RunSession
-from .spec import ALLOCATION_ONLY_FIELDS, GradeScoreSpec
-from .tasks import (
+from biasaudit.providers import Provider
+from biasaudit.runs import RunResult
+from biasaudit.session import RunSession
+from biasaudit.spec import ALLOCATION_ONLY_FIELDS, GradeScoreSpec
+from biasaudit.tasks import (
     GradeItem,
     GradeScorePlan,
     GradeScoreTask,

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from .grade import GradeScoreMetrics, judge_settings
-from .grade_study import SCORES, GradeStudyResult
-from .report import SIMULATED, Block, PlainTable, block_lines
+from biasaudit.grade import GradeScoreMetrics, judge_settings
+from biasaudit.grade_study import SCORES, GradeStudyResult
+from biasaudit.report import SIMULATED, Block, PlainTable, block_lines
 
 __all__ = ["grade_score_table", "grade_study_blocks", "grade_study_table", "unusable_warning"]
 

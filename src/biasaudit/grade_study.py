@@ -15,8 +15,8 @@ from pathlib import Path
 import pandas as pd
 from pydantic import ValidationError
 
-from .errors import UsageError
-from .grade import GradeScoreMetrics
+from biasaudit.errors import UsageError
+from biasaudit.grade import GradeScoreMetrics
 
 __all__ = ["SCORES", "GradeStudyResult", "GradeStudyRun", "load_grade_metrics", "run_grade_study"]
 

@@ -26,11 +26,11 @@ from typing import Any, Literal, TextIO
 
 from pydantic import ValidationError
 
-from .audit_kinds import AUDIT_KINDS, FinishedAudit, read_metrics, run_spec
-from .compare import Comparison, compare_runs, write_comparison
-from .errors import UsageError
-from .runs import read_manifest
-from .spec import AuditSpec, load_spec, parse_spec
+from biasaudit.audit_kinds import AUDIT_KINDS, FinishedAudit, read_metrics, run_spec
+from biasaudit.compare import Comparison, compare_runs, write_comparison
+from biasaudit.errors import UsageError
+from biasaudit.runs import read_manifest
+from biasaudit.spec import AuditSpec, load_spec, parse_spec
 
 __all__ = [
     "DRIFT_EXIT_CODE",

@@ -49,8 +49,8 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from . import __version__, embeddings
-from .allocation import (
+from biasaudit import __version__, embeddings
+from biasaudit.allocation import (
     AllocationMetrics,
     CandidateCounts,
     MetricOptions,
@@ -58,24 +58,24 @@ from .allocation import (
     ScoringSummary,
     allocation_results,
 )
-from .errors import InputError, UsageError
-from .grade import GradeScoreMetrics, item_figures, score_fields
-from .probes._pronouns import classify_pronouns
-from .runs import Manifest, RunDirectory, read_manifest
-from .ruted_metrics import (
+from biasaudit.errors import InputError, UsageError
+from biasaudit.grade import GradeScoreMetrics, item_figures, score_fields
+from biasaudit.probes._pronouns import classify_pronouns
+from biasaudit.runs import Manifest, RunDirectory, read_manifest
+from biasaudit.ruted_metrics import (
     RutedMetrics,
     TextsByPrompt,
     context_metrics,
     mode_collapse_check,
     occupations_csv,
 )
-from .secrets import redact_command
-from .tasks import PoolDesign
-from .tasks._files import read_table, require_columns, require_values
-from .tasks._grade_score import GradeItem
-from .tasks._ruted import OCCUPATIONS_PATH, read_occupations
-from .tasks._ruted_plan import OCCUPATION_COLUMNS
-from .textfiles import brief
+from biasaudit.secrets import redact_command
+from biasaudit.tasks import PoolDesign
+from biasaudit.tasks._files import read_table, require_columns, require_values
+from biasaudit.tasks._grade_score import GradeItem
+from biasaudit.tasks._ruted import OCCUPATIONS_PATH, read_occupations
+from biasaudit.tasks._ruted_plan import OCCUPATION_COLUMNS
+from biasaudit.textfiles import brief
 
 __all__ = [
     "GradeImportResult",

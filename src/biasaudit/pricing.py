@@ -35,12 +35,12 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .errors import BudgetExceededError, ProviderError, UsageError
-from .providers import KNOWN_PROVIDERS, ModelRequest, ModelResponse, Provider
-from .providers._batch_api import BatchAPI
-from .providers._types import Usage
-from .spec import AuditSpec
-from .textfiles import load_yaml
+from biasaudit.errors import BudgetExceededError, ProviderError, UsageError
+from biasaudit.providers import KNOWN_PROVIDERS, ModelRequest, ModelResponse, Provider
+from biasaudit.providers._batch_api import BatchAPI
+from biasaudit.providers._types import Usage
+from biasaudit.spec import AuditSpec
+from biasaudit.textfiles import load_yaml
 
 __all__ = [
     "BATCH_DISCOUNT",
@@ -332,9 +332,9 @@ class BudgetedProvider(Provider):
 
 def estimate_spec_cost(spec: AuditSpec, provider: Provider, prices: PriceTable) -> CostEstimate:
     """Estimate what running ``spec`` against ``provider`` would send and cost; sends nothing."""
-    from .audit_kinds import plan_requests
-    from .cache import ResponseCache
-    from .engine import Engine
+    from biasaudit.audit_kinds import plan_requests
+    from biasaudit.cache import ResponseCache
+    from biasaudit.engine import Engine
 
     requests = plan_requests(spec, provider)
     engine = Engine(provider, None, spec.engine_settings())

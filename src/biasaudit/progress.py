@@ -7,12 +7,12 @@ import sys
 import time
 from typing import TYPE_CHECKING, TextIO
 
-from .engine import EngineStats
+from biasaudit.engine import EngineStats
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from .progress_bar import ProgressBar
+    from biasaudit.progress_bar import ProgressBar
 
 __all__ = ["ProgressPrinter", "describe_progress"]
 
@@ -73,7 +73,7 @@ class ProgressPrinter:
         self._tty = console is not None or self._stream.isatty()
         self._bar: ProgressBar | None = None
         if self._tty:
-            from .progress_bar import ProgressBar
+            from biasaudit.progress_bar import ProgressBar
 
             self._bar = ProgressBar(console or self._stream, label=label)
         self._interval = 0.25 if self._tty else 5.0

@@ -16,7 +16,7 @@ from rich.console import Console, RenderableType
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.text import Text
 
-from .engine import EngineStats
+from biasaudit.engine import EngineStats
 
 __all__ = ["ProgressBar", "progress_details"]
 

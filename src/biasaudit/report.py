@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from .allocation import AllocationMetrics, GroupMetrics
-from .study import StudyResult
-from .tasks import TaskInfo
+from biasaudit.allocation import AllocationMetrics, GroupMetrics
+from biasaudit.study import StudyResult
+from biasaudit.tasks import TaskInfo
 
 __all__ = [
     "Block",
@@ -95,7 +95,7 @@ def _interval(point: float | None, bounds: Sequence[float] | None, *, too_few: b
 
 def too_few_units(figures: GroupMetrics) -> bool:
     """Whether the group or the reference has too few units (names) for an interval."""
-    from .metrics import MIN_UNITS
+    from biasaudit.metrics import MIN_UNITS
 
     counts = [n for n in (figures.units, figures.units_reference) if n is not None]
     return bool(counts) and min(counts) < MIN_UNITS
@@ -103,7 +103,7 @@ def too_few_units(figures: GroupMetrics) -> bool:
 
 def _gap_too_few(metrics: AllocationMetrics, figures: GroupMetrics) -> bool:
     """No gap interval for want of units, or of pools compared (pairwise)."""
-    from .allocation import MIN_POOLS
+    from biasaudit.allocation import MIN_POOLS
 
     selection = metrics.selection
     few_pools = selection is not None and selection.pool == "given" and selection.rounds < MIN_POOLS

@@ -28,13 +28,13 @@ from rich.table import Table
 from rich.text import Text
 
 if TYPE_CHECKING:
-    from .allocation import AllocationMetrics
-    from .compare import ChangeTest, Comparison
-    from .grade import GradeScoreMetrics
-    from .history import HistoryEntry
-    from .report import Block
-    from .ruted_metrics import RutedMetrics
-    from .tasks import TaskInfo
+    from biasaudit.allocation import AllocationMetrics
+    from biasaudit.compare import ChangeTest, Comparison
+    from biasaudit.grade import GradeScoreMetrics
+    from biasaudit.history import HistoryEntry
+    from biasaudit.report import Block
+    from biasaudit.ruted_metrics import RutedMetrics
+    from biasaudit.tasks import TaskInfo
 
 __all__ = [
     "allocation_view",
@@ -72,7 +72,7 @@ def echo_table(lines: Sequence[str], view: Callable[[], RenderableType] | None) 
 
 def echo_blocks(blocks: Sequence[Block]) -> None:
     """Print a study's lines and tables: :func:`blocks_view` on a terminal, else the plain lines."""
-    from .report import block_lines
+    from biasaudit.report import block_lines
 
     echo_table(block_lines(blocks), lambda: blocks_view(blocks))
 
@@ -113,7 +113,7 @@ def _lines(lines: Sequence[str], *, first_bold: bool = False) -> list[Text]:
 
 def allocation_view(metrics: AllocationMetrics) -> RenderableType:
     """RABBI, δ, JSD and EMD per group; ΔDP and ΔEO per group and k; pairwise statistics."""
-    from .report import (
+    from biasaudit.report import (
         _display_name,
         _gap,
         _gap_ci,
@@ -180,7 +180,7 @@ def allocation_view(metrics: AllocationMetrics) -> RenderableType:
 
 def grade_score_view(metrics: GradeScoreMetrics, items: pd.DataFrame) -> RenderableType:
     """The mean scores with intervals, the slots chosen, and the items (lowest first if many)."""
-    from .grade_report import (
+    from biasaudit.grade_report import (
         _LOWEST_SHOWN,
         _SCORE_NAMES,
         MAX_ITEM_ROWS,
@@ -190,7 +190,7 @@ def grade_score_view(metrics: GradeScoreMetrics, items: pd.DataFrame) -> Rendera
         _number,
         _slots_line,
     )
-    from .grade_study import SCORES
+    from biasaudit.grade_study import SCORES
 
     means = _table("score", "mean", f"{100 * metrics.confidence:g}% interval")
     for score in SCORES:
@@ -232,8 +232,8 @@ def grade_score_view(metrics: GradeScoreMetrics, items: pd.DataFrame) -> Rendera
 
 def ruted_view(metrics: RutedMetrics) -> RenderableType:
     """Neutrality, skew and stereotype with intervals per context, then the bounds and notes."""
-    from .ruted_metrics import METRICS
-    from .ruted_report import _bounds_rows, _interval, ruted_table, similarity_lines
+    from biasaudit.ruted_metrics import METRICS
+    from biasaudit.ruted_report import _bounds_rows, _interval, ruted_table, similarity_lines
 
     plain = ruted_table(metrics)
     header = plain[: plain.index("")]  # the lines above the table say what was asked
@@ -266,9 +266,9 @@ def ruted_view(metrics: RutedMetrics) -> RenderableType:
 
 def audit_view(metrics: Any, run_dir: Path) -> RenderableType:
     """The rich view of an audit's metrics, whatever its kind (reads a Grade Score run's items)."""
-    from .allocation import AllocationMetrics
-    from .grade import GradeScoreMetrics
-    from .ruted_metrics import RutedMetrics
+    from biasaudit.allocation import AllocationMetrics
+    from biasaudit.grade import GradeScoreMetrics
+    from biasaudit.ruted_metrics import RutedMetrics
 
     if isinstance(metrics, GradeScoreMetrics):
         return grade_score_view(metrics, pd.read_csv(run_dir / "items.csv"))
@@ -280,7 +280,7 @@ def audit_view(metrics: Any, run_dir: Path) -> RenderableType:
 
 def comparison_view(comparison: Comparison, *, show_all: bool = False) -> RenderableType:
     """The versions, the changed (or every) figure with B - A and its interval, and the verdict."""
-    from .compare import comparison_lines
+    from biasaudit.compare import comparison_lines
 
     plain = comparison_lines(comparison, show_all=show_all)
     tests = comparison.tests if show_all else comparison.changed_tests
@@ -348,7 +348,7 @@ def listing_view(
 
 def history_view(entries: Sequence[HistoryEntry]) -> RenderableType:
     """One run a row: when, kind, status, the model versions reported, the headline figures."""
-    from .history import HISTORY_COLUMNS, _history_cells
+    from biasaudit.history import HISTORY_COLUMNS, _history_cells
 
     cells = map(_history_cells, entries)
     return listing_view(HISTORY_COLUMNS, cells, left=len(HISTORY_COLUMNS))
@@ -356,7 +356,7 @@ def history_view(entries: Sequence[HistoryEntry]) -> RenderableType:
 
 def tasks_view(tasks: Sequence[TaskInfo]) -> RenderableType:
     """Each task's name and summary in bold, its fields under it with long values folded."""
-    from .report import _task_fields
+    from biasaudit.report import _task_fields
 
     listed = [(info, _task_fields(info)) for info in tasks]
     width = max((len(label) for _, fields in listed for label, _ in fields), default=0) + 3

@@ -31,8 +31,8 @@ from typing import IO, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from .errors import StorageFailedError, StorageUnusableError, UsageError
-from .providers import FirstTokenLogprobs
+from biasaudit.errors import StorageFailedError, StorageUnusableError, UsageError
+from biasaudit.providers import FirstTokenLogprobs
 
 __all__ = [
     "SCHEMA_VERSION",

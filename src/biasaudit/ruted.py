@@ -34,13 +34,13 @@ from typing import TextIO
 
 import pandas as pd
 
-from . import embeddings
-from .audit import _request_counts
-from .errors import BiasauditError, LogprobsUnavailableError, RunAbortedError, UsageError
-from .loop import run_async
-from .providers import Provider
-from .runs import RunResult
-from .ruted_metrics import (
+from biasaudit import embeddings
+from biasaudit.audit import _request_counts
+from biasaudit.errors import BiasauditError, LogprobsUnavailableError, RunAbortedError, UsageError
+from biasaudit.loop import run_async
+from biasaudit.providers import Provider
+from biasaudit.runs import RunResult
+from biasaudit.ruted_metrics import (
     ContextMetrics,
     RutedMetrics,
     context_metrics,
@@ -48,9 +48,9 @@ from .ruted_metrics import (
     occupations_csv,
     ties_as_female,
 )
-from .session import RunSession
-from .spec import ALLOCATION_ONLY_FIELDS, RutedSpec
-from .tasks import RutedPlan, RutedTask, build_ruted_task, plan_ruted
+from biasaudit.session import RunSession
+from biasaudit.spec import ALLOCATION_ONLY_FIELDS, RutedSpec
+from biasaudit.tasks import RutedPlan, RutedTask, build_ruted_task, plan_ruted
 
 __all__ = ["RutedResult", "run_ruted_audit", "ruted_audit"]
 

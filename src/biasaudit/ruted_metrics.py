@@ -34,11 +34,11 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, Field
 
-from .allocation import RequestCounts
-from .metrics import RutedEstimate, neutrality, replicate_similarity, skew, stereotype
+from biasaudit.allocation import RequestCounts
+from biasaudit.metrics import RutedEstimate, neutrality, replicate_similarity, skew, stereotype
 
 if TYPE_CHECKING:
-    from .embeddings import Embedder
+    from biasaudit.embeddings import Embedder
 
 __all__ = [
     "METRICS",
@@ -392,7 +392,7 @@ def mode_collapse_check(
     ``setting`` is the spec's ``mode_collapse``: ``off`` skips, ``auto`` skips where the
     embeddings extra is missing (saying so); ``embedder`` (tests) replaces the model.
     """
-    from .embeddings import load_embedder, missing_embedder
+    from biasaudit.embeddings import load_embedder, missing_embedder
 
     empty = pd.DataFrame(columns=["context", "occupation", "similarity"])
     if not texts:

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from .report import SIMULATED, Block, PlainTable, _p_value, _plain, _signed, block_lines
-from .ruted_metrics import METRICS, ContextMetrics, RutedMetrics
-from .ruted_study import RutedStudyResult
+from biasaudit.report import SIMULATED, Block, PlainTable, _p_value, _plain, _signed, block_lines
+from biasaudit.ruted_metrics import METRICS, ContextMetrics, RutedMetrics
+from biasaudit.ruted_study import RutedStudyResult
 
 __all__ = ["ruted_study_blocks", "ruted_study_table", "ruted_table"]
 

@@ -29,9 +29,9 @@ from pathlib import Path
 import pandas as pd
 from pydantic import ValidationError
 
-from .errors import UsageError
-from .metrics import spearman
-from .ruted_metrics import METRICS, RutedMetrics, contexts_present, least_biased_value
+from biasaudit.errors import UsageError
+from biasaudit.metrics import spearman
+from biasaudit.ruted_metrics import METRICS, RutedMetrics, contexts_present, least_biased_value
 
 __all__ = ["RutedStudyResult", "RutedStudyRun", "run_ruted_study"]
 

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
-from .errors import MissingAPIKeyError, UsageError
+from biasaudit.errors import MissingAPIKeyError, UsageError
 
 __all__ = [
     "MASK",

@@ -28,11 +28,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from . import __version__
-from .batch import require_batch_api
-from .cache import ResponseCache
-from .engine import Engine, EngineSettings, RequestResult
-from .errors import (
+from biasaudit import __version__
+from biasaudit.batch import require_batch_api
+from biasaudit.cache import ResponseCache
+from biasaudit.engine import Engine, EngineSettings, RequestResult
+from biasaudit.errors import (
     BiasauditError,
     ProviderError,
     RunAbortedError,
@@ -40,9 +40,9 @@ from .errors import (
     StorageFailedError,
     UsageError,
 )
-from .progress import ProgressPrinter
-from .providers import ModelRequest, Provider
-from .runs import (
+from biasaudit.progress import ProgressPrinter
+from biasaudit.providers import ModelRequest, Provider
+from biasaudit.runs import (
     BatchesFile,
     BatchRecord,
     Manifest,
@@ -51,7 +51,7 @@ from .runs import (
     RunDirectory,
     TokenUsage,
 )
-from .secrets import redact_command
+from biasaudit.secrets import redact_command
 
 __all__ = ["Annotate", "RunSession", "check_requests", "finish_manifest", "response_record"]
 

@@ -32,12 +32,12 @@ from pydantic import (
     model_validator,
 )
 
-from .engine import EngineSettings
-from .errors import UsageError
-from .providers import Provider, resolve_model
-from .providers._types import ReasoningEffort
-from .secrets import public_headers, redact_urls
-from .textfiles import brief, load_yaml
+from biasaudit.engine import EngineSettings
+from biasaudit.errors import UsageError
+from biasaudit.providers import Provider, resolve_model
+from biasaudit.providers._types import ReasoningEffort
+from biasaudit.secrets import public_headers, redact_urls
+from biasaudit.textfiles import brief, load_yaml
 
 __all__ = [
     "AllocationTaskSpec",

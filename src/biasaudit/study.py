@@ -32,10 +32,10 @@ from typing import Any
 import pandas as pd
 from pydantic import ValidationError
 
-from .allocation import AllocationMetrics
-from .errors import UsageError
-from .metrics import distribution_shape, model_selection_ndcg, predictive_validity
-from .runs import read_manifest
+from biasaudit.allocation import AllocationMetrics
+from biasaudit.errors import UsageError
+from biasaudit.metrics import distribution_shape, model_selection_ndcg, predictive_validity
+from biasaudit.runs import read_manifest
 
 __all__ = ["METRICS", "StudyResult", "StudyRun", "run_study", "study_kind"]
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError, UsageError
+from biasaudit.errors import InputError, UsageError
 
 __all__ = ["brief", "load_yaml", "read_text", "text_lines"]
 

@@ -169,7 +169,7 @@ def prestart_for(
         return
     if base_url is not None and not isinstance(base_url, str):
         return
-    from .providers import provider_spec
+    from biasaudit.providers import provider_spec
 
     share = max(1, math.ceil(concurrency / workers))
     spec = worker_provider_spec(provider_spec(model_id, base_url, api_key_env, headers), share)

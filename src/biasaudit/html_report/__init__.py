@@ -23,14 +23,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from .. import __version__
-from ..errors import UsageError
-from ..runs import read_manifest
-from ._common import read_spec
-from ._document import Document, to_html, to_markdown
+from biasaudit import __version__
+from biasaudit.errors import UsageError
+from biasaudit.html_report._common import read_spec
+from biasaudit.html_report._document import Document, to_html, to_markdown
+from biasaudit.runs import read_manifest
 
 if TYPE_CHECKING:
-    from ..compare import Comparison
+    from biasaudit.compare import Comparison
 
 __all__ = [
     "REPORT_FORMATS",
@@ -83,11 +83,11 @@ def run_document(run_dir: Path) -> Document:
         The folder is not a run of a kind with a report.
     """
     if (run_dir / STUDY_FILE).exists():
-        from ._study import study_document
+        from biasaudit.html_report._study import study_document
 
         return study_document(run_dir)
     if (run_dir / COMPARE_FILE).exists() and not (run_dir / "manifest.json").exists():
-        from ._compare import compare_document
+        from biasaudit.html_report._compare import compare_document
 
         return compare_document(run_dir)
     manifest = read_manifest(run_dir)
@@ -95,15 +95,15 @@ def run_document(run_dir: Path) -> Document:
         raise UsageError(f"{run_dir} has no metrics.json: a {manifest.kind} run has no report")
     spec = read_spec(run_dir)
     if manifest.kind == "allocation":
-        from ._allocation import allocation_document
+        from biasaudit.html_report._allocation import allocation_document
 
         return allocation_document(run_dir, manifest, spec)
     if manifest.kind == "grade-score":
-        from ._grade import grade_document
+        from biasaudit.html_report._grade import grade_document
 
         return grade_document(run_dir, manifest, spec)
     if manifest.kind == "ruted":
-        from ._ruted import ruted_document
+        from biasaudit.html_report._ruted import ruted_document
 
         return ruted_document(run_dir, manifest, spec)
     raise UsageError(
@@ -120,7 +120,7 @@ def write_report(run_dir: str | Path, report_format: ReportFormat = "both") -> l
     folder = Path(run_dir)
     written = _write(run_document(folder), folder, report_format)
     if (folder / COMPARE_FILE).exists() and (folder / "manifest.json").exists():
-        from ._compare import compare_document
+        from biasaudit.html_report._compare import compare_document
 
         written += _write(compare_document(folder), folder, report_format, stem="compare")
     return written
@@ -161,7 +161,7 @@ def write_compare_report(
     The folder gets ``compare.json`` (every test, the runs' paths made
     absolute) besides the report, so ``biasaudit report`` can rebuild it.
     """
-    from ..compare import write_comparison
+    from biasaudit.compare import write_comparison
 
     absolute = replace(
         comparison,

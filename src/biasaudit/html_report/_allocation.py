@@ -14,12 +14,9 @@ from typing import Any
 
 import pandas as pd
 
-from ..allocation import AllocationMetrics
-from ..audit_kinds import read_metrics
-from ..metrics import select_in_pools, simulate_selection
-from ..report import too_few_units
-from ..runs import Manifest
-from ._common import (
+from biasaudit.allocation import AllocationMetrics
+from biasaudit.audit_kinds import read_metrics
+from biasaudit.html_report._common import (
     audited_section,
     interval,
     p_value,
@@ -29,8 +26,18 @@ from ._common import (
     replay_section,
     signed,
 )
-from ._document import Bullets, Document, Figure, Paragraph, Section, Table
-from ._figures import DotPanel, LinePanel, Series, distributions, dot_panels, line_panels
+from biasaudit.html_report._document import Bullets, Document, Figure, Paragraph, Section, Table
+from biasaudit.html_report._figures import (
+    DotPanel,
+    LinePanel,
+    Series,
+    distributions,
+    dot_panels,
+    line_panels,
+)
+from biasaudit.metrics import select_in_pools, simulate_selection
+from biasaudit.report import too_few_units
+from biasaudit.runs import Manifest
 
 __all__ = ["allocation_document", "headline_k"]
 

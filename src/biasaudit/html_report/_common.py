@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..runs import Manifest
-from ._document import Code, Paragraph, Section, Table
+from biasaudit.html_report._document import Code, Paragraph, Section, Table
+from biasaudit.runs import Manifest
 
 __all__ = [
     "audited_section",

@@ -19,13 +19,21 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from ..audit_kinds import read_metrics
-from ..compare import VERSION_ONLY, ChangeTest, Comparison, read_comparison
-from ..errors import UsageError
-from ..runs import Manifest, read_manifest
-from ._common import p_value, points, signed
-from ._document import Bullets, Code, Document, Figure, Paragraph, Section, Table
-from ._figures import COLOURS, MARKERS, _error, _figure, _png, _style
+from biasaudit.audit_kinds import read_metrics
+from biasaudit.compare import VERSION_ONLY, ChangeTest, Comparison, read_comparison
+from biasaudit.errors import UsageError
+from biasaudit.html_report._common import p_value, points, signed
+from biasaudit.html_report._document import (
+    Bullets,
+    Code,
+    Document,
+    Figure,
+    Paragraph,
+    Section,
+    Table,
+)
+from biasaudit.html_report._figures import COLOURS, MARKERS, _error, _figure, _png, _style
+from biasaudit.runs import Manifest, read_manifest
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -13,13 +13,13 @@ from typing import Any
 
 import pandas as pd
 
-from ..audit_kinds import read_metrics
-from ..grade import GradeScoreMetrics, judge_settings
-from ..grade_report import unusable_warning
-from ..runs import Manifest
-from ._common import audited_section, interval, percent, plain, replay_section
-from ._document import Bullets, Document, Figure, Paragraph, Section, Table
-from ._figures import Bars, DotPanel, Series, bar_panels, dot_panels
+from biasaudit.audit_kinds import read_metrics
+from biasaudit.grade import GradeScoreMetrics, judge_settings
+from biasaudit.grade_report import unusable_warning
+from biasaudit.html_report._common import audited_section, interval, percent, plain, replay_section
+from biasaudit.html_report._document import Bullets, Document, Figure, Paragraph, Section, Table
+from biasaudit.html_report._figures import Bars, DotPanel, Series, bar_panels, dot_panels
+from biasaudit.runs import Manifest
 
 __all__ = ["SCORE_NAMES", "grade_document", "position_bars"]
 

@@ -13,12 +13,12 @@ from typing import Any
 
 import pandas as pd
 
-from ..audit_kinds import read_metrics
-from ..runs import Manifest
-from ..ruted_metrics import METRICS, ContextMetrics, RutedMetrics
-from ._common import audited_section, interval, replay_section
-from ._document import Bullets, Document, Figure, Paragraph, Section, Table
-from ._figures import DotPanel, Series, dot_panels
+from biasaudit.audit_kinds import read_metrics
+from biasaudit.html_report._common import audited_section, interval, replay_section
+from biasaudit.html_report._document import Bullets, Document, Figure, Paragraph, Section, Table
+from biasaudit.html_report._figures import DotPanel, Series, dot_panels
+from biasaudit.runs import Manifest
+from biasaudit.ruted_metrics import METRICS, ContextMetrics, RutedMetrics
 
 __all__ = ["CONTEXT_NAMES", "METRIC_AXES", "ruted_document"]
 

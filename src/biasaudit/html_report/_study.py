@@ -15,14 +15,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import UsageError
-from ..grade_study import SCORES, GradeStudyResult, run_grade_study
-from ..ruted_metrics import METRICS as RUTED_METRICS
-from ..ruted_study import RutedStudyResult, run_ruted_study
-from ..study import METRICS, StudyResult, run_study
-from ._common import interval, p_value, plain, signed
-from ._document import Document, Figure, Paragraph, Section, Table
-from ._figures import (
+from biasaudit.errors import UsageError
+from biasaudit.grade_study import SCORES, GradeStudyResult, run_grade_study
+from biasaudit.html_report._common import interval, p_value, plain, signed
+from biasaudit.html_report._document import Document, Figure, Paragraph, Section, Table
+from biasaudit.html_report._figures import (
     DotPanel,
     LinePanel,
     ScatterCell,
@@ -32,8 +29,11 @@ from ._figures import (
     line_panels,
     scatter_grid,
 )
-from ._grade import SCORE_NAMES, position_bars
-from ._ruted import metric_panels
+from biasaudit.html_report._grade import SCORE_NAMES, position_bars
+from biasaudit.html_report._ruted import metric_panels
+from biasaudit.ruted_metrics import METRICS as RUTED_METRICS
+from biasaudit.ruted_study import RutedStudyResult, run_ruted_study
+from biasaudit.study import METRICS, StudyResult, run_study
 
 __all__ = ["study_document"]
 
@@ -72,7 +72,7 @@ def _allocation(study: StudyResult, ndcg_at: int) -> list[Section]:
 
 def _full_views(study: StudyResult) -> Section:
     """The papers' other views: NDCG@N for every N, per-group correlations, score shapes."""
-    from ..report import _curve_blocks, _group_blocks, _shape_blocks
+    from biasaudit.report import _curve_blocks, _group_blocks, _shape_blocks
 
     blocks: list[Any] = []
     for block in [*_curve_blocks(study), *_group_blocks(study), *_shape_blocks(study)]:

@@ -16,14 +16,26 @@ responses into parsed answers.
   read for its gendered pronouns by :func:`classify_pronouns`.
 """
 
-from ._chat_template import BUILT_IN_TEMPLATES, ChatTemplate, resolve_chat_template
-from ._choice import ChoiceAnswer, ChoiceProbe, OrderScheme, option_orders
-from ._continuation import continuation_logprob
-from ._generation import GenerationProbe
-from ._nextword import FEMALE_WORDS, MALE_WORDS, NextWordChoice, NextWordProbe, NextWordShares
-from ._pairwise import PairwiseAnswer, PairwiseProbe
-from ._pointwise import LabelScore, PointwiseProbe, ScoringChoice, ScoringPath, canonical_label
-from ._pronouns import PronounCount, classify_pronouns
+from biasaudit.probes._chat_template import BUILT_IN_TEMPLATES, ChatTemplate, resolve_chat_template
+from biasaudit.probes._choice import ChoiceAnswer, ChoiceProbe, OrderScheme, option_orders
+from biasaudit.probes._continuation import continuation_logprob
+from biasaudit.probes._generation import GenerationProbe
+from biasaudit.probes._nextword import (
+    FEMALE_WORDS,
+    MALE_WORDS,
+    NextWordChoice,
+    NextWordProbe,
+    NextWordShares,
+)
+from biasaudit.probes._pairwise import PairwiseAnswer, PairwiseProbe
+from biasaudit.probes._pointwise import (
+    LabelScore,
+    PointwiseProbe,
+    ScoringChoice,
+    ScoringPath,
+    canonical_label,
+)
+from biasaudit.probes._pronouns import PronounCount, classify_pronouns
 
 __all__ = [
     "BUILT_IN_TEMPLATES",

@@ -37,9 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError
-from ..providers import ModelChatTemplate
-from ..textfiles import brief
+from biasaudit.errors import UsageError
+from biasaudit.providers import ModelChatTemplate
+from biasaudit.textfiles import brief
 
 __all__ = ["BUILT_IN_TEMPLATES", "ChatTemplate", "resolve_chat_template"]
 

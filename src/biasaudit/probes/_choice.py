@@ -50,8 +50,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..errors import UsageError
-from ..providers import ModelRequest, SamplingParams
+from biasaudit.errors import UsageError
+from biasaudit.providers import ModelRequest, SamplingParams
 
 __all__ = [
     "DEFAULT_TEMPERATURE",

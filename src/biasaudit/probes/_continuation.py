@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..providers import EchoedToken, ModelResponse
+from biasaudit.providers import EchoedToken, ModelResponse
 
 __all__ = ["continuation_logprob"]
 

@@ -24,9 +24,9 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import UsageError
-from ..providers import Capabilities, ModelRequest, ModelResponse, SamplingParams
-from ._pronouns import PronounCount, classify_pronouns
+from biasaudit.errors import UsageError
+from biasaudit.probes._pronouns import PronounCount, classify_pronouns
+from biasaudit.providers import Capabilities, ModelRequest, ModelResponse, SamplingParams
 
 __all__ = ["MAX_CHOICES_PER_REQUEST", "GenerationProbe", "replicate_requests"]
 

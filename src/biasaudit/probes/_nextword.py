@@ -53,12 +53,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from ..errors import UsageError
-from ..providers import Capabilities, ModelRequest, ModelResponse, SamplingParams
-from ._continuation import continuation_logprob
-from ._generation import choices_for, replicate_requests
-from ._pointwise import canonical_label
-from ._pronouns import Gender
+from biasaudit.errors import UsageError
+from biasaudit.probes._continuation import continuation_logprob
+from biasaudit.probes._generation import choices_for, replicate_requests
+from biasaudit.probes._pointwise import canonical_label
+from biasaudit.probes._pronouns import Gender
+from biasaudit.providers import Capabilities, ModelRequest, ModelResponse, SamplingParams
 
 __all__ = [
     "FEMALE_WORDS",

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..providers import ModelRequest, SamplingParams
+from biasaudit.providers import ModelRequest, SamplingParams
 
 __all__ = ["PairwiseAnswer", "PairwiseProbe"]
 

@@ -47,16 +47,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..errors import UsageError
-from ..providers import (
+from biasaudit.errors import UsageError
+from biasaudit.probes._chat_template import ChatTemplate
+from biasaudit.probes._continuation import continuation_logprob
+from biasaudit.providers import (
     Capabilities,
     FirstTokenLogprobs,
     ModelRequest,
     ModelResponse,
     SamplingParams,
 )
-from ._chat_template import ChatTemplate
-from ._continuation import continuation_logprob
 
 __all__ = ["LabelScore", "PointwiseProbe", "ScoringChoice", "ScoringPath"]
 

@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
-from ..errors import ConfigurationError, UnknownProviderError
-from ..secrets import read_api_key, read_headers, redact_url
-from ._base import Provider, classify_status, parse_retry_after
-from ._types import (
+from biasaudit.errors import ConfigurationError, UnknownProviderError
+from biasaudit.providers._base import Provider, classify_status, parse_retry_after
+from biasaudit.providers._types import (
     Capabilities,
     EchoedToken,
     FirstTokenLogprobs,
@@ -28,6 +27,7 @@ from ._types import (
     SamplingParams,
     Usage,
 )
+from biasaudit.secrets import read_api_key, read_headers, redact_url
 
 __all__ = [
     "KNOWN_PROVIDERS",
@@ -146,7 +146,7 @@ def resolve_model(
         The key's environment variable is unset.
     """
     if base_url is not None and not isinstance(base_url, str):
-        from .replicas import build_replica_set
+        from biasaudit.providers.replicas import build_replica_set
 
         return build_replica_set(
             base_url,
@@ -205,7 +205,7 @@ def _build(
     if headers and (info is not None and info.kind in ("sim", "local")):
         raise ConfigurationError(f"{provider_name}/ models send no HTTP requests: no --header")
     if info is not None and info.kind == "sim":
-        from .sim import SimProvider
+        from biasaudit.providers.sim import SimProvider
 
         return SimProvider(model)
     if info is not None and info.kind == "local":
@@ -215,13 +215,13 @@ def _build(
     key_env = api_key_env or info.key_env
     api_key = read_api_key(key_env, provider=provider_name) if key_env and need_key else None
     if info.kind == "anthropic":
-        from .anthropic import AnthropicProvider
+        from biasaudit.providers.anthropic import AnthropicProvider
 
         return AnthropicProvider(
             model, api_key=api_key or "", base_url=url, max_connections=max_connections,
             headers=headers,
         )  # fmt: skip
-    from .openai_compatible import OpenAICompatibleProvider
+    from biasaudit.providers.openai_compatible import OpenAICompatibleProvider
 
     capabilities = info.capabilities
     if provider_name == "openai" and base_url is None and not _openai_completions_model(model):
@@ -291,7 +291,7 @@ def _build_local(
             "local/ models start their own server, so --base-url has no place here; "
             "for a llama.cpp server you run yourself, use llamacpp/MODEL --base-url URL"
         )
-    from .local import LocalProvider
+    from biasaudit.providers.local import LocalProvider
 
     return LocalProvider(model, capabilities=capabilities, max_connections=max_connections)
 

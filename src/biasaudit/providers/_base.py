@@ -9,7 +9,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..errors import (
+from biasaudit.errors import (
     AuthenticationFailedError,
     FatalProviderError,
     LogprobsUnavailableError,
@@ -20,11 +20,11 @@ from ..errors import (
     TransientProviderError,
     UsageError,
 )
-from ..secrets import redact
-from ._types import Capabilities, ModelChatTemplate, ModelRequest, ModelResponse
+from biasaudit.providers._types import Capabilities, ModelChatTemplate, ModelRequest, ModelResponse
+from biasaudit.secrets import redact
 
 if TYPE_CHECKING:
-    from ._batch_api import BatchAPI
+    from biasaudit.providers._batch_api import BatchAPI
 
 __all__ = ["Provider", "classify_status", "parse_retry_after"]
 

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ._types import ModelRequest, ModelResponse
+from biasaudit.providers._types import ModelRequest, ModelResponse
 
 __all__ = ["BatchAPI", "BatchEntry", "BatchLimits", "BatchState", "EntryFailure"]
 

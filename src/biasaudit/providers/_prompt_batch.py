@@ -22,9 +22,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 
-from ..errors import FatalProviderError
-from ._types import ModelRequest, ModelResponse
-from ._wire import ChatChoice, OpenAIBody, malformed
+from biasaudit.errors import FatalProviderError
+from biasaudit.providers._types import ModelRequest, ModelResponse
+from biasaudit.providers._wire import ChatChoice, OpenAIBody, malformed
 
 __all__ = ["PromptBatcher", "split_choices"]
 

@@ -12,10 +12,10 @@ from collections.abc import Awaitable
 from contextlib import suppress
 from typing import Any, TypeVar
 
-from ..errors import EndpointUnreachableError, ProviderError, TransientProviderError
-from ..secrets import redact
-from ._base import Provider
-from ._wire import ANSWER_LIMIT, malformed
+from biasaudit.errors import EndpointUnreachableError, ProviderError, TransientProviderError
+from biasaudit.providers._base import Provider
+from biasaudit.providers._wire import ANSWER_LIMIT, malformed
+from biasaudit.secrets import redact
 
 __all__ = ["SDKProvider", "http_module", "is_transport_error", "transport_error"]
 

@@ -17,7 +17,7 @@ import random
 import re
 from importlib import resources
 
-from ._types import FirstTokenLogprobs, ModelRequest, ModelResponse, Usage
+from biasaudit.providers._types import FirstTokenLogprobs, ModelRequest, ModelResponse, Usage
 
 __all__ = [
     "CONTEXT_LEAN",

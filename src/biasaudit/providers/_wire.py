@@ -21,9 +21,9 @@ from typing import Annotated, Any, NotRequired, TypeVar
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, with_config
 from typing_extensions import TypedDict
 
-from ..errors import MalformedResponseError
-from ..secrets import redact
-from ._types import ModelRequest
+from biasaudit.errors import MalformedResponseError
+from biasaudit.providers._types import ModelRequest
+from biasaudit.secrets import redact
 
 __all__ = [
     "ANSWER_LIMIT",

@@ -9,13 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import ProviderError, RequestRejectedError, UsageError
-from ..secrets import EndpointURL, remember_secret
-from ._base import classify_status
-from ._batch_api import BatchAPI
-from ._sdk import SDKProvider, is_transport_error, transport_error
-from ._types import Capabilities, ModelRequest, ModelResponse, Usage
-from ._wire import ANTHROPIC_BODY, answer_limit, check_size, malformed, read_wire
+from biasaudit.errors import ProviderError, RequestRejectedError, UsageError
+from biasaudit.providers._base import classify_status
+from biasaudit.providers._batch_api import BatchAPI
+from biasaudit.providers._sdk import SDKProvider, is_transport_error, transport_error
+from biasaudit.providers._types import Capabilities, ModelRequest, ModelResponse, Usage
+from biasaudit.providers._wire import ANTHROPIC_BODY, answer_limit, check_size, malformed, read_wire
+from biasaudit.secrets import EndpointURL, remember_secret
 
 __all__ = ["ANTHROPIC_CAPABILITIES", "AnthropicProvider"]
 
@@ -120,7 +120,7 @@ class AnthropicProvider(SDKProvider):
 
     def batch_api(self) -> BatchAPI:
         """Anthropic's Message Batches."""
-        from .anthropic_batch import AnthropicBatchAPI
+        from biasaudit.providers.anthropic_batch import AnthropicBatchAPI
 
         return AnthropicBatchAPI(self._sdk, self.message_body, parse_message_body)
 

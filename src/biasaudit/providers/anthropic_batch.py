@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Collection
 from typing import Any
 
-from ._batch_api import BatchAPI, BatchEntry, BatchLimits, BatchState
-from ._types import ModelRequest, ModelResponse
+from biasaudit.providers._batch_api import BatchAPI, BatchEntry, BatchLimits, BatchState
+from biasaudit.providers._types import ModelRequest, ModelResponse
 
 __all__ = ["ANTHROPIC_BATCH_LIMITS", "AnthropicBatchAPI"]
 

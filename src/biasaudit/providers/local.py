@@ -46,11 +46,11 @@ from typing import Literal
 
 import httpx
 
-from ..errors import ConfigurationError, FatalProviderError, ProviderError
-from ..processes import die_with_parent
-from ._base import Provider
-from ._types import Capabilities, ModelChatTemplate, ModelRequest, ModelResponse
-from .openai_compatible import OpenAICompatibleProvider
+from biasaudit.errors import ConfigurationError, FatalProviderError, ProviderError
+from biasaudit.processes import die_with_parent
+from biasaudit.providers._base import Provider
+from biasaudit.providers._types import Capabilities, ModelChatTemplate, ModelRequest, ModelResponse
+from biasaudit.providers.openai_compatible import OpenAICompatibleProvider
 
 __all__ = [
     "BUNDLED_MODELS",

@@ -17,8 +17,14 @@ from typing import Any
 
 from pydantic_core import from_json
 
-from ._batch_api import BatchAPI, BatchEntry, BatchLimits, BatchState, EntryFailure
-from ._types import ModelRequest, ModelResponse
+from biasaudit.providers._batch_api import (
+    BatchAPI,
+    BatchEntry,
+    BatchLimits,
+    BatchState,
+    EntryFailure,
+)
+from biasaudit.providers._types import ModelRequest, ModelResponse
 
 logger = logging.getLogger(__name__)
 

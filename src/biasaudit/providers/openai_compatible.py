@@ -18,13 +18,18 @@ import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..errors import LogprobsUnavailableError, ProviderError
-from ..secrets import EndpointURL, remember_secret
-from ._base import classify_status
-from ._batch_api import BatchAPI
-from ._prompt_batch import PromptBatcher, split_choices
-from ._sdk import _URL_MEMO, SDKProvider, http_module, is_transport_error, transport_error
-from ._types import (
+from biasaudit.errors import LogprobsUnavailableError, ProviderError
+from biasaudit.providers._base import classify_status
+from biasaudit.providers._batch_api import BatchAPI
+from biasaudit.providers._prompt_batch import PromptBatcher, split_choices
+from biasaudit.providers._sdk import (
+    _URL_MEMO,
+    SDKProvider,
+    http_module,
+    is_transport_error,
+    transport_error,
+)
+from biasaudit.providers._types import (
     Capabilities,
     EchoedToken,
     FirstTokenLogprobs,
@@ -32,7 +37,7 @@ from ._types import (
     ModelResponse,
     Usage,
 )
-from ._wire import (
+from biasaudit.providers._wire import (
     OPENAI_BODY,
     ChatChoice,
     ChoiceLogprobs,
@@ -43,6 +48,7 @@ from ._wire import (
     malformed,
     read_wire,
 )
+from biasaudit.secrets import EndpointURL, remember_secret
 
 __all__ = ["OpenAICompatibleProvider"]
 
@@ -191,7 +197,7 @@ class OpenAICompatibleProvider(SDKProvider):
         """OpenAI's Batch API; other OpenAI-compatible hosts have none here."""
         if not self.capabilities.batch:
             return None
-        from .openai_batch import OpenAIBatchAPI
+        from biasaudit.providers.openai_batch import OpenAIBatchAPI
 
         return OpenAIBatchAPI(self._sdk, self.request_body, self._parse)
 

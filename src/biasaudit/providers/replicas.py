@@ -39,15 +39,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from ..errors import (
+from biasaudit.errors import (
     ConfigurationError,
     EndpointUnreachableError,
     ProviderError,
     RateLimitedError,
     TransientProviderError,
 )
-from ._base import Provider
-from ._types import ModelRequest, ModelResponse
+from biasaudit.providers._base import Provider
+from biasaudit.providers._types import ModelRequest, ModelResponse
 
 __all__ = ["ReplicaSetProvider", "ReplicaState"]
 
@@ -265,7 +265,7 @@ def build_replica_set(urls: Sequence[str], build: Callable[[str], Provider]) -> 
     providers = [build(url) for url in urls]
     if len(providers) == 1:
         return providers[0]
-    from .openai_compatible import OpenAICompatibleProvider
+    from biasaudit.providers.openai_compatible import OpenAICompatibleProvider
 
     if not all(isinstance(p, OpenAICompatibleProvider) for p in providers):
         raise ConfigurationError(

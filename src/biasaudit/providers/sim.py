@@ -96,10 +96,16 @@ import random
 import re
 from collections.abc import Callable
 
-from ..errors import UnknownProviderError
-from ._base import Provider
-from ._sim_ruted import ruted_response
-from ._types import Capabilities, FirstTokenLogprobs, ModelRequest, ModelResponse, Usage
+from biasaudit.errors import UnknownProviderError
+from biasaudit.providers._base import Provider
+from biasaudit.providers._sim_ruted import ruted_response
+from biasaudit.providers._types import (
+    Capabilities,
+    FirstTokenLogprobs,
+    ModelRequest,
+    ModelResponse,
+    Usage,
+)
 
 __all__ = [
     "DISADVANTAGED_NAMES",

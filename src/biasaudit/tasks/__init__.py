@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import UsageError
-from ..spec import AllocationTaskSpec, AuditSpec, EssayGradingSpec, ResumeScreeningSpec
-from ._allocation import AllocationTask, Candidate, Pool, PoolDesign, PromptTemplate
-from ._custom import build_custom_task
-from ._essay import DEMO_ESSAYS, build_essay_grading
-from ._files import DATA_DIR, PROMPTS_DIR
-from ._grade_score import (
+from biasaudit.errors import UsageError
+from biasaudit.spec import AllocationTaskSpec, AuditSpec, EssayGradingSpec, ResumeScreeningSpec
+from biasaudit.tasks._allocation import AllocationTask, Candidate, Pool, PoolDesign, PromptTemplate
+from biasaudit.tasks._custom import build_custom_task
+from biasaudit.tasks._essay import DEMO_ESSAYS, build_essay_grading
+from biasaudit.tasks._files import DATA_DIR, PROMPTS_DIR
+from biasaudit.tasks._grade_score import (
     DEMO_ITEMS,
     JUDGE_PROMPTS,
     GradeItem,
@@ -25,8 +25,8 @@ from ._grade_score import (
     build_grade_score_task,
     plan_grade_score,
 )
-from ._resume import JOBS_PATH, NAMES_PATH, build_resume_screening
-from ._ruted import (
+from biasaudit.tasks._resume import JOBS_PATH, NAMES_PATH, build_resume_screening
+from biasaudit.tasks._ruted import (
     GENERATION_CONTEXTS,
     OCCUPATIONS_PATH,
     ContextPrompts,
@@ -35,8 +35,8 @@ from ._ruted import (
     build_ruted_task,
     read_occupations,
 )
-from ._ruted_plan import OCCUPATION_COLUMNS, RutedPlan, plan_ruted
-from ._scoring import PairwisePlan, PointwisePlan, ScoringPlan, plan_scoring
+from biasaudit.tasks._ruted_plan import OCCUPATION_COLUMNS, RutedPlan, plan_ruted
+from biasaudit.tasks._scoring import PairwisePlan, PointwisePlan, ScoringPlan, plan_scoring
 
 __all__ = [
     "DATA_DIR",

@@ -17,8 +17,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..errors import UsageError
-from ..textfiles import brief, load_yaml
+from biasaudit.errors import UsageError
+from biasaudit.textfiles import brief, load_yaml
 
 __all__ = [
     "AllocationTask",

@@ -37,10 +37,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..errors import UsageError
-from ..spec import AllocationTaskSpec, PromptSpec, QualifiedSpec
-from ._allocation import AllocationTask, Candidate, PoolDesign, PromptTemplate
-from ._files import read_table, require_columns, require_values
+from biasaudit.errors import UsageError
+from biasaudit.spec import AllocationTaskSpec, PromptSpec, QualifiedSpec
+from biasaudit.tasks._allocation import AllocationTask, Candidate, PoolDesign, PromptTemplate
+from biasaudit.tasks._files import read_table, require_columns, require_values
 
 __all__ = ["build_custom_task"]
 

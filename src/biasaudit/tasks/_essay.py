@@ -19,11 +19,17 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..errors import UsageError
-from ..spec import EssayGradingSpec
-from ..textfiles import brief
-from ._allocation import AllocationTask, Candidate, PoolDesign, PromptTemplate
-from ._files import DATA_DIR, PROMPTS_DIR, read_table, require_columns, require_values
+from biasaudit.errors import UsageError
+from biasaudit.spec import EssayGradingSpec
+from biasaudit.tasks._allocation import AllocationTask, Candidate, PoolDesign, PromptTemplate
+from biasaudit.tasks._files import (
+    DATA_DIR,
+    PROMPTS_DIR,
+    read_table,
+    require_columns,
+    require_values,
+)
+from biasaudit.textfiles import brief
 
 __all__ = [
     "DEMO_ESSAYS",

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..errors import InputError, UsageError
-from ..textfiles import read_text
+from biasaudit.errors import InputError, UsageError
+from biasaudit.textfiles import read_text
 
 __all__ = ["DATA_DIR", "PROMPTS_DIR", "read_table", "require_columns", "require_values"]
 

@@ -54,14 +54,14 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
-from ..engine import RequestResult
-from ..errors import InputError, UsageError
-from ..probes import ChoiceAnswer, ChoiceProbe
-from ..providers import ModelRequest
-from ..spec import GRADE_SCORE_PROMPTS, GradeScoreSpec
-from ..textfiles import load_yaml, text_lines
-from ._allocation import PromptTemplate
-from ._files import DATA_DIR, PROMPTS_DIR
+from biasaudit.engine import RequestResult
+from biasaudit.errors import InputError, UsageError
+from biasaudit.probes import ChoiceAnswer, ChoiceProbe
+from biasaudit.providers import ModelRequest
+from biasaudit.spec import GRADE_SCORE_PROMPTS, GradeScoreSpec
+from biasaudit.tasks._allocation import PromptTemplate
+from biasaudit.tasks._files import DATA_DIR, PROMPTS_DIR
+from biasaudit.textfiles import load_yaml, text_lines
 
 __all__ = [
     "DEMO_ITEMS",

@@ -15,11 +15,17 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..errors import UsageError
-from ..spec import ResumeScreeningSpec
-from ..textfiles import load_yaml
-from ._allocation import AllocationTask, Candidate, PoolDesign, PromptTemplate
-from ._files import DATA_DIR, PROMPTS_DIR, read_table, require_columns, require_values
+from biasaudit.errors import UsageError
+from biasaudit.spec import ResumeScreeningSpec
+from biasaudit.tasks._allocation import AllocationTask, Candidate, PoolDesign, PromptTemplate
+from biasaudit.tasks._files import (
+    DATA_DIR,
+    PROMPTS_DIR,
+    read_table,
+    require_columns,
+    require_values,
+)
+from biasaudit.textfiles import load_yaml
 
 __all__ = [
     "GROUP_NAMES",

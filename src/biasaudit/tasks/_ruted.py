@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ..errors import UsageError
-from ..spec import RUTED_CONTEXTS, RutedSpec
-from ..textfiles import load_yaml
-from ._allocation import PromptTemplate
-from ._files import DATA_DIR, PROMPTS_DIR, read_table, require_columns
+from biasaudit.errors import UsageError
+from biasaudit.spec import RUTED_CONTEXTS, RutedSpec
+from biasaudit.tasks._allocation import PromptTemplate
+from biasaudit.tasks._files import DATA_DIR, PROMPTS_DIR, read_table, require_columns
+from biasaudit.textfiles import load_yaml
 
 __all__ = [
     "GENERATION_CONTEXTS",

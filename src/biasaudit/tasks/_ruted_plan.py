@@ -23,11 +23,11 @@ from typing import Any
 
 import pandas as pd
 
-from ..engine import RequestResult
-from ..probes import GenerationProbe, NextWordProbe, NextWordShares, PronounCount
-from ..providers import Capabilities, ModelRequest, ModelResponse
-from ..spec import RutedSpec
-from ._ruted import Occupation, RutedTask
+from biasaudit.engine import RequestResult
+from biasaudit.probes import GenerationProbe, NextWordProbe, NextWordShares, PronounCount
+from biasaudit.providers import Capabilities, ModelRequest, ModelResponse
+from biasaudit.spec import RutedSpec
+from biasaudit.tasks._ruted import Occupation, RutedTask
 
 __all__ = ["OCCUPATION_COLUMNS", "RutedPlan", "plan_ruted"]
 

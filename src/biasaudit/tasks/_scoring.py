@@ -20,18 +20,18 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from ..engine import RequestResult
-from ..metrics import PairwiseOutputStats, pairwise_ranking_scores
-from ..probes import (
+from biasaudit.engine import RequestResult
+from biasaudit.metrics import PairwiseOutputStats, pairwise_ranking_scores
+from biasaudit.probes import (
     LabelScore,
     PairwiseAnswer,
     PairwiseProbe,
     PointwiseProbe,
     resolve_chat_template,
 )
-from ..providers import ModelRequest, Provider
-from ..spec import AuditSpec
-from ._allocation import AllocationTask, Candidate, Pool
+from biasaudit.providers import ModelRequest, Provider
+from biasaudit.spec import AuditSpec
+from biasaudit.tasks._allocation import AllocationTask, Candidate, Pool
 
 __all__ = ["PairwisePlan", "PointwisePlan", "ScoringPlan", "plan_scoring"]
 
