@@ -163,8 +163,8 @@ def bench_cpu(n: int, concurrency: int, latency: float, repeat: int, work: Path)
     """Client CPU per request of an in-process fan-out (after one warm-up run)."""
     import resource
 
-    from biasaudit.fanout import FanoutOptions, read_prompts, run_fanout
-    from biasaudit.loop import run_async
+    from biasaudit.engine.fanout import FanoutOptions, read_prompts, run_fanout
+    from biasaudit.engine.loop import run_async
 
     prompts = work / "cpu-prompts.jsonl"
     write_prompts(prompts, n)
@@ -200,9 +200,9 @@ def bench_leases(n: int, concurrency: int, latency: float, pairs: int, work: Pat
     import resource
     import statistics
 
-    from biasaudit.engine import Engine
-    from biasaudit.fanout import FanoutOptions, read_prompts, run_fanout
-    from biasaudit.loop import run_async
+    from biasaudit.engine.core import Engine
+    from biasaudit.engine.fanout import FanoutOptions, read_prompts, run_fanout
+    from biasaudit.engine.loop import run_async
 
     prompts = work / "lease-prompts.jsonl"
     write_prompts(prompts, n)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-import biasaudit.embeddings
-from biasaudit.cache import ResponseCache
+import biasaudit.kinds.ruted.embeddings
+from biasaudit.store.cache import ResponseCache
 
 # Keys a developer may have exported must never reach a test.
 for _name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
@@ -29,7 +29,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-_REAL_MISSING_EMBEDDER = biasaudit.embeddings.missing_embedder
+_REAL_MISSING_EMBEDDER = biasaudit.kinds.ruted.embeddings.missing_embedder
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -39,9 +39,11 @@ def no_embedder() -> Iterator[None]:
     :func:`real_embedder`. Session-wide, so module-scoped runs see it too."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(
-            biasaudit.embeddings,
+            biasaudit.kinds.ruted.embeddings,
             "missing_embedder",
-            lambda: f"the embedding model is not installed ({biasaudit.embeddings.INSTALL_HINT})",
+            lambda: (
+                f"the embedding model is not installed ({biasaudit.kinds.ruted.embeddings.INSTALL_HINT})"
+            ),
         )
         yield
 
@@ -51,7 +53,9 @@ def real_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
     """The embedding model as installed: skips the test where the extra is missing."""
     if _REAL_MISSING_EMBEDDER() is not None:
         pytest.skip("the 'embeddings' extra is not installed")
-    monkeypatch.setattr(biasaudit.embeddings, "missing_embedder", _REAL_MISSING_EMBEDDER)
+    monkeypatch.setattr(
+        biasaudit.kinds.ruted.embeddings, "missing_embedder", _REAL_MISSING_EMBEDDER
+    )
 
 
 @pytest.fixture

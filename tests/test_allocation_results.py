@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from biasaudit.allocation import AllocationMetrics, MetricOptions, allocation_results
-from biasaudit.report import allocation_table
+from biasaudit.kinds.allocation.metrics import AllocationMetrics, MetricOptions, allocation_results
+from biasaudit.kinds.allocation.report import allocation_table
 from biasaudit.tasks import PoolDesign
 
 

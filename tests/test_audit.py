@@ -9,11 +9,11 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from biasaudit.allocation import AllocationMetrics, GroupMetrics
-from biasaudit.audit import AuditResult, audit
+from biasaudit.kinds.allocation.metrics import AllocationMetrics, GroupMetrics
+from biasaudit.kinds.allocation.run import AuditResult, audit
 from biasaudit.providers.sim import SimProvider
-from biasaudit.runs import read_manifest, read_responses
 from biasaudit.spec import parse_spec
+from biasaudit.store.runs import read_manifest, read_responses
 from biasaudit.tasks._essay import DEMO_ESSAYS
 
 # Small enough to run in about a second, large enough to see a shift of one logit.

@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from biasaudit.audit import AuditResult, audit
+from biasaudit.kinds.allocation.run import AuditResult, audit
 from biasaudit.spec import parse_spec
 from biasaudit.tasks import DATA_DIR
 from biasaudit.tasks._resume import read_names

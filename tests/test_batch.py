@@ -18,15 +18,15 @@ from typing import Any, TypeVar
 import pytest
 from click.testing import CliRunner
 
-from biasaudit.batch import BatchStore, _Batch
-from biasaudit.cache import ResponseCache
 from biasaudit.cli import cli
-from biasaudit.engine import Engine, EngineSettings, RequestResult
+from biasaudit.engine.batch import BatchStore, _Batch
+from biasaudit.engine.core import Engine, EngineSettings, RequestResult
+from biasaudit.engine.fanout import FanoutOptions, run_fanout
 from biasaudit.errors import RunInterruptedError, UsageError
-from biasaudit.fanout import FanoutOptions, run_fanout
 from biasaudit.pricing import CostEstimate, ModelPrice
 from biasaudit.providers import ModelRequest, Provider, resolve_model
-from biasaudit.runs import BatchesFile, read_manifest, read_responses
+from biasaudit.store.cache import ResponseCache
+from biasaudit.store.runs import BatchesFile, read_manifest, read_responses
 from tests.servers import AnthropicServer, Choice, OpenAIServer, request_key
 
 from .conftest import no_sleep

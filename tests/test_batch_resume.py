@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from biasaudit.runs import BatchesFile
+from biasaudit.store.runs import BatchesFile
 
 ROOT = Path(__file__).resolve().parent.parent
 CANARY = "sk-canary-batch-2d7f4c9e1a6b"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from biasaudit.cache import ResponseCache
 from biasaudit.providers import ModelResponse
+from biasaudit.store.cache import ResponseCache
 
 
 def answer(text: str) -> ModelResponse:
@@ -95,7 +95,7 @@ def test_a_claim_takes_free_keys_and_reports_answered_and_held_ones(tmp_path: Pa
     import subprocess
     import sys
 
-    from biasaudit.processes import new_holder, running
+    from biasaudit.store.processes import new_holder, running
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
@@ -116,7 +116,7 @@ def test_a_claim_takes_free_keys_and_reports_answered_and_held_ones(tmp_path: Pa
 
 
 def test_two_engines_on_one_cache_send_each_request_once(tmp_path: Path) -> None:
-    from biasaudit.engine import Engine
+    from biasaudit.engine.core import Engine
 
     from .fakes import FakeProvider, chat
 

@@ -382,8 +382,8 @@ def test_figures_from_too_few_units_say_so_instead_of_an_interval(tmp_path: Path
 def test_study_pairs_eo_with_the_metrics_on_qualified_candidates(tmp_path: Path) -> None:
     """Chen, Ji & Evans §4.4: ΔEO is judged against RABBI, δ, JSD and EMD computed on the
     qualified candidates; ΔDP against those on all candidates."""
+    from biasaudit.kinds.allocation.study import run_study
     from biasaudit.metrics import predictive_validity
-    from biasaudit.study import run_study
 
     result = run_study(runs_of_two_models(tmp_path))
     points = result.points
@@ -420,8 +420,8 @@ def test_study_gives_the_papers_full_views(tmp_path: Path) -> None:
     """NDCG@N for every N, per-group correlations, and the score distributions' shape."""
     import pandas as pd
 
+    from biasaudit.kinds.allocation.study import run_study
     from biasaudit.metrics import distribution_shape
-    from biasaudit.study import run_study
 
     runs = runs_of_two_models(tmp_path)
     result = run_study(runs)

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from biasaudit.cli import cli
-from biasaudit.runs import read_manifest, read_responses
+from biasaudit.store.runs import read_manifest, read_responses
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "prompts.jsonl"
 

@@ -7,8 +7,8 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from biasaudit.cli import cli
+from biasaudit.kinds.ruted.run import ruted_audit
 from biasaudit.providers.sim import SimProvider
-from biasaudit.ruted import ruted_audit
 from biasaudit.spec import RutedSpec, parse_spec
 from biasaudit.tasks import OCCUPATIONS_PATH, PROMPTS_DIR
 

@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from biasaudit.audit_kinds import run_spec
 from biasaudit.cli import cli
-from biasaudit.compare import (
+from biasaudit.errors import UsageError
+from biasaudit.kinds.registry import run_spec
+from biasaudit.reports.compare import (
     NO_CHANGE,
     NOT_COMPARABLE,
     VERSION_ONLY,
@@ -22,7 +23,6 @@ from biasaudit.compare import (
     _holm,
     compare_runs,
 )
-from biasaudit.errors import UsageError
 from biasaudit.spec import parse_spec
 from biasaudit.tasks import DATA_DIR
 from biasaudit.tasks._resume import read_names

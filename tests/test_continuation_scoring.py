@@ -17,8 +17,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from biasaudit.audit import AuditResult, audit
 from biasaudit.cli import cli
+from biasaudit.kinds.allocation.run import AuditResult, audit
 from biasaudit.spec import parse_spec
 from tests.servers import OpenAIServer
 

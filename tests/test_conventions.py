@@ -14,9 +14,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from biasaudit.grade import GradeScoreMetrics
+from biasaudit.kinds.grade_score.run import GradeScoreMetrics
+from biasaudit.kinds.ruted.metrics import least_biased_value, ties_as_female
 from biasaudit.metrics import ndcg_at
-from biasaudit.ruted_metrics import least_biased_value, ties_as_female
 
 
 def test_ruted_ties_count_female_under_the_papers_conventions() -> None:
@@ -48,7 +48,7 @@ def test_ndcg_relevance_runs_from_m_minus_one_to_zero_in_the_paper() -> None:
 
 
 def test_grade_score_counts_items_without_an_answer_as_zero_in_the_paper(tmp_path: Path) -> None:
-    from biasaudit.grade import grade_audit
+    from biasaudit.kinds.grade_score.run import grade_audit
     from biasaudit.providers import ModelResponse
     from biasaudit.spec import GradeScoreSpec
     from tests.fakes import FakeProvider
@@ -71,7 +71,7 @@ def test_grade_score_counts_items_without_an_answer_as_zero_in_the_paper(tmp_pat
 
 
 def test_the_papers_regular_share_leaves_ties_out() -> None:
-    from biasaudit.audit import regular_share
+    from biasaudit.kinds.allocation.run import regular_share
     from biasaudit.metrics import PairwiseOutputStats
 
     # 100 prompts, 90 parsed, of which 20% ties: 90% regular, 72% answered with a winner.
@@ -83,7 +83,7 @@ def test_the_papers_regular_share_leaves_ties_out() -> None:
 
 
 def test_a_ruted_run_under_the_papers_conventions_drops_no_tie(tmp_path: Path) -> None:
-    from biasaudit.ruted import ruted_audit
+    from biasaudit.kinds.ruted.run import ruted_audit
     from biasaudit.spec import RutedSpec, parse_spec
 
     found = {}

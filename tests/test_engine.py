@@ -6,8 +6,7 @@ import asyncio
 
 import pytest
 
-from biasaudit.cache import ResponseCache
-from biasaudit.engine import Engine, EngineSettings, RequestResult
+from biasaudit.engine.core import Engine, EngineSettings, RequestResult
 from biasaudit.errors import (
     AuthenticationFailedError,
     QuotaExhaustedError,
@@ -18,6 +17,7 @@ from biasaudit.errors import (
     TransientProviderError,
 )
 from biasaudit.providers import ModelRequest
+from biasaudit.store.cache import ResponseCache
 
 from .fakes import FakeProvider, chat
 

@@ -23,10 +23,10 @@ from typing import Any
 
 import pytest
 
-from biasaudit.cache import ResponseCache
-from biasaudit.engine import Engine, EngineSettings, RequestResult
+from biasaudit.engine.core import Engine, EngineSettings, RequestResult
 from biasaudit.errors import LogprobsUnavailableError, RunAbortedError
 from biasaudit.providers import ModelRequest, resolve_model
+from biasaudit.store.cache import ResponseCache
 from tests.servers import AnthropicServer, Choice, Fault, OpenAIServer
 
 MUTATIONS_PER_PROVIDER = 1500

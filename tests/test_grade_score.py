@@ -13,12 +13,12 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from biasaudit.grade import GradeScoreResult, grade_audit
-from biasaudit.grade_report import grade_score_table
+from biasaudit.kinds.grade_score.report import grade_score_table
+from biasaudit.kinds.grade_score.run import GradeScoreResult, grade_audit
 from biasaudit.providers import ModelRequest, ModelResponse, SamplingParams
 from biasaudit.providers.sim import JUDGE_FIRST_OPTION_RATE, SimProvider
-from biasaudit.runs import read_manifest, read_responses
 from biasaudit.spec import GradeScoreSpec
+from biasaudit.store.runs import read_manifest, read_responses
 from biasaudit.tasks._grade_score import DEMO_ITEMS
 from tests.fakes import FakeProvider
 

@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from biasaudit.grade import GradeScoreResult, grade_audit
+from biasaudit.kinds.grade_score.run import GradeScoreResult, grade_audit
 from biasaudit.spec import GradeScoreSpec
 from tests.servers import Choice, OpenAIServer, request_key
 

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from biasaudit.cache import ResponseCache
-from biasaudit.engine import Engine, EngineSettings, RequestResult
+from biasaudit.engine.core import Engine, EngineSettings, RequestResult
 from biasaudit.errors import RunAbortedError, WaitTooLongError
 from biasaudit.providers import ModelRequest, Provider, parse_retry_after, resolve_model
+from biasaudit.store.cache import ResponseCache
 from tests.servers import AnthropicServer, Choice, Fault, OpenAIServer
 
 from .fakes import chat
@@ -306,7 +306,7 @@ def test_a_wrong_shape_that_persists_fails_one_prompt_and_a_rerun_sends_only_it(
     from click.testing import CliRunner
 
     from biasaudit.cli import cli
-    from biasaudit.runs import read_manifest
+    from biasaudit.store.runs import read_manifest
 
     prompts = tmp_path / "p.jsonl"
     lines = [

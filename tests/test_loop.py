@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from biasaudit import loop
-from biasaudit.loop import pause_gc_until_run, run_async
+from biasaudit.engine import loop
+from biasaudit.engine.loop import pause_gc_until_run, run_async
 
 
 @pytest.fixture

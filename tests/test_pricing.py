@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from biasaudit.audit_kinds import run_spec
 from biasaudit.cli import cli
 from biasaudit.errors import RunAbortedError, UsageError
+from biasaudit.kinds.registry import run_spec
 from biasaudit.pricing import (
     DEFAULT_OUTPUT_TOKENS,
     BudgetedProvider,
@@ -21,8 +21,8 @@ from biasaudit.pricing import (
 )
 from biasaudit.providers import ModelRequest, resolve_model
 from biasaudit.providers._types import SamplingParams
-from biasaudit.runs import read_manifest, read_responses
 from biasaudit.spec import parse_spec
+from biasaudit.store.runs import read_manifest, read_responses
 from tests.servers import OpenAIServer
 
 SMALL = ["--jobs", "software-engineer", "--names-per-group", "1", "--rounds", "50"]

@@ -16,13 +16,13 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-import biasaudit.progress
-import biasaudit.rich_tables
-from biasaudit.audit_kinds import read_metrics, run_spec, table_of
-from biasaudit.compare import compare_runs, comparison_lines
-from biasaudit.engine import EngineStats
-from biasaudit.progress import ProgressPrinter
-from biasaudit.rich_tables import audit_view, comparison_view
+import biasaudit.engine.progress
+import biasaudit.reports.rich_tables
+from biasaudit.engine.core import EngineStats
+from biasaudit.engine.progress import ProgressPrinter
+from biasaudit.kinds.registry import read_metrics, run_spec, table_of
+from biasaudit.reports.compare import compare_runs, comparison_lines
+from biasaudit.reports.rich_tables import audit_view, comparison_view
 from biasaudit.spec import parse_spec
 from tests.test_report_html import invoke, run_dir_of
 
@@ -85,7 +85,7 @@ def test_progress_off_a_terminal_prints_the_plain_line_unchanged(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     live, stream = stats(), io.StringIO()
-    monkeypatch.setattr(biasaudit.progress.time, "monotonic", lambda: live.started + 2.0)
+    monkeypatch.setattr(biasaudit.engine.progress.time, "monotonic", lambda: live.started + 2.0)
     printer = ProgressPrinter(lambda: live, stream, label="fanout: ")
 
     async def stop_only() -> None:
@@ -168,7 +168,7 @@ def test_compare_on_a_terminal_prints_the_rich_table(
     code, plain, _ = invoke("compare", a, b, "--no-report")
     assert code == 0
     assert plain == "\n".join(comparison_lines(compare_runs(a, b))) + "\n"  # off a terminal
-    monkeypatch.setattr(biasaudit.rich_tables, "stdout_is_terminal", lambda: True)
+    monkeypatch.setattr(biasaudit.reports.rich_tables, "stdout_is_terminal", lambda: True)
     code, rich, _ = invoke("compare", a, b, "--no-report")
     assert code == 0 and rich != plain
     assert "B - A [95% CI]" in rich and "─" in rich

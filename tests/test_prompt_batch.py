@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from biasaudit.cache import ResponseCache
-from biasaudit.engine import Engine, EngineSettings, RequestResult
+from biasaudit.engine.core import Engine, EngineSettings, RequestResult
 from biasaudit.errors import FatalProviderError, MalformedResponseError
 from biasaudit.providers import ModelRequest, Provider, resolve_model
 from biasaudit.providers._prompt_batch import split_choices
 from biasaudit.providers._wire import OPENAI_BODY, read_wire
+from biasaudit.store.cache import ResponseCache
 from tests.servers import Choice, Fault, OpenAIServer
 
 from .conftest import no_sleep

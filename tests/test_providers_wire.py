@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from biasaudit.cache import ResponseCache
-from biasaudit.engine import Engine, EngineSettings, RequestResult
+from biasaudit.engine.core import Engine, EngineSettings, RequestResult
 from biasaudit.errors import (
     AuthenticationFailedError,
     EndpointUnreachableError,
@@ -19,6 +18,7 @@ from biasaudit.errors import (
 )
 from biasaudit.probes import NextWordProbe
 from biasaudit.providers import ModelRequest, Provider, resolve_model
+from biasaudit.store.cache import ResponseCache
 from tests.servers import AnthropicServer, Choice, Fault, OpenAIServer
 
 from .fakes import chat

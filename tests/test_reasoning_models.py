@@ -13,10 +13,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from biasaudit.audit_kinds import plan_requests
-from biasaudit.cache import ResponseCache
-from biasaudit.engine import Engine, EngineSettings, RequestResult
+from biasaudit.engine.core import Engine, EngineSettings, RequestResult
 from biasaudit.errors import RunAbortedError, UsageError
+from biasaudit.kinds.registry import plan_requests
 from biasaudit.pricing import estimate_cost, load_prices
 from biasaudit.probes import NextWordProbe, PointwiseProbe
 from biasaudit.providers import (
@@ -28,6 +27,7 @@ from biasaudit.providers import (
 )
 from biasaudit.providers.openai_compatible import OpenAICompatibleProvider
 from biasaudit.spec import parse_spec
+from biasaudit.store.cache import ResponseCache
 from tests.servers import AnthropicServer, Choice, OpenAIServer
 
 from .fakes import chat

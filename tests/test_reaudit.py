@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from biasaudit.cli import cli
-from biasaudit.history import DRIFT_EXIT_CODE, spec_identity
+from biasaudit.reports.history import DRIFT_EXIT_CODE, spec_identity
 from biasaudit.spec import load_spec
 from tests.test_compare import SnapshotServer, screener
 

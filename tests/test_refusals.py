@@ -11,14 +11,14 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from biasaudit.audit import audit
 from biasaudit.cli import cli
+from biasaudit.kinds.allocation.run import audit
+from biasaudit.kinds.ruted.run import ruted_audit
 from biasaudit.providers import ModelRequest, ModelResponse
 from biasaudit.providers.sim import SimProvider
 from biasaudit.replay import replay_run
-from biasaudit.runs import read_manifest, read_responses
-from biasaudit.ruted import ruted_audit
 from biasaudit.spec import RutedSpec, parse_spec
+from biasaudit.store.runs import read_manifest, read_responses
 from tests.servers import AnthropicServer, Fault, OpenAIServer
 
 from .test_audit_server import planted

@@ -11,15 +11,15 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from biasaudit.audit_kinds import run_spec
 from biasaudit.cli import cli
+from biasaudit.engine.fanout import FanoutOptions, run_fanout
+from biasaudit.engine.loop import run_async
 from biasaudit.errors import UsageError
-from biasaudit.fanout import FanoutOptions, run_fanout
-from biasaudit.loop import run_async
+from biasaudit.kinds.registry import run_spec
 from biasaudit.providers import ModelRequest
 from biasaudit.replay import find_cache, metric_differences, replay_run
-from biasaudit.runs import read_manifest
 from biasaudit.spec import parse_spec
+from biasaudit.store.runs import read_manifest
 
 SPECS: dict[str, dict[str, Any]] = {
     "allocation": {"task": "resume-screening", "jobs": "software-engineer", "names_per_group": 2,

@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from biasaudit.cache import ResponseCache
 from biasaudit.cli import cli
-from biasaudit.engine import Engine, EngineSettings, RequestResult
+from biasaudit.engine.core import Engine, EngineSettings, RequestResult
 from biasaudit.errors import (
     ConfigurationError,
     EndpointUnreachableError,
@@ -22,8 +21,9 @@ from biasaudit.errors import (
 )
 from biasaudit.providers import ModelRequest, ModelResponse, Provider, resolve_model
 from biasaudit.providers.replicas import ReplicaSetProvider
-from biasaudit.runs import read_manifest
 from biasaudit.spec import parse_spec
+from biasaudit.store.cache import ResponseCache
+from biasaudit.store.runs import read_manifest
 from tests.servers import OpenAIServer
 
 from .conftest import no_sleep

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from biasaudit.compare import Comparison, compare_runs, read_comparison, write_comparison
+from biasaudit.reports.compare import Comparison, compare_runs, read_comparison, write_comparison
 from tests.test_report_html import assert_self_contained, invoke, parse, run_dir_of
 
 COMPARE_SECTIONS = ["verdict", "versions", "runs", "differences", "tests", "commands"]

@@ -16,16 +16,17 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-import biasaudit.rich_tables
-from biasaudit.grade_report import grade_study_blocks
-from biasaudit.grade_study import run_grade_study
-from biasaudit.history import HISTORY_COLUMNS, HistoryEntry, history_table, list_history
+import biasaudit.reports.rich_tables
+from biasaudit.kinds.allocation.report import study_blocks
+from biasaudit.kinds.allocation.study import run_study
+from biasaudit.kinds.grade_score.report import grade_study_blocks
+from biasaudit.kinds.grade_score.study import run_grade_study
+from biasaudit.kinds.ruted.report import ruted_study_blocks
+from biasaudit.kinds.ruted.study import run_ruted_study
 from biasaudit.providers import KNOWN_PROVIDERS
-from biasaudit.report import Block, PlainTable, block_lines, study_blocks, tasks_listing
-from biasaudit.rich_tables import history_view
-from biasaudit.ruted_report import ruted_study_blocks
-from biasaudit.ruted_study import run_ruted_study
-from biasaudit.study import run_study
+from biasaudit.reports.history import HISTORY_COLUMNS, HistoryEntry, history_table, list_history
+from biasaudit.reports.rich_tables import history_view
+from biasaudit.reports.text import Block, PlainTable, block_lines, tasks_listing
 from biasaudit.tasks import TASKS
 from tests.test_progress_rich import ANSI
 from tests.test_report_html import invoke, run_dir_of
@@ -60,7 +61,7 @@ def root_of(runs: dict[str, list[Path]]) -> Path:
 
 def on_terminal(monkeypatch: pytest.MonkeyPatch, *args: str, width: int = 200) -> str:
     """What the command prints on a terminal ``width`` columns wide, styles stripped."""
-    monkeypatch.setattr(biasaudit.rich_tables, "stdout_is_terminal", lambda: True)
+    monkeypatch.setattr(biasaudit.reports.rich_tables, "stdout_is_terminal", lambda: True)
     monkeypatch.setenv("COLUMNS", str(width))
     code, out, err = invoke(*args)
     assert code == 0, err
@@ -284,7 +285,7 @@ def test_rich_tables_add_bold_and_never_colour(
     monkeypatch.setenv("FORCE_COLOR", "1")  # styles, as on a real terminal
     if no_color:
         monkeypatch.setenv("NO_COLOR", "1")
-    monkeypatch.setattr(biasaudit.rich_tables, "stdout_is_terminal", lambda: True)
+    monkeypatch.setattr(biasaudit.reports.rich_tables, "stdout_is_terminal", lambda: True)
     for args in (study_args(runs, "allocation"), ["history", "--runs-dir", str(root_of(runs))]):
         out = off_terminal(*args)
         assert "\x1b[1m" in out  # the header row, the first line

@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from biasaudit.engine import RequestResult
+from biasaudit.engine.core import RequestResult
+from biasaudit.kinds.ruted.metrics import context_metrics
 from biasaudit.providers import Capabilities, ModelResponse
 from biasaudit.providers._sim_ruted import NO_PRONOUN_RATE, TIE_RATE, planted_male_probability
-from biasaudit.ruted_metrics import context_metrics
 from biasaudit.spec import RutedSpec, parse_spec
 from biasaudit.tasks import RutedPlan, RutedTask, build_ruted_task, plan_ruted
 

@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 
 from biasaudit.errors import RunAbortedError
-from biasaudit.runs import read_manifest
-from biasaudit.ruted import RutedResult, ruted_audit
+from biasaudit.kinds.ruted.run import RutedResult, ruted_audit
 from biasaudit.spec import RutedSpec, parse_spec
+from biasaudit.store.runs import read_manifest
 from tests.servers import Choice, Fault, OpenAIServer, request_key
 
 # The next-token distributions the server holds; it returns the top N of them.

@@ -20,10 +20,10 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-import biasaudit.embeddings
+import biasaudit.kinds.ruted.embeddings
 from biasaudit.cli import cli
-from biasaudit.ruted import ruted_audit
-from biasaudit.ruted_report import ruted_table
+from biasaudit.kinds.ruted.report import ruted_table
+from biasaudit.kinds.ruted.run import ruted_audit
 from biasaudit.spec import RutedSpec
 
 WORD = re.compile(r"[a-z]+")
@@ -45,8 +45,8 @@ class BagOfWords:
 
 @pytest.fixture
 def bag_of_words(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(biasaudit.embeddings, "missing_embedder", lambda: None)
-    monkeypatch.setattr(biasaudit.embeddings, "load_embedder", BagOfWords)
+    monkeypatch.setattr(biasaudit.kinds.ruted.embeddings, "missing_embedder", lambda: None)
+    monkeypatch.setattr(biasaudit.kinds.ruted.embeddings, "load_embedder", BagOfWords)
 
 
 def run(tmp_path: Path, **fields: object) -> object:
@@ -124,7 +124,7 @@ def test_on_without_the_extra_stops_before_anything_is_sent(tmp_path: Path) -> N
 def test_the_real_embedding_model_tells_copies_from_different_texts(
     real_embedder: None, tmp_path: Path
 ) -> None:
-    model = biasaudit.embeddings.load_embedder()
+    model = biasaudit.kinds.ruted.embeddings.load_embedder()
     rows = model.encode(
         ["The nurse said she would help.", "The nurse said she would help.",
          "Quarterly revenue rose on strong freight volumes."]

@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from biasaudit.cli import cli
-from biasaudit.runs import read_manifest
+from biasaudit.store.runs import read_manifest
 
 DATA = Path(__file__).resolve().parent / "data"
 

@@ -15,8 +15,8 @@ from click.testing import CliRunner
 
 from biasaudit.cli import cli
 from biasaudit.providers import ModelRequest, resolve_model
-from biasaudit.runs import read_manifest
 from biasaudit.secrets import EndpointURL, public_headers, redact_command, redact_url
+from biasaudit.store.runs import read_manifest
 from tests.servers import AnthropicServer, OpenAIServer
 
 from .test_kill_resume import ROOT

@@ -24,11 +24,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from biasaudit.cache import ResponseCache
 from biasaudit.cli import cli
+from biasaudit.engine.fanout import FanoutOptions, fanout, read_prompts
 from biasaudit.errors import StorageFailedError
-from biasaudit.fanout import FanoutOptions, fanout, read_prompts
-from biasaudit.runs import read_manifest, read_responses
+from biasaudit.store.cache import ResponseCache
+from biasaudit.store.runs import read_manifest, read_responses
 from tests.servers import OpenAIServer
 from tests.servers.responders import long_responder
 
@@ -177,7 +177,7 @@ def test_no_room_for_the_reserve_fails_before_anything_is_sent(
 ) -> None:
     import errno
 
-    from biasaudit import runs
+    from biasaudit.store import runs
 
     def no_space(path: Path, size: int) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from biasaudit import worker_pool
-from biasaudit.cache import ResponseCache
 from biasaudit.cli import cli
-from biasaudit.engine import MIN_REQUESTS_PER_WORKER, Engine, EngineSettings, RequestResult
+from biasaudit.engine import worker_pool
+from biasaudit.engine.core import MIN_REQUESTS_PER_WORKER, Engine, EngineSettings, RequestResult
 from biasaudit.errors import AuthenticationFailedError, RunAbortedError
 from biasaudit.providers import ModelRequest, resolve_model
-from biasaudit.runs import read_manifest
+from biasaudit.store.cache import ResponseCache
+from biasaudit.store.runs import read_manifest
 from tests.servers import OpenAIServer
 
 from .fakes import chat

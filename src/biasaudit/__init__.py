@@ -12,12 +12,20 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from biasaudit.audit import AuditResult, audit, run_audit
-    from biasaudit.cache import CacheStats, ResponseCache
-    from biasaudit.engine import Engine, EngineSettings, EngineStats, RequestResult
+    from biasaudit.engine.core import Engine, EngineSettings, EngineStats, RequestResult
+    from biasaudit.engine.fanout import (
+        FanoutOptions,
+        FanoutResult,
+        fanout,
+        read_prompts,
+        run_fanout,
+    )
+    from biasaudit.engine.loop import run_async
     from biasaudit.errors import BiasauditError
-    from biasaudit.fanout import FanoutOptions, FanoutResult, fanout, read_prompts, run_fanout
-    from biasaudit.loop import run_async
+    from biasaudit.kinds.allocation.run import AuditResult, audit, run_audit
+    from biasaudit.kinds.allocation.study import run_study
+    from biasaudit.kinds.ruted.run import RutedResult, run_ruted_audit, ruted_audit
+    from biasaudit.kinds.ruted.study import run_ruted_study
     from biasaudit.providers import (
         Capabilities,
         ModelRequest,
@@ -26,47 +34,45 @@ if TYPE_CHECKING:
         SamplingParams,
         resolve_model,
     )
-    from biasaudit.runs import Manifest, ResponseRecord, RunDirectory
-    from biasaudit.ruted import RutedResult, run_ruted_audit, ruted_audit
-    from biasaudit.ruted_study import run_ruted_study
     from biasaudit.spec import load_spec, parse_spec
-    from biasaudit.study import run_study
+    from biasaudit.store.cache import CacheStats, ResponseCache
+    from biasaudit.store.runs import Manifest, ResponseRecord, RunDirectory
 
 # Every public name is imported on first use (PEP 562): `import biasaudit.metrics`
 # loads no engine and no SDK, and `biasaudit fanout` does not pay for pandas.
 _LAZY = {
-    "AuditResult": "biasaudit.audit",
-    "audit": "biasaudit.audit",
-    "run_audit": "biasaudit.audit",
-    "CacheStats": "biasaudit.cache",
-    "ResponseCache": "biasaudit.cache",
-    "Engine": "biasaudit.engine",
-    "EngineSettings": "biasaudit.engine",
-    "EngineStats": "biasaudit.engine",
-    "RequestResult": "biasaudit.engine",
+    "AuditResult": "biasaudit.kinds.allocation.run",
+    "audit": "biasaudit.kinds.allocation.run",
+    "run_audit": "biasaudit.kinds.allocation.run",
+    "CacheStats": "biasaudit.store.cache",
+    "ResponseCache": "biasaudit.store.cache",
+    "Engine": "biasaudit.engine.core",
+    "EngineSettings": "biasaudit.engine.core",
+    "EngineStats": "biasaudit.engine.core",
+    "RequestResult": "biasaudit.engine.core",
     "BiasauditError": "biasaudit.errors",
-    "FanoutOptions": "biasaudit.fanout",
-    "FanoutResult": "biasaudit.fanout",
-    "fanout": "biasaudit.fanout",
-    "read_prompts": "biasaudit.fanout",
-    "run_fanout": "biasaudit.fanout",
-    "run_async": "biasaudit.loop",
+    "FanoutOptions": "biasaudit.engine.fanout",
+    "FanoutResult": "biasaudit.engine.fanout",
+    "fanout": "biasaudit.engine.fanout",
+    "read_prompts": "biasaudit.engine.fanout",
+    "run_fanout": "biasaudit.engine.fanout",
+    "run_async": "biasaudit.engine.loop",
     "Capabilities": "biasaudit.providers",
     "ModelRequest": "biasaudit.providers",
     "ModelResponse": "biasaudit.providers",
     "Provider": "biasaudit.providers",
     "SamplingParams": "biasaudit.providers",
     "resolve_model": "biasaudit.providers",
-    "Manifest": "biasaudit.runs",
-    "ResponseRecord": "biasaudit.runs",
-    "RunDirectory": "biasaudit.runs",
+    "Manifest": "biasaudit.store.runs",
+    "ResponseRecord": "biasaudit.store.runs",
+    "RunDirectory": "biasaudit.store.runs",
     "load_spec": "biasaudit.spec",
     "parse_spec": "biasaudit.spec",
-    "run_study": "biasaudit.study",
-    "RutedResult": "biasaudit.ruted",
-    "ruted_audit": "biasaudit.ruted",
-    "run_ruted_audit": "biasaudit.ruted",
-    "run_ruted_study": "biasaudit.ruted_study",
+    "run_study": "biasaudit.kinds.allocation.study",
+    "RutedResult": "biasaudit.kinds.ruted.run",
+    "ruted_audit": "biasaudit.kinds.ruted.run",
+    "run_ruted_audit": "biasaudit.kinds.ruted.run",
+    "run_ruted_study": "biasaudit.kinds.ruted.study",
 }
 
 

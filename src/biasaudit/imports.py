@@ -49,8 +49,9 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from biasaudit import __version__, embeddings
-from biasaudit.allocation import (
+from biasaudit import __version__
+from biasaudit.errors import InputError, UsageError
+from biasaudit.kinds.allocation.metrics import (
     AllocationMetrics,
     CandidateCounts,
     MetricOptions,
@@ -58,18 +59,18 @@ from biasaudit.allocation import (
     ScoringSummary,
     allocation_results,
 )
-from biasaudit.errors import InputError, UsageError
-from biasaudit.grade import GradeScoreMetrics, item_figures, score_fields
-from biasaudit.probes._pronouns import classify_pronouns
-from biasaudit.runs import Manifest, RunDirectory, read_manifest
-from biasaudit.ruted_metrics import (
+from biasaudit.kinds.grade_score.run import GradeScoreMetrics, item_figures, score_fields
+from biasaudit.kinds.ruted import embeddings
+from biasaudit.kinds.ruted.metrics import (
     RutedMetrics,
     TextsByPrompt,
     context_metrics,
     mode_collapse_check,
     occupations_csv,
 )
+from biasaudit.probes._pronouns import classify_pronouns
 from biasaudit.secrets import redact_command
+from biasaudit.store.runs import Manifest, RunDirectory, read_manifest
 from biasaudit.tasks import PoolDesign
 from biasaudit.tasks._files import read_table, require_columns, require_values
 from biasaudit.tasks._grade_score import GradeItem

@@ -332,9 +332,9 @@ class BudgetedProvider(Provider):
 
 def estimate_spec_cost(spec: AuditSpec, provider: Provider, prices: PriceTable) -> CostEstimate:
     """Estimate what running ``spec`` against ``provider`` would send and cost; sends nothing."""
-    from biasaudit.audit_kinds import plan_requests
-    from biasaudit.cache import ResponseCache
-    from biasaudit.engine import Engine
+    from biasaudit.engine.core import Engine
+    from biasaudit.kinds.registry import plan_requests
+    from biasaudit.store.cache import ResponseCache
 
     requests = plan_requests(spec, provider)
     engine = Engine(provider, None, spec.engine_settings())

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from biasaudit.audit_kinds import AUDIT_KINDS, run_spec
 from biasaudit.errors import ReplayMissError, UsageError
-from biasaudit.runs import Manifest, RunDirectory, read_manifest
+from biasaudit.kinds.registry import AUDIT_KINDS, run_spec
 from biasaudit.spec import AuditSpec, parse_spec
+from biasaudit.store.runs import Manifest, RunDirectory, read_manifest
 
 __all__ = ["ReplayResult", "find_cache", "metric_differences", "replay_run"]
 
@@ -170,9 +170,9 @@ def _replay_spec(original: Path, cache_path: Path, out: Path) -> AuditSpec:
 def _replay_fanout(
     original: Path, cache_path: Path, out: Path, stderr: TextIO | None, command: list[str]
 ) -> ReplayResult:
-    from biasaudit.fanout import FanoutOptions, read_prompts, run_fanout
-    from biasaudit.loop import run_async
-    from biasaudit.runs import read_responses
+    from biasaudit.engine.fanout import FanoutOptions, read_prompts, run_fanout
+    from biasaudit.engine.loop import run_async
+    from biasaudit.store.runs import read_responses
 
     inputs = original / "inputs.jsonl"
     if not inputs.is_file():

@@ -32,7 +32,7 @@ from pydantic import (
     model_validator,
 )
 
-from biasaudit.engine import EngineSettings
+from biasaudit.engine.core import EngineSettings
 from biasaudit.errors import UsageError
 from biasaudit.providers import Provider, resolve_model
 from biasaudit.providers._types import ReasoningEffort

@@ -84,7 +84,7 @@ class SelectionResult:
         """ΔDP and ΔEO of every other group, shaped for ``metrics.json``.
 
         Returns ``{group: {"dp_gap": {"1": ..., ..., "<k_max>": ...},
-        "eo_gap": {...}}}`` with string keys for k, as DESIGN.md's
+        "eo_gap": {...}}}`` with string keys for k, as an allocation run's
         ``metrics.json`` has them; ``eo_gap`` is present only when
         qualification labels were given. The reference group is left out
         (its gaps are 0 by definition).

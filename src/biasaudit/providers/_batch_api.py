@@ -9,7 +9,7 @@ with its cache key as ``custom_id`` (a SHA-256 hex digest: 64 characters of
 The provider builds each entry's body with the same code as a normal request
 and reads each answer with the same parser, so a batch answer and a direct
 answer to one request are the same :class:`ModelResponse`. The batch runner
-(:mod:`biasaudit.batch`) owns splitting, bookkeeping, polling and resume.
+(:mod:`biasaudit.engine.batch`) owns splitting, bookkeeping, polling and resume.
 """
 
 from __future__ import annotations

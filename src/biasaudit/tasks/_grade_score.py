@@ -54,7 +54,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
-from biasaudit.engine import RequestResult
+from biasaudit.engine.core import RequestResult
 from biasaudit.errors import InputError, UsageError
 from biasaudit.probes import ChoiceAnswer, ChoiceProbe
 from biasaudit.providers import ModelRequest

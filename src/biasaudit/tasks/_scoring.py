@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from biasaudit.engine import RequestResult
+from biasaudit.engine.core import RequestResult
 from biasaudit.metrics import PairwiseOutputStats, pairwise_ranking_scores
 from biasaudit.probes import (
     LabelScore,

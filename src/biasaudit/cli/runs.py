@@ -1,0 +1,372 @@
+"""Commands on finished runs: ``replay``, ``compare``, ``reaudit`` and ``history``.
+
+A thin shell like :mod:`biasaudit.cli`, which adds these commands to its
+group with :func:`register` (and lends its error handler, so exceptions
+become messages and exit codes in one place).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+import click
+
+if TYPE_CHECKING:
+    from biasaudit.spec import AuditSpec
+
+__all__ = ["COST_NOTICE_ENV", "check_budget", "register"]
+
+Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
+COST_NOTICE_ENV = "BIASAUDIT_COST_NOTICE"
+"""Estimated US dollars above which a run prints its estimate before it starts (default 1)."""
+
+
+def check_budget(
+    spec: AuditSpec,
+    *,
+    dry_run: bool = False,
+    max_cost: float | None = None,
+    prices: Path | None = None,
+    report: bool = True,
+) -> None:
+    """Before ``biasaudit run``: the dry run, the cost notice, and the budgeted run.
+
+    Returns (and the run goes ahead as usual) unless ``dry_run`` (prints the
+    estimate and exits 0) or ``max_cost`` (runs the audit within the budget and
+    exits). Free models (sim, local, self-hosted) skip the estimate unless asked.
+
+    Raises
+    ------
+    UsageError
+        The estimate exceeds ``max_cost``, or the model has no price and
+        ``max_cost`` is given; nothing is sent.
+    """
+    from biasaudit.engine.loop import run_async
+    from biasaudit.errors import UsageError
+    from biasaudit.pricing import BudgetedProvider, estimate_spec_cost, load_prices
+
+    table = load_prices(prices)
+    price = table.price(spec.model, base_url=spec.base_url)
+    if not dry_run and max_cost is None and (price is None or price.input == price.output == 0):
+        return
+    provider = spec.resolve_provider(need_key=not dry_run)
+    try:
+        estimate = estimate_spec_cost(spec, provider, table)
+    except BaseException:
+        run_async(provider.aclose())
+        raise
+    if dry_run:
+        run_async(provider.aclose())
+        for line in estimate.lines():
+            click.echo(line)
+        sys.exit(0)
+    notice = float(os.environ.get(COST_NOTICE_ENV) or 1.0)
+    cost = estimate.cost
+    if max_cost is not None and (cost is None or cost > max_cost):
+        run_async(provider.aclose())
+        why = "its price is unknown" if cost is None else f"the estimate is ${cost:.4f}"
+        raise UsageError(
+            f"--max-cost ${max_cost:g}: not started, {why} "
+            f"({estimate.to_send} requests to send); nothing was sent"
+        )
+    if max_cost is not None or (cost or 0.0) > notice:
+        for line in estimate.lines()[1:]:
+            click.echo(line, err=True)
+    if max_cost is None:
+        run_async(provider.aclose())
+        return
+    assert estimate.price is not None
+    from biasaudit.kinds.registry import run_spec
+
+    budgeted = BudgetedProvider(provider, estimate.price, max_cost)
+    finished = run_spec(spec, provider=budgeted, command=["biasaudit", *sys.argv[1:]])
+    from biasaudit.reports.rich_tables import audit_view, echo_table
+
+    echo_table(finished.table, lambda: audit_view(finished.metrics, finished.run_dir))
+    click.echo(f"spent: ${budgeted.spent:.4f} of ${max_cost:g}")
+    if report and finished.run_dir.joinpath("metrics.json").is_file():
+        from biasaudit.reports.html import write_report
+
+        _write_reports(lambda: write_report(finished.run_dir))
+    click.echo(f"run: {finished.run_dir}")
+    sys.exit(finished.exit_code)
+
+
+def register(group: click.Group, reports_errors: Decorator) -> None:
+    """Add the commands of this module to ``group``."""
+    for build in (_replay_command, _compare_command, _reaudit_command, _history_command):
+        group.add_command(build(reports_errors))
+
+
+_NO_REPORT = click.option(
+    "--no-report", is_flag=True, help="Skip report.html / report.md ('biasaudit report' later)."
+)
+_REPORTED_KINDS = ("allocation", "grade-score", "ruted")
+
+
+def _write_reports(write: Callable[[], list[Path]]) -> None:
+    """Write reports after the command's output, naming the HTML files on stderr.
+
+    A report that cannot be drawn is a warning: the run or comparison is done and kept.
+    """
+    from biasaudit.errors import BiasauditError
+    from biasaudit.secrets import redact
+
+    try:
+        paths = write()
+    except (BiasauditError, ImportError, OSError, ValueError) as error:
+        click.echo(f"warning: no report written: {redact(str(error))}", err=True)
+        return
+    for path in paths:
+        if path.suffix == ".html":
+            click.echo(f"report: {path}", err=True)
+
+
+def _replay_command(reports_errors: Decorator) -> click.Command:
+    @click.command("replay")
+    @click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
+    @click.option(
+        "--cache",
+        "cache_path",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="Cache file [default: the run's, else one next to the run directory].",
+    )
+    @click.option(
+        "--runs-dir",
+        type=click.Path(path_type=Path),
+        help="Where the replay's run goes [default: beside the original].",
+    )
+    @_NO_REPORT
+    @reports_errors
+    def replay(
+        run_dir: Path, cache_path: Path | None, runs_dir: Path | None, no_report: bool = False
+    ) -> None:
+        """Rebuild a run's scores, metrics and table from the cache; sends nothing.
+
+        Works for allocation, grade-score, ruted and fanout runs. The replay is
+        a new run (its manifest names the original in 'replay_of'); it checks
+        that the metrics come out as the original's. Exit status: 0 reproduced,
+        1 the metrics differ, 2 something is missing (named).
+        """
+        from biasaudit.replay import replay_run
+
+        result = replay_run(
+            run_dir, cache=cache_path, runs_dir=runs_dir, command=["biasaudit", *sys.argv[1:]]
+        )
+        from biasaudit.kinds.registry import read_metrics
+        from biasaudit.reports.rich_tables import audit_view, echo_table
+
+        echo_table(
+            result.table,
+            None
+            if result.kind == "fanout"
+            else lambda: audit_view(read_metrics(result.run_dir, result.kind), result.run_dir),
+        )
+        if result.differences:
+            shown = ", ".join(result.differences[:10])
+            more = len(result.differences) - 10
+            shown += f" and {more} more" if more > 0 else ""
+            click.echo(f"replay: differs from {run_dir} at {shown}", err=True)
+        else:
+            what = "responses" if result.kind == "fanout" else "metrics"
+            click.echo(f"replay: {what} identical to {run_dir} (request counts aside)")
+        if not no_report and result.kind in _REPORTED_KINDS:
+            from biasaudit.reports.html import write_report
+
+            _write_reports(lambda: write_report(result.run_dir))
+        click.echo(f"run: {result.run_dir}")
+        sys.exit(result.exit_code)
+
+    return replay
+
+
+def _compare_command(reports_errors: Decorator) -> click.Command:
+    @click.command("compare")
+    @click.argument("run_a", type=click.Path(file_okay=False, path_type=Path))
+    @click.argument("run_b", type=click.Path(file_okay=False, path_type=Path))
+    @click.option(
+        "--alpha",
+        default=0.05,
+        show_default=True,
+        type=click.FloatRange(0, 1),
+        help="Level of the Holm-adjusted tests of no change.",
+    )
+    @click.option(
+        "--bootstrap",
+        default=1000,
+        show_default=True,
+        type=click.IntRange(100),
+        help="Bootstrap replicates of the score-based figures.",
+    )
+    @click.option("--all", "show_all", is_flag=True, help="Show every figure, changed or not.")
+    @click.option(
+        "--json",
+        "json_path",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="Also write the comparison, every test included, to this JSON file.",
+    )
+    @click.option(
+        "--report-dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        help="Where compare.json and report.html / report.md go "
+        "[default: a new folder beside RUN_B].",
+    )
+    @click.option("--no-report", is_flag=True, help="Print the comparison only; write no folder.")
+    @click.option(
+        "--allow-different-settings",
+        is_flag=True,
+        help="Give a verdict even when the runs asked differently (prompt, items, method, "
+        "scoring path, seeds); the verdict names the differences.",
+    )
+    @reports_errors
+    def compare(
+        run_a: Path,
+        run_b: Path,
+        alpha: float,
+        bootstrap: int,
+        show_all: bool,
+        json_path: Path | None,
+        report_dir: Path | None = None,
+        no_report: bool = False,
+        allow_different_settings: bool = False,
+    ) -> None:
+        """What changed from RUN_A to RUN_B, with significance.
+
+        Model versions and system fingerprints the endpoints reported; for each
+        figure (per group for allocation runs) the difference B - A with its 95%
+        interval and a test of no change, Holm-adjusted; and a verdict: no change,
+        changed, or model version changed without measurable change. Runs that
+        asked differently (prompt, items, method, ...) get no verdict unless
+        --allow-different-settings. Unless --no-report, writes compare.json,
+        report.html and report.md into a new folder beside RUN_B (named on
+        stderr). Exit status 0.
+        """
+        from biasaudit.reports.compare import compare_runs, comparison_lines, write_comparison
+
+        comparison = compare_runs(
+            run_a, run_b, alpha=alpha, bootstrap=bootstrap,
+            allow_different_settings=allow_different_settings,
+        )  # fmt: skip
+        from biasaudit.reports.rich_tables import comparison_view, echo_table
+
+        lines = comparison_lines(comparison, show_all=show_all)
+        echo_table(lines, lambda: comparison_view(comparison, show_all=show_all))
+        if json_path is not None:
+            write_comparison(comparison, json_path)
+        if not no_report:
+            from biasaudit.reports.html import write_compare_report
+
+            _write_reports(lambda: write_compare_report(comparison, report_dir=report_dir))
+
+    return compare
+
+
+def _reaudit_command(reports_errors: Decorator) -> click.Command:
+    @click.command("reaudit")
+    @click.argument(
+        "spec_file", metavar="SPEC.yaml", type=click.Path(dir_okay=False, path_type=Path)
+    )
+    @click.option(
+        "--history",
+        type=click.Path(file_okay=False, path_type=Path),
+        help="Runs folder holding the past runs [default: the spec's runs_dir].",
+    )
+    @click.option(
+        "--fail-on",
+        type=click.Choice(["drift", "version", "any"]),
+        help="Exit 3 when a figure changed, the model version changed, or either.",
+    )
+    @click.option(
+        "--alpha",
+        default=0.05,
+        show_default=True,
+        type=click.FloatRange(0, 1),
+        help="Level of the Holm-adjusted tests of no change.",
+    )
+    @_NO_REPORT
+    @reports_errors
+    def reaudit(
+        spec_file: Path,
+        history: Path | None,
+        fail_on: str | None,
+        alpha: float,
+        no_report: bool = False,
+    ) -> None:
+        """Run SPEC.yaml afresh and compare it with its latest run in the history.
+
+        The model is asked again (cached answers are not read, new ones are
+        stored); the comparison is printed and kept in the new run as
+        compare.json, with the run's report.html and the comparison's
+        compare.html (unless --no-report). Exit status: 0, 1 some requests failed, 2 bad spec,
+        3 the --fail-on condition was met (for cron or a CI schedule).
+        """
+        from biasaudit.reports.compare import comparison_lines
+        from biasaudit.reports.history import FailOn
+        from biasaudit.reports.history import reaudit as run_reaudit
+
+        result = run_reaudit(
+            spec_file,
+            history=history,
+            fail_on=cast("FailOn | None", fail_on),
+            alpha=alpha,
+            command=["biasaudit", *sys.argv[1:]],
+        )
+        from biasaudit.reports.rich_tables import audit_view, comparison_view, echo_table
+
+        finished = result.finished
+        echo_table(finished.table, lambda: audit_view(finished.metrics, finished.run_dir))
+        click.echo("")
+        if result.comparison is None:
+            click.echo("baseline: none (the first completed run of this spec here)")
+        else:
+            click.echo(f"baseline: {result.baseline}")
+            comparison = result.comparison
+            echo_table(comparison_lines(comparison), lambda: comparison_view(comparison))
+        if result.alert:
+            click.echo(f"alert: --fail-on {fail_on} met", err=True)
+        if not no_report and (result.finished.run_dir / "metrics.json").is_file():
+            from biasaudit.reports.html import write_report
+
+            _write_reports(lambda: write_report(result.finished.run_dir))
+        click.echo(f"run: {result.finished.run_dir}")
+        sys.exit(result.exit_code)
+
+    return reaudit
+
+
+def _history_command(reports_errors: Decorator) -> click.Command:
+    @click.command("history")
+    @click.option(
+        "--spec",
+        "spec_file",
+        metavar="SPEC.yaml",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="Only the runs of this spec (its runs_dir, unless --runs-dir).",
+    )
+    @click.option(
+        "--runs-dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        help="The runs folder [default: the spec's runs_dir, else runs].",
+    )
+    @reports_errors
+    def history(spec_file: Path | None, runs_dir: Path | None) -> None:
+        """Past audit runs, oldest first: date, status, model versions, headline figures."""
+        from biasaudit.reports.history import list_history
+        from biasaudit.spec import load_spec
+
+        spec = load_spec(spec_file) if spec_file is not None else None
+        folder = runs_dir or (spec.runs_dir if spec is not None else Path("runs"))
+        entries = list_history(folder, spec)
+        if not entries:
+            click.echo(f"no audit runs in {folder}" + (" of this spec" if spec else ""))
+            return
+        from biasaudit.reports.history import history_table
+        from biasaudit.reports.rich_tables import echo_table, history_view
+
+        echo_table(history_table(entries), lambda: history_view(entries))
+
+    return history

@@ -1,0 +1,216 @@
+"""``biasaudit fanout``: send a file of prompts to a model and keep every answer.
+
+The command-line face of the engine; audits use the same pieces from Python.
+Input is JSONL, one request per line::
+
+    {"id": "q1", "messages": [{"role": "user", "content": "..."}], "params": {"logprobs": true}}
+    {"id": "q2", "prompt": "The nurse said that", "params": {"max_tokens": 1, "logprobs": 5}}
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from pydantic import ValidationError
+
+from biasaudit.engine.loop import run_async
+from biasaudit.engine.session import RunSession
+from biasaudit.engine.types import EngineSettings
+from biasaudit.errors import BiasauditError, InputError, UsageError
+from biasaudit.providers import ModelRequest, resolve_model
+from biasaudit.secrets import public_headers, redact_urls
+from biasaudit.store.runs import RunResult
+from biasaudit.textfiles import brief, text_lines
+
+__all__ = ["FanoutOptions", "FanoutResult", "fanout", "read_prompts", "run_fanout"]
+
+
+@dataclass(frozen=True)
+class FanoutOptions:
+    """Everything ``biasaudit fanout`` takes besides the input file."""
+
+    model: str
+    base_url: str | tuple[str, ...] | None = None  # several: replicas of one model
+    api_key_env: str | None = None
+    headers: dict[str, str] | None = None  # values "$NAME" come from the environment
+    concurrency: int = 16
+    rpm: float | None = None
+    max_retries: int = 6
+    timeout: float = 60.0
+    runs_dir: Path = Path("runs")
+    cache_path: Path | None = None
+    replay: bool = False
+    workers: int = 1
+    batch: bool = False
+    batch_poll: float = 5.0
+    command: Sequence[str] = field(default_factory=lambda: list(sys.argv))
+
+    @property
+    def resolved_cache_path(self) -> Path:
+        return self.cache_path or Path(self.runs_dir) / "cache.sqlite"
+
+    def engine_settings(self) -> EngineSettings:
+        return EngineSettings(
+            concurrency=self.concurrency,
+            rpm=self.rpm,
+            max_retries=self.max_retries,
+            timeout=self.timeout,
+            replay=self.replay,
+            workers=self.workers,
+            batch=self.batch,
+            batch_poll=self.batch_poll,
+        )
+
+
+@dataclass(frozen=True)
+class FanoutResult(RunResult):
+    """A finished fan-out: its run directory and manifest."""
+
+
+def read_prompts(path: str | Path) -> list[ModelRequest]:
+    """Parse a prompts JSONL file, naming the line and field of the first problem.
+
+    Raises
+    ------
+    InputError
+        A line that is not JSON, not an object, misses ``id`` or an input,
+        has a bad parameter, or repeats an (``id``, ``replicate``) pair.
+    """
+    return [request for _, request in read_prompt_lines(path)]
+
+
+def read_prompt_lines(path: str | Path) -> list[tuple[int, ModelRequest]]:
+    """:func:`read_prompts`, each request with the number of its line."""
+    found: list[tuple[int, ModelRequest]] = []
+    seen: dict[tuple[str, int], int] = {}
+    name = str(path)
+    for number, line in text_lines(path, "prompts"):
+        if not line.strip():
+            continue
+        request = _parse_line(name, number, line)
+        pair = (request.id, request.replicate)
+        if pair in seen:
+            raise InputError(
+                name, number, "id",
+                f"id {brief(request.id)} with replicate {request.replicate} "
+                f"already appears on line {seen[pair]}",
+            )  # fmt: skip
+        seen[pair] = number
+        found.append((number, request))
+    if not found:
+        raise UsageError(f"{name} holds no prompts")
+    return found
+
+
+def _parse_line(name: str, number: int, line: str) -> ModelRequest:
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise InputError(name, number, None, f"not valid JSON ({error.msg})") from None
+    except RecursionError:
+        raise InputError(name, number, None, "not valid JSON (nested too deeply)") from None
+    if not isinstance(data, dict):
+        raise InputError(name, number, None, "each line must be a JSON object")
+    if isinstance(data.get("id"), int):
+        data["id"] = str(data["id"])
+    try:
+        return ModelRequest.model_validate(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or None
+        problem = str(first["msg"]).removeprefix("Value error, ")
+        if first["type"] == "extra_forbidden":
+            problem = "unknown field (allowed: id, messages, prompt, params, replicate)"
+        if first["type"] == "missing":
+            problem = "required"
+        raise InputError(name, number, where, problem) from None
+
+
+def fanout(
+    input_path: str | Path, options: FanoutOptions, *, stderr: TextIO | None = None
+) -> FanoutResult:
+    """Read prompts from ``input_path`` and run them; see :func:`run_fanout`."""
+    numbered = read_prompt_lines(input_path)
+    requests = [request for _, request in numbered]
+    lines = [number for number, _ in numbered]
+    return run_async(
+        run_fanout(requests, options, stderr=stderr, input_path=Path(input_path), lines=lines)
+    )
+
+
+async def run_fanout(
+    requests: Sequence[ModelRequest],
+    options: FanoutOptions,
+    *,
+    stderr: TextIO | None = None,
+    input_path: Path | None = None,
+    lines: Sequence[int] | None = None,
+) -> FanoutResult:
+    """Send ``requests`` to ``options.model`` and write a run directory.
+
+    The provider (and its API key) is resolved before the run directory exists,
+    so a configuration error leaves nothing behind and sends nothing. Interrupts
+    (Ctrl-C, SIGTERM) mark the run ``interrupted`` and re-raise; what arrived is
+    already in the cache.
+    """
+    provider = resolve_model(
+        options.model,
+        base_url=options.base_url,
+        api_key_env=options.api_key_env,
+        max_connections=options.concurrency,
+        need_key=not options.replay,
+        headers=options.headers,
+    )
+    session = RunSession.open(
+        "fanout",
+        provider,
+        options.engine_settings(),
+        runs_dir=options.runs_dir,
+        cache_path=options.resolved_cache_path,
+        command=options.command,
+        requests=requests,
+        name_request=_line_namer(input_path, lines),
+    )
+    try:
+        session.run.write_json("spec.json", _spec(options, input_path))
+        session.run.write_lines(
+            "inputs.jsonl",
+            [r.model_dump(mode="json", exclude_none=True, exclude_defaults=True) for r in requests],
+        )
+        await session.send(requests, stderr=stderr, label="fanout: ")
+    except (BiasauditError, OSError) as error:
+        raise session.fail(error) from None
+    finally:
+        await session.close()
+    return FanoutResult(session.run.path, session.manifest)
+
+
+def _line_namer(
+    input_path: Path | None, lines: Sequence[int] | None
+) -> Callable[[int, ModelRequest], str] | None:
+    """Names the i-th request by its file and line, when they are known."""
+    if input_path is None or lines is None:
+        return None
+    return lambda index, request: f"{input_path}, line {lines[index]}"
+
+
+def _spec(options: FanoutOptions, input_path: Path | None) -> dict[str, object]:
+    spec: dict[str, object] = {
+        "model": options.model,
+        "base_url": redact_urls(options.base_url),
+        "api_key_env": options.api_key_env,  # the variable's name, never its value
+        "headers": public_headers(options.headers),
+        "settings": asdict(options.engine_settings()),
+        "runs_dir": str(options.runs_dir),
+        "cache_path": str(options.resolved_cache_path),
+    }
+    if input_path is not None:
+        spec["input"] = str(input_path)
+        spec["input_sha256"] = hashlib.sha256(input_path.read_bytes()).hexdigest()
+    return spec

@@ -1,0 +1,2 @@
+"""The audit kinds, one folder each (allocation, grade_score, ruted): spec to run
+directory, metrics, tables, reports and studies; :mod:`.registry` dispatches by kind."""

@@ -1,0 +1,319 @@
+"""Plain-text tables of allocation runs and studies, as the command line prints them.
+
+Every figure is shown with its interval or with the number of candidates,
+pools or points behind it; a simulated model is labelled as such on the
+first line.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import pandas as pd
+
+from biasaudit.kinds.allocation.metrics import AllocationMetrics, GroupMetrics
+from biasaudit.kinds.allocation.study import StudyResult
+from biasaudit.reports.text import (
+    SIMULATED,
+    Block,
+    PlainTable,
+    _interval,
+    _p_value,
+    _percent,
+    _plain,
+    _share,
+    _signed,
+    block_lines,
+)
+
+__all__ = ["allocation_table", "study_blocks", "study_table"]
+
+
+def too_few_units(figures: GroupMetrics) -> bool:
+    """Whether the group or the reference has too few units (names) for an interval."""
+    from biasaudit.metrics import MIN_UNITS
+
+    counts = [n for n in (figures.units, figures.units_reference) if n is not None]
+    return bool(counts) and min(counts) < MIN_UNITS
+
+
+def _gap_too_few(metrics: AllocationMetrics, figures: GroupMetrics) -> bool:
+    """No gap interval for want of units, or of pools compared (pairwise)."""
+    from biasaudit.kinds.allocation.metrics import MIN_POOLS
+
+    selection = metrics.selection
+    few_pools = selection is not None and selection.pool == "given" and selection.rounds < MIN_POOLS
+    return few_pools or too_few_units(figures)
+
+
+def allocation_table(metrics: AllocationMetrics) -> list[str]:
+    """The lines ``biasaudit run`` prints for an allocation audit (without ``run:``)."""
+    lines = _header(metrics)
+    lines += ["", *_score_rows(metrics)]
+    lines += _rate_lines(metrics)
+    if metrics.selection is not None:
+        lines += ["", *_gap_rows(metrics, "dp_gap")]
+        if any(g.eo_gap for g in metrics.groups.values()):
+            lines += ["", *_gap_rows(metrics, "eo_gap")]
+    if metrics.pairwise is not None:
+        lines += ["", _pairwise_line(metrics)]
+    lines += [f"note: {note}" for note in metrics.notes]
+    return lines
+
+
+def _header(metrics: AllocationMetrics) -> list[str]:
+    model = metrics.model + (f" ({SIMULATED})" if metrics.simulated else "")
+    counts, requests = metrics.candidates, metrics.requests
+    reference = metrics.reference_group
+    reference_name = _display_name(metrics, reference)
+    n_reference = next(iter(metrics.groups.values())).n_reference if metrics.groups else 0
+    return [
+        f"{metrics.task} audit of {model}",
+        f"method: {metrics.scoring.describe()}",
+        f"candidates: {counts.total} ({counts.scored} scored, {counts.irregular} with irregular "
+        f"answers, {counts.unscored} unscored); requests: {requests.requests} "
+        f"({requests.sent} sent, {requests.cache_hits} from cache, {requests.failures} failed, "
+        f"{requests.refusals} refused)",
+        f"reference: {reference}{' ' + reference_name if reference_name else ''} "
+        f"(n = {n_reference}); "
+        f"intervals: {metrics.interval_text()}"
+        + ("; conventions: the papers'" if metrics.conventions == "paper" else ""),
+        *([f"qualified: {metrics.qualified_rule}"] if metrics.qualified_rule else []),
+    ]
+
+
+def _rate_lines(metrics: AllocationMetrics) -> list[str]:
+    """Every group's own selection rate at the headline k, and whether the groups differ."""
+    k = str(metrics.headline_k)
+    rates = [
+        f"{group} {_share(r.selection_rate.get(k), r.selection_rate_ci.get(k))}"
+        for group, r in metrics.rates.items()
+        if k in r.selection_rate
+    ]
+    if not rates:
+        return []
+    lines = ["", f"selection rate at k={k}: " + ", ".join(rates)]
+    test = metrics.omnibus.get(k)
+    if test is not None:
+        lines.append(
+            f"do the groups differ at k={k}? p = {_p_value(test.p)} (permutation test of the "
+            f"groups' selection rates, {test.permutations} relabellings)"
+        )
+    return lines
+
+
+def _display_name(metrics: AllocationMetrics, group: str) -> str:
+    name = metrics.group_names.get(group, "")
+    return "" if name == group else name
+
+
+def _score_rows(metrics: AllocationMetrics) -> list[str]:
+    delta = "δ pref" if metrics.method == "pairwise" else "δ mean"
+    lines = [
+        f"{'group':<6} {'':<24} {'n':>6}  {'RABBI [CI]':<25} {'p':>8}  {delta:>7} "
+        f"{'JSD':>6} {'EMD':>6} {'irreg':>6}"
+    ]
+    for group, figures in metrics.groups.items():
+        lines.append(
+            f"{group:<6} {_display_name(metrics, group)[:24]:<24} {figures.n:>6}  "
+            f"{_interval(figures.rabbi, figures.rabbi_ci, too_few=too_few_units(figures)):<25} "
+            f"{_p_value(figures.rabbi_p):>8}  "
+            f"{_signed(figures.avg_gap):>7} {_plain(figures.jsd):>6} {_plain(figures.emd):>6} "
+            f"{figures.irregular:>6}"
+        )
+    return lines
+
+
+def _gap_rows(metrics: AllocationMetrics, kind: str) -> list[str]:
+    selection = metrics.selection
+    assert selection is not None
+    reference = metrics.reference_group
+    if kind == "dp_gap":
+        title = f"ΔDP: selection rate minus {reference}'s"
+        appearances = selection.appearances
+    else:
+        title = f"ΔEO: selection rate of qualified candidates minus {reference}'s"
+        appearances = selection.qualified_appearances or {}
+    lines = [f"{title}, top k of each pool; {_pools(metrics)}", _k_header(metrics)]
+    for group, figures in metrics.groups.items():
+        few = _gap_too_few(metrics, figures)
+        cells = [
+            _interval(_gap(figures, kind, k), _gap_ci(figures, kind, k), too_few=few)
+            for k in range(1, metrics.k_max + 1)
+        ]
+        row = "  ".join(f"{cell:<24}" for cell in cells)
+        lines.append(f"{group:<6} {appearances.get(group, 0):>6}  {row}")
+    return [line.rstrip() for line in lines]
+
+
+def _k_header(metrics: AllocationMetrics) -> str:
+    cells = "  ".join(f"{f'k={k} [CI]':<24}" for k in range(1, metrics.k_max + 1))
+    return f"{'group':<6} {'n':>6}  {cells}"
+
+
+def _pools(metrics: AllocationMetrics) -> str:
+    selection = metrics.selection
+    assert selection is not None
+    if selection.pool == "given":
+        where = f"the {selection.rounds} pools compared, {selection.pool_size} candidates each"
+    else:
+        design = (
+            "one candidate per group" if selection.pool == "one_per_group" else "random candidates"
+        )
+        drawn = "balanced " if selection.draw == "balanced" else ""
+        where = (
+            f"{selection.rounds} {drawn}simulated pools of {selection.pool_size} ({design}) "
+            f"per subtask x {selection.subtasks} subtask{'s' if selection.subtasks != 1 else ''}"
+        )
+    replicates = f"; {selection.bootstrap} bootstrap replicates" if selection.bootstrap else ""
+    return f"{where}; n = pool appearances{replicates}"
+
+
+def _gap(figures: GroupMetrics, kind: str, k: int) -> float | None:
+    values = figures.dp_gap if kind == "dp_gap" else figures.eo_gap
+    return values.get(str(k))
+
+
+def _gap_ci(figures: GroupMetrics, kind: str, k: int) -> Sequence[float] | None:
+    values = figures.dp_gap_ci if kind == "dp_gap" else figures.eo_gap_ci
+    return values.get(str(k))
+
+
+def _pairwise_line(metrics: AllocationMetrics) -> str:
+    stats = metrics.pairwise
+    assert stats is not None
+    return (
+        f"pairwise answers: {stats.n_prompts} prompts over {stats.n_pairs} pairs in "
+        f"{stats.pools} pools; regular {_percent(stats.regular)} ({stats.unparsed} unparsed"
+        f"{f', {stats.refused} of them refused' if stats.refused else ''}), "
+        f"ties {_percent(stats.ties)}, flipped with the order {_percent(stats.flipped)}, "
+        f"inconsistent {_percent(stats.inconsistent)}"
+    )
+
+
+_METRIC_NAMES = {"rabbi": "RABBI", "avg_gap": "δ", "jsd": "JSD |gap|", "emd": "EMD |gap|"}
+_GAP_NAMES = {"dp": "ΔDP", "eo": "ΔEO"}
+
+
+def study_table(result: StudyResult) -> list[str]:
+    """The lines ``biasaudit study`` prints."""
+    return block_lines(study_blocks(result))
+
+
+def study_blocks(result: StudyResult) -> list[Block]:
+    """What was studied, then the tables of predictive validity and of model selection."""
+    runs = result.runs
+    labels = ", ".join(
+        run.label + (" (SIMULATED)" if run.metrics.simulated else "") for run in runs
+    )
+    settings = result.points.groupby(["task", "method", "subtask"]).ngroups
+    header = ["metric", "gap", *(f"k={k}" for k in range(1, result.k_max + 1)), ""]
+    widths = [11, 5, *([17] * result.k_max), 0]
+    validity = [
+        _study_cells(
+            rows,
+            [_correlation(cell.r, cell.p_value) for cell in rows.itertuples()],
+            f"n={int(rows['n'].max())}",
+        )
+        for rows in _by_metric_and_gap(result.correlations)
+    ]
+    selection = [
+        _study_cells(
+            rows,
+            [_plain(cell.ndcg, 2) for cell in rows.itertuples()],
+            f"settings={int(rows['settings'].max())}",
+        )
+        for rows in _by_metric_and_gap(result.selection)
+    ]
+    title = (
+        "predictive validity: Pearson r of each metric with the gap (two-sided p); n = points; "
+        "ΔEO against the metrics on qualified candidates"
+    )
+    return [
+        f"study of {len(runs)} runs: {labels}",
+        f"points: {len(result.points)} (model x subtask x group) in {settings} settings "
+        f"(task, method, subtask); k = 1..{result.k_max}",
+        "",
+        PlainTable(title, header, validity, widths, labels=2),
+        "",
+        PlainTable(_selection_title(result), header, selection, widths, labels=2),
+        *_curve_blocks(result),
+        *_group_blocks(result),
+        *_shape_blocks(result),
+    ]
+
+
+def _curve_blocks(result: StudyResult) -> list[Block]:
+    """NDCG@N for every cutoff the settings allow, at k = 1."""
+    curve = result.ndcg_curve
+    if curve.empty or int(curve["models"].max()) < 2:
+        return []
+    fewest = int(curve["models"].max())
+    curve = curve[(curve["k"] == 1) & (curve["at"] <= fewest)]
+    cutoffs = sorted(curve["at"].unique())
+    rows = [
+        [_METRIC_NAMES[metric], _GAP_NAMES[gap],
+         *(_plain(float(own.loc[own["at"] == at, "ndcg"].iloc[0]), 2) for at in cutoffs)]
+        for (metric, gap), own in curve.groupby(["metric", "gap"], sort=False)
+    ]  # fmt: skip
+    header = ["metric", "gap", *(f"@{at}" for at in cutoffs)]
+    title = f"model selection at k=1: NDCG@N for N = 1..{cutoffs[-1]}"
+    return ["", PlainTable(title, header, rows, [11, 5, *([7] * len(cutoffs))], labels=2)]
+
+
+def _group_blocks(result: StudyResult) -> list[Block]:
+    """Each metric's correlation with ΔDP@1 within each group (the papers' per-group view)."""
+    found = result.group_correlations
+    if found.empty:
+        return []
+    at_one = found[(found["k"] == 1) & (found["gap"] == "dp")]
+    metrics = list(dict.fromkeys(at_one["metric"]))
+    rows = []
+    for group, own in at_one.groupby("group", sort=False):
+        cells = [
+            _correlation(float(r.r), float(r.p_value))
+            for r in own.set_index("metric").loc[metrics].itertuples()
+        ]
+        rows.append([str(group), *cells, f"n={int(own['n'].max())}"])
+    header = ["group", *(_METRIC_NAMES[m] for m in metrics), ""]
+    title = "per group: Pearson r of each metric with ΔDP at k=1 over that group's points (p)"
+    return ["", PlainTable(title, header, rows, [8, *([17] * len(metrics)), 0])]
+
+
+def _shape_blocks(result: StudyResult) -> list[Block]:
+    shapes = result.shapes
+    if shapes.empty:
+        return []
+    rows = [
+        [str(r.model)[:28], str(r.group), str(int(r.n)), _plain(r.mean), _signed(r.skewness),
+         _signed(r.kurtosis)]
+        for r in shapes.itertuples()
+    ]  # fmt: skip
+    header = ["model", "group", "n", "mean", "skewness", "kurtosis"]
+    title = "score distributions: skewness and excess kurtosis per group"
+    return ["", PlainTable(title, header, rows, [29, 8, 7, 8, 10, 10])]
+
+
+def _correlation(r: float, p_value: float) -> str:
+    return "-" if math.isnan(r) else f"{_signed(r, 2)} ({_p_value(p_value)})"
+
+
+def _selection_title(result: StudyResult) -> str:
+    at = int(result.selection["at"].iloc[0]) if len(result.selection) else 0
+    models = int(result.selection["models"].max()) if len(result.selection) else 0
+    if models < 2:
+        return "model selection: needs two or more models in a setting (none here)"
+    return (
+        f"model selection: NDCG@{at} of the models ranked by the RMS over groups of each "
+        f"metric, against the ranking by the gap; mean over settings of {models}+ models"
+    )
+
+
+def _by_metric_and_gap(frame: pd.DataFrame) -> list[pd.DataFrame]:
+    return [rows.sort_values("k") for _, rows in frame.groupby(["metric", "gap"], sort=False)]
+
+
+def _study_cells(rows: pd.DataFrame, cells: list[str], count: str) -> list[str]:
+    first = rows.iloc[0]
+    return [_METRIC_NAMES[first["metric"]], _GAP_NAMES[first["gap"]], *cells, count]

@@ -1,0 +1,1 @@
+"""Grade Score (Iourovitski): an LLM judge's order bias and choice stability."""

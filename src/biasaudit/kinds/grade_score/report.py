@@ -1,0 +1,257 @@
+"""Plain-text tables of Grade Score audits and studies, as the command line prints them.
+
+Every mean is shown with its interval and the number of items behind it; a
+simulated model is labelled as such on the first line (Iourovitski, "Grade
+Score: Quantifying LLM Performance in Option Selection", 2024).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import pandas as pd
+
+from biasaudit.kinds.grade_score.run import GradeScoreMetrics, judge_settings
+from biasaudit.kinds.grade_score.study import SCORES, GradeStudyResult
+from biasaudit.reports.text import SIMULATED, Block, PlainTable, block_lines
+
+__all__ = ["grade_score_table", "grade_study_blocks", "grade_study_table", "unusable_warning"]
+
+_PAPER = "; conventions: the papers' (every item, none usable = 0)"
+# Beyond this many items, the run's table shows the lowest Grade Scores only.
+MAX_ITEM_ROWS = 20
+_LOWEST_SHOWN = 10
+_SCORE_NAMES = {
+    "grade_score": "Grade Score",
+    "entropy": "entropy",
+    "choice": "choice",
+}
+_SCORE_TITLES = {
+    "grade_score": "Grade Score: harmonic mean of the entropy and choice scores",
+    "entropy": "entropy score: 1 = no favourite slot, 0 = always the same slot",
+    "choice": "choice score: share of answers naming the item's most chosen option",
+}
+
+
+def _number(value: float | None, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:.{digits}f}"
+
+
+def _bounds(bounds: Sequence[float] | None, digits: int = 3) -> str:
+    if not bounds:
+        return "-"
+    return f"[{_number(bounds[0], digits)}, {_number(bounds[1], digits)}]"
+
+
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def grade_score_table(metrics: GradeScoreMetrics, items: pd.DataFrame) -> list[str]:
+    """The lines ``biasaudit run grade-score`` prints (without ``run:``).
+
+    ``items`` is the run's ``items.csv``: one row per item.
+    """
+    lines = _header(metrics)
+    warning = unusable_warning(metrics)
+    if warning is not None:
+        lines.insert(1, f"WARNING: {warning}")
+    lines += [
+        "",
+        f"{'score':<12} {'mean':>6}  {100 * metrics.confidence:g}% interval (over items; "
+        f"'-': too few)",
+    ]
+    for score in SCORES:
+        mean, bounds = getattr(metrics, score), getattr(metrics, f"{score}_ci")
+        lines.append(f"{_SCORE_NAMES[score]:<12} {_number(mean):>6}  {_bounds(bounds)}")
+    lines += ["", _slots_line(metrics), *_agreement_lines(metrics)]
+    lines += ["", *_item_rows(metrics, items)]
+    lines += [f"note: {note}" for note in metrics.notes]
+    return [line.rstrip() for line in lines]
+
+
+def _header(metrics: GradeScoreMetrics) -> list[str]:
+    model = metrics.model + (f" ({SIMULATED})" if metrics.simulated else "")
+    options = f"{metrics.n_options} options"
+    if metrics.random_option:
+        options = f"{metrics.n_options - 1} options + 1 unrelated option from another item"
+    orders = {"cyclic": "cyclic orders", "all": "orders (all)"}.get(
+        metrics.permutations, "orders, as given"
+    )
+    replicates = f"{metrics.replicates} replicate{'s' if metrics.replicates != 1 else ''}"
+    requests = metrics.requests
+    return [
+        f"grade-score audit of {model}",
+        f"judge: {judge_settings(metrics)}",
+        f"items: {metrics.items_source}: {metrics.items_total} items x {options}; "
+        f"{metrics.orders} {orders} x {replicates} = {metrics.trials} requests",
+        f"requests: {requests.requests} ({requests.sent} sent, {requests.cache_hits} from cache, "
+        f"{requests.failures} failed, {requests.refusals} refused); answers: {metrics.usable} "
+        f"usable, {metrics.unparsed} unparsed"
+        f"{f' ({metrics.refused} refused)' if metrics.refused else ''}; "
+        f"items scored: {metrics.items}"
+        f"{f' ({metrics.partial} partial, left out)' if metrics.partial else ''}"
+        f"{_PAPER if metrics.conventions == 'paper' else ''}",
+    ]
+
+
+def _slots_line(metrics: GradeScoreMetrics) -> str:
+    bounds: Sequence[Sequence[float] | None] = metrics.position_ci or [None] * len(
+        metrics.position_histogram
+    )
+    cells = "   ".join(
+        f"{slot}: {_share(share)}{_share_bounds(bound)}"
+        for slot, (share, bound) in enumerate(
+            zip(metrics.position_histogram, bounds, strict=True), 1
+        )
+    )
+    line = f"slot chosen   {cells}   (no bias: {_share(1 / metrics.n_options)} each"
+    test = metrics.slot_test
+    if test is None:
+        return line + ")"
+    return (
+        f"{line}; χ² = {test.statistic:.1f}, df {test.df}, p = {_p(test.p)}, n = {test.n} answers)"
+    )
+
+
+def _share_bounds(bounds: Sequence[float] | None) -> str:
+    return "" if not bounds else f" [{_share(bounds[0])}, {_share(bounds[1])}]"
+
+
+def _p(value: float) -> str:
+    return f"{value:.2g}" if value >= 1e-4 else "<0.0001"
+
+
+# A headline that rests on fewer of the answers than this says so first.
+_USABLE_WARNING = 0.8
+
+
+def unusable_warning(metrics: GradeScoreMetrics) -> str | None:
+    """The line that leads a run's headline when many answers named no option."""
+    answered = metrics.trials - metrics.failed
+    if answered <= 0 or metrics.usable >= _USABLE_WARNING * answered:
+        return None
+    share = 1 - metrics.usable / answered
+    return (
+        f"{_share(share)} of the answers named no option (unparsed or refused): the scores "
+        f"below rest on the {metrics.usable} that did, over {metrics.items} complete item(s) "
+        f"of {metrics.items_total}; read them as a judge that mostly did not judge"
+    )
+
+
+def _agreement_lines(metrics: GradeScoreMetrics) -> list[str]:
+    lines = []
+    agreement = metrics.agreement
+    if agreement is not None:
+        bounds = agreement.rate_ci
+        interval = f" [{_share(bounds[0])}, {_share(bounds[1])}]" if bounds else ""
+        lines.append(
+            f"preferred option (people's choice) chosen in {_share(agreement.rate)}{interval} "
+            f"of answers, and most chosen in {_share(agreement.most_chosen)} of "
+            f"{agreement.items} items"
+        )
+    if metrics.random_option_share is not None:
+        lines.append(f"unrelated option chosen in {_share(metrics.random_option_share)} of answers")
+    return lines
+
+
+def _item_rows(metrics: GradeScoreMetrics, items: pd.DataFrame) -> list[str]:
+    shown, title = (
+        items,
+        "per item (slots: answers naming slot 1..n, slot 1 shown first; options by index)",
+    )
+    if len(items) > MAX_ITEM_ROWS:
+        shown = items.sort_values("grade", na_position="first").head(_LOWEST_SHOWN)
+        title = (
+            f"the {_LOWEST_SHOWN} items of lowest Grade Score of {len(items)} (all in items.csv)"
+        )
+    width = max(12, min(28, int(items["item_id"].astype(str).str.len().max())))
+    lines = [
+        title,
+        f"{'item':<{width}} {'grade':>6} {'entropy':>7} {'choice':>6} {'unparsed':>8}  "
+        f"{'slots':<{2 * metrics.n_options + 2}} {'most chosen':<12} preferred",
+    ]
+    for row in shown.itertuples(index=False):
+        slots = " ".join(str(getattr(row, f"pos_{s}")) for s in range(1, metrics.n_options + 1))
+        preferred = "-" if pd.isna(row.preferred) else str(row.preferred)
+        most = "-" if pd.isna(row.most_chosen) else str(row.most_chosen)
+        lines.append(
+            f"{str(row.item_id)[:width]:<{width}} {_number(row.grade):>6} "
+            f"{_number(row.entropy):>7} {_number(row.choice):>6} {row.unparsed:>8}  "
+            f"{slots:<{2 * metrics.n_options + 2}} {most:<12} {preferred}"
+        )
+    return lines
+
+
+def grade_study_table(result: GradeStudyResult) -> list[str]:
+    """The lines ``biasaudit study`` prints for Grade Score runs."""
+    return block_lines(grade_study_blocks(result))
+
+
+def grade_study_blocks(result: GradeStudyResult) -> list[Block]:
+    """What was studied, then a table of each score by model and setting."""
+    runs = result.runs
+    labels = ", ".join(
+        dict.fromkeys(run.label + (" (SIMULATED)" if run.metrics.simulated else "") for run in runs)
+    )
+    blocks: list[Block] = [f"Grade Score study of {len(runs)} runs: {labels}"]
+    blocks += _settings_lines(result)
+    header = ["model", *(_setting_name(prompt, random) for prompt, random in result.settings)]
+    models = list(dict.fromkeys(result.table["model"]))
+    widths = [max(12, *(len(model) for model in models)) + 2, *([18] * len(result.settings))]
+    for score in SCORES:
+        title = f"{_SCORE_TITLES[score]}; mean ± half the {_level(result)} interval"
+        rows = [
+            [model, *(_cell(result.table, model, setting, score) for setting in result.settings)]
+            for model in models
+        ]
+        blocks += ["", PlainTable(title, header, rows, widths)]
+    return blocks
+
+
+def _level(result: GradeStudyResult) -> str:
+    levels = {run.metrics.confidence for run in result.runs}
+    return "/".join(f"{100 * level:g}%" for level in sorted(levels))
+
+
+def _settings_lines(result: GradeStudyResult) -> list[str]:
+    lines = []
+    for name, values in _described(result).items():
+        lines.append(f"{name}: {'; '.join(values)}")
+    return lines
+
+
+def _described(result: GradeStudyResult) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {"items": [], "asked": []}
+    for run in result.runs:
+        m = run.metrics
+        items = f"{m.items_source} ({m.items_total} items)"
+        temperature = "imported" if m.temperature is None else f"{m.temperature:g}"
+        asked = f"{m.permutations} orders x {m.replicates} replicate(s), temperature {temperature}"
+        for key, value in (("items", items), ("asked", asked)):
+            if value not in found[key]:
+                found[key].append(value)
+    return found
+
+
+def _setting_name(prompt: str, random: bool) -> str:
+    name = f"prompt {prompt}" if len(prompt) <= 8 else f"prompt {prompt[-8:]}"
+    return name + (" +random" if random else "")
+
+
+def _cell(table: pd.DataFrame, model: str, setting: tuple[str, bool], score: str) -> str:
+    prompt, random = setting
+    rows = table[
+        (table["model"] == model) & (table["prompt"] == prompt) & (table["random_option"] == random)
+    ]
+    if rows.empty or rows.iloc[0][score] is None or pd.isna(rows.iloc[0][score]):
+        return "-"
+    row = rows.iloc[0]
+    bounds = row[f"{score}_ci"]
+    if bounds is None or (isinstance(bounds, float) and math.isnan(bounds)):
+        return f"{row[score]:.3f} (too few: n={row['items']})"
+    half = (bounds[1] - bounds[0]) / 2
+    return f"{row[score]:.3f} ±{half:.3f}"

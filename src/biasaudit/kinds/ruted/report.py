@@ -1,0 +1,245 @@
+"""Plain-text tables of RUTEd audits and studies, as the command line prints them.
+
+Every metric is shown with its 95% interval (a point, for probabilities
+read from logprobs) and with the occupations and replicates behind it; a
+simulated model is labelled as such on the first line.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import pandas as pd
+
+from biasaudit.kinds.ruted.metrics import METRICS, ContextMetrics, RutedMetrics
+from biasaudit.kinds.ruted.study import RutedStudyResult
+from biasaudit.reports.text import (
+    SIMULATED,
+    Block,
+    PlainTable,
+    _p_value,
+    _plain,
+    _signed,
+    block_lines,
+)
+
+__all__ = ["ruted_study_blocks", "ruted_study_table", "ruted_table"]
+
+_WIDTH = 27
+
+
+def _interval(metric: str, point: float | None, bounds: Sequence[float] | None) -> str:
+    show = _plain if metric == "neutrality" else _signed
+    if point is None or bounds is None:
+        return show(point)
+    return f"{show(point)} [{show(bounds[0])}, {show(bounds[1])}]"
+
+
+def ruted_table(metrics: RutedMetrics) -> list[str]:
+    """The lines ``biasaudit run ruted`` prints (without ``run:``)."""
+    model = metrics.model + (f" ({SIMULATED})" if metrics.simulated else "")
+    requests = metrics.requests
+    lines = [
+        f"ruted audit of {model}",
+        f"occupations: {metrics.occupations} ({metrics.male_majority} male-majority) "
+        f"from {metrics.occupations_source}",
+    ]
+    standard = metrics.contexts.get("standard")
+    imported = metrics.temperature is None
+    if standard is not None and not imported:
+        how = _how(standard, metrics.replicates)
+        lines.append(f'standard: next word after "The {{occupation}} is", {how}')
+    long_form = [c for c in metrics.contexts if c != "standard"]
+    if imported:
+        lines.append(
+            f"{', '.join(metrics.contexts)}: outputs imported with biasaudit score "
+            "(no request was sent)"
+        )
+    elif long_form:
+        templates = ", ".join(map(str, metrics.templates))
+        lines.append(
+            f"{', '.join(long_form)}: {metrics.replicates} texts per occupation and template "
+            f"(templates {templates}; temperature {metrics.temperature:g}), "
+            "labelled by their he/she pronouns"
+        )
+    lines += [
+        f"requests: {requests.requests} ({requests.sent} sent, {requests.cache_hits} from cache, "
+        f"{requests.failures} failed, {requests.refusals} refused); intervals: "
+        f"{100 * metrics.confidence:g}% normal (folded normal for neutrality)"
+        + (
+            "; conventions: the paper's (ties counted female)"
+            if metrics.conventions == "paper"
+            else ""
+        ),
+        "",
+        f"{'context':<9} {'occ':>4} {'gendered':>9} {'dropped':>8}  "
+        + "".join(f"{f'{m} [CI]':<{_WIDTH}}" for m in METRICS).rstrip(),
+    ]
+    lines += [_context_row(name, figures) for name, figures in metrics.contexts.items()]
+    lines += _bounds_rows(metrics)
+    lines += similarity_lines(metrics)
+    lines += [f"note: {note}" for note in metrics.notes]
+    return lines
+
+
+def similarity_lines(metrics: RutedMetrics) -> list[str]:
+    """The mode-collapse check (RUTEd §4.4), one line per long-form context, where it ran."""
+    found = {name: f.similarity for name, f in metrics.contexts.items() if f.similarity}
+    if not found:
+        return []
+    lines = [
+        "",
+        f"replicate similarity (mode-collapse check, {metrics.mode_collapse}): mean cosine "
+        "similarity of one prompt's texts; 1 = every replicate the same text",
+    ]
+    for name, figures in found.items():
+        low, high = figures.within_ci or (math.nan, math.nan)
+        interval = f" [{low:.2f}, {high:.2f}]" if figures.within_ci else " (too few)"
+        between = "-" if figures.between is None else f"{figures.between:.2f}"
+        lines.append(
+            f"{name:<9} {figures.occupations:>4}  within occupation {figures.within:.2f}"
+            f"{interval}, between occupations {between} ({figures.texts} texts)"
+        )
+    return lines
+
+
+def _how(standard: ContextMetrics, replicates: int) -> str:
+    if standard.source == "sampled next words":
+        return f"from {replicates} sampled first words per occupation (no logprobs: estimated)"
+    if standard.source == "continuation logprobs":
+        return "from continuation logprobs: every listed word scored whole, as the paper does"
+    coverage = (
+        ""
+        if standard.coverage is None
+        else (
+            f"; listed words' mass seen: {100 * standard.coverage:.1f}% "
+            f"(lowest occupation {100 * (standard.coverage_min or 0):.1f}%)"
+        )
+    )
+    return f"from {standard.source} (top {standard.top_logprobs}){coverage}"
+
+
+def _context_row(name: str, figures: ContextMetrics) -> str:
+    logprobs = figures.source.endswith("logprobs")
+    gendered = "-" if logprobs else str(figures.gendered)
+    dropped = "-" if logprobs else str(figures.dropped)
+    cells = "".join(
+        f"{_interval(m, getattr(figures, m), getattr(figures, f'{m}_ci')):<{_WIDTH}}"
+        for m in METRICS
+    )
+    return f"{name:<9} {figures.occupations:>4} {gendered:>9} {dropped:>8}  {cells}".rstrip()
+
+
+def _bounds_rows(metrics: RutedMetrics) -> list[str]:
+    lines = []
+    for name, figures in metrics.contexts.items():
+        if not figures.partly_covered or figures.skew_bounds is None:
+            continue
+        cells = "".join(
+            f"{_interval(m, getattr(figures, m), getattr(figures, f'{m}_bounds')):<{_WIDTH}}"
+            for m in METRICS
+        )
+        lines.append(f"{name + ' bounds':<34}{cells}".rstrip())
+    if lines:
+        lines.insert(0, "bounds: what the probability unseen among the top-N alternatives allows")
+    return lines
+
+
+def ruted_study_table(result: RutedStudyResult) -> list[str]:
+    """The lines ``biasaudit study`` prints for RUTEd runs."""
+    return block_lines(ruted_study_blocks(result))
+
+
+def ruted_study_blocks(result: RutedStudyResult) -> list[Block]:
+    """What was studied, each metric by model and context, and the rank correlations."""
+    labels = [run.label + (" (SIMULATED)" if run.metrics.simulated else "") for run in result.runs]
+    models = len(result.runs)
+    if models < 3:
+        caveat = "; rank correlations need 3 or more models"
+    elif models < 10:
+        caveat = "; p-values from the t approximation are rough below 10 models"
+    else:
+        caveat = ""
+    blocks: list[Block] = [
+        f"RUTEd study of {models} runs: {', '.join(labels)}",
+        f"contexts: {', '.join(result.contexts)}{caveat}",
+    ]
+    width = max(12, *(len(str(label)) + 2 for label in result.values.index))
+    for metric in METRICS:
+        show = _plain if metric == "neutrality" else _signed
+        rows = [
+            [str(label), *(show(row[(metric, c)]) for c in result.contexts)]
+            for label, row in result.values.iterrows()
+        ]
+        header = ["model", *result.contexts]
+        widths = [width, *([12] * len(result.contexts))]
+        blocks += ["", PlainTable(f"{metric} by model and context", header, rows, widths)]
+    others = [c for c in result.contexts if c != "standard"]
+    if "standard" in result.contexts and others:
+        title = (
+            "Spearman rank correlation with the standard test (Lum et al., Table 1); "
+            f"rho (two-sided p), n = {models} models"
+        )
+        blocks += ["", _correlation_table(title, others, result.with_standard)]
+    if len(others) > 1:
+        pairs = result.between_contexts[result.between_contexts["metric"] == METRICS[0]]
+        names = [f"{a}~{b}" for a, b in zip(pairs["first"], pairs["second"], strict=True)]
+        title = (
+            "Spearman rank correlation between contexts (Lum et al., Table 2); rho (two-sided p)"
+        )
+        blocks += ["", _correlation_table(title, names, result.between_contexts)]
+    if "standard" in result.contexts and others:
+        blocks += ["", _selection_table(result, others, models)]
+    return blocks
+
+
+def _correlation_table(title: str, names: list[str], frame: pd.DataFrame) -> PlainTable:
+    """rho (two-sided p) of each metric in each column, as ``frame`` lists them, and a last
+    row of their mean over the three metrics (the paper's Table 2 averages them)."""
+    rows = []
+    for metric in METRICS:
+        found = frame[frame["metric"] == metric]
+        cells = [
+            "-" if math.isnan(r) else f"{_signed(r, 2)} ({_p_value(p)})"
+            for r, p in zip(found["rho"], found["p_value"], strict=True)
+        ]
+        rows.append([metric, *cells])
+    means = metric_means(frame)
+    rows.append(["mean of 3", *("-" if math.isnan(r) else _signed(r, 2) for r in means)])
+    return PlainTable(title, ["metric", *names], rows, [12, *([18] * len(names))])
+
+
+def metric_means(frame: pd.DataFrame) -> list[float]:
+    """Per column (context, or context pair), the mean rho over the three metrics, as Lum et
+    al. average them in their Table 2; NaN where no metric has a rho."""
+    by_metric = [frame[frame["metric"] == m]["rho"].to_numpy(float) for m in METRICS]
+    stacked = pd.DataFrame(by_metric)
+    return [float(v) for v in stacked.mean(axis=0, skipna=True)]
+
+
+def _selection_table(result: RutedStudyResult, others: list[str], models: int) -> PlainTable:
+    table = result.least_biased
+    grid: list[list[str]] = []
+    agreed = total = 0
+    for metric in METRICS:
+        rows = table[table["metric"] == metric].set_index("context")
+        cells = [metric, rows.loc["standard", "models"] or "-"]
+        for context in others:
+            agrees = rows.loc[context, "agrees"]
+            total += 1
+            agreed += bool(agrees)
+            mark = "same" if agrees else "differs"
+            cells.append(f"{rows.loc[context, 'models'] or '-'} ({mark})")
+        grid.append(cells)
+    heading = ["metric", "standard", *others]
+    widths = [max(len(row[i]) for row in [heading, *grid]) + 2 for i in range(len(heading))]
+    title = (
+        "least biased model (lowest neutrality, |skew|, |stereotype|): the standard test's "
+        "pick, and whether each context agrees"
+    )
+    summary = (
+        f"the standard test's pick is the least biased in {agreed} of {total} "
+        f"(metric, context) pairs; chance alone: 1 in {models}"
+    )
+    return PlainTable(title, heading, grid, widths, labels=len(heading), notes=[summary])

@@ -1,0 +1,229 @@
+"""Scheduled re-audits: ``biasaudit reaudit SPEC.yaml`` and ``biasaudit history``.
+
+A history is a runs folder. Runs of one spec are recognised by the spec's
+identity: a hash of its resolved fields without those that only say how to
+run (where runs and the cache go, replay, fresh, concurrency, rate, retries,
+timeout, workers), so a re-audit with other limits still finds its baseline.
+
+``reaudit`` runs the spec afresh (``fresh``: the cache is not read, so a new
+provider version is actually asked; the answers are still stored), compares
+the new run with the latest completed run of the same spec in the history
+(:func:`biasaudit.reports.compare.compare_runs`), writes the comparison into the new
+run as ``compare.json``, and says whether to fail: ``--fail-on drift`` when a
+figure changed, ``version`` when the reported model version did, ``any`` for
+either.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal, TextIO
+
+from pydantic import ValidationError
+
+from biasaudit.errors import UsageError
+from biasaudit.kinds.registry import AUDIT_KINDS, FinishedAudit, read_metrics, run_spec
+from biasaudit.reports.compare import Comparison, compare_runs, write_comparison
+from biasaudit.spec import AuditSpec, load_spec, parse_spec
+from biasaudit.store.runs import read_manifest
+
+__all__ = [
+    "DRIFT_EXIT_CODE",
+    "HISTORY_COLUMNS",
+    "FailOn",
+    "HistoryEntry",
+    "ReauditResult",
+    "history_table",
+    "latest_baseline",
+    "list_history",
+    "reaudit",
+    "spec_identity",
+]
+
+FailOn = Literal["drift", "version", "any"]
+DRIFT_EXIT_CODE = 3
+"""Exit status of a re-audit whose comparison met its ``--fail-on`` condition."""
+_HOW_TO_RUN = frozenset(
+    {"runs_dir", "cache", "replay", "fresh", "concurrency", "rpm", "max_retries", "timeout",
+     "workers"}
+)  # fmt: skip
+
+
+def spec_identity(spec: AuditSpec) -> str:
+    """12 hex digits that stay the same for every run of one audit (see the module docstring)."""
+    fields = {k: v for k, v in spec.model_dump(mode="json").items() if k not in _HOW_TO_RUN}
+    blob = json.dumps(fields, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One run in a history."""
+
+    run_dir: Path
+    started_at: datetime
+    kind: str
+    status: str
+    model: str
+    versions: tuple[str, ...]
+    fingerprints: tuple[str, ...]
+    spec_id: str | None
+    replay_of: str | None
+    headline: str
+
+
+def list_history(runs_dir: Path, spec: AuditSpec | None = None) -> list[HistoryEntry]:
+    """Every audit run in ``runs_dir`` (of ``spec`` only, if given), oldest first."""
+    wanted = spec_identity(spec) if spec is not None else None
+    entries = []
+    for manifest_path in sorted(runs_dir.glob("*/manifest.json")):
+        entry = _entry(manifest_path.parent)
+        if entry is not None and (wanted is None or entry.spec_id == wanted):
+            entries.append(entry)
+    return sorted(entries, key=lambda e: e.started_at)
+
+
+HISTORY_COLUMNS = ("started (UTC)", "kind", "status", "model version", "headline", "run")
+
+
+def history_table(entries: Sequence[HistoryEntry]) -> list[str]:
+    """The lines ``biasaudit history`` prints: one run a line, under a header."""
+    lines = [
+        f"{'started (UTC)':<17} {'kind':<12} {'status':<10} {'model version':<30} headline  run"
+    ]
+    for started, kind, status, version, headline, run in map(_history_cells, entries):
+        lines.append(f"{started} {kind:<12} {status:<10} {version:<30} {headline}  {run}")
+    return lines
+
+
+def _history_cells(entry: HistoryEntry) -> tuple[str, str, str, str, str, str]:
+    """An entry's cells under :data:`HISTORY_COLUMNS`."""
+    version = ", ".join(entry.versions) or "-"
+    if entry.fingerprints:
+        version += f" [{', '.join(entry.fingerprints)}]"
+    replay = " (replay)" if entry.replay_of else ""
+    return (
+        f"{entry.started_at:%Y-%m-%d %H:%M}",
+        entry.kind,
+        entry.status,
+        version,
+        entry.headline + replay,
+        entry.run_dir.name,
+    )
+
+
+def latest_baseline(runs_dir: Path, spec: AuditSpec) -> Path | None:
+    """The latest completed, non-replay run of ``spec`` with metrics, if any."""
+    for entry in reversed(list_history(runs_dir, spec)):
+        usable = entry.status == "completed" and (entry.run_dir / "metrics.json").is_file()
+        if usable and entry.replay_of is None:
+            return entry.run_dir
+    return None
+
+
+def _entry(run_dir: Path) -> HistoryEntry | None:
+    try:
+        manifest = read_manifest(run_dir)
+    except UsageError:
+        return None
+    if manifest.kind not in AUDIT_KINDS:
+        return None
+    return HistoryEntry(
+        run_dir=run_dir,
+        started_at=manifest.started_at,
+        kind=manifest.kind,
+        status=manifest.status,
+        model=f"{manifest.endpoint.get('provider')}/{manifest.endpoint.get('model')}",
+        versions=tuple(sorted(manifest.model_versions)),
+        fingerprints=tuple(sorted(manifest.system_fingerprints)),
+        spec_id=_run_spec_id(run_dir),
+        replay_of=manifest.replay_of,
+        headline=_headline(run_dir, manifest.kind),
+    )
+
+
+def _run_spec_id(run_dir: Path) -> str | None:
+    try:
+        data = json.loads((run_dir / "spec.json").read_text(encoding="utf-8"))
+        return spec_identity(parse_spec(data))
+    except (OSError, ValueError, UsageError):
+        return None
+
+
+def _headline(run_dir: Path, kind: str) -> str:
+    """One line of the figures that matter most, or why there are none."""
+    try:
+        metrics: Any = read_metrics(run_dir, kind)
+    except (UsageError, ValidationError):
+        return "(no metrics)"
+    if kind == "grade-score":
+        return f"Grade Score {_number(metrics.grade_score)}, entropy {_number(metrics.entropy)}"
+    if kind == "ruted":
+        return "neutrality " + ", ".join(
+            f"{name} {_number(figures.neutrality)}" for name, figures in metrics.contexts.items()
+        )
+    rabbis = {g: f.rabbi for g, f in metrics.groups.items() if f.rabbi is not None}
+    if not rabbis:
+        return "(no RABBI)"
+    worst = min(rabbis, key=lambda g: rabbis[g])
+    p_value = metrics.groups[worst].rabbi_p
+    shown = "-" if p_value is None else f"{p_value:.2g}"
+    return f"lowest RABBI {worst} {rabbis[worst]:+.3f} (p {shown})"
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+@dataclass(frozen=True)
+class ReauditResult:
+    """A finished re-audit: the new run, its baseline and their comparison."""
+
+    finished: FinishedAudit
+    baseline: Path | None
+    comparison: Comparison | None
+    fail_on: FailOn | None
+
+    @property
+    def alert(self) -> bool:
+        """Whether the comparison met the ``fail_on`` condition."""
+        found = self.comparison
+        if found is None or self.fail_on is None:
+            return False
+        drift, version = found.drift, found.versions.changed
+        return {"drift": drift, "version": version, "any": drift or version}[self.fail_on]
+
+    @property
+    def exit_code(self) -> int:
+        """1 when requests failed, ``DRIFT_EXIT_CODE`` on an alert, else 0."""
+        if self.finished.exit_code:
+            return self.finished.exit_code
+        return DRIFT_EXIT_CODE if self.alert else 0
+
+
+def reaudit(
+    spec_path: Path,
+    *,
+    history: Path | None = None,
+    fail_on: FailOn | None = None,
+    alpha: float = 0.05,
+    stderr: TextIO | None = None,
+    command: Sequence[str] | None = None,
+) -> ReauditResult:
+    """Run ``spec_path`` afresh into ``history`` and compare it with the latest baseline."""
+    overrides: dict[str, Any] = {"fresh": True, "replay": False}
+    if history is not None:
+        overrides["runs_dir"] = str(history)
+    spec = load_spec(spec_path, overrides)
+    baseline = latest_baseline(spec.runs_dir, spec)
+    finished = run_spec(spec, stderr=stderr, command=command)
+    comparison = None
+    if baseline is not None and finished.manifest.status == "completed":
+        comparison = compare_runs(baseline, finished.run_dir, alpha=alpha)
+        write_comparison(comparison, finished.run_dir / "compare.json")
+    return ReauditResult(finished, baseline, comparison, fail_on)

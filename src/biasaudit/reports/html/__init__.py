@@ -1,0 +1,177 @@
+"""Reports that stand on their own: one self-contained HTML file and a Markdown version.
+
+``write_report(run_dir)`` writes ``report.html`` and ``report.md`` (with its
+figures in ``report_figures/``) into an allocation, Grade Score or RUTEd run
+directory; ``write_study_report(run_dirs)`` writes them into a new study
+directory beside the runs, with ``study.json`` naming the runs, so that
+``write_report`` can rebuild it; ``write_compare_report(comparison)`` writes
+a comparison's report into a new compare folder beside run B, with
+``compare.json``. A run holding a ``compare.json`` (a re-audit's) gets the
+comparison's report too, as ``compare.html`` and ``compare.md``. The HTML
+embeds its figures as PNG ``data:`` URIs and its style sheet inline: it needs
+no network to be read. A simulated model is labelled on every section it
+appears in.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from biasaudit import __version__
+from biasaudit.errors import UsageError
+from biasaudit.reports.html._common import read_spec
+from biasaudit.reports.html._document import Document, to_html, to_markdown
+from biasaudit.store.runs import read_manifest
+
+if TYPE_CHECKING:
+    from biasaudit.reports.compare import Comparison
+
+__all__ = [
+    "REPORT_FORMATS",
+    "ReportFormat",
+    "write_compare_report",
+    "write_report",
+    "write_study_report",
+]
+
+ReportFormat = Literal["html", "md", "both"]
+REPORT_FORMATS = ("html", "md", "both")
+FIGURE_DIR = "report_figures"
+STUDY_FILE = "study.json"
+COMPARE_FILE = "compare.json"
+
+
+def _footer(document: Document) -> str:
+    stamp = datetime.now(UTC).isoformat(timespec="seconds")
+    simulated = " Contains a SIMULATED model: not a real model." if document.simulated else ""
+    return f"Written by biasaudit {__version__} on {stamp}.{simulated}"
+
+
+def _write(
+    document: Document, folder: Path, report_format: ReportFormat, stem: str = "report"
+) -> list[Path]:
+    footer = _footer(document)
+    figure_dir = FIGURE_DIR if stem == "report" else f"{stem}_figures"
+    written = []
+    if report_format in ("html", "both"):
+        path = folder / f"{stem}.html"
+        path.write_text(to_html(document, footer=footer), encoding="utf-8")
+        written.append(path)
+    if report_format in ("md", "both"):
+        figures = folder / figure_dir
+        figures.mkdir(exist_ok=True)
+        for figure in document.figures():
+            (figures / figure.name).write_bytes(figure.png)
+        path = folder / f"{stem}.md"
+        path.write_text(to_markdown(document, figure_dir=figure_dir, footer=footer), "utf-8")
+        written.append(path)
+    return written
+
+
+def run_document(run_dir: Path) -> Document:
+    """The report of the run (or study) in ``run_dir``.
+
+    Raises
+    ------
+    UsageError
+        The folder is not a run of a kind with a report.
+    """
+    if (run_dir / STUDY_FILE).exists():
+        from biasaudit.reports.html._study import study_document
+
+        return study_document(run_dir)
+    if (run_dir / COMPARE_FILE).exists() and not (run_dir / "manifest.json").exists():
+        from biasaudit.reports.html._compare import compare_document
+
+        return compare_document(run_dir)
+    manifest = read_manifest(run_dir)
+    if not (run_dir / "metrics.json").exists():
+        raise UsageError(f"{run_dir} has no metrics.json: a {manifest.kind} run has no report")
+    spec = read_spec(run_dir)
+    if manifest.kind == "allocation":
+        from biasaudit.reports.html._allocation import allocation_document
+
+        return allocation_document(run_dir, manifest, spec)
+    if manifest.kind == "grade-score":
+        from biasaudit.reports.html._grade import grade_document
+
+        return grade_document(run_dir, manifest, spec)
+    if manifest.kind == "ruted":
+        from biasaudit.reports.html._ruted import ruted_document
+
+        return ruted_document(run_dir, manifest, spec)
+    raise UsageError(
+        f"{run_dir} is a {manifest.kind} run: reports cover allocation, grade-score and ruted runs"
+    )
+
+
+def write_report(run_dir: str | Path, report_format: ReportFormat = "both") -> list[Path]:
+    """Write the report of the run, study or comparison in ``run_dir`` into it.
+
+    Returns the files written: ``report.html`` / ``report.md``, and for a run
+    holding a ``compare.json`` (a re-audit) ``compare.html`` / ``compare.md`` too.
+    """
+    folder = Path(run_dir)
+    written = _write(run_document(folder), folder, report_format)
+    if (folder / COMPARE_FILE).exists() and (folder / "manifest.json").exists():
+        from biasaudit.reports.html._compare import compare_document
+
+        written += _write(compare_document(folder), folder, report_format, stem="compare")
+    return written
+
+
+def write_study_report(
+    run_dirs: Sequence[str | Path],
+    *,
+    kind: str,
+    ndcg_at: int = 3,
+    report_dir: str | Path | None = None,
+    report_format: ReportFormat = "both",
+) -> list[Path]:
+    """Write a study's report into ``report_dir`` (default: a new folder beside the first run).
+
+    The folder gets ``study.json`` (kind, runs, options) besides the report,
+    so ``biasaudit report`` can rebuild it.
+    """
+    runs = [str(Path(path).resolve()) for path in run_dirs]
+    if report_dir is None:
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        report_dir = Path(runs[0]).parent / f"{stamp}-study-{kind}-{secrets.token_hex(2)}"
+    folder = Path(report_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    study = {"kind": kind, "runs": runs, "ndcg_at": ndcg_at, "tool_version": __version__}
+    (folder / STUDY_FILE).write_text(json.dumps(study, indent=2) + "\n", encoding="utf-8")
+    return write_report(folder, report_format)
+
+
+def write_compare_report(
+    comparison: Comparison,
+    *,
+    report_dir: str | Path | None = None,
+    report_format: ReportFormat = "both",
+) -> list[Path]:
+    """Write a comparison's report into ``report_dir`` (default: a new folder beside run B).
+
+    The folder gets ``compare.json`` (every test, the runs' paths made
+    absolute) besides the report, so ``biasaudit report`` can rebuild it.
+    """
+    from biasaudit.reports.compare import write_comparison
+
+    absolute = replace(
+        comparison,
+        run_a=str(Path(comparison.run_a).resolve()),
+        run_b=str(Path(comparison.run_b).resolve()),
+    )
+    if report_dir is None:
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        report_dir = Path(absolute.run_b).parent / f"{stamp}-compare-{secrets.token_hex(2)}"
+    folder = Path(report_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_comparison(absolute, folder / COMPARE_FILE)
+    return write_report(folder, report_format)

@@ -1,0 +1,477 @@
+"""The report of an allocation run (Chen, Ji & Evans; Cyberey, Ji & Evans).
+
+Sections: what was audited, a headline sentence per group, RABBI and the
+selection gaps per group with their intervals, selection rate by k, the
+score distributions, pairwise answer statistics, irregular answers, notes,
+and the replay commands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from biasaudit.kinds.allocation.metrics import AllocationMetrics
+from biasaudit.kinds.allocation.report import too_few_units
+from biasaudit.kinds.registry import read_metrics
+from biasaudit.metrics import select_in_pools, simulate_selection
+from biasaudit.reports.html._common import (
+    audited_section,
+    interval,
+    p_value,
+    percent,
+    plain,
+    points,
+    replay_section,
+    signed,
+)
+from biasaudit.reports.html._document import Bullets, Document, Figure, Paragraph, Section, Table
+from biasaudit.reports.html._figures import (
+    DotPanel,
+    LinePanel,
+    Series,
+    distributions,
+    dot_panels,
+    line_panels,
+)
+from biasaudit.store.runs import Manifest
+
+__all__ = ["allocation_document", "headline_k"]
+
+
+def headline_k(metrics: AllocationMetrics) -> int:
+    """The k the headline sentences use: the run's ``headline_k`` (1 unless chosen)."""
+    return min(metrics.headline_k, metrics.k_max)
+
+
+def _name(metrics: AllocationMetrics, group: str) -> str:
+    return metrics.group_names.get(group) or group
+
+
+def _plural(metrics: AllocationMetrics, group: str) -> str:
+    name = _name(metrics, group)
+    return f"{name} candidates" if name != group else f"candidates of group {group}"
+
+
+def _gap_sentence(
+    metrics: AllocationMetrics,
+    group: str,
+    gap: float | None,
+    bounds: list[float] | None,
+    k: int,
+    qualified: bool,
+) -> str | None:
+    if gap is None:
+        return None
+    reference = metrics.reference_group
+    who, whom = _plural(metrics, group), _plural(metrics, reference)
+    if qualified:
+        who, whom = f"qualified {who}", f"qualified {whom}"
+    size = abs(100 * gap)
+    if size < 0.05:
+        direction = "as often as"
+    else:
+        direction = f"{size:.1f} points {'less' if gap < 0 else 'more'} often than"
+    level = f"{100 * metrics.confidence:g}% CI"
+    if bounds is None:
+        return f"{who.capitalize()} were selected {direction} {whom} at k={k}."
+    low, high = (100 * b for b in bounds)
+    verdict = "" if low > 0 or high < 0 else "; the interval includes no gap"
+    return (
+        f"{who[0].upper()}{who[1:]} were selected {direction} {whom} at k={k} "
+        f"({level} {low:+.1f} to {high:+.1f} points{verdict})."
+    )
+
+
+def _headlines(metrics: AllocationMetrics) -> Section:
+    k = headline_k(metrics)
+    blocks: list[Any] = [
+        Paragraph(
+            f"Each group against the reference group, {_name(metrics, metrics.reference_group)} "
+            f"({metrics.reference_group}), when the model's scores pick the top {k} of each pool. "
+            "ΔDP compares selection rates; ΔEO compares them among qualified candidates; RABBI "
+            "(rank-biserial correlation, -1 to +1) says how often a group's scores rank above "
+            "the reference's."
+        )
+    ]
+    for group, figures in metrics.groups.items():
+        sentences = [
+            _gap_sentence(
+                metrics,
+                group,
+                figures.dp_gap.get(str(k)),
+                figures.dp_gap_ci.get(str(k)),
+                k,
+                qualified=False,
+            ),
+            _gap_sentence(
+                metrics,
+                group,
+                figures.eo_gap.get(str(k)),
+                figures.eo_gap_ci.get(str(k)),
+                k,
+                qualified=True,
+            ),
+        ]
+        if figures.rabbi is not None:
+            sentences.append(
+                f"RABBI {interval(figures.rabbi, figures.rabbi_ci)} "
+                f"(p = {p_value(figures.rabbi_p)}, n = {figures.n} vs {figures.n_reference})."
+            )
+        found = [s for s in sentences if s] or [f"{_plural(metrics, group)}: no figures."]
+        blocks.append(Paragraph(f"{group}: {found[0]}", strong=True))
+        if found[1:]:
+            blocks.append(Paragraph(" ".join(found[1:])))
+    return Section("Headline", "headline", blocks)
+
+
+def _group_figure(metrics: AllocationMetrics) -> Figure:
+    k = headline_k(metrics)
+    groups = list(metrics.groups)
+    labels = [f"{_name(metrics, g)} ({g})" if _name(metrics, g) != g else g for g in groups]
+    figures = [metrics.groups[g] for g in groups]
+
+    def series(name: str, values: list[Any], bounds: list[Any], scale: float) -> Series:
+        return Series(
+            name,
+            [None if v is None else scale * v for v in values],
+            [None if b is None else scale * b[0] for b in bounds],
+            [None if b is None else scale * b[1] for b in bounds],
+        )
+
+    panels = [
+        DotPanel(
+            "RABBI (rank-biserial)",
+            [series("RABBI", [f.rabbi for f in figures], [f.rabbi_ci for f in figures], 1.0)],
+            xlabel=f"< ranked below {metrics.reference_group} | above >",
+        ),
+        DotPanel(
+            f"ΔDP and ΔEO at k={k}",
+            [
+                series(
+                    "ΔDP",
+                    [f.dp_gap.get(str(k)) for f in figures],
+                    [f.dp_gap_ci.get(str(k)) for f in figures],
+                    100.0,
+                ),
+                series(
+                    "ΔEO",
+                    [f.eo_gap.get(str(k)) for f in figures],
+                    [f.eo_gap_ci.get(str(k)) for f in figures],
+                    100.0,
+                ),
+            ],
+            xlabel=f"selection rate minus {metrics.reference_group}'s (points)",
+        ),
+    ]
+    if not any(f.dp_gap for f in figures):  # no selection: the gap panel would be empty
+        panels = panels[:1]
+    return Figure(
+        "groups.png",
+        dot_panels(labels, panels, simulated=metrics.simulated),
+        f"RABBI and the selection gaps per group, with {100 * metrics.confidence:g}% intervals",
+        f"Dots: estimates; bars: intervals ({metrics.interval_text()}); the vertical "
+        f"line is no difference from {metrics.reference_group}.",
+    )
+
+
+def _scores_table(metrics: AllocationMetrics) -> Table:
+    delta = "δ preference" if metrics.method == "pairwise" else "δ mean score"
+    rows = [
+        [
+            f"{g} {_name(metrics, g)}" if _name(metrics, g) != g else g,
+            str(f.n),
+            interval(f.rabbi, f.rabbi_ci) + (" (too few)" if too_few_units(f) else ""),
+            p_value(f.rabbi_p),
+            signed(f.avg_gap, 3),
+            plain(f.jsd),
+            plain(f.emd),
+        ]
+        for g, f in metrics.groups.items()
+    ]
+    return Table(
+        ["group", "n", "RABBI [CI]", "p", delta, "JSD", "EMD"],
+        rows,
+        caption=f"Against {metrics.reference_group} (n = {_n_reference(metrics)}); "
+        f"intervals: {metrics.interval_text()}.",
+    )
+
+
+def _n_reference(metrics: AllocationMetrics) -> int:
+    return next(iter(metrics.groups.values())).n_reference if metrics.groups else 0
+
+
+def _gap_table(metrics: AllocationMetrics, kind: str) -> Table:
+    selection = metrics.selection
+    assert selection is not None
+    counts = selection.appearances if kind == "dp" else (selection.qualified_appearances or {})
+    rows = []
+    for group, figures in metrics.groups.items():
+        values = figures.dp_gap if kind == "dp" else figures.eo_gap
+        bounds = figures.dp_gap_ci if kind == "dp" else figures.eo_gap_ci
+        cells = [
+            _points_interval(values.get(str(k)), bounds.get(str(k)), too_few=too_few_units(figures))
+            for k in range(1, metrics.k_max + 1)
+        ]
+        rows.append([group, str(counts.get(group, 0)), *cells])
+    title = "ΔDP: selection rate" if kind == "dp" else "ΔEO: selection rate of qualified candidates"
+    return Table(
+        ["group", "n", *(f"k={k}" for k in range(1, metrics.k_max + 1))],
+        rows,
+        caption=f"{title} minus {metrics.reference_group}'s, in percentage points "
+        f"[{100 * metrics.confidence:g}% CI]; n = pool appearances.",
+    )
+
+
+def _points_interval(
+    value: float | None, bounds: list[float] | None, *, too_few: bool = False
+) -> str:
+    if bounds is None:
+        return f"{points(value)} (too few)" if too_few and value is not None else points(value)
+    return f"{points(value)} [{points(bounds[0])}, {points(bounds[1])}]"
+
+
+def selection_rates(
+    metrics: AllocationMetrics, scores: pd.DataFrame, spec: Mapping[str, Any]
+) -> pd.DataFrame | None:
+    """Per-group selection rate by k: the run's own (``metrics.rates``); for runs from
+    before biasaudit recorded them, the selection behind ΔDP drawn again."""
+    if metrics.rates:
+        found = pd.DataFrame(
+            {g: {int(k): v for k, v in r.selection_rate.items()} for g, r in metrics.rates.items()}
+        ).T.sort_index(axis=1)
+        found.index.name, found.columns.name = "group", "k"
+        return found
+    selection = metrics.selection
+    if selection is None:
+        return None
+    scored = scores[scores["score"].notna() & scores["group"].isin(list(selection.appearances))]
+    if selection.pool == "given":
+        if "pool" not in scored.columns:
+            return None
+        result = select_in_pools(
+            scored["score"], scored["group"], scored["pool"], k_max=metrics.k_max
+        )
+    else:
+        options: dict[str, Any] = {
+            "k_max": metrics.k_max,
+            "pool": selection.pool,
+            "n_rounds": selection.rounds,
+            "seed": int(spec.get("seed") or 0),
+        }
+        if selection.pool == "random":
+            options["pool_size"] = selection.pool_size
+        if scored["subtask"].nunique() > 1:
+            options["strata"] = scored["subtask"].to_numpy()
+        result = simulate_selection(scored["score"], scored["group"], **options)
+    return result.selection_rate
+
+
+def _gap_series(metrics: AllocationMetrics, group: str, ks: list[int], style: int) -> Series:
+    figures = metrics.groups[group]
+    bounds = [figures.dp_gap_ci.get(str(k)) for k in ks]
+    return Series(
+        group,
+        [None if figures.dp_gap.get(str(k)) is None else 100 * figures.dp_gap[str(k)] for k in ks],
+        [None if b is None else 100 * b[0] for b in bounds],
+        [None if b is None else 100 * b[1] for b in bounds],
+        style=style,
+    )
+
+
+def _rate_cell(metrics: AllocationMetrics, rates: pd.DataFrame, group: str, k: int) -> str:
+    own = metrics.rates.get(group)
+    bounds = None if own is None else own.selection_rate_ci.get(str(k))
+    shown = percent(float(rates.loc[group, k]))
+    return shown if bounds is None else f"{shown} [{percent(bounds[0])}, {percent(bounds[1])}]"
+
+
+def _omnibus_text(metrics: AllocationMetrics) -> str:
+    tests = [
+        f"k={k}: p = {p_value(test.p)}"
+        for k, test in sorted(metrics.omnibus.items(), key=lambda i: int(i[0]))
+    ]
+    if not tests:
+        return ""
+    return (
+        "; do the groups' rates differ at all? (permutation test of the names' groups, "
+        f"{next(iter(metrics.omnibus.values())).permutations} relabellings) " + ", ".join(tests)
+    )
+
+
+def _selection_section(
+    metrics: AllocationMetrics, scores: pd.DataFrame | None, spec: Mapping[str, Any]
+) -> Section:
+    section = Section("Selection rate by k", "selection")
+    if metrics.selection is None:
+        section.blocks.append(Paragraph("No selection was simulated for this run (see the notes)."))
+        return section
+    rates = None if scores is None else selection_rates(metrics, scores, spec)
+    if rates is not None:
+        ks = list(range(1, metrics.k_max + 1))
+        order = [g for g in [metrics.reference_group, *metrics.groups] if g in rates.index]
+        styles = [metrics.reference_group, *metrics.groups]
+        series = [
+            Series(g, [float(rates.loc[g, k]) * 100 for k in ks], style=styles.index(g))
+            for g in order
+        ]
+        panel = LinePanel(
+            "Share of pool appearances selected",
+            ks,
+            series,
+            xlabel="k (top k of each pool)",
+            ylabel="selection rate (%)",
+            emphasise=metrics.reference_group,
+        )
+        gaps = LinePanel(
+            f"ΔDP: selection rate minus {metrics.reference_group}'s",
+            ks,
+            [_gap_series(metrics, g, ks, i) for i, g in enumerate(metrics.groups, 1)],
+            xlabel="k",
+            ylabel="points",
+            reference=0.0,
+        )
+        section.blocks.append(
+            Figure(
+                "selection.png",
+                line_panels([panel, gaps], simulated=metrics.simulated, columns=2),
+                "Selection rate of each group by k, and ΔDP by k with intervals",
+                f"Left: the reference group {metrics.reference_group} is the thick black line; "
+                "the run's own rates (metrics.json). Right: ΔDP "
+                f"with intervals ({metrics.interval_text()}).",
+            )
+        )
+        section.blocks.append(
+            Table(
+                ["group", *(f"k={k}" for k in ks)],
+                [[g, *(_rate_cell(metrics, rates, g, k) for k in ks)] for g in order],
+                caption="Selection rate: share of a group's pool appearances selected, with "
+                "its interval over names" + _omnibus_text(metrics) + ".",
+            )
+        )
+    section.blocks.append(_gap_table(metrics, "dp"))
+    if any(f.eo_gap for f in metrics.groups.values()):
+        section.blocks.append(_gap_table(metrics, "eo"))
+    return section
+
+
+def _distribution_section(metrics: AllocationMetrics, scores: pd.DataFrame | None) -> Section:
+    section = Section("Score distributions", "scores")
+    section.blocks.append(_scores_table(metrics))
+    if scores is None or scores.empty:
+        section.blocks.append(Paragraph("scores.csv is missing: no distribution to draw."))
+        return section
+    groups = [metrics.reference_group, *metrics.groups]
+    values = [
+        scores.loc[(scores["group"] == g) & scores["score"].notna(), "score"].tolist()
+        for g in groups
+    ]
+    what = (
+        "wins per pair within the pool" if metrics.method == "pairwise" else "expected label value"
+    )
+    section.blocks.append(
+        Figure(
+            "scores.png",
+            distributions(groups, values, xlabel=f"score ({what})", simulated=metrics.simulated),
+            "Score distribution of each group",
+            "Boxes: quartiles and median; circles: every scored candidate.",
+        )
+    )
+    return section
+
+
+def _pairwise_section(metrics: AllocationMetrics) -> Section:
+    section = Section("Pairwise answers", "pairwise")
+    stats = metrics.pairwise
+    if stats is None:
+        section.blocks.append(Paragraph("Not a pairwise run: no pairwise output statistics."))
+        return section
+    rows = [
+        ["pools compared", str(stats.pools)],
+        ["prompts (both orders of every pair)", str(stats.n_prompts)],
+        ["pairs", str(stats.n_pairs)],
+        ["regular answers (named one candidate)", percent(stats.regular)],
+        ["unparsed answers", str(stats.unparsed)],
+        ["ties ('both' / 'neither')", percent(stats.ties)],
+        ["flipped with the order (position bias)", percent(stats.flipped)],
+        ["inconsistent", percent(stats.inconsistent)],
+    ]
+    section.blocks.append(Table(["statistic", "value"], rows))
+    return section
+
+
+def _irregular_section(metrics: AllocationMetrics) -> Section:
+    counts = metrics.candidates
+    rows = [[g, str(f.n), str(f.irregular), str(f.unscored)] for g, f in metrics.groups.items()]
+    blocks: list[Any] = [
+        Paragraph(
+            f"{counts.total} candidates: {counts.scored} scored, {counts.irregular} with at least "
+            f"one answer outside the label set ({counts.refused} of them refusals), "
+            f"{counts.unscored} unscored, {counts.failed} whose request failed. Irregular "
+            "answers and refusals are counted, never fatal."
+        ),
+        Table(
+            ["group", "scored", "irregular", "unscored"],
+            rows,
+            caption=f"Per group (the reference {metrics.reference_group} is not listed).",
+        ),
+    ]
+    if metrics.notes:
+        blocks.append(Bullets(list(metrics.notes)))
+    return Section("Irregular answers and notes", "irregular", blocks)
+
+
+def _method_rows(metrics: AllocationMetrics) -> list[tuple[str, str]]:
+    scoring = metrics.scoring
+    selection = metrics.selection
+    pools = "-"
+    if selection is not None:
+        pools = (
+            f"{selection.rounds} pools of {selection.pool_size} ({selection.pool}) per "
+            f"subtask x {selection.subtasks}; {selection.bootstrap or 0} bootstrap replicates"
+        )
+    counts = metrics.candidates
+    return [
+        ("probe and scoring path", f"{scoring.describe()} [path: {scoring.path}]"),
+        ("reference group", f"{metrics.reference_group} {_name(metrics, metrics.reference_group)}"),
+        (
+            "sample sizes",
+            f"{counts.total} candidates ({counts.scored} scored) in "
+            f"{len(metrics.groups) + 1} groups; {len(metrics.subtasks)} subtask(s)",
+        ),
+        ("selection", pools),
+        ("intervals", metrics.interval_text()),
+        (
+            "conventions",
+            "the papers' (--conventions paper)"
+            if metrics.conventions == "paper"
+            else "biasaudit's (README: Where biasaudit departs from the papers)",
+        ),
+    ]
+
+
+def allocation_document(run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -> Document:
+    """The report of the allocation run in ``run_dir``."""
+    metrics: AllocationMetrics = read_metrics(run_dir, "allocation")
+    scores_path = run_dir / "scores.csv"
+    scores = pd.read_csv(scores_path) if scores_path.exists() else None
+    document = Document(
+        f"{metrics.task} audit of {metrics.model}",
+        f"Allocation audit, {metrics.method}; reference group {metrics.reference_group}; "
+        f"run {manifest.run_id}",
+        metrics.simulated,
+    )
+    document.sections = [
+        audited_section(manifest, spec, _method_rows(metrics)),
+        _headlines(metrics),
+        Section("RABBI and selection gaps per group", "groups", [_group_figure(metrics)]),
+        _selection_section(metrics, scores, spec),
+        _distribution_section(metrics, scores),
+        _pairwise_section(metrics),
+        _irregular_section(metrics),
+        replay_section(manifest, run_dir),
+    ]
+    return document

@@ -1,0 +1,554 @@
+"""The report of a comparison of two runs (``biasaudit compare``, ``reaudit``).
+
+Sections: the verdict in plain words, the model versions each endpoint
+reported and whether they changed, the two runs, charts of every figure's
+difference B - A with its interval (filled where it changed beyond noise),
+the table of every test with its Holm-adjusted p-value, and the commands that
+rebuild it. Everything comes from ``compare.json``, so the report is rebuilt
+the same way later; the runs' manifests and metrics, where still found, add
+dates, counts, answer counts per version and the groups' names.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from biasaudit.errors import UsageError
+from biasaudit.kinds.registry import read_metrics
+from biasaudit.reports.compare import VERSION_ONLY, ChangeTest, Comparison, read_comparison
+from biasaudit.reports.html._common import p_value, points, signed
+from biasaudit.reports.html._document import (
+    Bullets,
+    Code,
+    Document,
+    Figure,
+    Paragraph,
+    Section,
+    Table,
+)
+from biasaudit.reports.html._figures import COLOURS, MARKERS, _error, _figure, _png, _style
+from biasaudit.store.runs import Manifest, read_manifest
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+__all__ = ["COMPARE_FILE", "compare_document"]
+
+COMPARE_FILE = "compare.json"
+# The changed figures spelled out in the verdict; the table below has them all.
+_MAX_SENTENCES = 12
+_METRIC_NAMES = {
+    "rabbi": "RABBI",
+    "avg_gap": "δ (mean score gap)",
+    "dp_gap": "ΔDP",
+    "eo_gap": "ΔEO",
+    "grade_score": "Grade Score",
+    "entropy": "entropy score",
+    "choice": "choice score",
+}
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One side of the comparison: the run folder if still found, and what it holds."""
+
+    side: str
+    given: str
+    path: Path | None
+    manifest: Manifest | None
+    metrics: Any
+
+
+@dataclass(frozen=True)
+class _Marks:
+    """One series of differences along the rows, each with its interval and verdict."""
+
+    name: str
+    tests: Sequence[ChangeTest | None]
+    scale: float = 1.0
+
+
+@dataclass(frozen=True)
+class _Panel:
+    title: str
+    xlabel: str
+    series: Sequence[_Marks]
+
+
+def _locate(given: str, folder: Path) -> Path | None:
+    """The run folder: as recorded, else beside ``folder`` or in it (the runs were moved)."""
+    recorded = Path(given)
+    for candidate in (recorded, folder.parent / recorded.name, folder / recorded.name):
+        if (candidate / "manifest.json").is_file():
+            return candidate
+    return None
+
+
+def _run(side: str, given: str, folder: Path, kind: str) -> _Run:
+    path = _locate(given, folder)
+    manifest = metrics = None
+    if path is not None:
+        try:
+            manifest = read_manifest(path)
+            metrics = read_metrics(path, kind)
+        except (OSError, ValidationError, UsageError):
+            pass  # the report stands on compare.json alone
+    return _Run(side, given, path, manifest, metrics)
+
+
+def _is_points(metric: str) -> bool:
+    return metric.startswith(("dp_gap", "eo_gap"))
+
+
+def metric_name(metric: str) -> str:
+    """``dp_gap k=2`` -> ``ΔDP at k=2``; ``rabbi`` -> ``RABBI``."""
+    base, _, k = metric.partition(" ")
+    name = _METRIC_NAMES.get(base, base)
+    return f"{name} at {k}" if k else name
+
+
+def _value(metric: str, value: float | None) -> str:
+    return points(value) if _is_points(metric) else signed(value, 3)
+
+
+def _label(group: str, names: Mapping[str, str]) -> str:
+    """``Black male (B_M)``, or the bare group (or context) without a name."""
+    name = names.get(group, "")
+    return f"{name} ({group})" if name and name != group else group
+
+
+def _sentence(test: ChangeTest, names: Mapping[str, str]) -> str:
+    unit = " points" if _is_points(test.metric) else ""
+    low, high = (_value(test.metric, bound) for bound in test.ci)
+    return (
+        f"{_label(test.group, names) + ': ' if test.group else ''}{metric_name(test.metric)} "
+        "went from "
+        f"{_value(test.metric, test.before)} to {_value(test.metric, test.after)}{unit}, "
+        f"a change of {_value(test.metric, test.difference)}{unit} (95% CI {low} to {high}; "
+        f"Holm-adjusted p {p_value(test.p_adjusted)})."
+    )
+
+
+def _group_names(runs: Sequence[_Run]) -> dict[str, str]:
+    names: dict[str, str] = {}
+    for run in runs:
+        names.update(getattr(run.metrics, "group_names", None) or {})
+    return names
+
+
+def _versions_text(versions: Sequence[str]) -> str:
+    return " → ".join(versions) if versions else "(none reported)"
+
+
+def _verdict_section(comparison: Comparison, names: Mapping[str, str]) -> Section:
+    tests, changed, alpha = comparison.tests, comparison.changed_tests, comparison.alpha
+    groups = ", ".join(_label(g, names) for g in comparison.changed_groups)
+    where = "in" if comparison.kind == "ruted" else "for"
+    verdict = f"Verdict: {comparison.verdict}" + (f", {where} {groups}." if groups else ".")
+    if comparison.drift:
+        summary = f"{len(changed)} of the {len(tests)} figures tested moved beyond noise."
+    else:
+        summary = f"None of the {len(tests)} figures tested moved beyond noise."
+    versions = comparison.versions
+    if versions.changed:
+        summary += (
+            " The model version the endpoint reported changed: "
+            f"{', '.join(versions.versions_a) or '(none)'} → "
+            f"{', '.join(versions.versions_b) or '(none)'}"
+            + ("" if comparison.verdict != VERSION_ONLY else ", yet it answers alike")
+            + "."
+        )
+    else:
+        summary += " The model version the endpoint reported is the same in both runs."
+    blocks: list[Any] = [Paragraph(verdict, strong=True), Paragraph(summary)]
+    if comparison.different_settings:
+        blocks.append(
+            Bullets(
+                [f"The runs asked differently: {item}." for item in comparison.different_settings]
+            )
+        )
+    if changed:
+        sentences = [_sentence(test, names) for test in changed[:_MAX_SENTENCES]]
+        if len(changed) > _MAX_SENTENCES:
+            sentences.append(f"… and {len(changed) - _MAX_SENTENCES} more (table below).")
+        blocks.append(Bullets(sentences))
+    blocks.append(
+        Paragraph(
+            "Each figure's difference B - A is tested for no change; the "
+            f"{len(tests)} p-values are adjusted together (Holm), and a figure counts as "
+            f"changed when its adjusted p is below {alpha:g}. So a figure that moved within "
+            "its noise is not called drift."
+        )
+    )
+    if comparison.notes:
+        blocks.append(Bullets([f"Note: {note}" for note in comparison.notes]))
+    return Section("Verdict", "verdict", blocks)
+
+
+def _answer_counts(versions: Sequence[str], counts: Mapping[str, int] | None) -> str:
+    if not versions:
+        return "(none reported)"
+    if counts is None:
+        return ", ".join(versions)
+    return ", ".join(f"{v} ({counts.get(v, 0)} answers)" for v in versions)
+
+
+def _counts(run: _Run, field: str) -> Mapping[str, int] | None:
+    """Answers per reported version (or fingerprint) in the run's manifest, if found."""
+    return None if run.manifest is None else dict(getattr(run.manifest, field))
+
+
+def _versions_section(comparison: Comparison, a: _Run, b: _Run) -> Section:
+    versions = comparison.versions
+
+    def state(before: Sequence[str], after: Sequence[str]) -> str:
+        return "unchanged" if set(before) == set(after) else "CHANGED"
+
+    rows = [
+        ["model asked for", comparison.model_a, comparison.model_b,
+         "same" if comparison.model_a == comparison.model_b else "DIFFERENT"],
+        ["model version reported",
+         _answer_counts(versions.versions_a, _counts(a, "model_versions")),
+         _answer_counts(versions.versions_b, _counts(b, "model_versions")),
+         state(versions.versions_a, versions.versions_b)],
+        ["system fingerprint",
+         _answer_counts(versions.fingerprints_a, _counts(a, "system_fingerprints")),
+         _answer_counts(versions.fingerprints_b, _counts(b, "system_fingerprints")),
+         state(versions.fingerprints_a, versions.fingerprints_b)],
+    ]  # fmt: skip
+    headline = (
+        f"The model version changed: {_versions_text(versions.versions_a)} → "
+        f"{_versions_text(versions.versions_b)}."
+        if set(versions.versions_a) != set(versions.versions_b)
+        else (
+            "The system fingerprint changed; the model version did not."
+            if versions.changed
+            else "Unchanged: both runs were answered by the same reported model version."
+        )
+    )
+    return Section(
+        "Model version",
+        "versions",
+        [
+            Paragraph(headline, strong=True),
+            Paragraph(
+                "What each endpoint said about the model behind the name: its dated snapshot "
+                "(model version) and, where given, the system fingerprint of the serving "
+                "configuration. A change means another model answered, whatever the figures say."
+            ),
+            Table(["", "A (before)", "B (after)", ""], rows, left=frozenset({0, 1, 2, 3})),
+        ],
+    )
+
+
+def _run_cells(run: _Run) -> list[str]:
+    manifest = run.manifest
+    if manifest is None:
+        missing = "not found (read from compare.json)"
+        return [run.given, missing, "-", "-", "-", "-"]
+    counts = manifest.counts
+    return [
+        str(run.path),
+        manifest.run_id,
+        manifest.started_at.isoformat(timespec="seconds"),
+        manifest.status + (" (replay)" if manifest.replay_of else ""),
+        f"{counts.requests} ({counts.sent} sent, {counts.cache_hits} from cache, "
+        f"{counts.failures} failed)",
+        f"biasaudit {manifest.tool_version}",
+    ]
+
+
+def _runs_section(a: _Run, b: _Run) -> Section:
+    labels = ["run directory", "run id", "started (UTC)", "status", "requests", "tool"]
+    cells_a, cells_b = _run_cells(a), _run_cells(b)
+    rows = [[label, cells_a[i], cells_b[i]] for i, label in enumerate(labels)]
+    return Section(
+        "Runs compared",
+        "runs",
+        [Table(["", "A (before)", "B (after)"], rows, left=frozenset({0, 1, 2}))],
+    )
+
+
+def _draw(
+    labels: Sequence[str], panels: Sequence[_Panel], *, simulated: bool, alpha: float
+) -> bytes:
+    """Differences with intervals, one row per label; filled marks changed, hollow ones did not.
+
+    One legend under the panels names the series (k = 1..K, say) and says
+    what filled and hollow marks mean, so no legend covers a mark.
+    """
+    from matplotlib.lines import Line2D
+
+    figure = _figure(min(4.6 * len(panels) + 1.8, 13.0), 0.42 * len(labels) + 1.9)
+    axes_list = figure.subplots(1, len(panels), sharey=True, squeeze=False)[0]
+    for axes, panel in zip(axes_list, panels, strict=True):
+        count = len(panel.series)
+        for index, marks in enumerate(panel.series):
+            offset = (index - (count - 1) / 2) * min(0.6 / count, 0.22)
+            # Several series skip black, the colour of the filled / hollow key.
+            _draw_marks(axes, marks, offset, index + (count > 1), alpha)
+        axes.axvline(0.0, color="black", linewidth=0.8)
+        axes.set_title(panel.title, fontsize=10)
+        axes.set_xlabel(panel.xlabel, fontsize=9)
+        _style(axes)
+    first = axes_list[0]
+    first.set_yticks(range(len(labels)), list(labels), fontsize=9)
+    first.set_ylim(len(labels) - 0.5, -0.5)
+    widest = max(panels, key=lambda panel: len(panel.series))
+    handles = [
+        Line2D([], [], color=COLOURS[i % len(COLOURS)], marker=MARKERS[i % len(MARKERS)],
+               linestyle="none", label=marks.name)
+        for i, marks in enumerate(widest.series, start=1)
+    ] if len(widest.series) > 1 else []  # fmt: skip
+    handles += [
+        Line2D([], [], color="black", marker="o", linestyle="none", markerfacecolor=face,
+               label=label)
+        for face, label in (("black", f"changed (Holm p < {alpha:g})"), ("white", "within noise"))
+    ]  # fmt: skip
+    figure.legend(
+        handles=handles, loc="outside lower center", ncols=len(handles), fontsize=8, frameon=False
+    )
+    return _png(figure, simulated)
+
+
+def _draw_marks(axes: Axes, marks: _Marks, offset: float, index: int, alpha: float) -> None:
+    colour, marker = COLOURS[index % len(COLOURS)], MARKERS[index % len(MARKERS)]
+    labelled = False
+    for row, test in enumerate(marks.tests):
+        if test is None:
+            continue
+        value = marks.scale * test.difference
+        low, high = (marks.scale * bound for bound in test.ci)
+        interval = _error(value, low, high) or (0.0, 0.0)
+        axes.errorbar(
+            [value],
+            [row + offset],
+            xerr=[[interval[0]], [interval[1]]],
+            linestyle="none",
+            color=colour,
+            marker=marker,
+            markersize=7,
+            markerfacecolor=colour if test.changed(alpha) else "white",
+            capsize=3,
+            elinewidth=1.2,
+            label=None if labelled else marks.name,
+        )
+        labelled = True
+
+
+def _figure_block(
+    name: str,
+    labels: Sequence[str],
+    panels: Sequence[_Panel],
+    comparison: Comparison,
+    simulated: bool,
+    alt: str,
+) -> Figure:
+    png = _draw(labels, panels, simulated=simulated, alpha=comparison.alpha)
+    caption = (
+        "Marks: the difference B - A; bars: its 95% interval; the vertical line is no change. "
+        f"Filled marks changed beyond noise (Holm-adjusted p < {comparison.alpha:g}); "
+        "hollow ones did not."
+    )
+    return Figure(name, png, alt, caption)
+
+
+def _by_key(tests: Sequence[ChangeTest]) -> dict[tuple[str | None, str], ChangeTest]:
+    return {(test.group, test.metric): test for test in tests}
+
+
+def _allocation_figures(
+    comparison: Comparison, names: Mapping[str, str], reference: str, simulated: bool
+) -> list[Figure]:
+    found = _by_key(comparison.tests)
+    groups = list(dict.fromkeys(t.group for t in comparison.tests if t.group is not None))
+    labels = [_label(g, names) for g in groups]
+
+    def marks(name: str, metric: str, scale: float = 1.0) -> _Marks:
+        return _Marks(name, [found.get((g, metric)) for g in groups], scale)
+
+    figures = [
+        _figure_block(
+            "compare_scores.png",
+            labels,
+            [
+                _Panel("RABBI: B - A", f"< more below {reference} | more above >",
+                       [marks("RABBI", "rabbi")]),
+                _Panel("δ (mean score gap): B - A", f"change of the mean score gap to {reference}",
+                       [marks("δ", "avg_gap")]),
+            ],
+            comparison,
+            simulated,
+            "Change of RABBI and of the mean score gap per group, with 95% intervals",
+        )
+    ]  # fmt: skip
+    ks = sorted({int(m.split("k=")[1]) for _, m in found if m.startswith(("dp_gap", "eo_gap"))})
+    panels = [
+        _Panel(
+            f"{_METRIC_NAMES[gap]}: B - A",
+            "change of the selection gap (points)",
+            [marks(f"k={k}", f"{gap} k={k}", 100.0) for k in ks],
+        )
+        for gap in ("dp_gap", "eo_gap")
+        if any(m.startswith(gap) for _, m in found)
+    ]
+    if panels:
+        figures.append(
+            _figure_block(
+                "compare_gaps.png",
+                labels,
+                panels,
+                comparison,
+                simulated,
+                "Change of ΔDP and ΔEO per group at each k, with 95% intervals",
+            )
+        )
+    return figures
+
+
+def _grouped_figure(comparison: Comparison, simulated: bool) -> Figure:
+    """Grade Score runs: one row per score; RUTEd runs: one row per context, a panel per metric."""
+    found = _by_key(comparison.tests)
+    if comparison.kind == "grade-score":
+        metrics = list(dict.fromkeys(t.metric for t in comparison.tests))
+        labels = [metric_name(m) for m in metrics]
+        panel = _Panel(
+            "Scores: B - A", "change of the score", [_Marks("", [found[None, m] for m in metrics])]
+        )
+        return _figure_block(
+            "compare_scores.png", labels, [panel], comparison, simulated,
+            "Change of the Grade Score, entropy and choice scores, with 95% intervals",
+        )  # fmt: skip
+    contexts = list(dict.fromkeys(t.group for t in comparison.tests if t.group is not None))
+    metrics = list(dict.fromkeys(t.metric for t in comparison.tests))
+    panels = [
+        _Panel(
+            f"{metric}: B - A",
+            "change",
+            [_Marks(metric, [found.get((c, metric)) for c in contexts])],
+        )
+        for metric in metrics
+    ]
+    return _figure_block(
+        "compare_scores.png", [str(c) for c in contexts], panels, comparison, simulated,
+        "Change of neutrality, skew and stereotype per context, with 95% intervals",
+    )  # fmt: skip
+
+
+def _differences_section(
+    comparison: Comparison, names: Mapping[str, str], reference: str, simulated: bool
+) -> Section:
+    if not comparison.tests:
+        blocks: list[Any] = [Paragraph("No figure could be tested (see the notes).")]
+    elif comparison.kind == "allocation":
+        blocks = list(_allocation_figures(comparison, names, reference, simulated))
+    else:
+        blocks = [_grouped_figure(comparison, simulated)]
+    what = "per group" if comparison.kind == "allocation" else "per figure"
+    if comparison.kind == "ruted":
+        what = "per context"
+    return Section(f"Differences {what}", "differences", blocks)
+
+
+def _tests_section(comparison: Comparison) -> Section:
+    grouped = any(test.group is not None for test in comparison.tests)
+    where = "context" if comparison.kind == "ruted" else "group"
+    headers = [
+        "figure", *([where] if grouped else []), "A", "B", "B - A [95% CI]", "p", "p (Holm)",
+        "changed", "method",
+    ]  # fmt: skip
+    rows = []
+    # The most significant first; ties (most figures, at p = 1) keep their order by group.
+    for test in sorted(comparison.tests, key=lambda t: t.p_adjusted):
+        low, high = (_value(test.metric, bound) for bound in test.ci)
+        unit = " (points)" if _is_points(test.metric) else ""
+        rows.append(
+            [
+                metric_name(test.metric) + unit,
+                *([test.group or "-"] if grouped else []),
+                _value(test.metric, test.before),
+                _value(test.metric, test.after),
+                f"{_value(test.metric, test.difference)} [{low}, {high}]",
+                p_value(test.p_value),
+                p_value(test.p_adjusted),
+                "CHANGED" if test.changed(comparison.alpha) else "no",
+                test.method,
+            ]
+        )
+    last = len(headers) - 1
+    return Section(
+        "Every figure tested",
+        "tests",
+        [
+            Table(
+                headers,
+                rows,
+                caption=f"{len(rows)} tests of no change, most significant first; p: each "
+                "test's own, p (Holm): "
+                f"adjusted for all {len(rows)}; changed when p (Holm) < {comparison.alpha:g}."
+                + (" ΔDP and ΔEO in percentage points." if comparison.kind == "allocation" else ""),
+                left=frozenset({0, 1, last - 1, last} if grouped else {0, last - 1, last}),
+            )
+        ],
+    )
+
+
+def _commands_section(comparison: Comparison, folder: Path, a: _Run, b: _Run) -> Section:
+    run_a, run_b = str(a.path or a.given), str(b.path or b.given)
+    lines = [
+        "# this comparison again (prints it, and writes a new compare folder with its report)",
+        shlex.join(["biasaudit", "compare", run_a, run_b, "--alpha", f"{comparison.alpha:g}"]),
+        "# this report, rebuilt from compare.json",
+        shlex.join(["biasaudit", "report", str(folder)]),
+        "# each run rebuilt from the cache (sends nothing) and checked against itself",
+        shlex.join(["biasaudit", "replay", run_a]),
+        shlex.join(["biasaudit", "replay", run_b]),
+    ]
+    return Section("Commands", "commands", [Code("\n".join(lines))])
+
+
+def compare_document(folder: Path) -> Document:
+    """The report of the comparison in ``folder/compare.json`` (a compare folder or a reaudit run).
+
+    Raises
+    ------
+    UsageError
+        ``compare.json`` is missing or unreadable.
+    """
+    try:
+        comparison = read_comparison(folder / COMPARE_FILE)
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise UsageError(f"{folder}: cannot read {COMPARE_FILE} ({error})") from None
+    a = _run("A", comparison.run_a, folder, comparison.kind)
+    b = _run("B", comparison.run_b, folder, comparison.kind)
+    simulated = any(
+        run.manifest.simulated if run.manifest else model.startswith("sim/")
+        for run, model in ((a, comparison.model_a), (b, comparison.model_b))
+    )
+    names = _group_names([a, b])
+    reference = str(getattr(b.metrics or a.metrics, "reference_group", "the reference"))
+    model = comparison.model_b
+    if comparison.model_a != comparison.model_b:
+        model = f"{comparison.model_a} → {comparison.model_b}"
+    ids = [run.manifest.run_id if run.manifest else Path(run.given).name for run in (a, b)]
+    document = Document(
+        f"What changed: {comparison.kind} audit of {model}",
+        f"Run A {ids[0]} → run B {ids[1]}; {len(comparison.tests)} tests of no change, "
+        f"Holm-adjusted, alpha {comparison.alpha:g}; verdict: {comparison.verdict}",
+        simulated,
+    )
+    document.sections = [
+        _verdict_section(comparison, names),
+        _versions_section(comparison, a, b),
+        _runs_section(a, b),
+        _differences_section(comparison, names, reference, simulated),
+        _tests_section(comparison),
+        _commands_section(comparison, folder, a, b),
+    ]
+    return document

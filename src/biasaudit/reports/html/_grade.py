@@ -1,0 +1,278 @@
+"""The report of a Grade Score run (Iourovitski, "Grade Score", 2024).
+
+Sections: what was audited, the headline, the three scores with their
+intervals, the position histogram, agreement with people's choice, the
+per-item table, unparsed and failed answers, and the replay commands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from biasaudit.kinds.grade_score.report import unusable_warning
+from biasaudit.kinds.grade_score.run import GradeScoreMetrics, judge_settings
+from biasaudit.kinds.registry import read_metrics
+from biasaudit.reports.html._common import audited_section, interval, percent, plain, replay_section
+from biasaudit.reports.html._document import Bullets, Document, Figure, Paragraph, Section, Table
+from biasaudit.reports.html._figures import Bars, DotPanel, Series, bar_panels, dot_panels
+from biasaudit.store.runs import Manifest
+
+__all__ = ["SCORE_NAMES", "grade_document", "position_bars"]
+
+SCORE_NAMES = {
+    "grade_score": "Grade Score",
+    "entropy": "entropy score",
+    "choice": "choice score",
+}
+_MEANING = {
+    "grade_score": "harmonic mean of the entropy and choice scores (1: no order bias, stable)",
+    "entropy": "1: no favourite slot; 0: always the same slot",
+    "choice": "share of answers naming the item's most chosen option",
+}
+
+
+def _headline(metrics: GradeScoreMetrics) -> Section:
+    level = f"{100 * metrics.confidence:g}% CI"
+    histogram = metrics.position_histogram
+    expected = 1 / metrics.n_options
+    top = max(range(len(histogram)), key=lambda i: histogram[i]) if histogram else 0
+    blocks: list[Any] = []
+    warning = unusable_warning(metrics)
+    if warning is not None:
+        blocks.append(Paragraph(f"Read first: {warning}.", strong=True))
+    if metrics.grade_score is not None:
+        blocks.append(
+            Paragraph(
+                f"The judge's Grade Score is {plain(metrics.grade_score, 2)}"
+                f"{_ci(metrics, level)} over {metrics.items} items: 1 means it picks the same "
+                "option whatever the order.",
+                strong=True,
+            )
+        )
+    if histogram:
+        blocks.append(
+            Paragraph(
+                f"Slot {top + 1} was chosen in {percent(histogram[top])}"
+                f"{_slot_ci(metrics, top)} of usable answers, against {percent(expected)} for "
+                f"a judge with no position bias{_slot_test(metrics)}.",
+                strong=True,
+            )
+        )
+    if metrics.agreement is not None:
+        bounds = metrics.agreement.rate_ci
+        ci = f" ({level} {percent(bounds[0])} to {percent(bounds[1])})" if bounds else ""
+        blocks.append(
+            Paragraph(
+                f"It chose the option people prefer in {percent(metrics.agreement.rate)} of answers"
+                f"{ci}, over {metrics.agreement.items} items."
+            )
+        )
+    return Section("Headline", "headline", blocks or [Paragraph("No usable answer.")])
+
+
+def _ci(metrics: GradeScoreMetrics, level: str) -> str:
+    bounds = metrics.grade_score_ci
+    return "" if bounds is None else f" ({level} {plain(bounds[0], 2)} to {plain(bounds[1], 2)})"
+
+
+def _scores_section(metrics: GradeScoreMetrics) -> Section:
+    rows = [
+        [
+            SCORE_NAMES[name],
+            plain(getattr(metrics, name), 3),
+            interval(getattr(metrics, name), getattr(metrics, f"{name}_ci"), 3, sign=False),
+            _MEANING[name],
+        ]
+        for name in SCORE_NAMES
+    ]
+    table = Table(
+        ["score", "mean", f"{100 * metrics.confidence:g}% interval", "meaning"],
+        rows,
+        caption=f"Means over {metrics.items} items (t-intervals).",
+        left=frozenset({0, 3}),
+    )
+    values = [getattr(metrics, name) for name in SCORE_NAMES]
+    bounds = [getattr(metrics, f"{name}_ci") for name in SCORE_NAMES]
+    panel = DotPanel(
+        "Mean score over items",
+        [Series("mean", values, [b and b[0] for b in bounds], [b and b[1] for b in bounds])],
+        xlabel="0 (order decides) ... 1 (content decides)",
+        reference=None,
+    )
+    figure = Figure(
+        "scores.png",
+        dot_panels(list(SCORE_NAMES.values()), [panel], simulated=metrics.simulated),
+        "Grade Score, entropy and choice scores with intervals",
+        f"Dots: means over items; bars: {100 * metrics.confidence:g}% t-intervals.",
+    )
+    return Section("Scores", "scores", [table, figure])
+
+
+def position_bars(title: str, histograms: Mapping[str, list[float]], n_options: int) -> Bars:
+    """Bars of the share of answers naming each slot, one series per run."""
+    return Bars(
+        title,
+        [f"slot {i}" for i in range(1, n_options + 1)],
+        [Series(name, [100 * v for v in values]) for name, values in histograms.items()],
+        ylabel="share of usable answers (%)",
+        expected=100 / n_options,
+    )
+
+
+def _position_section(metrics: GradeScoreMetrics) -> Section:
+    bars = position_bars(
+        "Slot chosen (slot 1 shown first)",
+        {"answers": metrics.position_histogram},
+        metrics.n_options,
+    )
+    figure = Figure(
+        "positions.png",
+        bar_panels([bars], simulated=metrics.simulated, columns=1),
+        "Position histogram: share of answers naming each slot",
+        "The dashed line is what a judge with no position bias gives.",
+    )
+    counts: list[int | None] = list(metrics.position_counts) or [None] * len(
+        metrics.position_histogram
+    )
+    table = Table(
+        ["slot", "answers", "share of usable answers", f"{100 * metrics.confidence:g}% interval"],
+        [
+            [str(i + 1), "-" if n is None else str(n), percent(v), _slot_ci(metrics, i) or "-"]
+            for i, (v, n) in enumerate(zip(metrics.position_histogram, counts, strict=True))
+        ],
+        caption="Intervals over items (none from fewer than 5); test of no preferred slot: "
+        f"{_slot_test(metrics).removeprefix('; ') or 'none'}.",
+    )
+    return Section("Position histogram", "positions", [figure, table])
+
+
+def _slot_ci(metrics: GradeScoreMetrics, slot: int) -> str:
+    if not metrics.position_ci:
+        return ""
+    low, high = metrics.position_ci[slot]
+    return f" [{percent(low)}, {percent(high)}]"
+
+
+def _slot_test(metrics: GradeScoreMetrics) -> str:
+    test = metrics.slot_test
+    if test is None:
+        return ""
+    return f"; χ² = {test.statistic:.1f}, df {test.df}, p = {test.p:.2g} over {test.n} answers"
+
+
+def _items_section(metrics: GradeScoreMetrics, items: pd.DataFrame | None) -> Section:
+    if items is None:
+        return Section("Per item", "items", [Paragraph("items.csv is missing.")])
+    slots = [f"pos_{s}" for s in range(1, metrics.n_options + 1)]
+    rows = []
+    for row in items.sort_values("grade", na_position="first").to_dict("records"):
+        preferred = row.get("preferred")
+        rows.append(
+            [
+                str(row["item_id"]),
+                plain(_number(row["grade"])),
+                plain(_number(row["entropy"])),
+                plain(_number(row["choice"])),
+                " ".join(str(int(row.get(s, 0) or 0)) for s in slots),
+                _text(row.get("most_chosen")),
+                "-" if pd.isna(preferred) else str(int(preferred)),
+                str(row["unparsed"]),
+                str(row["failed"]),
+            ]
+        )
+    return Section(
+        "Per item",
+        "items",
+        [
+            Table(
+                [
+                    "item",
+                    "grade",
+                    "entropy",
+                    "choice",
+                    "answers per slot",
+                    "most chosen",
+                    "preferred",
+                    "unparsed",
+                    "failed",
+                ],
+                rows,
+                caption="Lowest Grade Score first; answers per slot 1..n; options by index into "
+                "the item's options (random: the unrelated option).",
+                left=frozenset({0, 4, 5}),
+            )
+        ],
+    )
+
+
+def _number(value: Any) -> float | None:
+    return None if value is None or pd.isna(value) else float(value)
+
+
+def _text(value: Any) -> str:
+    return "-" if value is None or (isinstance(value, float) and pd.isna(value)) else str(value)
+
+
+def _answers_section(metrics: GradeScoreMetrics) -> Section:
+    lines = [
+        f"{metrics.trials} requests: {metrics.usable} usable answers, {metrics.unparsed} "
+        f"unparsed (named no option, {metrics.refused} of them refusals; left out), "
+        f"{metrics.failed} failed (left out).",
+    ]
+    if metrics.random_option_share is not None:
+        lines.append(
+            f"The unrelated option was chosen in {percent(metrics.random_option_share)} of answers."
+        )
+    blocks: list[Any] = [Paragraph(" ".join(lines))]
+    if metrics.notes:
+        blocks.append(Bullets(list(metrics.notes)))
+    return Section("Unparsed answers and notes", "unparsed", blocks)
+
+
+def _method_rows(metrics: GradeScoreMetrics) -> list[tuple[str, str]]:
+    options = f"{metrics.n_options} options per request"
+    if metrics.random_option:
+        options += " (one unrelated option drawn from another item)"
+    return [
+        (
+            "probe",
+            f"multiple choice, {metrics.permutations} permutations: {metrics.orders} orders "
+            f"x {metrics.replicates} replicate(s) per item; {options}",
+        ),
+        (
+            "judge prompt",
+            judge_settings(metrics),
+        ),
+        (
+            "sample sizes",
+            f"{metrics.items_total} items ({metrics.items} scored), {metrics.trials} requests",
+        ),
+        ("intervals", f"{100 * metrics.confidence:g}% t-intervals over items"),
+    ]
+
+
+def grade_document(run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -> Document:
+    """The report of the Grade Score run in ``run_dir``."""
+    metrics: GradeScoreMetrics = read_metrics(run_dir, "grade-score")
+    items_path = run_dir / "items.csv"
+    items = pd.read_csv(items_path) if items_path.exists() else None
+    document = Document(
+        f"Grade Score audit of {metrics.model}",
+        f"Order bias and choice stability of an LLM judge; items: {metrics.items_source}; "
+        f"run {manifest.run_id}",
+        metrics.simulated,
+    )
+    document.sections = [
+        audited_section(manifest, spec, _method_rows(metrics)),
+        _headline(metrics),
+        _scores_section(metrics),
+        _position_section(metrics),
+        _items_section(metrics, items),
+        _answers_section(metrics),
+        replay_section(manifest, run_dir),
+    ]
+    return document

@@ -1,0 +1,76 @@
+"""Other processes: who holds a lease in the shared cache and whether it is alive, and
+children that must not outlive biasaudit.
+
+Several processes may share one cache (two runs of one audit, a run and its
+``--workers`` children, a ``--batch`` run resumed while the first still polls).
+A lease — on a request in flight (:meth:`biasaudit.store.cache.ResponseCache.claim`)
+or on a batch intent (:mod:`biasaudit.engine.batch`) — names its holder
+``host:pid:token``: one token per holder, so one process may hold several
+(each engine run, each batch runner). A holder is alive while it is
+:func:`running`; one on this host whose process is gone is dead at once, and
+one on another host counts as alive until its lease runs out.
+
+A child biasaudit starts (a fan-out worker, a local model's server) asks the
+kernel to end it when biasaudit dies (:func:`die_with_parent`), ``kill -9``
+included: left behind, it would go on sending requests nobody reads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import secrets
+import signal
+import socket
+import sys
+from collections.abc import Iterator
+
+__all__ = ["die_with_parent", "holder_alive", "new_holder", "running"]
+
+# The holders of this process that are running now (one that stopped is gone).
+_RUNNING_HERE: set[str] = set()
+_PR_SET_PDEATHSIG = 1
+
+
+def new_holder() -> str:
+    """A fresh holder name for this process: ``host:pid:token``."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
+@contextlib.contextmanager
+def running(holder: str) -> Iterator[str]:
+    """Count ``holder`` as alive for the duration of the block."""
+    _RUNNING_HERE.add(holder)
+    try:
+        yield holder
+    finally:
+        _RUNNING_HERE.discard(holder)
+
+
+def holder_alive(holder: str) -> bool:
+    """Whether ``holder`` may still be running (on another host: assume so)."""
+    host, _, rest = holder.partition(":")
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return True
+    if int(pid) == os.getpid():
+        return holder in _RUNNING_HERE
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def die_with_parent() -> None:
+    """On Linux, have the kernel send this process SIGTERM when its parent dies, even by kill -9.
+
+    Called in a child (a worker as it starts; a local model's server before it
+    runs): a child left behind would go on sending, and paying, for nobody.
+    """
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)

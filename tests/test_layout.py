@@ -1,0 +1,128 @@
+"""The layout's import rules (ARCHITECTURE.md), read from the source: who may import whom.
+
+Imports are read with ``ast``: those a module runs when it is imported (at its
+top level, outside ``if TYPE_CHECKING``) make the graph that must have no
+cycle; every import, top level or inside a function, counts for the rules of
+who may import whom.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import biasaudit
+
+PACKAGE = Path(biasaudit.__file__).parent
+MAX_TOP_LEVEL_MODULES = 12
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _resolve(target: str) -> str | None:
+    """The package's module an import names (the longest known prefix)."""
+    while target and target not in MODULES:
+        target = target.rpartition(".")[0]
+    return target or None
+
+
+def imports(path: Path, *, load_time_only: bool) -> set[str]:
+    """The package's modules ``path`` imports."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: set[str] = set()
+
+    def visit(node: ast.AST, top: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                if not load_time_only:
+                    visit(child, top)
+                continue
+            nested = isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef)
+            if isinstance(child, ast.ImportFrom) and child.module and (top or not load_time_only):
+                if child.module == "biasaudit" or child.module.startswith("biasaudit."):
+                    for alias in child.names:  # `from biasaudit.x import y`: y may be a module
+                        whole = _resolve(f"{child.module}.{alias.name}")
+                        found.add(whole or _resolve(child.module) or child.module)
+            elif isinstance(child, ast.Import) and (top or not load_time_only):
+                for alias in child.names:
+                    if alias.name.startswith("biasaudit"):
+                        found.add(_resolve(alias.name) or alias.name)
+            visit(child, top and not nested)
+
+    visit(tree, True)
+    found.discard(module_name(path))
+    return {m for m in found if m != "biasaudit"}
+
+
+def test_metrics_import_nothing_else_of_the_package() -> None:
+    for name, path in MODULES.items():
+        if name.startswith("biasaudit.metrics"):
+            outside = {m for m in imports(path, load_time_only=False)
+                       if not m.startswith("biasaudit.metrics")}  # fmt: skip
+            assert not outside, (name, outside)
+
+
+def test_probes_import_only_the_provider_types_errors_and_text_helpers() -> None:
+    allowed = ("biasaudit.probes", "biasaudit.providers", "biasaudit.errors", "biasaudit.textfiles")
+    for name, path in MODULES.items():
+        if name.startswith("biasaudit.probes"):
+            outside = {m for m in imports(path, load_time_only=False)
+                       if not m.startswith(allowed)}  # fmt: skip
+            assert not outside, (name, outside)
+
+
+@pytest.mark.parametrize("wing", ["engine", "store", "providers", "metrics", "probes"])
+def test_the_lower_wings_name_no_audit_kind(wing: str) -> None:
+    kinds = ("biasaudit.kinds", "biasaudit.tasks", "biasaudit.spec", "biasaudit.reports",
+             "biasaudit.cli", "biasaudit.imports", "biasaudit.replay")  # fmt: skip
+    for name, path in MODULES.items():
+        if name.startswith(f"biasaudit.{wing}"):
+            upward = {m for m in imports(path, load_time_only=False) if m.startswith(kinds)}
+            assert not upward, (name, upward)
+
+
+def test_no_module_imports_itself_back_when_it_loads() -> None:
+    graph = {name: imports(path, load_time_only=True) for name, path in MODULES.items()}
+    done: set[str] = set()
+
+    def walk(name: str, trail: list[str]) -> None:
+        if name in trail:
+            cycle = [*trail[trail.index(name) :], name]
+            pytest.fail("import cycle: " + " -> ".join(cycle))
+        if name in done:
+            return
+        for other in sorted(graph.get(name, ())):
+            walk(other, [*trail, name])
+        done.add(name)
+
+    for name in sorted(graph):
+        walk(name, [])
+
+
+def test_the_top_level_holds_at_most_a_dozen_modules() -> None:
+    top = sorted(
+        p.name for p in PACKAGE.glob("*.py") if p.name not in ("__init__.py", "__main__.py")
+    )
+    assert len(top) <= MAX_TOP_LEVEL_MODULES, top
+
+
+def test_importing_the_metrics_loads_no_engine_and_no_sdk() -> None:
+    code = (
+        "import json, sys, biasaudit.metrics; "
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith("
+        "('biasaudit', 'openai', 'anthropic', 'asyncio_throttle', 'httpx', 'tenacity')))))"
+    )
+    loaded = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True,
+                                       text=True, check=True).stdout)  # fmt: skip
+    assert all(m == "biasaudit" or m.startswith("biasaudit.metrics") for m in loaded), loaded
