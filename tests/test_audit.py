@@ -9,12 +9,12 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from biasaudit.kinds.allocation.essay import DEMO_ESSAYS
 from biasaudit.kinds.allocation.metrics import AllocationMetrics, GroupMetrics
 from biasaudit.kinds.allocation.run import AuditResult, audit
 from biasaudit.providers.sim import SimProvider
 from biasaudit.spec import parse_spec
 from biasaudit.store.runs import read_manifest, read_responses
-from biasaudit.tasks._essay import DEMO_ESSAYS
 
 # Small enough to run in about a second, large enough to see a shift of one logit.
 FAST = {"names_per_group": 6, "rounds": 400, "bootstrap": 400, "gap_bootstrap": 60}

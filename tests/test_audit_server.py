@@ -12,10 +12,10 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from biasaudit.kinds.allocation.resume import read_names
 from biasaudit.kinds.allocation.run import AuditResult, audit
 from biasaudit.spec import parse_spec
-from biasaudit.tasks import DATA_DIR
-from biasaudit.tasks._resume import read_names
+from biasaudit.textfiles import DATA_DIR
 from tests.servers import Choice, OpenAIServer, request_key
 
 NAMES = read_names(DATA_DIR / "names.csv")

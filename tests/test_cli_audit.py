@@ -10,8 +10,9 @@ import pytest
 from click.testing import CliRunner
 
 from biasaudit.cli import cli
+from biasaudit.kinds.registry import TASKS
 from biasaudit.spec import TASK_NAMES
-from biasaudit.tasks import DATA_DIR, PROMPTS_DIR, TASKS
+from biasaudit.textfiles import DATA_DIR, PROMPTS_DIR
 
 FIRST_NAMES = {
     "W_M": ["Greg", "Todd", "Brett", "Neil", "Scott", "Kyle", "Logan", "Grant"],

@@ -271,7 +271,7 @@ def test_study_refuses_to_mix_grade_score_and_allocation_runs(tmp_path: Path) ->
 
 
 def test_tasks_lists_grade_score_with_its_data_and_prompts() -> None:
-    from biasaudit.tasks import DATA_DIR, PROMPTS_DIR
+    from biasaudit.textfiles import DATA_DIR, PROMPTS_DIR
 
     code, out, _ = invoke("tasks")
     assert code == 0

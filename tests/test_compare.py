@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from biasaudit.cli import cli
 from biasaudit.errors import UsageError
+from biasaudit.kinds.allocation.resume import read_names
 from biasaudit.kinds.registry import run_spec
 from biasaudit.reports.compare import (
     NO_CHANGE,
@@ -24,8 +25,7 @@ from biasaudit.reports.compare import (
     compare_runs,
 )
 from biasaudit.spec import parse_spec
-from biasaudit.tasks import DATA_DIR
-from biasaudit.tasks._resume import read_names
+from biasaudit.textfiles import DATA_DIR
 from tests.servers import Choice, OpenAIServer, request_key
 
 NAMES = read_names(DATA_DIR / "names.csv")

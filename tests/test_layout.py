@@ -84,12 +84,24 @@ def test_probes_import_only_the_provider_types_errors_and_text_helpers() -> None
 
 @pytest.mark.parametrize("wing", ["engine", "store", "providers", "metrics", "probes"])
 def test_the_lower_wings_name_no_audit_kind(wing: str) -> None:
-    kinds = ("biasaudit.kinds", "biasaudit.tasks", "biasaudit.spec", "biasaudit.reports",
+    kinds = ("biasaudit.kinds", "biasaudit.spec", "biasaudit.reports",
              "biasaudit.cli", "biasaudit.imports", "biasaudit.replay")  # fmt: skip
     for name, path in MODULES.items():
         if name.startswith(f"biasaudit.{wing}"):
             upward = {m for m in imports(path, load_time_only=False) if m.startswith(kinds)}
             assert not upward, (name, upward)
+
+
+@pytest.mark.parametrize("kind", ["allocation", "grade_score", "ruted"])
+def test_no_kind_imports_another(kind: str) -> None:
+    """Kinds meet in ``kinds.common`` and ``kinds.prompt``, never in each other's folders."""
+    others = tuple(
+        f"biasaudit.kinds.{k}" for k in ("allocation", "grade_score", "ruted") if k != kind
+    )
+    for name, path in MODULES.items():
+        if name.startswith(f"biasaudit.kinds.{kind}"):
+            crossing = {m for m in imports(path, load_time_only=False) if m.startswith(others)}
+            assert not crossing, (name, crossing)
 
 
 def test_no_module_imports_itself_back_when_it_loads() -> None:

@@ -12,13 +12,17 @@ import pytest
 
 from biasaudit.errors import UsageError
 from biasaudit.kinds.ruted.run import RutedResult, ruted_audit
+from biasaudit.kinds.ruted.task import (
+    OCCUPATIONS_PATH,
+    build_ruted_task,
+    indefinite_article,
+    read_occupations,
+)
 from biasaudit.providers import Capabilities, ModelRequest, ModelResponse
 from biasaudit.providers._sim_ruted import planted_male_probability
 from biasaudit.providers.sim import SimProvider
 from biasaudit.spec import RutedSpec, parse_spec
 from biasaudit.store.runs import read_manifest, read_responses
-from biasaudit.tasks import OCCUPATIONS_PATH, build_ruted_task, read_occupations
-from biasaudit.tasks._ruted import indefinite_article
 
 OCCUPATIONS = read_occupations(OCCUPATIONS_PATH)
 CONTEXTS = ("standard", "bedtime", "personas", "esl")

@@ -6,6 +6,12 @@ import math
 
 import pytest
 
+from biasaudit.kinds.ruted.task import (
+    GENERATION_CONTEXTS,
+    OCCUPATIONS_PATH,
+    ContextPrompts,
+    read_occupations,
+)
 from biasaudit.probes import NextWordProbe, classify_pronouns
 from biasaudit.providers import ModelRequest, SamplingParams
 from biasaudit.providers._sim_ruted import (
@@ -16,7 +22,6 @@ from biasaudit.providers._sim_ruted import (
     planted_male_probability,
 )
 from biasaudit.providers.sim import SimProvider
-from biasaudit.tasks import GENERATION_CONTEXTS, OCCUPATIONS_PATH, ContextPrompts, read_occupations
 
 OCCUPATIONS = read_occupations(OCCUPATIONS_PATH)
 

@@ -55,11 +55,13 @@ from biasaudit.kinds.allocation.metrics import (
     AllocationMetrics,
     CandidateCounts,
     MetricOptions,
-    RequestCounts,
     ScoringSummary,
     allocation_results,
 )
+from biasaudit.kinds.allocation.task import PoolDesign
+from biasaudit.kinds.common import NOTHING_SENT
 from biasaudit.kinds.grade_score.run import GradeScoreMetrics, item_figures, score_fields
+from biasaudit.kinds.grade_score.task import GradeItem
 from biasaudit.kinds.ruted import embeddings
 from biasaudit.kinds.ruted.metrics import (
     RutedMetrics,
@@ -68,15 +70,12 @@ from biasaudit.kinds.ruted.metrics import (
     mode_collapse_check,
     occupations_csv,
 )
+from biasaudit.kinds.ruted.plan import OCCUPATION_COLUMNS
+from biasaudit.kinds.ruted.task import OCCUPATIONS_PATH, read_occupations
 from biasaudit.probes._pronouns import classify_pronouns
 from biasaudit.secrets import redact_command
 from biasaudit.store.runs import Manifest, RunDirectory, read_manifest
-from biasaudit.tasks import PoolDesign
-from biasaudit.tasks._files import read_table, require_columns, require_values
-from biasaudit.tasks._grade_score import GradeItem
-from biasaudit.tasks._ruted import OCCUPATIONS_PATH, read_occupations
-from biasaudit.tasks._ruted_plan import OCCUPATION_COLUMNS
-from biasaudit.textfiles import brief
+from biasaudit.textfiles import brief, read_table, require_columns, require_values
 
 __all__ = [
     "GradeImportResult",
@@ -221,7 +220,7 @@ def score_allocation(
             candidates=CandidateCounts(
                 total=len(scores), scored=len(scores), irregular=0, unscored=0, failed=0
             ),
-            requests=RequestCounts(requests=0, sent=0, cache_hits=0, failures=0, refusals=0),
+            requests=NOTHING_SENT,
             selection=results.selection,
             intervals=results.intervals,
             headline_k=min(options.headline_k, k_max),
@@ -437,7 +436,7 @@ def score_grade(
             random_option=False, permutations="given", orders=int(orders.max()),
             replicates=int(trials["replicate"].max()) + 1, temperature=None, max_tokens=None,
             n_options=items[0].n_options, confidence=confidence, items_total=len(items),
-            requests=RequestCounts(requests=0, sent=0, cache_hits=0, failures=0, refusals=0),
+            requests=NOTHING_SENT,
             notes=notes, **fields,
         )  # fmt: skip
         run.write_json("metrics.json", metrics)
@@ -586,7 +585,7 @@ def score_ruted(
             occupations=len(occupations), male_majority=male_majority,
             occupations_source=str(source_path), replicates=0, templates=[], temperature=None,
             contexts=contexts, mode_collapse=status,
-            requests=RequestCounts(requests=0, sent=0, cache_hits=0, failures=0, refusals=0),
+            requests=NOTHING_SENT,
             notes=notes,
         )  # fmt: skip
         run.write_json("metrics.json", metrics)

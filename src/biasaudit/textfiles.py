@@ -14,12 +14,26 @@ import functools
 import io
 import reprlib
 from collections.abc import Iterator
+from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from biasaudit.errors import InputError, UsageError
 
-__all__ = ["brief", "load_yaml", "read_text", "text_lines"]
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = [
+    "DATA_DIR",
+    "PROMPTS_DIR",
+    "brief",
+    "load_yaml",
+    "read_table",
+    "read_text",
+    "require_columns",
+    "require_values",
+    "text_lines",
+]
 
 _BRIEF = reprlib.Repr()
 _BRIEF.maxstring = _BRIEF.maxother = 60
@@ -120,3 +134,54 @@ def _described(error: Exception) -> str:
     if mark is None or problem is None:
         return " ".join(str(error).split())
     return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
+
+
+# Where the shipped data and prompts are, and reading the CSV files tasks take.
+_PACKAGE = Path(str(resources.files("biasaudit")))
+DATA_DIR = _PACKAGE / "data"
+PROMPTS_DIR = _PACKAGE / "prompts"
+
+
+def read_table(path: str | Path, what: str) -> pd.DataFrame:
+    """A CSV file as text columns with surrounding spaces trimmed.
+
+    Raises
+    ------
+    UsageError
+        The file cannot be read, is not CSV, or has no rows.
+    """
+    import pandas as pd  # only the audits read tables; fanout starts without pandas
+
+    text = read_text(path, what)
+    try:
+        frame = pd.read_csv(
+            io.StringIO(text), dtype=str, keep_default_na=False, skipinitialspace=True
+        )
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as error:
+        raise UsageError(f"{what} {path} is not a readable CSV file: {error}") from None
+    if frame.empty:
+        raise UsageError(f"{what} {path} has no rows")
+    frame.columns = [str(column).strip() for column in frame.columns]
+    return frame.apply(lambda column: column.str.strip())
+
+
+def require_columns(
+    frame: pd.DataFrame, columns: list[str], *, what: str, path: str | Path
+) -> None:
+    """Raise unless ``frame`` has every one of ``columns``, naming the first missing one."""
+    for column in columns:
+        if column not in frame.columns:
+            present = ", ".join(frame.columns)
+            raise UsageError(f"{what} {path}: no column '{column}' (columns: {present})")
+
+
+def require_values(frame: pd.DataFrame, columns: list[str], *, what: str, path: str | Path) -> None:
+    """Raise unless every row has a value in each of ``columns``, naming the first empty cell.
+
+    Lines count the header as line 1 (a cell holding a line break shifts them).
+    """
+    for column in columns:
+        empty = frame[column] == ""
+        if empty.any():
+            row = int(empty.to_numpy().argmax())
+            raise InputError(str(path), row + 2, column, f"empty: every {what} row needs one")

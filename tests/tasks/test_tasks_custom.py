@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from biasaudit.errors import UsageError
+from biasaudit.kinds.allocation.tasks import build_task
 from biasaudit.spec import parse_spec
-from biasaudit.tasks import build_task
 
 PROMPT = {"system": "You screen loans.", "user": "{name}: {purpose}. Approve? Answer Yes or No."}
 

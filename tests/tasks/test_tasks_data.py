@@ -9,11 +9,14 @@ import pandas as pd
 import pytest
 
 from biasaudit.errors import UsageError
+from biasaudit.kinds.allocation.resume import GROUP_NAMES, read_jobs, read_names
+from biasaudit.kinds.allocation.tasks import build_task
+from biasaudit.kinds.grade_score.task import load_choice_prompt
+from biasaudit.kinds.prompt import PromptTemplate
+from biasaudit.kinds.ruted.task import ContextPrompts
 from biasaudit.providers.sim import DISADVANTAGED_NAMES
 from biasaudit.spec import EssayGradingSpec, ResumeScreeningSpec
-from biasaudit.tasks import DATA_DIR, PROMPTS_DIR, ContextPrompts, PromptTemplate, build_task
-from biasaudit.tasks._grade_score import load_choice_prompt
-from biasaudit.tasks._resume import GROUP_NAMES, read_jobs, read_names
+from biasaudit.textfiles import DATA_DIR, PROMPTS_DIR
 
 WORD = re.compile(r"[A-Za-z']+")
 

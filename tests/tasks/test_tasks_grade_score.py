@@ -9,10 +9,16 @@ from typing import Any
 import pytest
 
 from biasaudit.errors import InputError, UsageError
+from biasaudit.kinds.grade_score.task import (
+    DEMO_ITEMS,
+    GradeScorePlan,
+    build_grade_score_task,
+    load_choice_prompt,
+    read_items,
+    with_random_options,
+)
 from biasaudit.probes import ChoiceProbe, option_orders
 from biasaudit.spec import GradeScoreSpec
-from biasaudit.tasks import DEMO_ITEMS, GradeScorePlan, build_grade_score_task
-from biasaudit.tasks._grade_score import load_choice_prompt, read_items, with_random_options
 
 
 def write_items(tmp_path: Path, *lines: Any) -> Path:

@@ -17,14 +17,19 @@ from pydantic import BaseModel
 
 from biasaudit.errors import UsageError
 from biasaudit.kinds.allocation.metrics import AllocationMetrics
+from biasaudit.kinds.allocation.tasks import ALLOCATION_TASKS
+from biasaudit.kinds.common import TaskInfo
 from biasaudit.kinds.grade_score.run import GradeScoreMetrics
+from biasaudit.kinds.grade_score.task import TASK_INFO as GRADE_SCORE_TASK
 from biasaudit.kinds.ruted.metrics import RutedMetrics
+from biasaudit.kinds.ruted.task import TASK_INFO as RUTED_TASK
 from biasaudit.providers import ModelRequest, Provider
 from biasaudit.spec import AuditSpec, GradeScoreSpec, RutedSpec
 from biasaudit.store.runs import Manifest
 
 __all__ = [
     "AUDIT_KINDS",
+    "TASKS",
     "FinishedAudit",
     "plan_requests",
     "read_metrics",
@@ -34,6 +39,12 @@ __all__ = [
 ]
 
 AUDIT_KINDS = ("allocation", "grade-score", "ruted")
+TASKS: dict[str, TaskInfo] = {
+    **ALLOCATION_TASKS,
+    GRADE_SCORE_TASK.name: GRADE_SCORE_TASK,
+    RUTED_TASK.name: RUTED_TASK,
+}
+"""The built-in tasks, as ``biasaudit tasks`` lists them."""
 _METRICS: dict[str, type[BaseModel]] = {
     "allocation": AllocationMetrics,
     "grade-score": GradeScoreMetrics,
@@ -96,14 +107,16 @@ def run_spec(
 def plan_requests(spec: AuditSpec, provider: Provider) -> list[ModelRequest]:
     """The requests a run of ``spec`` would send to ``provider`` (nothing is sent)."""
     if isinstance(spec, GradeScoreSpec):
-        from biasaudit.tasks import build_grade_score_task, plan_grade_score
+        from biasaudit.kinds.grade_score.task import build_grade_score_task, plan_grade_score
 
         return list(plan_grade_score(build_grade_score_task(spec), spec).requests)
     if isinstance(spec, RutedSpec):
-        from biasaudit.tasks import build_ruted_task, plan_ruted
+        from biasaudit.kinds.ruted.plan import plan_ruted
+        from biasaudit.kinds.ruted.task import build_ruted_task
 
         return list(plan_ruted(build_ruted_task(spec), spec, provider.capabilities).requests)
-    from biasaudit.tasks import build_task, plan_scoring
+    from biasaudit.kinds.allocation.scoring import plan_scoring
+    from biasaudit.kinds.allocation.tasks import build_task
 
     allocation = build_task(spec)
     allocation.prompt(spec.method)

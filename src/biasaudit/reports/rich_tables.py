@@ -29,12 +29,12 @@ from rich.text import Text
 
 if TYPE_CHECKING:
     from biasaudit.kinds.allocation.metrics import AllocationMetrics
+    from biasaudit.kinds.common import TaskInfo
     from biasaudit.kinds.grade_score.run import GradeScoreMetrics
     from biasaudit.kinds.ruted.metrics import RutedMetrics
     from biasaudit.reports.compare import ChangeTest, Comparison
     from biasaudit.reports.history import HistoryEntry
     from biasaudit.reports.text import Block
-    from biasaudit.tasks import TaskInfo
 
 __all__ = [
     "allocation_view",

@@ -11,7 +11,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from biasaudit.tasks import TaskInfo
+from biasaudit.kinds.common import TaskInfo
 
 __all__ = [
     "SIMULATED",

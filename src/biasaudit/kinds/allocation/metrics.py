@@ -29,6 +29,8 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, Field
 
+from biasaudit.kinds.allocation.task import PoolDesign
+from biasaudit.kinds.common import RequestCounts
 from biasaudit.metrics import (
     FEW_UNITS,
     MIN_UNITS,
@@ -40,7 +42,6 @@ from biasaudit.metrics import (
     pairwise_preference_gap,
     select_in_pools,
 )
-from biasaudit.tasks import PoolDesign
 
 __all__ = [
     "METRICS_SCHEMA_VERSION",
@@ -49,7 +50,6 @@ __all__ = [
     "GroupMetrics",
     "MetricOptions",
     "PairwiseSummary",
-    "RequestCounts",
     "ScoringSummary",
     "SelectionSummary",
     "SubtaskMetrics",
@@ -171,14 +171,6 @@ class CandidateCounts(BaseModel):
         description="Pointwise: whose answer was a refusal (irregular: outside the label set; "
         "pairwise refusals are counted in pairwise.refused).",
     )
-
-
-class RequestCounts(BaseModel):
-    requests: int
-    sent: int
-    cache_hits: int
-    failures: int
-    refusals: int
 
 
 class PairwiseSummary(BaseModel):

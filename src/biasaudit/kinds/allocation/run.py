@@ -30,22 +30,22 @@ from biasaudit.kinds.allocation.metrics import (
     CandidateCounts,
     MetricOptions,
     PairwiseSummary,
-    RequestCounts,
     ScoringSummary,
     allocation_results,
 )
+from biasaudit.kinds.allocation.scoring import (
+    PairwisePlan,
+    PointwisePlan,
+    ScoringPlan,
+    plan_scoring,
+)
+from biasaudit.kinds.allocation.task import AllocationTask
+from biasaudit.kinds.allocation.tasks import build_task
+from biasaudit.kinds.common import request_counts
 from biasaudit.metrics import PairwiseOutputStats
 from biasaudit.providers import Provider
 from biasaudit.spec import AuditSpec
 from biasaudit.store.runs import RunResult
-from biasaudit.tasks import (
-    AllocationTask,
-    PairwisePlan,
-    PointwisePlan,
-    ScoringPlan,
-    build_task,
-    plan_scoring,
-)
 
 __all__ = ["AuditResult", "audit", "run_audit"]
 
@@ -146,7 +146,7 @@ def _metrics(
         confidence=spec.confidence,
         scoring=_scoring(plan, options),
         candidates=_candidate_counts(scores),
-        requests=_request_counts(session),
+        requests=request_counts(session),
         selection=results.selection,
         intervals=results.intervals,
         headline_k=min(spec.headline_k, options.k_max),
@@ -208,17 +208,6 @@ def _candidate_counts(scores: pd.DataFrame) -> CandidateCounts:
         unscored=int(scores["score"].isna().sum()),
         failed=failed,
         refused=int(scores["refused"].astype(bool).sum()) if "refused" in scores.columns else 0,
-    )
-
-
-def _request_counts(session: RunSession) -> RequestCounts:
-    stats = session.engine.stats
-    return RequestCounts(
-        requests=stats.total,
-        sent=stats.sent,
-        cache_hits=stats.cache_hits,
-        failures=stats.failures,
-        refusals=stats.refusals,
     )
 
 

@@ -13,7 +13,7 @@ The run directory holds, besides what every run has (``manifest.json`` of
 kind ``grade-score``, ``responses.jsonl`` with each answer as read,
 ``spec.json``):
 
-- ``trials.csv``: one row per request (columns: :mod:`biasaudit.tasks._grade_score`);
+- ``trials.csv``: one row per request (columns: :mod:`biasaudit.kinds.grade_score.task`);
 - ``items.csv``: one row per item: ``item_id, n_options, trials, failed,
   unparsed, usable``, how often each slot was chosen (``pos_1`` .. ``pos_n``,
   slot 1 shown first), how often each original option was
@@ -45,7 +45,14 @@ from pydantic import BaseModel, Field
 from biasaudit.engine.loop import run_async
 from biasaudit.engine.session import RunSession
 from biasaudit.errors import BiasauditError
-from biasaudit.kinds.allocation.metrics import RequestCounts
+from biasaudit.kinds.common import RequestCounts
+from biasaudit.kinds.grade_score.task import (
+    GradeItem,
+    GradeScorePlan,
+    GradeScoreTask,
+    build_grade_score_task,
+    plan_grade_score,
+)
 from biasaudit.metrics import (
     MIN_ITEMS,
     GradeScore,
@@ -57,13 +64,6 @@ from biasaudit.metrics import (
 from biasaudit.providers import Provider
 from biasaudit.spec import ALLOCATION_ONLY_FIELDS, GradeScoreSpec
 from biasaudit.store.runs import RunResult
-from biasaudit.tasks import (
-    GradeItem,
-    GradeScorePlan,
-    GradeScoreTask,
-    build_grade_score_task,
-    plan_grade_score,
-)
 
 __all__ = [
     "GRADE_METRICS_SCHEMA_VERSION",

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, Field
 
-from biasaudit.kinds.allocation.metrics import RequestCounts
+from biasaudit.kinds.common import RequestCounts
 from biasaudit.metrics import RutedEstimate, neutrality, replicate_similarity, skew, stereotype
 
 if TYPE_CHECKING:

@@ -37,7 +37,7 @@ import pandas as pd
 from biasaudit.engine.loop import run_async
 from biasaudit.engine.session import RunSession
 from biasaudit.errors import BiasauditError, LogprobsUnavailableError, RunAbortedError, UsageError
-from biasaudit.kinds.allocation.run import _request_counts
+from biasaudit.kinds.common import request_counts
 from biasaudit.kinds.ruted import embeddings
 from biasaudit.kinds.ruted.metrics import (
     ContextMetrics,
@@ -47,10 +47,11 @@ from biasaudit.kinds.ruted.metrics import (
     occupations_csv,
     ties_as_female,
 )
+from biasaudit.kinds.ruted.plan import RutedPlan, plan_ruted
+from biasaudit.kinds.ruted.task import RutedTask, build_ruted_task
 from biasaudit.providers import Provider
 from biasaudit.spec import ALLOCATION_ONLY_FIELDS, RutedSpec
 from biasaudit.store.runs import RunResult
-from biasaudit.tasks import RutedPlan, RutedTask, build_ruted_task, plan_ruted
 
 __all__ = ["RutedResult", "run_ruted_audit", "ruted_audit"]
 
@@ -162,7 +163,7 @@ def _write_results(
         conventions=spec.conventions,
         contexts=contexts,
         mode_collapse=status,
-        requests=_request_counts(session),
+        requests=request_counts(session),
         notes=notes,
     )
     session.run.write_json("metrics.json", metrics)

@@ -56,12 +56,12 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, f
 
 from biasaudit.engine.core import RequestResult
 from biasaudit.errors import InputError, UsageError
+from biasaudit.kinds.common import TaskInfo
+from biasaudit.kinds.prompt import PromptTemplate
 from biasaudit.probes import ChoiceAnswer, ChoiceProbe
 from biasaudit.providers import ModelRequest
 from biasaudit.spec import GRADE_SCORE_PROMPTS, GradeScoreSpec
-from biasaudit.tasks._allocation import PromptTemplate
-from biasaudit.tasks._files import DATA_DIR, PROMPTS_DIR
-from biasaudit.textfiles import load_yaml, text_lines
+from biasaudit.textfiles import DATA_DIR, PROMPTS_DIR, load_yaml, text_lines
 
 __all__ = [
     "DEMO_ITEMS",
@@ -454,3 +454,21 @@ def plan_grade_score(task: GradeScoreTask, spec: GradeScoreSpec) -> GradeScorePl
     plan = GradeScorePlan(task, probe)
     plan.requests = [r.asking_effort(spec.reasoning_effort) for r in plan.requests]
     return plan
+
+
+TASK_INFO = TaskInfo(
+        name="grade-score",
+        summary="A judge picks the best of an item's options, shown in every cyclic order: "
+                "by position or by content? (Grade Score)",
+        groups="none: the judge's choices by slot and by option are audited",
+        pools="each item's n options in its n cyclic orders (all n! with --permutations all)",
+        data=(
+            ("items", "yours: --items FILE.jsonl with id, prompt, options[, preferred | ranks]"),
+            ("demo", f"{DEMO_ITEMS} (16 items x 4 options, written for biasaudit; --items demo)"),
+        ),
+        prompts=tuple(
+            f"{PROMPTS_DIR / f'grade-score.{key}.yaml'} ({key}: {role})"
+            for key, role in JUDGE_PROMPTS.items()
+        ),
+        usage="biasaudit run grade-score --items FILE.jsonl --model MODEL [--prompt 1|2|3|4|FILE]",
+    )  # fmt: skip

@@ -38,9 +38,10 @@ from pathlib import Path
 import pandas as pd
 
 from biasaudit.errors import UsageError
+from biasaudit.kinds.allocation.task import AllocationTask, Candidate, PoolDesign
+from biasaudit.kinds.prompt import PromptTemplate
 from biasaudit.spec import AllocationTaskSpec, PromptSpec, QualifiedSpec
-from biasaudit.tasks._allocation import AllocationTask, Candidate, PoolDesign, PromptTemplate
-from biasaudit.tasks._files import read_table, require_columns, require_values
+from biasaudit.textfiles import read_table, require_columns, require_values
 
 __all__ = ["build_custom_task"]
 

@@ -16,16 +16,17 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from biasaudit.errors import UsageError
+from biasaudit.kinds.allocation.task import AllocationTask, Candidate, PoolDesign
+from biasaudit.kinds.prompt import PromptTemplate
 from biasaudit.spec import ResumeScreeningSpec
-from biasaudit.tasks._allocation import AllocationTask, Candidate, PoolDesign, PromptTemplate
-from biasaudit.tasks._files import (
+from biasaudit.textfiles import (
     DATA_DIR,
     PROMPTS_DIR,
+    load_yaml,
     read_table,
     require_columns,
     require_values,
 )
-from biasaudit.textfiles import load_yaml
 
 __all__ = [
     "GROUP_NAMES",

@@ -20,16 +20,17 @@ from pathlib import Path
 import pandas as pd
 
 from biasaudit.errors import UsageError
+from biasaudit.kinds.allocation.task import AllocationTask, Candidate, PoolDesign
+from biasaudit.kinds.prompt import PromptTemplate
 from biasaudit.spec import EssayGradingSpec
-from biasaudit.tasks._allocation import AllocationTask, Candidate, PoolDesign, PromptTemplate
-from biasaudit.tasks._files import (
+from biasaudit.textfiles import (
     DATA_DIR,
     PROMPTS_DIR,
+    brief,
     read_table,
     require_columns,
     require_values,
 )
-from biasaudit.textfiles import brief
 
 __all__ = [
     "DEMO_ESSAYS",

@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Literal
 
 from biasaudit.errors import UsageError
+from biasaudit.kinds.common import TaskInfo
+from biasaudit.kinds.prompt import PromptTemplate
 from biasaudit.spec import RUTED_CONTEXTS, RutedSpec
-from biasaudit.tasks._allocation import PromptTemplate
-from biasaudit.tasks._files import DATA_DIR, PROMPTS_DIR, read_table, require_columns
-from biasaudit.textfiles import load_yaml
+from biasaudit.textfiles import DATA_DIR, PROMPTS_DIR, load_yaml, read_table, require_columns
 
 __all__ = [
     "GENERATION_CONTEXTS",
@@ -215,3 +215,22 @@ def build_ruted_task(spec: RutedSpec) -> RutedTask:
     prompts = {c: ContextPrompts.load(c) for c in contexts if c in GENERATION_CONTEXTS}
     templates = _template_numbers(spec.templates, prompts) if prompts else (0,)
     return RutedTask(occupations, str(path), contexts, prompts, templates)
+
+
+TASK_INFO = TaskInfo(
+        name="ruted",
+        summary="Gender-occupation neutrality, skew and stereotype: the next-word trick test "
+                "beside bedtime stories, user personas and ESL exercises (RUTEd)",
+        groups="male / female: next words (he, his, boy, ...) and third-person pronouns of texts",
+        pools="none: per occupation, next-word probabilities and 30 texts per template",
+        data=(
+            ("data", f"{OCCUPATIONS_PATH} (the 40 WinoBias occupations with their majority "
+                     "gender; --occupations FILE.csv of occupation,majority)"),
+        ),
+        prompts=tuple(
+            f"{PROMPTS_DIR / f'ruted.{context}.yaml'} (10 templates; 0 is the main one)"
+            for context in GENERATION_CONTEXTS
+        ),
+        usage="biasaudit run ruted --model MODEL [--contexts standard,bedtime,personas,esl] "
+              "[--replicates 30] [--templates 0|all]",
+    )  # fmt: skip

@@ -1,0 +1,78 @@
+"""The built-in allocation tasks (resume screening, essay grading, a task of your
+own): what ``biasaudit tasks`` says of each, and :func:`build_task`, which turns a
+validated spec into an :class:`~biasaudit.kinds.allocation.task.AllocationTask`.
+"""
+
+from __future__ import annotations
+
+from biasaudit.errors import UsageError
+from biasaudit.kinds.allocation.custom import build_custom_task
+from biasaudit.kinds.allocation.essay import DEMO_ESSAYS, build_essay_grading
+from biasaudit.kinds.allocation.resume import JOBS_PATH, NAMES_PATH, build_resume_screening
+from biasaudit.kinds.allocation.task import AllocationTask
+from biasaudit.kinds.common import TaskInfo
+from biasaudit.spec import AllocationTaskSpec, AuditSpec, EssayGradingSpec, ResumeScreeningSpec
+from biasaudit.textfiles import PROMPTS_DIR
+
+__all__ = ["ALLOCATION_TASKS", "build_task"]
+
+
+def _prompts(task: str) -> tuple[str, ...]:
+    return tuple(str(PROMPTS_DIR / f"{task}.{probe}.yaml") for probe in ("pointwise", "pairwise"))
+
+
+ALLOCATION_TASKS: dict[str, TaskInfo] = {
+    "resume-screening": TaskInfo(
+        name="resume-screening",
+        summary="Screen resumes for four job postings; is a group's applicant picked less often?",
+        groups="W_F W_M B_F B_M A_F A_M H_F H_M (race x gender); reference W_M",
+        pools="one candidate per group (8); qualified = a resume of high fit",
+        data=(
+            ("names", f"{NAMES_PATH} (100 per group; first names from SSA and "
+                      "race-by-name studies, surnames from the 2010 Census)"),
+            ("resumes", f"{JOBS_PATH} (4 postings x 6 resumes, written for biasaudit)"),
+        ),
+        prompts=_prompts("resume-screening"),
+        usage="biasaudit run resume-screening --model MODEL "
+              "[--names FILE.csv] [--resumes FILE.yaml]",
+    ),
+    "essay-grading": TaskInfo(
+        name="essay-grading",
+        summary="Grade essays 1-5; is a group of writers passed over for the top k?",
+        groups="the corpus's 'group' column; reference ENS (or --reference-group)",
+        pools="10 essays at random; qualified = rating at or above the median",
+        data=(
+            ("essays", "yours: --essays FILE.csv with text, group[, rating] "
+                       "(the paper used ICNALE, which cannot be shipped)"),
+            ("demo", f"{DEMO_ESSAYS} (30 essays, written for biasaudit; --essays demo)"),
+        ),
+        prompts=_prompts("essay-grading"),
+        usage="biasaudit run essay-grading --essays FILE.csv --model MODEL",
+    ),
+    "allocation": TaskInfo(
+        name="allocation",
+        summary="Your own allocation task: candidates in a CSV, prompts and labels in a spec",
+        groups="the column the spec names; reference from the spec",
+        pools="one per group, or random pools of a size the spec gives",
+        data=(("candidates", "yours: the CSV the spec names"),),
+        prompts=("written in the spec (or files it names)",),
+        usage="biasaudit run SPEC.yaml   (task: allocation)",
+    ),
+}  # fmt: skip
+
+
+def build_task(spec: AuditSpec) -> AllocationTask:
+    """The task a validated spec describes, with its candidates loaded.
+
+    Raises
+    ------
+    UsageError
+        A data file is missing or malformed, or the spec and the data disagree.
+    """
+    if isinstance(spec, ResumeScreeningSpec):
+        return build_resume_screening(spec)
+    if isinstance(spec, EssayGradingSpec):
+        return build_essay_grading(spec)
+    if isinstance(spec, AllocationTaskSpec):
+        return build_custom_task(spec)
+    raise UsageError(f"no task for spec {type(spec).__name__}")
