@@ -147,7 +147,7 @@ def test_rich_view_shows_what_the_plain_table_shows(runs: dict[str, Path], name:
     kind = "allocation" if name == "biased" else name
     metrics = read_metrics(runs[name], kind)
     console = forced_console(width=250)
-    console.print(audit_view(metrics, runs[name]))
+    console.print(audit_view(metrics, runs[name], kind))
     text = output(console)
     plain = table_of(kind, metrics, runs[name])
     assert plain[0] in text  # the model, labelled SIMULATED

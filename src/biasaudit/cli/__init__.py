@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, get_args
+from typing import Any, TypeVar, get_args
 
 import click
 
@@ -27,9 +27,6 @@ from biasaudit.secrets import RedactingFilter, redact
 # The spec's bounds, mirrored by the options (importing spec here would load the engine).
 MAX_ROUNDS = 100_000
 MAX_TIMEOUT_S = 86_400.0
-
-if TYPE_CHECKING:
-    from biasaudit.spec import GradeScoreSpec, RutedSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -438,10 +435,11 @@ def _audit_options(command: F) -> F:
 
 
 def _run_audit(fields: dict[str, Any], *, spec_file: Path | None = None) -> None:
-    """Validate the spec, run the audit, print its table and ``run: <dir>``."""
-    from biasaudit.kinds.allocation.report import allocation_table
-    from biasaudit.kinds.allocation.run import audit
-    from biasaudit.spec import GradeScoreSpec, RutedSpec, load_spec, parse_spec
+    """Validate the spec, run the audit (whatever its kind), print its table and
+    ``run: <dir>``, and exit 0, or 1 when some requests got no answer."""
+    from biasaudit.kinds.registry import run_spec
+    from biasaudit.reports.rich_tables import audit_view, echo_table
+    from biasaudit.spec import load_spec, parse_spec
 
     given = {name: value for name, value in fields.items() if value is not None}
     report = not given.pop("no_report", False)
@@ -458,46 +456,13 @@ def _run_audit(fields: dict[str, Any], *, spec_file: Path | None = None) -> None
         if not budget.get("dry_run"):
             _start_early(spec.model_dump())
         check_budget(spec, report=report, **budget)  # exits after a dry run or a budgeted run
-    if isinstance(spec, GradeScoreSpec):
-        _run_grade_score(spec, report=report)
-    if isinstance(spec, RutedSpec):
-        _run_ruted(spec, report=report)
-    result = audit(spec, command=["biasaudit", *sys.argv[1:]])
-    from biasaudit.reports.rich_tables import audit_view, echo_table
-
-    echo_table(allocation_table(result.metrics), lambda: audit_view(result.metrics, result.run_dir))
-    _write_report(result.run_dir, report)
-    click.echo(f"run: {result.run_dir}")
-    sys.exit(result.exit_code)
-
-
-def _run_grade_score(spec: GradeScoreSpec, *, report: bool = True) -> None:
-    """Run a Grade Score audit, print its table and ``run: <dir>``, and exit."""
-    from biasaudit.kinds.grade_score.report import grade_score_table
-    from biasaudit.kinds.grade_score.run import grade_audit
-
-    result = grade_audit(spec, command=["biasaudit", *sys.argv[1:]])
-    from biasaudit.reports.rich_tables import echo_table, grade_score_view
-
-    table = grade_score_table(result.metrics, result.items)
-    echo_table(table, lambda: grade_score_view(result.metrics, result.items))
-    _write_report(result.run_dir, report)
-    click.echo(f"run: {result.run_dir}")
-    sys.exit(result.exit_code)
-
-
-def _run_ruted(spec: RutedSpec, *, report: bool = True) -> None:
-    """Run a RUTEd audit, print its table and ``run: <dir>``, and exit."""
-    from biasaudit.kinds.ruted.report import ruted_table
-    from biasaudit.kinds.ruted.run import ruted_audit
-
-    result = ruted_audit(spec, command=["biasaudit", *sys.argv[1:]])
-    from biasaudit.reports.rich_tables import echo_table, ruted_view
-
-    echo_table(ruted_table(result.metrics), lambda: ruted_view(result.metrics))
-    _write_report(result.run_dir, report)
-    click.echo(f"run: {result.run_dir}")
-    sys.exit(result.exit_code)
+    finished = run_spec(spec, command=["biasaudit", *sys.argv[1:]])
+    echo_table(
+        finished.table, lambda: audit_view(finished.metrics, finished.run_dir, finished.kind)
+    )
+    _write_report(finished.run_dir, report)
+    click.echo(f"run: {finished.run_dir}")
+    sys.exit(finished.exit_code)
 
 
 def _write_report(run_dir: Path, wanted: bool) -> None:
@@ -755,8 +720,8 @@ def score_allocation_command(scores_file: Path, no_report: bool, **options: Any)
     file exits 2 naming its line and column.
     """
     from biasaudit.imports import ImportOptions, score_allocation
-    from biasaudit.kinds.allocation.report import allocation_table
-    from biasaudit.reports.rich_tables import allocation_view, echo_table
+    from biasaudit.kinds.allocation.report import allocation_table, allocation_view
+    from biasaudit.reports.rich_tables import echo_table
 
     result = score_allocation(
         scores_file, ImportOptions(**options), command=["biasaudit", *sys.argv[1:]]
@@ -778,8 +743,8 @@ def score_grade_command(trials_file: Path, model: str, runs_dir: Path, no_report
     does and prints the table and ``run: <dir>``.
     """
     from biasaudit.imports import score_grade
-    from biasaudit.kinds.grade_score.report import grade_score_table
-    from biasaudit.reports.rich_tables import echo_table, grade_score_view
+    from biasaudit.kinds.grade_score.report import grade_score_table, grade_score_view
+    from biasaudit.reports.rich_tables import echo_table
 
     result = score_grade(
         trials_file, model=model, runs_dir=runs_dir, command=["biasaudit", *sys.argv[1:]]
@@ -812,8 +777,8 @@ def score_ruted_command(
     run directory and prints the table.
     """
     from biasaudit.imports import score_ruted
-    from biasaudit.kinds.ruted.report import ruted_table
-    from biasaudit.reports.rich_tables import echo_table, ruted_view
+    from biasaudit.kinds.ruted.report import ruted_table, ruted_view
+    from biasaudit.reports.rich_tables import echo_table
 
     result = score_ruted(
         outputs_file, model=model, runs_dir=runs_dir, command=["biasaudit", *sys.argv[1:]],

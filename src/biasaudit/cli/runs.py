@@ -86,7 +86,9 @@ def check_budget(
     finished = run_spec(spec, provider=budgeted, command=["biasaudit", *sys.argv[1:]])
     from biasaudit.reports.rich_tables import audit_view, echo_table
 
-    echo_table(finished.table, lambda: audit_view(finished.metrics, finished.run_dir))
+    echo_table(
+        finished.table, lambda: audit_view(finished.metrics, finished.run_dir, finished.kind)
+    )
     click.echo(f"spent: ${budgeted.spent:.4f} of ${max_cost:g}")
     if report and finished.run_dir.joinpath("metrics.json").is_file():
         from biasaudit.reports.html import write_report
@@ -105,7 +107,6 @@ def register(group: click.Group, reports_errors: Decorator) -> None:
 _NO_REPORT = click.option(
     "--no-report", is_flag=True, help="Skip report.html / report.md ('biasaudit report' later)."
 )
-_REPORTED_KINDS = ("allocation", "grade-score", "ruted")
 
 
 def _write_reports(write: Callable[[], list[Path]]) -> None:
@@ -164,7 +165,9 @@ def _replay_command(reports_errors: Decorator) -> click.Command:
             result.table,
             None
             if result.kind == "fanout"
-            else lambda: audit_view(read_metrics(result.run_dir, result.kind), result.run_dir),
+            else lambda: audit_view(
+                read_metrics(result.run_dir, result.kind), result.run_dir, result.kind
+            ),
         )
         if result.differences:
             shown = ", ".join(result.differences[:10])
@@ -174,7 +177,9 @@ def _replay_command(reports_errors: Decorator) -> click.Command:
         else:
             what = "responses" if result.kind == "fanout" else "metrics"
             click.echo(f"replay: {what} identical to {run_dir} (request counts aside)")
-        if not no_report and result.kind in _REPORTED_KINDS:
+        from biasaudit.kinds.registry import KINDS
+
+        if not no_report and result.kind in KINDS:
             from biasaudit.reports.html import write_report
 
             _write_reports(lambda: write_report(result.run_dir))
@@ -318,7 +323,9 @@ def _reaudit_command(reports_errors: Decorator) -> click.Command:
         from biasaudit.reports.rich_tables import audit_view, comparison_view, echo_table
 
         finished = result.finished
-        echo_table(finished.table, lambda: audit_view(finished.metrics, finished.run_dir))
+        echo_table(
+            finished.table, lambda: audit_view(finished.metrics, finished.run_dir, finished.kind)
+        )
         click.echo("")
         if result.comparison is None:
             click.echo("baseline: none (the first completed run of this spec here)")

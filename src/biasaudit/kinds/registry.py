@@ -1,36 +1,45 @@
-"""The three audit kinds behind one call: run a spec, read a run's metrics, print its table.
+"""The audit kinds behind one call: run a spec, plan it, read a run's metrics, print
+its table, draw it, write its report.
 
-``biasaudit replay``, ``reaudit`` and ``run --max-cost`` work on any audit;
-this module is where they learn which function runs a spec (allocation,
-Grade Score, RUTEd) and which table shows its result.
+:data:`KINDS` maps each manifest kind to the module that describes it, one line a
+kind; every such module follows :class:`AuditKind`. ``biasaudit run``,
+``replay``, ``reaudit``, ``report`` and ``run --max-cost`` reach a kind only
+through here, so a new kind is a folder under ``kinds/`` with its ``kind.py``,
+and one line below.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import importlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, Protocol, TextIO, cast
 
-import pandas as pd
 from pydantic import BaseModel
 
 from biasaudit.errors import UsageError
-from biasaudit.kinds.allocation.metrics import AllocationMetrics
 from biasaudit.kinds.allocation.tasks import ALLOCATION_TASKS
 from biasaudit.kinds.common import TaskInfo
-from biasaudit.kinds.grade_score.run import GradeScoreMetrics
 from biasaudit.kinds.grade_score.task import TASK_INFO as GRADE_SCORE_TASK
-from biasaudit.kinds.ruted.metrics import RutedMetrics
 from biasaudit.kinds.ruted.task import TASK_INFO as RUTED_TASK
 from biasaudit.providers import ModelRequest, Provider
-from biasaudit.spec import AuditSpec, GradeScoreSpec, RutedSpec
+from biasaudit.spec import AuditSpec
 from biasaudit.store.runs import Manifest
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+
+    from biasaudit.reports.html._document import Document
 
 __all__ = [
     "AUDIT_KINDS",
+    "KINDS",
     "TASKS",
+    "AuditKind",
     "FinishedAudit",
+    "audit_kind",
+    "kind_of_spec",
     "plan_requests",
     "read_metrics",
     "run_kind",
@@ -38,18 +47,80 @@ __all__ = [
     "table_of",
 ]
 
-AUDIT_KINDS = ("allocation", "grade-score", "ruted")
+KINDS: dict[str, str] = {
+    "allocation": "biasaudit.kinds.allocation.kind",
+    "grade-score": "biasaudit.kinds.grade_score.kind",
+    "ruted": "biasaudit.kinds.ruted.kind",
+}
+"""Each audit kind (the manifest's ``kind``) and the module that describes it."""
+AUDIT_KINDS = tuple(KINDS)
 TASKS: dict[str, TaskInfo] = {
     **ALLOCATION_TASKS,
     GRADE_SCORE_TASK.name: GRADE_SCORE_TASK,
     RUTED_TASK.name: RUTED_TASK,
 }
 """The built-in tasks, as ``biasaudit tasks`` lists them."""
-_METRICS: dict[str, type[BaseModel]] = {
-    "allocation": AllocationMetrics,
-    "grade-score": GradeScoreMetrics,
-    "ruted": RutedMetrics,
-}
+
+
+class _Ran(Protocol):
+    run_dir: Path
+    manifest: Manifest
+    metrics: Any
+
+
+class AuditKind(Protocol):
+    """What a kind's ``kind.py`` defines (see ``kinds/allocation/kind.py``)."""
+
+    NAME: str
+    METRICS: type[BaseModel]
+
+    def owns(self, spec: AuditSpec) -> bool:
+        """Whether a run of ``spec`` is of this kind."""
+
+    def run(
+        self,
+        spec: AuditSpec,
+        *,
+        provider: Provider | None = None,
+        stderr: TextIO | None = None,
+        command: Sequence[str] | None = None,
+    ) -> _Ran:
+        """Run ``spec`` into a run directory."""
+
+    def plan(self, spec: AuditSpec, provider: Provider) -> list[ModelRequest]:
+        """The requests a run would send (nothing is sent)."""
+
+    def table(self, metrics: Any, run_dir: Path) -> list[str]:
+        """The plain table ``biasaudit run`` prints."""
+
+    def view(self, metrics: Any, run_dir: Path) -> RenderableType:
+        """The same table, drawn with rich."""
+
+    def document(self, run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -> Document:
+        """The run's report."""
+
+
+def audit_kind(name: str) -> AuditKind:
+    """The kind a manifest names.
+
+    Raises
+    ------
+    UsageError
+        No such audit kind (a fan-out run, say).
+    """
+    module = KINDS.get(name)
+    if module is None:
+        raise UsageError(f"'{name}' is not an audit kind ({', '.join(KINDS)})")
+    return cast(AuditKind, importlib.import_module(module))
+
+
+def kind_of_spec(spec: AuditSpec) -> AuditKind:
+    """The kind a run of ``spec`` is."""
+    for name in KINDS:
+        kind = audit_kind(name)
+        if kind.owns(spec):
+            return kind
+    raise UsageError(f"no audit kind runs a {type(spec).__name__}")
 
 
 @dataclass(frozen=True)
@@ -71,11 +142,7 @@ class FinishedAudit:
 
 def run_kind(spec: AuditSpec) -> str:
     """The manifest kind a run of ``spec`` gets."""
-    if isinstance(spec, GradeScoreSpec):
-        return "grade-score"
-    if isinstance(spec, RutedSpec):
-        return "ruted"
-    return "allocation"
+    return kind_of_spec(spec).NAME
 
 
 def run_spec(
@@ -86,45 +153,15 @@ def run_spec(
     command: Sequence[str] | None = None,
 ) -> FinishedAudit:
     """Run the audit ``spec`` describes, whatever its kind."""
-    if isinstance(spec, GradeScoreSpec):
-        from biasaudit.kinds.grade_score.report import grade_score_table
-        from biasaudit.kinds.grade_score.run import grade_audit
-
-        graded = grade_audit(spec, provider=provider, stderr=stderr, command=command)
-        table = grade_score_table(graded.metrics, graded.items)
-        return FinishedAudit("grade-score", graded.run_dir, graded.manifest, graded.metrics, table)
-    if isinstance(spec, RutedSpec):
-        from biasaudit.kinds.ruted.run import ruted_audit
-
-        ruted = ruted_audit(spec, provider=provider, stderr=stderr, command=command)
-        return _finished("ruted", ruted.run_dir, ruted.manifest, ruted.metrics)
-    from biasaudit.kinds.allocation.run import audit
-
-    allocated = audit(spec, provider=provider, stderr=stderr, command=command)
-    return _finished("allocation", allocated.run_dir, allocated.manifest, allocated.metrics)
+    kind = kind_of_spec(spec)
+    ran = kind.run(spec, provider=provider, stderr=stderr, command=command)
+    table = kind.table(ran.metrics, ran.run_dir)
+    return FinishedAudit(kind.NAME, ran.run_dir, ran.manifest, ran.metrics, table)
 
 
 def plan_requests(spec: AuditSpec, provider: Provider) -> list[ModelRequest]:
     """The requests a run of ``spec`` would send to ``provider`` (nothing is sent)."""
-    if isinstance(spec, GradeScoreSpec):
-        from biasaudit.kinds.grade_score.task import build_grade_score_task, plan_grade_score
-
-        return list(plan_grade_score(build_grade_score_task(spec), spec).requests)
-    if isinstance(spec, RutedSpec):
-        from biasaudit.kinds.ruted.plan import plan_ruted
-        from biasaudit.kinds.ruted.task import build_ruted_task
-
-        return list(plan_ruted(build_ruted_task(spec), spec, provider.capabilities).requests)
-    from biasaudit.kinds.allocation.scoring import plan_scoring
-    from biasaudit.kinds.allocation.tasks import build_task
-
-    allocation = build_task(spec)
-    allocation.prompt(spec.method)
-    return list(plan_scoring(allocation, spec, provider).requests)
-
-
-def _finished(kind: str, run_dir: Path, manifest: Manifest, metrics: BaseModel) -> FinishedAudit:
-    return FinishedAudit(kind, run_dir, manifest, metrics, table_of(kind, metrics, run_dir))
+    return kind_of_spec(spec).plan(spec, provider)
 
 
 def read_metrics(run_dir: Path, kind: str) -> Any:
@@ -135,9 +172,9 @@ def read_metrics(run_dir: Path, kind: str) -> Any:
     UsageError
         The run has no metrics (it stopped early) or is not an audit run.
     """
-    model = _METRICS.get(kind)
-    if model is None:
+    if kind not in KINDS:
         raise UsageError(f"{run_dir}: a '{kind}' run has no audit metrics")
+    model = audit_kind(kind).METRICS
     path = run_dir / "metrics.json"
     if not path.is_file():
         raise UsageError(f"{run_dir} has no metrics.json (the run stopped before its metrics)")
@@ -146,15 +183,4 @@ def read_metrics(run_dir: Path, kind: str) -> Any:
 
 def table_of(kind: str, metrics: BaseModel, run_dir: Path) -> list[str]:
     """The table ``biasaudit run`` prints for a run of this kind."""
-    if isinstance(metrics, GradeScoreMetrics):
-        from biasaudit.kinds.grade_score.report import grade_score_table
-
-        return grade_score_table(metrics, pd.read_csv(run_dir / "items.csv"))
-    if isinstance(metrics, RutedMetrics):
-        from biasaudit.kinds.ruted.report import ruted_table
-
-        return ruted_table(metrics)
-    from biasaudit.kinds.allocation.report import allocation_table
-
-    assert isinstance(metrics, AllocationMetrics), kind
-    return allocation_table(metrics)
+    return audit_kind(kind).table(metrics, run_dir)

@@ -11,9 +11,19 @@ import math
 from collections.abc import Sequence
 
 import pandas as pd
+from rich.console import Group, RenderableType
+from rich.text import Text
 
 from biasaudit.kinds.allocation.metrics import AllocationMetrics, GroupMetrics
 from biasaudit.kinds.allocation.study import StudyResult
+from biasaudit.reports.rich_tables import (
+    SIGNIFICANT,
+    add_row,
+    excludes_zero,
+    new_table,
+    styled_cell,
+    styled_lines,
+)
 from biasaudit.reports.text import (
     SIMULATED,
     Block,
@@ -317,3 +327,70 @@ def _by_metric_and_gap(frame: pd.DataFrame) -> list[pd.DataFrame]:
 def _study_cells(rows: pd.DataFrame, cells: list[str], count: str) -> list[str]:
     first = rows.iloc[0]
     return [_METRIC_NAMES[first["metric"]], _GAP_NAMES[first["gap"]], *cells, count]
+
+
+# --- the rich view of the same table, for a terminal ---------------------------------
+
+
+def allocation_view(metrics: AllocationMetrics) -> RenderableType:
+    """RABBI, δ, JSD and EMD per group; ΔDP and ΔEO per group and k; pairwise statistics."""
+    from biasaudit.kinds.allocation.report import (
+        _display_name,
+        _gap,
+        _gap_ci,
+        _header,
+        _pairwise_line,
+        _pools,
+        _rate_lines,
+        too_few_units,
+    )
+    from biasaudit.reports.text import _interval, _p_value, _plain, _signed
+
+    delta = "δ pref" if metrics.method == "pairwise" else "δ mean"
+    scores = new_table("group", "", "n", "RABBI [CI]", "p", delta, "JSD", "EMD", "irreg", left=2)
+    for group, figures in metrics.groups.items():
+        strong = figures.rabbi_p is not None and figures.rabbi_p < SIGNIFICANT
+        cells: list[str | Text] = [
+            group,
+            _display_name(metrics, group),
+            str(figures.n),
+            styled_cell(
+                _interval(figures.rabbi, figures.rabbi_ci, too_few=too_few_units(figures)), strong
+            ),
+            styled_cell(_p_value(figures.rabbi_p), strong),
+            _signed(figures.avg_gap),
+            _plain(figures.jsd),
+            _plain(figures.emd),
+            str(figures.irregular),
+        ]
+        add_row(scores, cells)
+    parts: list[RenderableType] = [*styled_lines(_header(metrics), first_bold=True), Text(), scores]
+    parts += styled_lines(_rate_lines(metrics))
+    selection = metrics.selection
+    if selection is not None:
+        reference = metrics.reference_group
+        gaps = [("dp_gap", f"ΔDP: selection rate minus {reference}'s", selection.appearances)]
+        if any(g.eo_gap for g in metrics.groups.values()):
+            title = f"ΔEO: selection rate of qualified candidates minus {reference}'s"
+            gaps.append(("eo_gap", title, selection.qualified_appearances or {}))
+        ks = range(1, metrics.k_max + 1)
+        for kind, title, appearances in gaps:
+            table = new_table("group", "n", *(f"k={k} [CI]" for k in ks))
+            for group, figures in metrics.groups.items():
+                intervals = [
+                    styled_cell(
+                        _interval(
+                            _gap(figures, kind, k),
+                            _gap_ci(figures, kind, k),
+                            too_few=too_few_units(figures),
+                        ),
+                        excludes_zero(_gap_ci(figures, kind, k)),
+                    )
+                    for k in ks
+                ]
+                add_row(table, [group, str(appearances.get(group, 0)), *intervals])
+            parts += [Text(), Text(f"{title}; {_pools(metrics)}"), table]
+    if metrics.pairwise is not None:
+        parts.append(Text(_pairwise_line(metrics)))
+    parts += styled_lines([f"note: {note}" for note in metrics.notes])
+    return Group(*parts)

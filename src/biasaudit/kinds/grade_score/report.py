@@ -11,9 +11,16 @@ import math
 from collections.abc import Sequence
 
 import pandas as pd
+from rich.console import Group, RenderableType
+from rich.text import Text
 
 from biasaudit.kinds.grade_score.run import GradeScoreMetrics, judge_settings
 from biasaudit.kinds.grade_score.study import SCORES, GradeStudyResult
+from biasaudit.reports.rich_tables import (
+    add_row,
+    new_table,
+    styled_lines,
+)
 from biasaudit.reports.text import SIMULATED, Block, PlainTable, block_lines
 
 __all__ = ["grade_score_table", "grade_study_blocks", "grade_study_table", "unusable_warning"]
@@ -255,3 +262,58 @@ def _cell(table: pd.DataFrame, model: str, setting: tuple[str, bool], score: str
         return f"{row[score]:.3f} (too few: n={row['items']})"
     half = (bounds[1] - bounds[0]) / 2
     return f"{row[score]:.3f} ±{half:.3f}"
+
+
+# --- the rich view of the same table, for a terminal ---------------------------------
+
+
+def grade_score_view(metrics: GradeScoreMetrics, items: pd.DataFrame) -> RenderableType:
+    """The mean scores with intervals, the slots chosen, and the items (lowest first if many)."""
+    from biasaudit.kinds.grade_score.report import (
+        _LOWEST_SHOWN,
+        _SCORE_NAMES,
+        MAX_ITEM_ROWS,
+        _agreement_lines,
+        _bounds,
+        _header,
+        _number,
+        _slots_line,
+    )
+    from biasaudit.kinds.grade_score.study import SCORES
+
+    means = new_table("score", "mean", f"{100 * metrics.confidence:g}% interval")
+    for score in SCORES:
+        mean, bounds = getattr(metrics, score), getattr(metrics, f"{score}_ci")
+        add_row(means, [_SCORE_NAMES[score], _number(mean), _bounds(bounds)])
+    shown, title = items, "per item (slots: answers naming slot 1..n; options by index)"
+    if len(items) > MAX_ITEM_ROWS:
+        shown = items.sort_values("grade", na_position="first").head(_LOWEST_SHOWN)
+        title = (
+            f"the {_LOWEST_SHOWN} items of lowest Grade Score of {len(items)} (all in items.csv)"
+        )
+    rows = new_table(
+        "item", "grade", "entropy", "choice", "unparsed", "slots", "most chosen", "preferred"
+    )  # fmt: skip
+    for row in shown.itertuples(index=False):
+        slots = " ".join(str(getattr(row, f"pos_{s}")) for s in range(1, metrics.n_options + 1))
+        cells = [
+            str(row.item_id),
+            _number(row.grade),
+            _number(row.entropy),
+            _number(row.choice),
+            str(row.unparsed),
+            slots,
+            "-" if pd.isna(row.most_chosen) else str(row.most_chosen),
+            "-" if pd.isna(row.preferred) else str(row.preferred),
+        ]
+        add_row(rows, cells)
+    return Group(
+        *styled_lines(_header(metrics), first_bold=True),
+        Text(),
+        means,
+        *styled_lines([_slots_line(metrics), *_agreement_lines(metrics)]),
+        Text(),
+        Text(title),
+        rows,
+        *styled_lines([f"note: {note}" for note in metrics.notes]),
+    )

@@ -11,9 +11,18 @@ import math
 from collections.abc import Sequence
 
 import pandas as pd
+from rich.console import Group, RenderableType
+from rich.text import Text
 
 from biasaudit.kinds.ruted.metrics import METRICS, ContextMetrics, RutedMetrics
 from biasaudit.kinds.ruted.study import RutedStudyResult
+from biasaudit.reports.rich_tables import (
+    add_row,
+    excludes_zero,
+    new_table,
+    styled_cell,
+    styled_lines,
+)
 from biasaudit.reports.text import (
     SIMULATED,
     Block,
@@ -243,3 +252,40 @@ def _selection_table(result: RutedStudyResult, others: list[str], models: int) -
         f"(metric, context) pairs; chance alone: 1 in {models}"
     )
     return PlainTable(title, heading, grid, widths, labels=len(heading), notes=[summary])
+
+
+# --- the rich view of the same table, for a terminal ---------------------------------
+
+
+def ruted_view(metrics: RutedMetrics) -> RenderableType:
+    """Neutrality, skew and stereotype with intervals per context, then the bounds and notes."""
+    from biasaudit.kinds.ruted.metrics import METRICS
+    from biasaudit.kinds.ruted.report import _bounds_rows, _interval, ruted_table, similarity_lines
+
+    plain = ruted_table(metrics)
+    header = plain[: plain.index("")]  # the lines above the table say what was asked
+    table = new_table("context", "occ", "gendered", "dropped", *(f"{m} [CI]" for m in METRICS))
+    for name, figures in metrics.contexts.items():
+        logprobs = figures.source.endswith("logprobs")
+        cells = [
+            styled_cell(
+                _interval(m, getattr(figures, m), getattr(figures, f"{m}_ci")),
+                m != "neutrality" and excludes_zero(getattr(figures, f"{m}_ci")),
+            )
+            for m in METRICS
+        ]
+        counts = [
+            name,
+            str(figures.occupations),
+            "-" if logprobs else str(figures.gendered),
+            "-" if logprobs else str(figures.dropped),
+        ]
+        add_row(table, [*counts, *cells])
+    return Group(
+        *styled_lines(header, first_bold=True),
+        Text(),
+        table,
+        *styled_lines(_bounds_rows(metrics)),
+        *styled_lines(similarity_lines(metrics)),
+        *styled_lines([f"note: {note}" for note in metrics.notes]),
+    )

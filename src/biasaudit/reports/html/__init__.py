@@ -94,21 +94,13 @@ def run_document(run_dir: Path) -> Document:
     if not (run_dir / "metrics.json").exists():
         raise UsageError(f"{run_dir} has no metrics.json: a {manifest.kind} run has no report")
     spec = read_spec(run_dir)
-    if manifest.kind == "allocation":
-        from biasaudit.reports.html._allocation import allocation_document
+    from biasaudit.kinds.registry import KINDS, audit_kind
 
-        return allocation_document(run_dir, manifest, spec)
-    if manifest.kind == "grade-score":
-        from biasaudit.reports.html._grade import grade_document
-
-        return grade_document(run_dir, manifest, spec)
-    if manifest.kind == "ruted":
-        from biasaudit.reports.html._ruted import ruted_document
-
-        return ruted_document(run_dir, manifest, spec)
-    raise UsageError(
-        f"{run_dir} is a {manifest.kind} run: reports cover allocation, grade-score and ruted runs"
-    )
+    if manifest.kind not in KINDS:
+        raise UsageError(
+            f"{run_dir} is a {manifest.kind} run: reports cover {', '.join(KINDS)} runs"
+        )
+    return audit_kind(manifest.kind).document(run_dir, manifest, spec)
 
 
 def write_report(run_dir: str | Path, report_format: ReportFormat = "both") -> list[Path]:

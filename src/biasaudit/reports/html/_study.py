@@ -17,7 +17,9 @@ import pandas as pd
 
 from biasaudit.errors import UsageError
 from biasaudit.kinds.allocation.study import METRICS, StudyResult, run_study
+from biasaudit.kinds.grade_score.html import SCORE_NAMES, position_bars
 from biasaudit.kinds.grade_score.study import SCORES, GradeStudyResult, run_grade_study
+from biasaudit.kinds.ruted.html import metric_panels
 from biasaudit.kinds.ruted.metrics import METRICS as RUTED_METRICS
 from biasaudit.kinds.ruted.study import RutedStudyResult, run_ruted_study
 from biasaudit.reports.html._common import interval, p_value, plain, signed
@@ -32,8 +34,6 @@ from biasaudit.reports.html._figures import (
     line_panels,
     scatter_grid,
 )
-from biasaudit.reports.html._grade import SCORE_NAMES, position_bars
-from biasaudit.reports.html._ruted import metric_panels
 
 __all__ = ["study_document"]
 

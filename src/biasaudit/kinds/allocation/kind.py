@@ -1,0 +1,75 @@
+"""The allocation kind as the registry sees it (:class:`biasaudit.kinds.registry.AuditKind`).
+
+Resume screening, essay grading and a task of your own are one kind: their
+runs share the manifest kind ``allocation``, one ``metrics.json`` shape, one
+table and one report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from biasaudit.kinds.allocation.metrics import AllocationMetrics
+from biasaudit.spec import AllocationTaskSpec, AuditSpec, EssayGradingSpec, ResumeScreeningSpec
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+
+    from biasaudit.kinds.allocation.run import AuditResult
+    from biasaudit.providers import ModelRequest, Provider
+    from biasaudit.reports.html._document import Document
+    from biasaudit.store.runs import Manifest
+
+NAME = "allocation"
+METRICS = AllocationMetrics
+
+
+def owns(spec: AuditSpec) -> bool:
+    """Whether a run of ``spec`` is of this kind."""
+    return isinstance(spec, ResumeScreeningSpec | EssayGradingSpec | AllocationTaskSpec)
+
+
+def run(
+    spec: AuditSpec,
+    *,
+    provider: Provider | None = None,
+    stderr: TextIO | None = None,
+    command: Sequence[str] | None = None,
+) -> AuditResult:
+    """Run ``spec``: task, scoring plan, engine, figures, run directory."""
+    from biasaudit.kinds.allocation.run import audit
+
+    return audit(spec, provider=provider, stderr=stderr, command=command)
+
+
+def plan(spec: AuditSpec, provider: Provider) -> list[ModelRequest]:
+    """The requests a run of ``spec`` would send to ``provider`` (nothing is sent)."""
+    from biasaudit.kinds.allocation.scoring import plan_scoring
+    from biasaudit.kinds.allocation.tasks import build_task
+
+    task = build_task(spec)
+    task.prompt(spec.method)
+    return list(plan_scoring(task, spec, provider).requests)
+
+
+def table(metrics: Any, run_dir: Path) -> list[str]:
+    """The plain table ``biasaudit run`` prints."""
+    from biasaudit.kinds.allocation.report import allocation_table
+
+    return allocation_table(metrics)
+
+
+def view(metrics: Any, run_dir: Path) -> RenderableType:
+    """The same table, drawn with rich on a terminal."""
+    from biasaudit.kinds.allocation.report import allocation_view
+
+    return allocation_view(metrics)
+
+
+def document(run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -> Document:
+    """The run's HTML / Markdown report."""
+    from biasaudit.kinds.allocation.html import allocation_document
+
+    return allocation_document(run_dir, manifest, spec)

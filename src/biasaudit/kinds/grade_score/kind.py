@@ -1,0 +1,71 @@
+"""The Grade Score kind as the registry sees it (:class:`biasaudit.kinds.registry.AuditKind`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+import pandas as pd
+
+from biasaudit.kinds.grade_score.run import GradeScoreMetrics
+from biasaudit.spec import AuditSpec, GradeScoreSpec
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+
+    from biasaudit.kinds.grade_score.run import GradeScoreResult
+    from biasaudit.providers import ModelRequest, Provider
+    from biasaudit.reports.html._document import Document
+    from biasaudit.store.runs import Manifest
+
+NAME = "grade-score"
+METRICS = GradeScoreMetrics
+
+
+def owns(spec: AuditSpec) -> bool:
+    """Whether a run of ``spec`` is of this kind."""
+    return isinstance(spec, GradeScoreSpec)
+
+
+def run(
+    spec: AuditSpec,
+    *,
+    provider: Provider | None = None,
+    stderr: TextIO | None = None,
+    command: Sequence[str] | None = None,
+) -> GradeScoreResult:
+    """Run ``spec``: every item in every order, the judge's choices read, the scores."""
+    from biasaudit.kinds.grade_score.run import grade_audit
+
+    assert isinstance(spec, GradeScoreSpec)
+    return grade_audit(spec, provider=provider, stderr=stderr, command=command)
+
+
+def plan(spec: AuditSpec, provider: Provider) -> list[ModelRequest]:
+    """The requests a run of ``spec`` would send to ``provider`` (nothing is sent)."""
+    from biasaudit.kinds.grade_score.task import build_grade_score_task, plan_grade_score
+
+    assert isinstance(spec, GradeScoreSpec)
+    return list(plan_grade_score(build_grade_score_task(spec), spec).requests)
+
+
+def table(metrics: Any, run_dir: Path) -> list[str]:
+    """The plain table ``biasaudit run`` prints (it reads the run's ``items.csv``)."""
+    from biasaudit.kinds.grade_score.report import grade_score_table
+
+    return grade_score_table(metrics, pd.read_csv(run_dir / "items.csv"))
+
+
+def view(metrics: Any, run_dir: Path) -> RenderableType:
+    """The same table, drawn with rich on a terminal."""
+    from biasaudit.kinds.grade_score.report import grade_score_view
+
+    return grade_score_view(metrics, pd.read_csv(run_dir / "items.csv"))
+
+
+def document(run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -> Document:
+    """The run's HTML / Markdown report."""
+    from biasaudit.kinds.grade_score.html import grade_document
+
+    return grade_document(run_dir, manifest, spec)

@@ -1,0 +1,70 @@
+"""The RUTEd kind as the registry sees it (:class:`biasaudit.kinds.registry.AuditKind`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from biasaudit.kinds.ruted.metrics import RutedMetrics
+from biasaudit.spec import AuditSpec, RutedSpec
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+
+    from biasaudit.kinds.ruted.run import RutedResult
+    from biasaudit.providers import ModelRequest, Provider
+    from biasaudit.reports.html._document import Document
+    from biasaudit.store.runs import Manifest
+
+NAME = "ruted"
+METRICS = RutedMetrics
+
+
+def owns(spec: AuditSpec) -> bool:
+    """Whether a run of ``spec`` is of this kind."""
+    return isinstance(spec, RutedSpec)
+
+
+def run(
+    spec: AuditSpec,
+    *,
+    provider: Provider | None = None,
+    stderr: TextIO | None = None,
+    command: Sequence[str] | None = None,
+) -> RutedResult:
+    """Run ``spec``: the next-word test and the long-form texts, read and scored."""
+    from biasaudit.kinds.ruted.run import ruted_audit
+
+    assert isinstance(spec, RutedSpec)
+    return ruted_audit(spec, provider=provider, stderr=stderr, command=command)
+
+
+def plan(spec: AuditSpec, provider: Provider) -> list[ModelRequest]:
+    """The requests a run of ``spec`` would send to ``provider`` (nothing is sent)."""
+    from biasaudit.kinds.ruted.plan import plan_ruted
+    from biasaudit.kinds.ruted.task import build_ruted_task
+
+    assert isinstance(spec, RutedSpec)
+    return list(plan_ruted(build_ruted_task(spec), spec, provider.capabilities).requests)
+
+
+def table(metrics: Any, run_dir: Path) -> list[str]:
+    """The plain table ``biasaudit run`` prints."""
+    from biasaudit.kinds.ruted.report import ruted_table
+
+    return ruted_table(metrics)
+
+
+def view(metrics: Any, run_dir: Path) -> RenderableType:
+    """The same table, drawn with rich on a terminal."""
+    from biasaudit.kinds.ruted.report import ruted_view
+
+    return ruted_view(metrics)
+
+
+def document(run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -> Document:
+    """The run's HTML / Markdown report."""
+    from biasaudit.kinds.ruted.html import ruted_document
+
+    return ruted_document(run_dir, manifest, spec)
