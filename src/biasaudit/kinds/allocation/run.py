@@ -15,7 +15,6 @@ what every run has (``manifest.json`` of kind ``allocation``,
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TextIO
@@ -24,7 +23,7 @@ import pandas as pd
 
 from biasaudit.engine.loop import run_async
 from biasaudit.engine.session import RunSession
-from biasaudit.errors import BiasauditError
+from biasaudit.kinds._runner import run_planned
 from biasaudit.kinds.allocation.metrics import (
     AllocationMetrics,
     CandidateCounts,
@@ -85,26 +84,14 @@ async def run_audit(
     task.prompt(spec.method)
     provider = provider or spec.resolve_provider()
     plan = plan_scoring(task, spec, provider)
-    session = RunSession.open(
-        "allocation",
-        provider,
-        spec.engine_settings(),
-        runs_dir=spec.runs_dir,
-        cache_path=spec.cache_path,
-        command=list(command if command is not None else sys.argv),
-        requests=plan.requests,
-    )
-    try:
-        session.run.write_json("spec.json", spec.model_dump(mode="json"))
-        await session.send(
-            plan.requests, stderr=stderr, label=f"{task.name}: ", annotate=plan.annotate
-        )
-        metrics = _write_results(session, task, spec, plan)
-    except (BiasauditError, OSError) as error:
-        raise session.fail(error) from None
-    finally:
-        await session.close()
-    return AuditResult(session.run.path, session.manifest, metrics)
+    ran = await run_planned(
+        "allocation", spec, provider, plan.requests,
+        annotate=plan.annotate,
+        write_results=lambda session: _write_results(session, task, spec, plan),
+        recorded_spec=spec.model_dump(mode="json"),
+        label=task.name, stderr=stderr, command=command,
+    )  # fmt: skip
+    return AuditResult(ran.session.run.path, ran.session.manifest, ran.results)
 
 
 def _write_results(

@@ -34,7 +34,6 @@ as the judge's position bias. Its answers still count in the slot shares.
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
@@ -44,7 +43,7 @@ from pydantic import BaseModel, Field
 
 from biasaudit.engine.loop import run_async
 from biasaudit.engine.session import RunSession
-from biasaudit.errors import BiasauditError
+from biasaudit.kinds._runner import run_planned
 from biasaudit.kinds.common import RequestCounts
 from biasaudit.kinds.grade_score.task import (
     GradeItem,
@@ -194,28 +193,15 @@ async def run_grade_audit(
     task = build_grade_score_task(spec)
     plan = plan_grade_score(task, spec)
     provider = provider or spec.resolve_provider()
-    session = RunSession.open(
-        "grade-score",
-        provider,
-        spec.engine_settings(),
-        runs_dir=spec.runs_dir,
-        cache_path=spec.cache_path,
-        command=list(command if command is not None else sys.argv),
-        requests=plan.requests,
-    )
-    try:
-        session.run.write_json(
-            "spec.json", spec.model_dump(mode="json", exclude=set(ALLOCATION_ONLY_FIELDS))
-        )
-        await session.send(
-            plan.requests, stderr=stderr, label="grade-score: ", annotate=plan.annotate
-        )
-        metrics, items = _write_results(session, task, spec, plan)
-    except (BiasauditError, OSError) as error:
-        raise session.fail(error) from None
-    finally:
-        await session.close()
-    return GradeScoreResult(session.run.path, session.manifest, metrics, items)
+    ran = await run_planned(
+        "grade-score", spec, provider, plan.requests,
+        annotate=plan.annotate,
+        write_results=lambda session: _write_results(session, task, spec, plan),
+        recorded_spec=spec.model_dump(mode="json", exclude=set(ALLOCATION_ONLY_FIELDS)),
+        label="grade-score", stderr=stderr, command=command,
+    )  # fmt: skip
+    metrics, items = ran.results
+    return GradeScoreResult(ran.session.run.path, ran.session.manifest, metrics, items)
 
 
 def _write_results(

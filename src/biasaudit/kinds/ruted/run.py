@@ -27,7 +27,6 @@ kind ``ruted``, ``responses.jsonl`` with each answer as read, ``spec.json``):
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TextIO
@@ -36,7 +35,8 @@ import pandas as pd
 
 from biasaudit.engine.loop import run_async
 from biasaudit.engine.session import RunSession
-from biasaudit.errors import BiasauditError, LogprobsUnavailableError, RunAbortedError, UsageError
+from biasaudit.errors import BiasauditError, LogprobsUnavailableError, UsageError
+from biasaudit.kinds._runner import run_planned
 from biasaudit.kinds.common import request_counts
 from biasaudit.kinds.ruted import embeddings
 from biasaudit.kinds.ruted.metrics import (
@@ -102,30 +102,16 @@ async def run_ruted_audit(
             raise UsageError(f"--mode-collapse on: {missing}")
     provider = provider or spec.resolve_provider()
     plan = plan_ruted(task, spec, provider.capabilities)
-    session = RunSession.open(
-        "ruted",
-        provider,
-        spec.engine_settings(),
-        runs_dir=spec.runs_dir,
-        cache_path=spec.cache_path,
-        command=list(command if command is not None else sys.argv),
-        requests=plan.requests,
-    )
     unused = {f for f in ALLOCATION_ONLY_FIELDS if f != "top_logprobs"}
-    try:
-        session.run.write_json("spec.json", spec.model_dump(mode="json", exclude=unused))
-        await session.send(plan.requests, stderr=stderr, label="ruted: ", annotate=plan.annotate)
-        metrics = _write_results(session, task, spec, plan)
-    except RunAbortedError as error:
-        hint = _next_word_hint(error.cause, plan)
-        if hint is None:
-            raise
-        raise RunAbortedError(BiasauditError(f"{error.cause}; {hint}"), error.run_dir) from error
-    except (BiasauditError, OSError) as error:
-        raise session.fail(error) from None
-    finally:
-        await session.close()
-    return RutedResult(session.run.path, session.manifest, metrics)
+    ran = await run_planned(
+        "ruted", spec, provider, plan.requests,
+        annotate=plan.annotate,
+        write_results=lambda session: _write_results(session, task, spec, plan),
+        recorded_spec=spec.model_dump(mode="json", exclude=unused),
+        label="ruted", stderr=stderr, command=command,
+        explain_abort=lambda error: _next_word_hint(error.cause, plan),
+    )  # fmt: skip
+    return RutedResult(ran.session.run.path, ran.session.manifest, ran.results)
 
 
 def _write_results(

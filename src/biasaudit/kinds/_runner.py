@@ -1,0 +1,83 @@
+"""The one run skeleton every kind uses: open a session, record the spec, send the
+plan's requests, write the results, and close, whatever happens.
+
+A kind brings what differs: its requests and how each answer is read
+(``annotate``), what the finished run writes (``write_results``), what of the
+spec it records, and, optionally, a hint for a run the endpoint stopped. The
+session owns the rest: the run directory, the manifest, the engine, failures
+recorded as they happen (:meth:`~biasaudit.engine.session.RunSession.fail`).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TextIO, TypeVar
+
+from biasaudit.engine.session import Annotate, RunSession
+from biasaudit.errors import BiasauditError, RunAbortedError
+from biasaudit.providers import ModelRequest, Provider
+from biasaudit.spec import AuditSpec
+
+__all__ = ["Ran", "run_planned"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Ran(Generic[T]):
+    """A finished run: its session (run directory, manifest) and what the kind wrote."""
+
+    session: RunSession
+    results: T
+
+
+async def run_planned(
+    kind: str,
+    spec: AuditSpec,
+    provider: Provider,
+    requests: Sequence[ModelRequest],
+    *,
+    annotate: Annotate,
+    write_results: Callable[[RunSession], T],
+    recorded_spec: dict[str, Any],
+    label: str,
+    stderr: TextIO | None = None,
+    command: Sequence[str] | None = None,
+    explain_abort: Callable[[RunAbortedError], str | None] | None = None,
+) -> Ran[T]:
+    """Run ``requests`` as a ``kind`` run of ``spec`` into a new run directory.
+
+    ``explain_abort`` may add a hint to a run the endpoint stopped (what to rerun
+    with); the run is recorded as aborted either way.
+
+    Raises
+    ------
+    RunAbortedError
+        The run stopped (the endpoint, storage, or Ctrl-C); what arrived is kept.
+    """
+    session = RunSession.open(
+        kind,
+        provider,
+        spec.engine_settings(),
+        runs_dir=spec.runs_dir,
+        cache_path=spec.cache_path,
+        command=list(command if command is not None else sys.argv),
+        requests=requests,
+    )
+    try:
+        session.run.write_json("spec.json", recorded_spec)
+        await session.send(requests, stderr=stderr, label=f"{label}: ", annotate=annotate)
+        results = write_results(session)
+    except RunAbortedError as error:
+        session.fail(error)
+        hint = explain_abort(error) if explain_abort is not None else None
+        if hint is None:
+            raise
+        raise RunAbortedError(BiasauditError(f"{error.cause}; {hint}"), error.run_dir) from error
+    except (BiasauditError, OSError) as error:
+        raise session.fail(error) from None
+    finally:
+        await session.close()
+    return Ran(session, results)
