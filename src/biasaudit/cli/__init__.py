@@ -719,7 +719,7 @@ def score_allocation_command(scores_file: Path, no_report: bool, **options: Any)
     scores were imported), prints the table and ``run: <dir>``; a malformed
     file exits 2 naming its line and column.
     """
-    from biasaudit.imports import ImportOptions, score_allocation
+    from biasaudit.kinds.allocation.imported import ImportOptions, score_allocation
     from biasaudit.kinds.allocation.report import allocation_table, allocation_view
     from biasaudit.reports.rich_tables import echo_table
 
@@ -742,7 +742,7 @@ def score_grade_command(trials_file: Path, model: str, runs_dir: Path, no_report
     optional ``preferred`` and ``replicate``. Writes a run directory as an audit
     does and prints the table and ``run: <dir>``.
     """
-    from biasaudit.imports import score_grade
+    from biasaudit.kinds.grade_score.imported import score_grade
     from biasaudit.kinds.grade_score.report import grade_score_table, grade_score_view
     from biasaudit.reports.rich_tables import echo_table
 
@@ -776,7 +776,7 @@ def score_ruted_command(
     apart (the mode-collapse check compares replicates of one prompt). Writes a
     run directory and prints the table.
     """
-    from biasaudit.imports import score_ruted
+    from biasaudit.kinds.ruted.imported import score_ruted
     from biasaudit.kinds.ruted.report import ruted_table, ruted_view
     from biasaudit.reports.rich_tables import echo_table
 

@@ -1,0 +1,63 @@
+"""What every kind's ``biasaudit score`` shares: the manifest of a run whose answers
+were imported (the file, its SHA-256, no request sent), and finishing it."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from biasaudit import __version__
+from biasaudit.secrets import redact_command
+from biasaudit.store.runs import Manifest, RunDirectory
+
+__all__ = ["finish_imported", "imported_manifest"]
+
+
+def imported_manifest(
+    run: RunDirectory,
+    source: Path,
+    *,
+    kind: str,
+    model: str,
+    settings: Mapping[str, Any],
+    command: Sequence[str] | None,
+    rows: int,
+) -> Manifest:
+    """The manifest of an imported run, written at once (status ``running``)."""
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()
+    manifest = Manifest(
+        tool_version=__version__,
+        run_id=run.run_id,
+        kind=kind,
+        command=redact_command(list(command if command is not None else sys.argv)),
+        started_at=datetime.now(UTC),
+        endpoint={
+            "provider": "imported",
+            "model": model,
+            "source": str(source.resolve()),
+            "sha256": digest,
+            "rows": rows,
+            "note": "scores imported with biasaudit score: no request was sent",
+        },
+        settings=dict(settings),
+    )
+    run.write_json("manifest.json", manifest)
+    return manifest
+
+
+def finish_imported(run: RunDirectory, manifest: Manifest) -> None:
+    ended = datetime.now(UTC)
+    run.write_json(
+        "manifest.json",
+        manifest.model_copy(
+            update={
+                "status": "completed",
+                "ended_at": ended,
+                "duration_s": (ended - manifest.started_at).total_seconds(),
+            }
+        ),
+    )
