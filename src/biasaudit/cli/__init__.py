@@ -828,27 +828,14 @@ def study(
     Spearman correlation of each metric between the standard test and each context,
     between contexts, and whether the standard test picks the least biased model.
     """
-    from biasaudit.kinds.allocation.report import study_blocks
-    from biasaudit.kinds.allocation.study import run_study, study_kind
+    from biasaudit.kinds.registry import KINDS, audit_kind, study_kind
     from biasaudit.reports.rich_tables import echo_blocks
 
-    if study_kind(run_dirs) == "grade-score":
-        from biasaudit.kinds.grade_score.report import grade_study_blocks
-        from biasaudit.kinds.grade_score.study import run_grade_study
-
-        echo_blocks(grade_study_blocks(run_grade_study(run_dirs)))
-        _write_study_report(run_dirs, "grade-score", ndcg_at, report_dir, not no_report)
-        return
-    if study_kind(run_dirs) == "ruted":
-        from biasaudit.kinds.ruted.report import ruted_study_blocks
-        from biasaudit.kinds.ruted.study import run_ruted_study
-
-        echo_blocks(ruted_study_blocks(run_ruted_study(run_dirs)))
-        _write_study_report(run_dirs, "ruted", ndcg_at, report_dir, not no_report)
-        return
-
-    echo_blocks(study_blocks(run_study(run_dirs, ndcg_at=ndcg_at)))
-    _write_study_report(run_dirs, "allocation", ndcg_at, report_dir, not no_report)
+    kind = study_kind(run_dirs)
+    if kind not in KINDS:  # a fan-out run: the allocation study says what it is not
+        kind = "allocation"
+    echo_blocks(audit_kind(kind).study_blocks(run_dirs, ndcg_at=ndcg_at))
+    _write_study_report(run_dirs, kind, ndcg_at, report_dir, not no_report)
 
 
 def _write_study_report(

@@ -4,14 +4,17 @@ each ``metrics.json`` carries. No kind imports another; they meet here."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 from pydantic import BaseModel
+
+from biasaudit.errors import UsageError
 
 if TYPE_CHECKING:
     from biasaudit.engine.session import RunSession
 
-__all__ = ["RequestCounts", "TaskInfo", "request_counts"]
+__all__ = ["RequestCounts", "TaskInfo", "read_run_metrics", "request_counts"]
 
 
 @dataclass(frozen=True)
@@ -51,3 +54,19 @@ def request_counts(session: RunSession) -> RequestCounts:
 
 NOTHING_SENT = RequestCounts(requests=0, sent=0, cache_hits=0, failures=0, refusals=0)
 """An imported run's counts: no request was sent."""
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def read_run_metrics(run_dir: Path, model: type[M]) -> M:
+    """A run's ``metrics.json`` as ``model``.
+
+    Raises
+    ------
+    UsageError
+        The run has no metrics (it stopped before them).
+    """
+    path = run_dir / "metrics.json"
+    if not path.is_file():
+        raise UsageError(f"{run_dir} has no metrics.json (the run stopped before its metrics)")
+    return model.model_validate_json(path.read_text(encoding="utf-8"))

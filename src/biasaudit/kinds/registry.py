@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from biasaudit.errors import UsageError
 from biasaudit.kinds.allocation.tasks import ALLOCATION_TASKS
-from biasaudit.kinds.common import TaskInfo
+from biasaudit.kinds.common import TaskInfo, read_run_metrics
 from biasaudit.kinds.grade_score.task import TASK_INFO as GRADE_SCORE_TASK
 from biasaudit.kinds.ruted.task import TASK_INFO as RUTED_TASK
 from biasaudit.providers import ModelRequest, Provider
@@ -30,7 +30,8 @@ from biasaudit.store.runs import Manifest
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-    from biasaudit.reports.html._document import Document
+    from biasaudit.reports.html._document import Document, Section
+    from biasaudit.reports.text import Block
 
 __all__ = [
     "AUDIT_KINDS",
@@ -44,6 +45,7 @@ __all__ = [
     "read_metrics",
     "run_kind",
     "run_spec",
+    "study_kind",
     "table_of",
 ]
 
@@ -99,6 +101,14 @@ class AuditKind(Protocol):
     def document(self, run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -> Document:
         """The run's report."""
 
+    def study_blocks(self, run_dirs: Sequence[Path], *, ndcg_at: int) -> list[Block]:
+        """What ``biasaudit study`` prints for runs of this kind."""
+
+    def study_sections(
+        self, run_dirs: Sequence[Path], *, ndcg_at: int
+    ) -> tuple[str, list[Section], bool]:
+        """The study page: its title, its sections, and whether a run is simulated."""
+
 
 def audit_kind(name: str) -> AuditKind:
     """The kind a manifest names.
@@ -140,6 +150,32 @@ class FinishedAudit:
         return 0 if self.manifest.status == "completed" and counts.failures == 0 else 1
 
 
+def study_kind(run_dirs: Sequence[str | Path]) -> str:
+    """The kind of run the folders hold (their manifest's ``kind``), e.g. ``grade-score``.
+
+    A folder without a readable manifest counts as an allocation run, and the
+    allocation study says what is wrong with it.
+
+    Raises
+    ------
+    UsageError
+        The folders hold runs of different kinds.
+    """
+    from biasaudit.store.runs import read_manifest
+
+    kinds: dict[str, str] = {}
+    for path in run_dirs:
+        try:
+            kind = read_manifest(path).kind
+        except UsageError:
+            kind = "allocation"
+        kinds.setdefault(kind, str(path))
+    if len(kinds) > 1:
+        found = "; ".join(f"{path} is a {kind} run" for kind, path in kinds.items())
+        raise UsageError(f"a study compares runs of one kind: {found}")
+    return next(iter(kinds), "allocation")
+
+
 def run_kind(spec: AuditSpec) -> str:
     """The manifest kind a run of ``spec`` gets."""
     return kind_of_spec(spec).NAME
@@ -174,11 +210,7 @@ def read_metrics(run_dir: Path, kind: str) -> Any:
     """
     if kind not in KINDS:
         raise UsageError(f"{run_dir}: a '{kind}' run has no audit metrics")
-    model = audit_kind(kind).METRICS
-    path = run_dir / "metrics.json"
-    if not path.is_file():
-        raise UsageError(f"{run_dir} has no metrics.json (the run stopped before its metrics)")
-    return model.model_validate_json(path.read_text(encoding="utf-8"))
+    return read_run_metrics(run_dir, audit_kind(kind).METRICS)
 
 
 def table_of(kind: str, metrics: BaseModel, run_dir: Path) -> list[str]:

@@ -8,15 +8,18 @@ and the replay commands.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from biasaudit.kinds.allocation.metrics import AllocationMetrics
 from biasaudit.kinds.allocation.report import too_few_units
-from biasaudit.kinds.registry import read_metrics
+from biasaudit.kinds.allocation.study import METRICS, StudyResult
+from biasaudit.kinds.common import read_run_metrics
 from biasaudit.metrics import select_in_pools, simulate_selection
 from biasaudit.reports.html._common import (
     audited_section,
@@ -26,16 +29,19 @@ from biasaudit.reports.html._common import (
     plain,
     points,
     replay_section,
+    runs_table,
     signed,
 )
 from biasaudit.reports.html._document import Bullets, Document, Figure, Paragraph, Section, Table
 from biasaudit.reports.html._figures import (
     DotPanel,
     LinePanel,
+    ScatterCell,
     Series,
     distributions,
     dot_panels,
     line_panels,
+    scatter_grid,
 )
 from biasaudit.store.runs import Manifest
 
@@ -455,7 +461,7 @@ def _method_rows(metrics: AllocationMetrics) -> list[tuple[str, str]]:
 
 def allocation_document(run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -> Document:
     """The report of the allocation run in ``run_dir``."""
-    metrics: AllocationMetrics = read_metrics(run_dir, "allocation")
+    metrics: AllocationMetrics = read_run_metrics(run_dir, AllocationMetrics)
     scores_path = run_dir / "scores.csv"
     scores = pd.read_csv(scores_path) if scores_path.exists() else None
     document = Document(
@@ -475,3 +481,182 @@ def allocation_document(run_dir: Path, manifest: Manifest, spec: Mapping[str, An
         replay_section(manifest, run_dir),
     ]
     return document
+
+
+# --- the study page of runs of this kind ---------------------------------------
+
+
+METRIC_NAMES = {"rabbi": "RABBI", "avg_gap": "δ", "jsd": "JSD", "emd": "EMD"}
+GAP_NAMES = {"dp": "ΔDP", "eo": "ΔEO"}
+
+
+def allocation_study_sections(study: StudyResult, ndcg_at: int) -> list[Section]:
+    simulated = any(run.metrics.simulated for run in study.runs)
+    runs = runs_table(
+        [
+            (r.label, f"{r.metrics.task}, {r.metrics.method}", r.metrics.simulated, r.path)
+            for r in study.runs
+        ]
+    )
+    return [
+        runs,
+        _validity(study, simulated),
+        _ndcg(study, simulated, ndcg_at),
+        _rankings(study),
+        _full_views(study),
+    ]
+
+
+def _full_views(study: StudyResult) -> Section:
+    """The papers' other views: NDCG@N for every N, per-group correlations, score shapes."""
+    from biasaudit.kinds.allocation.report import _curve_blocks, _group_blocks, _shape_blocks
+
+    blocks: list[Any] = []
+    for block in [*_curve_blocks(study), *_group_blocks(study), *_shape_blocks(study)]:
+        if isinstance(block, str):
+            continue
+        blocks.append(Table(list(block.header), [list(r) for r in block.rows], caption=block.title))
+    if not blocks:
+        blocks.append(Paragraph("Two or more models are needed for these views."))
+    return Section("NDCG by cutoff, correlations by group, score shapes", "views", blocks)
+
+
+def _validity(study: StudyResult, simulated: bool) -> Section:
+    k = min(2, study.k_max)
+    points = study.points
+    cells = []
+    for metric, directional in METRICS.items():
+        for gap in ("dp", "eo"):
+            pair = points[[metric, f"{gap}_{k}", "model"]].dropna()
+            x = pair[metric].astype(float).to_numpy()
+            y = pair[f"{gap}_{k}"].astype(float).to_numpy() * 100
+            y = y if directional else np.abs(y)
+            found = study.correlations
+            row = found[(found["metric"] == metric) & (found["gap"] == gap) & (found["k"] == k)]
+            r = float(row["r"].iloc[0]) if len(row) else math.nan
+            p = float(row["p_value"].iloc[0]) if len(row) else math.nan
+            gap_name = GAP_NAMES[gap] if directional else f"|{GAP_NAMES[gap]}|"
+            cells.append(
+                ScatterCell(
+                    f"{METRIC_NAMES[metric]} vs {gap_name} (k={k})",
+                    list(x),
+                    list(y),
+                    METRIC_NAMES[metric],
+                    f"{gap_name} (points)",
+                    f"r = {signed(r)}, p = {p_value(p)}, n = {len(pair)}",
+                    list(pair["model"]),
+                )
+            )
+    blocks: list[Any] = [
+        Paragraph(
+            f"Each point is one (model, subtask, group). Pearson r of each metric with the "
+            f"selection gap at k={k} (JSD and EMD carry no sign: against the gap's absolute "
+            "value). A metric that predicts allocational harm has r far from 0."
+        ),
+        Figure(
+            "validity.png",
+            scatter_grid(cells, simulated=simulated, columns=4),
+            "Metric against selection gap, with Pearson r",
+            "One panel per (metric, gap); markers tell the models apart.",
+        ),
+    ]
+    table = study.correlations
+    rows = []
+    for (metric, gap), found in table.groupby(["metric", "gap"], sort=False):
+        found = found.sort_values("k")
+        rows.append(
+            [
+                METRIC_NAMES[str(metric)],
+                GAP_NAMES[str(gap)],
+                *(
+                    f"{signed(r)} (p {p_value(p)})"
+                    for r, p in zip(found["r"], found["p_value"], strict=True)
+                ),
+                str(int(found["n"].max())),
+            ]
+        )
+    blocks.append(
+        Table(
+            ["metric", "gap", *(f"k={k}" for k in range(1, study.k_max + 1)), "n"],
+            rows,
+            caption="Pearson r (two-sided p) over all points.",
+            left=frozenset({0, 1}),
+        )
+    )
+    return Section("Predictive validity", "validity", blocks)
+
+
+def _ndcg(study: StudyResult, simulated: bool, ndcg_at: int) -> Section:
+    selection = study.selection
+    section = Section(f"Model selection: NDCG@{ndcg_at}", "ndcg")
+    if selection.empty or selection["ndcg"].isna().all():
+        section.blocks.append(
+            Paragraph(
+                "NDCG needs two or more models in a setting (task, method, subtask) whose gaps "
+                "differ: none here."
+            )
+        )
+        return section
+    ks = list(range(1, study.k_max + 1))
+    panels = []
+    for gap in ("dp", "eo"):
+        series = []
+        for index, metric in enumerate(METRICS):
+            rows = selection[(selection["metric"] == metric) & (selection["gap"] == gap)]
+            values = [float(v) for v in rows.sort_values("k")["ndcg"]]
+            series.append(Series(METRIC_NAMES[metric], values, style=index))
+        panels.append(
+            LinePanel(
+                f"ranking by the metric vs by {GAP_NAMES[gap]}",
+                ks,
+                series,
+                xlabel="k",
+                ylabel=f"NDCG@{ndcg_at}",
+            )
+        )
+    section.blocks += [
+        Paragraph(
+            f"Within each setting, models are ranked by the RMS over groups of each metric and of "
+            f"the gap; NDCG@{ndcg_at} of the metric's ranking against the gap's (1: the metric "
+            "picks the models the gap does), averaged over settings."
+        ),
+        Figure(
+            "ndcg.png",
+            line_panels(panels, simulated=simulated, columns=2),
+            "NDCG of each metric's model ranking, by k",
+            "One line per metric.",
+        ),
+    ]
+    return section
+
+
+def _rms(values: pd.Series) -> float:
+    numbers = values.dropna().astype(float).to_numpy()
+    return float(np.sqrt(np.mean(numbers**2))) if numbers.size else math.nan
+
+
+def _rankings(study: StudyResult) -> Section:
+    k = min(2, study.k_max)
+    columns = {METRIC_NAMES[m]: m for m in METRICS} | {
+        f"{GAP_NAMES[g]} k={k}": f"{g}_{k}" for g in ("dp", "eo")
+    }
+    by_model = study.points.groupby("model", sort=False)
+    orders = {}
+    for title, column in columns.items():
+        values = by_model[column].apply(_rms).sort_values()
+        orders[title] = [f"{model} ({plain(v, 3)})" for model, v in values.items()]
+    models = study.points["model"].nunique()
+    rows = [[str(rank + 1), *(order[rank] for order in orders.values())] for rank in range(models)]
+    return Section(
+        "Model fairness rankings",
+        "rankings",
+        [
+            Table(
+                ["rank", *columns],
+                rows,
+                left=frozenset(range(1, len(columns) + 1)),
+                caption="Models from fairest to least fair by each metric and gap: RMS over every "
+                "(subtask, group) point of the model, in brackets.",
+            )
+        ],
+    )

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 
     from biasaudit.kinds.allocation.run import AuditResult
     from biasaudit.providers import ModelRequest, Provider
-    from biasaudit.reports.html._document import Document
+    from biasaudit.reports.html._document import Document, Section
+    from biasaudit.reports.text import Block
     from biasaudit.store.runs import Manifest
 
 NAME = "allocation"
@@ -73,3 +74,22 @@ def document(run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -> Docu
     from biasaudit.kinds.allocation.html import allocation_document
 
     return allocation_document(run_dir, manifest, spec)
+
+
+def study_blocks(run_dirs: Sequence[Path], *, ndcg_at: int) -> list[Block]:
+    """What ``biasaudit study`` prints for allocation runs."""
+    from biasaudit.kinds.allocation.report import study_blocks as blocks
+    from biasaudit.kinds.allocation.study import run_study
+
+    return blocks(run_study(run_dirs, ndcg_at=ndcg_at))
+
+
+def study_sections(run_dirs: Sequence[Path], *, ndcg_at: int) -> tuple[str, list[Section], bool]:
+    """The study page: its title, its sections, and whether a run is simulated."""
+    from biasaudit.kinds.allocation.html import allocation_study_sections
+    from biasaudit.kinds.allocation.study import run_study
+
+    study = run_study(run_dirs, ndcg_at=ndcg_at)
+    simulated = any(r.metrics.simulated for r in study.runs)
+    title = f"Allocation study of {len(run_dirs)} runs"
+    return title, allocation_study_sections(study, ndcg_at), simulated

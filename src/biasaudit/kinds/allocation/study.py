@@ -35,9 +35,8 @@ from pydantic import ValidationError
 from biasaudit.errors import UsageError
 from biasaudit.kinds.allocation.metrics import AllocationMetrics
 from biasaudit.metrics import distribution_shape, model_selection_ndcg, predictive_validity
-from biasaudit.store.runs import read_manifest
 
-__all__ = ["METRICS", "StudyResult", "StudyRun", "run_study", "study_kind"]
+__all__ = ["METRICS", "StudyResult", "StudyRun", "run_study"]
 
 METRICS = {"rabbi": True, "avg_gap": True, "jsd": False, "emd": False}  # name: directional
 GAPS = ("dp", "eo")
@@ -273,27 +272,3 @@ def _shapes(runs: Sequence[StudyRun]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)[
         ["model", "group", "n", "mean", "skewness", "kurtosis"]
     ]
-
-
-def study_kind(run_dirs: Sequence[str | Path]) -> str:
-    """The kind of run the folders hold (their manifest's ``kind``), e.g. ``grade-score``.
-
-    A folder without a readable manifest counts as an allocation run, and
-    :func:`run_study` says what is wrong with it.
-
-    Raises
-    ------
-    UsageError
-        The folders hold runs of different kinds.
-    """
-    kinds: dict[str, str] = {}
-    for path in run_dirs:
-        try:
-            kind = read_manifest(path).kind
-        except UsageError:
-            kind = "allocation"
-        kinds.setdefault(kind, str(path))
-    if len(kinds) > 1:
-        found = "; ".join(f"{path} is a {kind} run" for kind, path in kinds.items())
-        raise UsageError(f"a study compares runs of one kind: {found}")
-    return next(iter(kinds), "allocation")

@@ -13,12 +13,26 @@ from typing import Any
 
 import pandas as pd
 
+from biasaudit.kinds.common import read_run_metrics
 from biasaudit.kinds.grade_score.report import unusable_warning
 from biasaudit.kinds.grade_score.run import GradeScoreMetrics, judge_settings
-from biasaudit.kinds.registry import read_metrics
-from biasaudit.reports.html._common import audited_section, interval, percent, plain, replay_section
+from biasaudit.kinds.grade_score.study import SCORES, GradeStudyResult
+from biasaudit.reports.html._common import (
+    audited_section,
+    interval,
+    percent,
+    plain,
+    replay_section,
+    runs_table,
+)
 from biasaudit.reports.html._document import Bullets, Document, Figure, Paragraph, Section, Table
-from biasaudit.reports.html._figures import Bars, DotPanel, Series, bar_panels, dot_panels
+from biasaudit.reports.html._figures import (
+    Bars,
+    DotPanel,
+    Series,
+    bar_panels,
+    dot_panels,
+)
 from biasaudit.store.runs import Manifest
 
 __all__ = ["SCORE_NAMES", "grade_document", "position_bars"]
@@ -257,7 +271,7 @@ def _method_rows(metrics: GradeScoreMetrics) -> list[tuple[str, str]]:
 
 def grade_document(run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -> Document:
     """The report of the Grade Score run in ``run_dir``."""
-    metrics: GradeScoreMetrics = read_metrics(run_dir, "grade-score")
+    metrics: GradeScoreMetrics = read_run_metrics(run_dir, GradeScoreMetrics)
     items_path = run_dir / "items.csv"
     items = pd.read_csv(items_path) if items_path.exists() else None
     document = Document(
@@ -276,3 +290,87 @@ def grade_document(run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -
         replay_section(manifest, run_dir),
     ]
     return document
+
+
+# --- the study page of runs of this kind ---------------------------------------
+
+
+def grade_study_sections(study: GradeStudyResult) -> list[Section]:
+    simulated = any(run.metrics.simulated for run in study.runs)
+    runs = runs_table(
+        [
+            (
+                r.label,
+                f"prompt {r.metrics.prompt}, random option "
+                f"{'on' if r.metrics.random_option else 'off'}",
+                r.metrics.simulated,
+                r.path,
+            )
+            for r in study.runs
+        ]
+    )
+    tables = []
+    table = study.table
+    for score in SCORES:
+        rows = []
+        for model in dict.fromkeys(table["model"]):
+            cells = [str(model)]
+            for prompt, random in study.settings:
+                found = table[
+                    (table["model"] == model)
+                    & (table["prompt"] == prompt)
+                    & (table["random_option"] == random)
+                ]
+                if found.empty:
+                    cells.append("-")
+                    continue
+                row = found.iloc[0]
+                bounds = row[f"{score}_ci"]
+                bounds = bounds if isinstance(bounds, list) else None
+                cells.append(interval(row[score], bounds, 3, sign=False) + f" (n={row['items']})")
+            rows.append(cells)
+        tables.append(
+            Table(
+                ["model", *(f"prompt {p}{' +random' if r else ''}" for p, r in study.settings)],
+                rows,
+                caption=f"{SCORE_NAMES[score]}: mean over items [interval] (n = items).",
+            )
+        )
+    labels = [
+        f"{r.label} / prompt {r.metrics.prompt}{' +random' if r.metrics.random_option else ''}"
+        for r in study.runs
+    ]
+    values = [r.metrics.grade_score for r in study.runs]
+    bounds = [r.metrics.grade_score_ci for r in study.runs]
+    figure = Figure(
+        "grade_scores.png",
+        dot_panels(labels, [_grade_panel(values, bounds)], simulated=simulated),
+        "Grade Score of each run, with intervals",
+        "Dots: mean over items; bars: t-intervals.",
+    )
+    panels = [
+        position_bars(label, {"answers": r.metrics.position_histogram}, r.metrics.n_options)
+        for label, r in zip(labels, study.runs, strict=True)
+    ][:12]
+    histograms = Figure(
+        "positions.png",
+        bar_panels(panels, simulated=simulated, columns=3),
+        "Position histograms: share of answers naming each slot",
+        "The dashed line is what a judge with no position bias gives.",
+    )
+    return [
+        runs,
+        Section("Grade Score tables", "tables", [figure, *tables]),
+        Section("Position histograms", "positions", [histograms]),
+    ]
+
+
+def _grade_panel(values: list[float | None], bounds: list[list[float] | None]) -> DotPanel:
+    lows = [None if b is None else b[0] for b in bounds]
+    highs = [None if b is None else b[1] for b in bounds]
+    return DotPanel(
+        "Grade Score",
+        [Series("Grade Score", values, lows, highs)],
+        xlabel="0 (order decides) ... 1 (content decides)",
+        reference=None,
+    )

@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 
     from biasaudit.kinds.grade_score.run import GradeScoreResult
     from biasaudit.providers import ModelRequest, Provider
-    from biasaudit.reports.html._document import Document
+    from biasaudit.reports.html._document import Document, Section
+    from biasaudit.reports.text import Block
     from biasaudit.store.runs import Manifest
 
 NAME = "grade-score"
@@ -69,3 +70,21 @@ def document(run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -> Docu
     from biasaudit.kinds.grade_score.html import grade_document
 
     return grade_document(run_dir, manifest, spec)
+
+
+def study_blocks(run_dirs: Sequence[Path], *, ndcg_at: int) -> list[Block]:
+    """What ``biasaudit study`` prints for Grade Score runs."""
+    from biasaudit.kinds.grade_score.report import grade_study_blocks
+    from biasaudit.kinds.grade_score.study import run_grade_study
+
+    return grade_study_blocks(run_grade_study(run_dirs))
+
+
+def study_sections(run_dirs: Sequence[Path], *, ndcg_at: int) -> tuple[str, list[Section], bool]:
+    """The study page: its title, its sections, and whether a run is simulated."""
+    from biasaudit.kinds.grade_score.html import grade_study_sections
+    from biasaudit.kinds.grade_score.study import run_grade_study
+
+    study = run_grade_study(run_dirs)
+    simulated = any(r.metrics.simulated for r in study.runs)
+    return f"Grade Score study of {len(run_dirs)} runs", grade_study_sections(study), simulated

@@ -7,17 +7,31 @@ per-occupation tables, dropped replicates and notes, and the replay commands.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from biasaudit.kinds.registry import read_metrics
+from biasaudit.kinds.common import read_run_metrics
 from biasaudit.kinds.ruted.metrics import METRICS, ContextMetrics, RutedMetrics
-from biasaudit.reports.html._common import audited_section, interval, replay_section
+from biasaudit.kinds.ruted.study import RutedStudyResult
+from biasaudit.reports.html._common import (
+    audited_section,
+    interval,
+    p_value,
+    plain,
+    replay_section,
+    runs_table,
+    signed,
+)
 from biasaudit.reports.html._document import Bullets, Document, Figure, Paragraph, Section, Table
-from biasaudit.reports.html._figures import DotPanel, Series, dot_panels
+from biasaudit.reports.html._figures import (
+    DotPanel,
+    Series,
+    dot_panels,
+)
 from biasaudit.store.runs import Manifest
 
 __all__ = ["CONTEXT_NAMES", "METRIC_AXES", "ruted_document"]
@@ -271,7 +285,7 @@ def _similarity_section(metrics: RutedMetrics) -> Section | None:
 
 def ruted_document(run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -> Document:
     """The report of the RUTEd run in ``run_dir``."""
-    metrics: RutedMetrics = read_metrics(run_dir, "ruted")
+    metrics: RutedMetrics = read_run_metrics(run_dir, RutedMetrics)
     path = run_dir / "occupations.csv"
     rows = pd.read_csv(path) if path.exists() else None
     document = Document(
@@ -291,3 +305,81 @@ def ruted_document(run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -
     if similarity is not None:
         document.sections.insert(4, similarity)
     return document
+
+
+# --- the study page of runs of this kind ---------------------------------------
+
+
+def ruted_study_sections(study: RutedStudyResult) -> list[Section]:
+    simulated = any(run.metrics.simulated for run in study.runs)
+    runs = runs_table([(r.label, "RUTEd", r.metrics.simulated, r.path) for r in study.runs])
+    rows = {r.label: {c: r.metrics.contexts[c] for c in study.contexts} for r in study.runs}
+    figure = Figure(
+        "metrics.png",
+        dot_panels(study.contexts, metric_panels(rows), simulated=simulated),
+        "Neutrality, skew and stereotype per context and model, with intervals",
+        "One marker per model; bars: 95% intervals (none for logprob-read standard tests).",
+    )
+    values = Table(
+        ["model", *(f"{m} {c}" for m in METRICS for c in study.contexts)],
+        [
+            [str(label), *(plain(row[(m, c)]) for m in METRICS for c in study.contexts)]
+            for label, row in study.values.iterrows()
+        ],
+        caption="Each metric by model and context.",
+    )
+    blocks: list[Any] = [figure, values]
+    if not study.with_standard.empty:
+        blocks.append(
+            _correlations(
+                study.with_standard,
+                "context",
+                "Spearman rho with the standard test (Lum et al., Table 1)",
+            )
+        )
+    if not study.between_contexts.empty:
+        pairs = study.between_contexts.assign(
+            pair=study.between_contexts["first"] + "~" + study.between_contexts["second"]
+        )
+        blocks.append(
+            _correlations(pairs, "pair", "Spearman rho between contexts (Lum et al., Table 2)")
+        )
+    if not study.least_biased.empty:
+        blocks.append(
+            Table(
+                ["metric", "context", "least biased model(s)", "agrees with the standard test"],
+                [
+                    [
+                        str(r["metric"]),
+                        str(r["context"]),
+                        str(r["models"] or "-"),
+                        "-" if r["agrees"] is None else ("yes" if r["agrees"] else "no"),
+                    ]
+                    for r in study.least_biased.to_dict("records")
+                ],
+                caption="Lowest neutrality, |skew|, |stereotype|.",
+                left=frozenset({0, 1, 2, 3}),
+            )
+        )
+    if len(study.runs) < 3:
+        blocks.append(Paragraph("Rank correlations need three or more models: left blank."))
+    return [runs, Section("Metrics and rank correlations", "correlations", blocks)]
+
+
+def _correlations(frame: pd.DataFrame, column: str, caption: str) -> Table:
+    names = list(dict.fromkeys(frame[column]))
+    rows = []
+    for metric in METRICS:
+        found = frame[frame["metric"] == metric].set_index(column)
+        rows.append(
+            [
+                metric,
+                *(
+                    "-"
+                    if math.isnan(found.loc[n, "rho"])
+                    else f"{signed(found.loc[n, 'rho'])} (p {p_value(found.loc[n, 'p_value'])})"
+                    for n in names
+                ),
+            ]
+        )
+    return Table(["metric", *names], rows, caption=caption)

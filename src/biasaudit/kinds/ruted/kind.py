@@ -14,7 +14,8 @@ if TYPE_CHECKING:
 
     from biasaudit.kinds.ruted.run import RutedResult
     from biasaudit.providers import ModelRequest, Provider
-    from biasaudit.reports.html._document import Document
+    from biasaudit.reports.html._document import Document, Section
+    from biasaudit.reports.text import Block
     from biasaudit.store.runs import Manifest
 
 NAME = "ruted"
@@ -68,3 +69,21 @@ def document(run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -> Docu
     from biasaudit.kinds.ruted.html import ruted_document
 
     return ruted_document(run_dir, manifest, spec)
+
+
+def study_blocks(run_dirs: Sequence[Path], *, ndcg_at: int) -> list[Block]:
+    """What ``biasaudit study`` prints for RUTEd runs."""
+    from biasaudit.kinds.ruted.report import ruted_study_blocks
+    from biasaudit.kinds.ruted.study import run_ruted_study
+
+    return ruted_study_blocks(run_ruted_study(run_dirs))
+
+
+def study_sections(run_dirs: Sequence[Path], *, ndcg_at: int) -> tuple[str, list[Section], bool]:
+    """The study page: its title, its sections, and whether a run is simulated."""
+    from biasaudit.kinds.ruted.html import ruted_study_sections
+    from biasaudit.kinds.ruted.study import run_ruted_study
+
+    study = run_ruted_study(run_dirs)
+    simulated = any(r.metrics.simulated for r in study.runs)
+    return f"RUTEd study of {len(run_dirs)} runs", ruted_study_sections(study), simulated

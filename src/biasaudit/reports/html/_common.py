@@ -182,3 +182,16 @@ def replay_section(manifest: Manifest, run_dir: Path) -> Section:
             Code("\n".join(lines)),
         ],
     )
+
+
+def runs_table(rows: list[tuple[str, str, bool, Path]]) -> Section:
+    """The runs a study compares, one row each."""
+    table = Table(
+        ["run", "what", "model", "path"],
+        [
+            [label, what, "SIMULATED model (not real)" if simulated else "real model", str(path)]
+            for label, what, simulated, path in rows
+        ],
+        left=frozenset({0, 1, 2, 3}),
+    )
+    return Section("Runs compared", "runs", [table])
