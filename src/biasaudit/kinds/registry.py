@@ -28,8 +28,10 @@ from biasaudit.spec import AuditSpec
 from biasaudit.store.runs import Manifest
 
 if TYPE_CHECKING:
+    import numpy as np
     from rich.console import RenderableType
 
+    from biasaudit.reports.changes import ChangeTest
     from biasaudit.reports.html._document import Document, Section
     from biasaudit.reports.text import Block
 
@@ -100,6 +102,22 @@ class AuditKind(Protocol):
 
     def document(self, run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -> Document:
         """The run's report."""
+
+    def change_tests(
+        self,
+        path_a: Path,
+        path_b: Path,
+        metrics_a: Any,
+        metrics_b: Any,
+        *,
+        rng: np.random.Generator,
+        bootstrap: int,
+        notes: list[str],
+    ) -> list[ChangeTest]:
+        """The tests of "no change" of ``biasaudit compare``, B - A."""
+
+    def headline(self, metrics: Any) -> str:
+        """One line of the figures that matter most (``biasaudit history``)."""
 
     def study_blocks(self, run_dirs: Sequence[Path], *, ndcg_at: int) -> list[Block]:
         """What ``biasaudit study`` prints for runs of this kind."""

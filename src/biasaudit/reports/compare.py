@@ -36,20 +36,17 @@ Three questions, each answered with statistics:
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 from numpy.typing import NDArray
-from scipy import stats
 
 from biasaudit.errors import UsageError
-from biasaudit.kinds.registry import AUDIT_KINDS, read_metrics
-from biasaudit.metrics import Resamples, headline_replicates
+from biasaudit.kinds.registry import AUDIT_KINDS, audit_kind, read_metrics
+from biasaudit.reports.changes import ChangeTest
 from biasaudit.store.runs import Manifest, read_manifest, read_responses
 
 __all__ = [
@@ -78,30 +75,6 @@ _RUN_ONLY = frozenset(
 )  # fmt: skip
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
-_RUTED_METRICS = ("neutrality", "skew", "stereotype")
-_GRADE_SCORES = {"grade_score": "grade", "entropy": "entropy", "choice": "choice"}
-
-
-@dataclass(frozen=True)
-class ChangeTest:
-    """One test of "no change" of one figure between run A and run B."""
-
-    metric: str
-    group: str | None
-    before: float | None
-    after: float | None
-    difference: float
-    ci: tuple[float, float]
-    p_value: float
-    method: str
-    p_adjusted: float = 1.0
-
-    def changed(self, alpha: float) -> bool:
-        return self.p_adjusted < alpha
-
-    @property
-    def label(self) -> str:
-        return f"{self.group} {self.metric}" if self.group else self.metric
 
 
 @dataclass(frozen=True)
@@ -224,12 +197,9 @@ def compare_runs(
     metrics_a, metrics_b = read_metrics(path_a, kind), read_metrics(path_b, kind)
     notes: list[str] = []
     rng = np.random.default_rng(seed)
-    if kind == "allocation":
-        tests = _allocation_tests(path_a, path_b, metrics_a, metrics_b, rng, bootstrap, notes)
-    elif kind == "grade-score":
-        tests = _grade_tests(path_a, path_b, notes)
-    else:
-        tests = _ruted_tests(metrics_a, metrics_b)
+    tests = audit_kind(kind).change_tests(
+        path_a, path_b, metrics_a, metrics_b, rng=rng, bootstrap=bootstrap, notes=notes
+    )
     if metrics_a.model != metrics_b.model:
         notes.append(f"the runs audit different models: {metrics_a.model}, {metrics_b.model}")
     return Comparison(
@@ -318,197 +288,6 @@ def _holm(tests: list[ChangeTest]) -> list[ChangeTest]:
         running = max(running, min(1.0, tests[index].p_value * (len(tests) - rank)))
         adjusted[index] = running
     return [replace(test, p_adjusted=p) for test, p in zip(tests, adjusted, strict=True)]
-
-
-def _normal_test(
-    metric: str,
-    group: str | None,
-    a: float | None,
-    a_ci: Sequence[float] | None,
-    b: float | None,
-    b_ci: Sequence[float] | None,
-    confidence: float,
-) -> ChangeTest | None:
-    """Difference of two independent estimates whose intervals give their standard errors."""
-    if a is None or b is None or not a_ci or not b_ci:
-        return None
-    z = float(stats.norm.ppf(0.5 + confidence / 2))
-    se = math.hypot((a_ci[1] - a_ci[0]) / (2 * z), (b_ci[1] - b_ci[0]) / (2 * z))
-    diff = b - a
-    p = _two_sided(diff, se, stats.norm.sf)
-    method = "normal, from the runs' intervals"
-    return ChangeTest(metric, group, a, b, diff, (diff - z * se, diff + z * se), p, method)
-
-
-def _two_sided(diff: float, se: float, survival: Callable[[float], Any]) -> float:
-    """Two-sided p-value of ``diff`` against 0; a difference with no spread is exact."""
-    if se == 0:
-        return 1.0 if diff == 0 else 0.0
-    return float(2 * survival(abs(diff) / se))
-
-
-def _allocation_tests(
-    path_a: Path,
-    path_b: Path,
-    metrics_a: Any,
-    metrics_b: Any,
-    rng: np.random.Generator,
-    bootstrap: int,
-    notes: list[str],
-) -> list[ChangeTest]:
-    reference = metrics_a.reference_group
-    if metrics_b.reference_group != reference:
-        raise UsageError("compare: the runs have different reference groups")
-    scores_a, scores_b = _scores(path_a), _scores(path_b)
-    paired = _same_candidates(scores_a, scores_b)
-    if not paired:
-        notes.append("the runs scored different candidates: bootstraps are independent")
-    tests: list[ChangeTest] = _score_tests(
-        scores_a, scores_b, reference, paired, int(rng.integers(2**31)), bootstrap, notes
-    )
-    for group in metrics_a.groups:
-        if group not in metrics_b.groups:
-            continue
-        figures_a, figures_b = metrics_a.groups[group], metrics_b.groups[group]
-        for gap in ("dp_gap", "eo_gap"):
-            values_a, values_b = getattr(figures_a, gap), getattr(figures_b, gap)
-            cis_a, cis_b = getattr(figures_a, f"{gap}_ci"), getattr(figures_b, f"{gap}_ci")
-            for k in values_a:
-                test = _normal_test(
-                    f"{gap} k={k}",
-                    group,
-                    values_a.get(k),
-                    cis_a.get(k),
-                    values_b.get(k),
-                    cis_b.get(k),
-                    metrics_a.confidence,
-                )
-                if test is not None:
-                    tests.append(test)
-    return tests
-
-
-def _scores(path: Path) -> pd.DataFrame:
-    frame = pd.read_csv(path / "scores.csv")
-    return frame[frame["score"].notna()]
-
-
-def _same_candidates(a: pd.DataFrame, b: pd.DataFrame) -> bool:
-    ids_a, ids_b = a["candidate_id"].astype(str), b["candidate_id"].astype(str)
-    return ids_a.is_unique and ids_b.is_unique and set(ids_a) == set(ids_b)
-
-
-def _score_tests(
-    scores_a: pd.DataFrame,
-    scores_b: pd.DataFrame,
-    reference: str,
-    paired: bool,
-    seed: int,
-    bootstrap: int,
-    notes: list[str],
-) -> list[ChangeTest]:
-    """RABBI and δ of every group, B - A, with intervals over the units that vary.
-
-    Both runs are resampled as their own figures are (names within groups and
-    items within subtasks, each headline the candidate-weighted mean of the
-    subtasks); paired runs share one resample of their common candidates.
-    """
-    a_found, weights = _replicates(scores_a, reference, bootstrap, seed, None)
-    if paired:
-        order = scores_a["candidate_id"].astype(str)
-        scores_b = scores_b.set_index(scores_b["candidate_id"].astype(str)).loc[order]
-        b_found, _ = _replicates(
-            scores_b.reset_index(drop=True), reference, bootstrap, seed, weights
-        )
-    else:
-        b_found, _ = _replicates(scores_b, reference, bootstrap, seed + 1, None)
-    method = f"{'paired' if paired else 'independent'} bootstrap over units ({bootstrap})"
-    missing = sorted(set(scores_a["group"]) - set(a_found) - {reference})
-    if missing:
-        notes.append(
-            f"too few names (or items) for a test of RABBI and δ: {', '.join(map(str, missing))}"
-        )
-    tests = []
-    for group, figures in a_found.items():
-        for name, (before, before_draws) in figures.items():
-            if group not in b_found:
-                continue
-            after, after_draws = b_found[group][name]
-            spread = after_draws - before_draws
-            spread = spread[~np.isnan(spread)]
-            if spread.size < 20:
-                continue
-            low, high = np.quantile(spread, [0.025, 0.975])
-            # A z-test on the bootstrap standard error: counting replicates past 0 would
-            # floor p at 2 / (B + 1), which no multiple-test adjustment could pass.
-            p = _two_sided(after - before, float(spread.std(ddof=1)), stats.norm.sf)
-            tests.append(
-                ChangeTest(
-                    name, str(group), before, after, after - before, (float(low), float(high)),
-                    p, method,
-                )
-            )  # fmt: skip
-    return tests
-
-
-def _replicates(
-    scores: pd.DataFrame,
-    reference: str,
-    bootstrap: int,
-    seed: int,
-    resamples: Resamples | None,
-) -> tuple[dict[Any, dict[str, tuple[float, FloatArray]]], Resamples]:
-    names = scores["name"] if "name" in scores.columns and scores["name"].notna().all() else None
-    items = next(
-        (scores[c] for c in ("resume_id", "essay_id", "item") if c in scores.columns), None
-    )
-    return headline_replicates(
-        scores["score"], scores["group"], reference=reference, subtasks=scores["subtask"],
-        names=names, items=items, n_bootstrap=bootstrap, seed=seed, resamples=resamples,
-    )  # fmt: skip
-
-
-def _grade_tests(path_a: Path, path_b: Path, notes: list[str]) -> list[ChangeTest]:
-    items_a = pd.read_csv(path_a / "items.csv").set_index("item_id")
-    items_b = pd.read_csv(path_b / "items.csv").set_index("item_id")
-    tests = []
-    for metric, column in _GRADE_SCORES.items():
-        both = pd.concat([items_a[column], items_b[column]], axis=1, join="inner").dropna()
-        if len(both) < 2:
-            notes.append(f"{metric}: fewer than two items scored in both runs; not tested")
-            continue
-        before, after = both.iloc[:, 0].to_numpy(float), both.iloc[:, 1].to_numpy(float)
-        diffs = after - before
-        diff = float(diffs.mean())
-        se = float(diffs.std(ddof=1) / math.sqrt(len(diffs)))
-        t = float(stats.t.ppf(0.975, len(diffs) - 1))
-        p = _two_sided(diff, se, stats.t(len(diffs) - 1).sf)
-        interval = (diff - t * se, diff + t * se)
-        method = f"paired t over {len(diffs)} items"
-        mean_a, mean_b = float(before.mean()), float(after.mean())
-        tests.append(ChangeTest(metric, None, mean_a, mean_b, diff, interval, p, method))
-    return tests
-
-
-def _ruted_tests(metrics_a: Any, metrics_b: Any) -> list[ChangeTest]:
-    tests = []
-    for context, figures_a in metrics_a.contexts.items():
-        figures_b = metrics_b.contexts.get(context)
-        if figures_b is None:
-            continue
-        for metric in _RUTED_METRICS:
-            test = _normal_test(
-                metric,
-                context,
-                getattr(figures_a, metric),
-                getattr(figures_a, f"{metric}_ci"),
-                getattr(figures_b, metric),
-                getattr(figures_b, f"{metric}_ci"),
-                metrics_a.confidence,
-            )
-            if test is not None:
-                tests.append(test)
-    return tests
 
 
 def comparison_lines(comparison: Comparison, *, show_all: bool = False) -> list[str]:

@@ -27,7 +27,7 @@ from typing import Any, Literal, TextIO
 from pydantic import ValidationError
 
 from biasaudit.errors import UsageError
-from biasaudit.kinds.registry import AUDIT_KINDS, FinishedAudit, read_metrics, run_spec
+from biasaudit.kinds.registry import AUDIT_KINDS, FinishedAudit, audit_kind, read_metrics, run_spec
 from biasaudit.reports.compare import Comparison, compare_runs, write_comparison
 from biasaudit.spec import AuditSpec, load_spec, parse_spec
 from biasaudit.store.runs import read_manifest
@@ -161,23 +161,7 @@ def _headline(run_dir: Path, kind: str) -> str:
         metrics: Any = read_metrics(run_dir, kind)
     except (UsageError, ValidationError):
         return "(no metrics)"
-    if kind == "grade-score":
-        return f"Grade Score {_number(metrics.grade_score)}, entropy {_number(metrics.entropy)}"
-    if kind == "ruted":
-        return "neutrality " + ", ".join(
-            f"{name} {_number(figures.neutrality)}" for name, figures in metrics.contexts.items()
-        )
-    rabbis = {g: f.rabbi for g, f in metrics.groups.items() if f.rabbi is not None}
-    if not rabbis:
-        return "(no RABBI)"
-    worst = min(rabbis, key=lambda g: rabbis[g])
-    p_value = metrics.groups[worst].rabbi_p
-    shown = "-" if p_value is None else f"{p_value:.2g}"
-    return f"lowest RABBI {worst} {rabbis[worst]:+.3f} (p {shown})"
-
-
-def _number(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3f}"
+    return audit_kind(kind).headline(metrics)
 
 
 @dataclass(frozen=True)

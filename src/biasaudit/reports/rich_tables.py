@@ -28,7 +28,8 @@ from rich.text import Text
 
 if TYPE_CHECKING:
     from biasaudit.kinds.common import TaskInfo
-    from biasaudit.reports.compare import ChangeTest, Comparison
+    from biasaudit.reports.changes import ChangeTest
+    from biasaudit.reports.compare import Comparison
     from biasaudit.reports.history import HistoryEntry
     from biasaudit.reports.text import Block
 

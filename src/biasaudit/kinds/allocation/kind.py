@@ -15,10 +15,12 @@ from biasaudit.kinds.allocation.metrics import AllocationMetrics
 from biasaudit.spec import AllocationTaskSpec, AuditSpec, EssayGradingSpec, ResumeScreeningSpec
 
 if TYPE_CHECKING:
+    import numpy as np
     from rich.console import RenderableType
 
     from biasaudit.kinds.allocation.run import AuditResult
     from biasaudit.providers import ModelRequest, Provider
+    from biasaudit.reports.changes import ChangeTest
     from biasaudit.reports.html._document import Document, Section
     from biasaudit.reports.text import Block
     from biasaudit.store.runs import Manifest
@@ -93,3 +95,30 @@ def study_sections(run_dirs: Sequence[Path], *, ndcg_at: int) -> tuple[str, list
     simulated = any(r.metrics.simulated for r in study.runs)
     title = f"Allocation study of {len(run_dirs)} runs"
     return title, allocation_study_sections(study, ndcg_at), simulated
+
+
+def change_tests(
+    path_a: Path,
+    path_b: Path,
+    metrics_a: Any,
+    metrics_b: Any,
+    *,
+    rng: np.random.Generator,
+    bootstrap: int,
+    notes: list[str],
+) -> list[ChangeTest]:
+    """The tests of "no change" ``biasaudit compare`` adjusts and reports."""
+    from biasaudit.kinds.allocation.changes import change_tests as tests
+
+    return tests(path_a, path_b, metrics_a, metrics_b, rng=rng, bootstrap=bootstrap, notes=notes)
+
+
+def headline(metrics: Any) -> str:
+    """One line of the figures that matter most, for ``biasaudit history``."""
+    rabbis = {g: f.rabbi for g, f in metrics.groups.items() if f.rabbi is not None}
+    if not rabbis:
+        return "(no RABBI)"
+    worst = min(rabbis, key=lambda g: rabbis[g])
+    p_value = metrics.groups[worst].rabbi_p
+    shown = "-" if p_value is None else f"{p_value:.2g}"
+    return f"lowest RABBI {worst} {rabbis[worst]:+.3f} (p {shown})"

@@ -12,10 +12,12 @@ from biasaudit.kinds.grade_score.run import GradeScoreMetrics
 from biasaudit.spec import AuditSpec, GradeScoreSpec
 
 if TYPE_CHECKING:
+    import numpy as np
     from rich.console import RenderableType
 
     from biasaudit.kinds.grade_score.run import GradeScoreResult
     from biasaudit.providers import ModelRequest, Provider
+    from biasaudit.reports.changes import ChangeTest
     from biasaudit.reports.html._document import Document, Section
     from biasaudit.reports.text import Block
     from biasaudit.store.runs import Manifest
@@ -88,3 +90,28 @@ def study_sections(run_dirs: Sequence[Path], *, ndcg_at: int) -> tuple[str, list
     study = run_grade_study(run_dirs)
     simulated = any(r.metrics.simulated for r in study.runs)
     return f"Grade Score study of {len(run_dirs)} runs", grade_study_sections(study), simulated
+
+
+def change_tests(
+    path_a: Path,
+    path_b: Path,
+    metrics_a: Any,
+    metrics_b: Any,
+    *,
+    rng: np.random.Generator,
+    bootstrap: int,
+    notes: list[str],
+) -> list[ChangeTest]:
+    """The tests of "no change" ``biasaudit compare`` adjusts and reports."""
+    from biasaudit.kinds.grade_score.changes import change_tests as tests
+
+    return tests(path_a, path_b, metrics_a, metrics_b, rng=rng, bootstrap=bootstrap, notes=notes)
+
+
+def headline(metrics: Any) -> str:
+    """One line of the figures that matter most, for ``biasaudit history``."""
+    return f"Grade Score {_number(metrics.grade_score)}, entropy {_number(metrics.entropy)}"
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"

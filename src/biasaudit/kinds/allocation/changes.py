@@ -1,0 +1,143 @@
+"""Did an allocation audit's figures change between two runs? RABBI and δ per group by a
+bootstrap of the units that vary (paired when both runs scored the same candidates),
+ΔDP and ΔEO at each k by the normal approximation from each run's interval; see
+:mod:`biasaudit.reports.compare`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from biasaudit.errors import UsageError
+from biasaudit.metrics import Resamples, headline_replicates
+from biasaudit.metrics._validate import FloatArray
+from biasaudit.reports.changes import ChangeTest, normal_test, two_sided
+
+__all__ = ["change_tests"]
+
+
+def change_tests(
+    path_a: Path,
+    path_b: Path,
+    metrics_a: Any,
+    metrics_b: Any,
+    *,
+    rng: np.random.Generator,
+    bootstrap: int,
+    notes: list[str],
+) -> list[ChangeTest]:
+    """One test of "no change" per group and figure, B - A."""
+    reference = metrics_a.reference_group
+    if metrics_b.reference_group != reference:
+        raise UsageError("compare: the runs have different reference groups")
+    scores_a, scores_b = _scores(path_a), _scores(path_b)
+    paired = _same_candidates(scores_a, scores_b)
+    if not paired:
+        notes.append("the runs scored different candidates: bootstraps are independent")
+    tests: list[ChangeTest] = _score_tests(
+        scores_a, scores_b, reference, paired, int(rng.integers(2**31)), bootstrap, notes
+    )
+    for group in metrics_a.groups:
+        if group not in metrics_b.groups:
+            continue
+        figures_a, figures_b = metrics_a.groups[group], metrics_b.groups[group]
+        for gap in ("dp_gap", "eo_gap"):
+            values_a, values_b = getattr(figures_a, gap), getattr(figures_b, gap)
+            cis_a, cis_b = getattr(figures_a, f"{gap}_ci"), getattr(figures_b, f"{gap}_ci")
+            for k in values_a:
+                test = normal_test(
+                    f"{gap} k={k}",
+                    group,
+                    values_a.get(k),
+                    cis_a.get(k),
+                    values_b.get(k),
+                    cis_b.get(k),
+                    metrics_a.confidence,
+                )
+                if test is not None:
+                    tests.append(test)
+    return tests
+
+
+def _scores(path: Path) -> pd.DataFrame:
+    frame = pd.read_csv(path / "scores.csv")
+    return frame[frame["score"].notna()]
+
+
+def _same_candidates(a: pd.DataFrame, b: pd.DataFrame) -> bool:
+    ids_a, ids_b = a["candidate_id"].astype(str), b["candidate_id"].astype(str)
+    return ids_a.is_unique and ids_b.is_unique and set(ids_a) == set(ids_b)
+
+
+def _score_tests(
+    scores_a: pd.DataFrame,
+    scores_b: pd.DataFrame,
+    reference: str,
+    paired: bool,
+    seed: int,
+    bootstrap: int,
+    notes: list[str],
+) -> list[ChangeTest]:
+    """RABBI and δ of every group, B - A, with intervals over the units that vary.
+
+    Both runs are resampled as their own figures are (names within groups and
+    items within subtasks, each headline the candidate-weighted mean of the
+    subtasks); paired runs share one resample of their common candidates.
+    """
+    a_found, weights = _replicates(scores_a, reference, bootstrap, seed, None)
+    if paired:
+        order = scores_a["candidate_id"].astype(str)
+        scores_b = scores_b.set_index(scores_b["candidate_id"].astype(str)).loc[order]
+        b_found, _ = _replicates(
+            scores_b.reset_index(drop=True), reference, bootstrap, seed, weights
+        )
+    else:
+        b_found, _ = _replicates(scores_b, reference, bootstrap, seed + 1, None)
+    method = f"{'paired' if paired else 'independent'} bootstrap over units ({bootstrap})"
+    missing = sorted(set(scores_a["group"]) - set(a_found) - {reference})
+    if missing:
+        notes.append(
+            f"too few names (or items) for a test of RABBI and δ: {', '.join(map(str, missing))}"
+        )
+    tests = []
+    for group, figures in a_found.items():
+        for name, (before, before_draws) in figures.items():
+            if group not in b_found:
+                continue
+            after, after_draws = b_found[group][name]
+            spread = after_draws - before_draws
+            spread = spread[~np.isnan(spread)]
+            if spread.size < 20:
+                continue
+            low, high = np.quantile(spread, [0.025, 0.975])
+            # A z-test on the bootstrap standard error: counting replicates past 0 would
+            # floor p at 2 / (B + 1), which no multiple-test adjustment could pass.
+            p = two_sided(after - before, float(spread.std(ddof=1)), stats.norm.sf)
+            tests.append(
+                ChangeTest(
+                    name, str(group), before, after, after - before, (float(low), float(high)),
+                    p, method,
+                )
+            )  # fmt: skip
+    return tests
+
+
+def _replicates(
+    scores: pd.DataFrame,
+    reference: str,
+    bootstrap: int,
+    seed: int,
+    resamples: Resamples | None,
+) -> tuple[dict[Any, dict[str, tuple[float, FloatArray]]], Resamples]:
+    names = scores["name"] if "name" in scores.columns and scores["name"].notna().all() else None
+    items = next(
+        (scores[c] for c in ("resume_id", "essay_id", "item") if c in scores.columns), None
+    )
+    return headline_replicates(
+        scores["score"], scores["group"], reference=reference, subtasks=scores["subtask"],
+        names=names, items=items, n_bootstrap=bootstrap, seed=seed, resamples=resamples,
+    )  # fmt: skip

@@ -1,0 +1,51 @@
+"""Did a judge's Grade Score change between two runs? Mean Grade Score, entropy and
+choice scores by a paired t-test over the items both runs scored; see
+:mod:`biasaudit.reports.compare`."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from biasaudit.reports.changes import ChangeTest, two_sided
+
+__all__ = ["change_tests"]
+
+_GRADE_SCORES = {"grade_score": "grade", "entropy": "entropy", "choice": "choice"}
+
+
+def change_tests(
+    path_a: Path,
+    path_b: Path,
+    metrics_a: Any,
+    metrics_b: Any,
+    *,
+    rng: np.random.Generator,
+    bootstrap: int,
+    notes: list[str],
+) -> list[ChangeTest]:
+    """One paired test per score over the items both runs scored, B - A."""
+    items_a = pd.read_csv(path_a / "items.csv").set_index("item_id")
+    items_b = pd.read_csv(path_b / "items.csv").set_index("item_id")
+    tests = []
+    for metric, column in _GRADE_SCORES.items():
+        both = pd.concat([items_a[column], items_b[column]], axis=1, join="inner").dropna()
+        if len(both) < 2:
+            notes.append(f"{metric}: fewer than two items scored in both runs; not tested")
+            continue
+        before, after = both.iloc[:, 0].to_numpy(float), both.iloc[:, 1].to_numpy(float)
+        diffs = after - before
+        diff = float(diffs.mean())
+        se = float(diffs.std(ddof=1) / math.sqrt(len(diffs)))
+        t = float(stats.t.ppf(0.975, len(diffs) - 1))
+        p = two_sided(diff, se, stats.t(len(diffs) - 1).sf)
+        interval = (diff - t * se, diff + t * se)
+        method = f"paired t over {len(diffs)} items"
+        mean_a, mean_b = float(before.mean()), float(after.mean())
+        tests.append(ChangeTest(metric, None, mean_a, mean_b, diff, interval, p, method))
+    return tests

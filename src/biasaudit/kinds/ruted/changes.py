@@ -1,0 +1,47 @@
+"""Did a RUTEd audit's figures change between two runs? Neutrality, skew and stereotype
+per context by the normal approximation from each run's interval; see
+:mod:`biasaudit.reports.compare`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from biasaudit.reports.changes import ChangeTest, normal_test
+
+__all__ = ["change_tests"]
+
+_RUTED_METRICS = ("neutrality", "skew", "stereotype")
+
+
+def change_tests(
+    path_a: Path,
+    path_b: Path,
+    metrics_a: Any,
+    metrics_b: Any,
+    *,
+    rng: np.random.Generator,
+    bootstrap: int,
+    notes: list[str],
+) -> list[ChangeTest]:
+    """One test per context and metric, B - A."""
+    tests = []
+    for context, figures_a in metrics_a.contexts.items():
+        figures_b = metrics_b.contexts.get(context)
+        if figures_b is None:
+            continue
+        for metric in _RUTED_METRICS:
+            test = normal_test(
+                metric,
+                context,
+                getattr(figures_a, metric),
+                getattr(figures_a, f"{metric}_ci"),
+                getattr(figures_b, metric),
+                getattr(figures_b, f"{metric}_ci"),
+                metrics_a.confidence,
+            )
+            if test is not None:
+                tests.append(test)
+    return tests

@@ -1,0 +1,63 @@
+"""The test of "no change" of one figure between two runs, and how each kind's change
+tests are built: the kit ``biasaudit compare`` and every kind's ``change_tests`` share.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from scipy import stats
+
+__all__ = ["ChangeTest", "normal_test", "two_sided"]
+
+
+@dataclass(frozen=True)
+class ChangeTest:
+    """One test of "no change" of one figure between run A and run B."""
+
+    metric: str
+    group: str | None
+    before: float | None
+    after: float | None
+    difference: float
+    ci: tuple[float, float]
+    p_value: float
+    method: str
+    p_adjusted: float = 1.0
+
+    def changed(self, alpha: float) -> bool:
+        return self.p_adjusted < alpha
+
+    @property
+    def label(self) -> str:
+        return f"{self.group} {self.metric}" if self.group else self.metric
+
+
+def normal_test(
+    metric: str,
+    group: str | None,
+    a: float | None,
+    a_ci: Sequence[float] | None,
+    b: float | None,
+    b_ci: Sequence[float] | None,
+    confidence: float,
+) -> ChangeTest | None:
+    """Difference of two independent estimates whose intervals give their standard errors."""
+    if a is None or b is None or not a_ci or not b_ci:
+        return None
+    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    se = math.hypot((a_ci[1] - a_ci[0]) / (2 * z), (b_ci[1] - b_ci[0]) / (2 * z))
+    diff = b - a
+    p = two_sided(diff, se, stats.norm.sf)
+    method = "normal, from the runs' intervals"
+    return ChangeTest(metric, group, a, b, diff, (diff - z * se, diff + z * se), p, method)
+
+
+def two_sided(diff: float, se: float, survival: Callable[[float], Any]) -> float:
+    """Two-sided p-value of ``diff`` against 0; a difference with no spread is exact."""
+    if se == 0:
+        return 1.0 if diff == 0 else 0.0
+    return float(2 * survival(abs(diff) / se))
