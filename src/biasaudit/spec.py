@@ -59,8 +59,11 @@ MAX_ROUNDS = 100_000
 MAX_TIMEOUT_S = 86_400.0
 
 
-class AuditSpec(BaseModel):
-    """Fields every audit spec has: the model, the method, the statistics, the engine."""
+class RunSpec(BaseModel):
+    """Fields every audit spec has: the model and its endpoint, the engine, the run's
+    options and the statistics every kind shares (seed, confidence, conventions).
+    Each kind's spec adds its own (:class:`AllocationSpec`, :class:`GradeScoreSpec`,
+    :class:`RutedSpec`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -74,31 +77,8 @@ class AuditSpec(BaseModel):
         description="Sent with every request; a value $NAME is read from the environment. "
         "Recorded masked (spec.json keeps $NAME references, every other value is ***).",
     )
-    method: Method = "pointwise"
-    scoring: Literal["auto", "logprobs", "samples", "continuation"] = Field(
-        "auto",
-        description="Pointwise: first-token logprobs, sampled replicates, auto, or every "
-        "label scored whole as a continuation (legacy completions with echo).",
-    )
-    chat_template: str | None = Field(
-        None,
-        description="Continuation scoring: how the chat prompt becomes one text: 'model' "
-        "(the model's own, where it can be read: local GGUF models), 'chatml', 'plain', or a "
-        ".jinja / tokenizer_config.json file [default: model].",
-    )
-    samples: int = Field(20, ge=1, le=128, description="Sampled replicates per candidate.")
     temperature: float = Field(
-        1.0, gt=0.0, le=2.0, allow_inf_nan=False, description="Of sampled replicates."
-    )
-    top_logprobs: int | None = Field(
-        None, ge=1, le=20, description="Alternatives asked for (default: 3 per label, >= 10)."
-    )
-    reference_group: str | None = None
-    # Upper bounds are checked with the spec, before anything is sent: far beyond any
-    # useful audit, and well within memory (rounds x pools, bootstrap replicates).
-    k_max: int = Field(5, ge=1, le=100, description="Selections simulated: k = 1..k_max.")
-    headline_k: int = Field(
-        1, ge=1, le=100, description="The k the report's headline and rates use (<= k_max)."
+        1.0, gt=0.0, le=2.0, allow_inf_nan=False, description="Of sampled answers and texts."
     )
     conventions: Literal["biasaudit", "paper"] = Field(
         "biasaudit",
@@ -107,14 +87,6 @@ class AuditSpec(BaseModel):
     )
     seed: int = Field(
         0, ge=0, le=2**32 - 1, description="Seeds name sampling, pools and bootstraps."
-    )
-    rounds: int = Field(
-        1800, ge=1, le=MAX_ROUNDS, description="Simulated selection pools per subtask."
-    )
-    pools: int = Field(30, ge=1, le=10_000, description="Pairwise: pools compared per subtask.")
-    bootstrap: int = Field(2000, ge=100, le=100_000, description="Bootstrap replicates of RABBI.")
-    gap_bootstrap: int = Field(
-        200, ge=20, le=10_000, description="Bootstrap replicates of the gaps."
     )
     confidence: float = Field(0.95, gt=0.0, lt=1.0, allow_inf_nan=False)
     concurrency: int = Field(16, ge=1, le=4096)
@@ -206,7 +178,48 @@ class AuditSpec(BaseModel):
         )
 
 
-class ResumeScreeningSpec(AuditSpec):
+class AllocationSpec(RunSpec):
+    """An allocation audit's own fields: the method and its scoring, the reference group,
+    the selection simulated (k, pools, rounds) and its bootstraps."""
+
+    method: Method = "pointwise"
+    scoring: Literal["auto", "logprobs", "samples", "continuation"] = Field(
+        "auto",
+        description="Pointwise: first-token logprobs, sampled replicates, auto, or every "
+        "label scored whole as a continuation (legacy completions with echo).",
+    )
+    chat_template: str | None = Field(
+        None,
+        description="Continuation scoring: how the chat prompt becomes one text: 'model' "
+        "(the model's own, where it can be read: local GGUF models), 'chatml', 'plain', or a "
+        ".jinja / tokenizer_config.json file [default: model].",
+    )
+    samples: int = Field(20, ge=1, le=128, description="Sampled replicates per candidate.")
+    top_logprobs: int | None = Field(
+        None, ge=1, le=20, description="Alternatives asked for (default: 3 per label, >= 10)."
+    )
+    reference_group: str | None = None
+    k_max: int = Field(5, ge=1, le=100, description="Selections simulated: k = 1..k_max.")
+    headline_k: int = Field(
+        1, ge=1, le=100, description="The k the report's headline and rates use (<= k_max)."
+    )
+    # Upper bounds are checked with the spec, before anything is sent: far beyond any
+    # useful audit, and well within memory (rounds x pools, bootstrap replicates).
+    rounds: int = Field(
+        1800, ge=1, le=MAX_ROUNDS, description="Simulated selection pools per subtask."
+    )
+    pools: int = Field(30, ge=1, le=10_000, description="Pairwise: pools compared per subtask.")
+    bootstrap: int = Field(2000, ge=100, le=100_000, description="Bootstrap replicates of RABBI.")
+    gap_bootstrap: int = Field(
+        200, ge=20, le=10_000, description="Bootstrap replicates of the gaps."
+    )
+
+
+AuditSpec = RunSpec
+"""Any audit's spec (every kind's spec is a :class:`RunSpec`)."""
+
+
+class ResumeScreeningSpec(AllocationSpec):
     """Resume screening: the shipped jobs, resumes and names, or your own files."""
 
     task: Literal["resume-screening"] = "resume-screening"
@@ -223,7 +236,7 @@ class ResumeScreeningSpec(AuditSpec):
         return value
 
 
-class EssayGradingSpec(AuditSpec):
+class EssayGradingSpec(AllocationSpec):
     """Essay grading on a corpus the user brings (or the shipped demo)."""
 
     task: Literal["essay-grading"] = "essay-grading"
@@ -274,7 +287,7 @@ class PoolSpec(BaseModel):
     size: int | None = Field(None, ge=2, le=1000, description="Pool size of random pools.")
 
 
-class AllocationTaskSpec(AuditSpec):
+class AllocationTaskSpec(AllocationSpec):
     """An allocation task of your own: candidates in a CSV, prompts in the spec."""
 
     task: Literal["allocation"] = "allocation"
@@ -318,14 +331,14 @@ class AllocationTaskSpec(AuditSpec):
         return value
 
 
-ALLOCATION_ONLY_FIELDS = (
-    "method", "scoring", "chat_template", "samples", "top_logprobs", "reference_group", "k_max",
-    "headline_k", "rounds", "pools", "bootstrap", "gap_bootstrap",
-)  # fmt: skip
+ALLOCATION_ONLY_FIELDS = tuple(
+    name for name in AllocationSpec.model_fields if name not in RunSpec.model_fields
+)
+"""The fields only an allocation audit has; another kind's spec names them as such."""
 GRADE_SCORE_PROMPTS = ("1", "2", "3", "4")
 
 
-class GradeScoreSpec(AuditSpec):
+class GradeScoreSpec(RunSpec):
     """Grade Score: a judge picks the best of each item's options, shown in every order.
 
     Iourovitski, "Grade Score: Quantifying LLM Performance in Option Selection" (2024).
@@ -353,17 +366,12 @@ class GradeScoreSpec(AuditSpec):
     def _prompt_number(cls, value: Any) -> Any:
         return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
-    @field_validator(*ALLOCATION_ONLY_FIELDS, mode="before")
-    @classmethod
-    def _not_for_grade_score(cls, value: Any) -> Any:
-        raise ValueError("an allocation-audit option; grade-score does not use it")
-
 
 RutedContext = Literal["standard", "bedtime", "personas", "esl"]
 RUTED_CONTEXTS: tuple[RutedContext, ...] = ("standard", "bedtime", "personas", "esl")
 
 
-class RutedSpec(AuditSpec):
+class RutedSpec(RunSpec):
     """RUTEd: gender-occupation bias in a next-word test and in three long-form contexts.
 
     Lum et al., "Bias in Language Models: Beyond Trick Tests and Towards RUTEd
@@ -390,6 +398,9 @@ class RutedSpec(AuditSpec):
         "needs an endpoint that echoes prompts), top-N completions or chat logprobs, or "
         "sampled words.",
     )
+    top_logprobs: int | None = Field(
+        None, ge=1, le=20, description="Next-word alternatives asked for [default: 20]."
+    )
     mode_collapse: Literal["auto", "on", "off"] = Field(
         "auto",
         description="The mode-collapse check of the long-form texts (RUTEd §4.4): mean "
@@ -415,11 +426,6 @@ class RutedSpec(AuditSpec):
         if not numbers or not all(number.isdigit() for number in numbers):
             raise ValueError(f"must be 'all' or template numbers such as 0 or 0,3; got {value!r}")
         return tuple(int(number) for number in numbers)
-
-    @field_validator(*(f for f in ALLOCATION_ONLY_FIELDS if f != "top_logprobs"), mode="before")
-    @classmethod
-    def _not_for_ruted(cls, value: Any) -> Any:
-        raise ValueError("an allocation-audit option; ruted does not use it")
 
 
 Spec = Annotated[
@@ -521,7 +527,10 @@ def _describe(error: ValidationError, data: Mapping[str, Any], source: str) -> s
     if kind in ("union_tag_invalid", "union_tag_not_found"):
         names = ", ".join(TASK_NAMES)
         return f"{source}, field 'task': must be one of {names}; got {brief(data.get('task'))}"
-    if kind == "extra_forbidden":
+    task = data.get("task")
+    if kind == "extra_forbidden" and location and location[-1] in ALLOCATION_ONLY_FIELDS:
+        problem = f"an allocation-audit option; {task} does not use it"
+    elif kind == "extra_forbidden":
         problem = "unknown field" + _suggestion(location[-1] if location else "")
     elif kind == "missing":
         problem = "required"

@@ -12,7 +12,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from biasaudit.kinds.allocation.metrics import AllocationMetrics
-from biasaudit.spec import AllocationTaskSpec, AuditSpec, EssayGradingSpec, ResumeScreeningSpec
+from biasaudit.spec import (
+    AllocationSpec,
+    AuditSpec,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -31,7 +34,7 @@ METRICS = AllocationMetrics
 
 def owns(spec: AuditSpec) -> bool:
     """Whether a run of ``spec`` is of this kind."""
-    return isinstance(spec, ResumeScreeningSpec | EssayGradingSpec | AllocationTaskSpec)
+    return isinstance(spec, AllocationSpec)
 
 
 def run(
@@ -44,6 +47,7 @@ def run(
     """Run ``spec``: task, scoring plan, engine, figures, run directory."""
     from biasaudit.kinds.allocation.run import audit
 
+    assert isinstance(spec, AllocationSpec)
     return audit(spec, provider=provider, stderr=stderr, command=command)
 
 
@@ -52,6 +56,7 @@ def plan(spec: AuditSpec, provider: Provider) -> list[ModelRequest]:
     from biasaudit.kinds.allocation.scoring import plan_scoring
     from biasaudit.kinds.allocation.tasks import build_task
 
+    assert isinstance(spec, AllocationSpec)
     task = build_task(spec)
     task.prompt(spec.method)
     return list(plan_scoring(task, spec, provider).requests)

@@ -43,7 +43,7 @@ from biasaudit.kinds.allocation.tasks import build_task
 from biasaudit.kinds.common import request_counts
 from biasaudit.metrics import PairwiseOutputStats
 from biasaudit.providers import Provider
-from biasaudit.spec import AuditSpec
+from biasaudit.spec import AllocationSpec
 from biasaudit.store.runs import RunResult
 
 __all__ = ["AuditResult", "audit", "run_audit"]
@@ -57,7 +57,7 @@ class AuditResult(RunResult):
 
 
 def audit(
-    spec: AuditSpec,
+    spec: AllocationSpec,
     *,
     provider: Provider | None = None,
     stderr: TextIO | None = None,
@@ -68,7 +68,7 @@ def audit(
 
 
 async def run_audit(
-    spec: AuditSpec,
+    spec: AllocationSpec,
     *,
     provider: Provider | None = None,
     stderr: TextIO | None = None,
@@ -95,7 +95,7 @@ async def run_audit(
 
 
 def _write_results(
-    session: RunSession, task: AllocationTask, spec: AuditSpec, plan: ScoringPlan
+    session: RunSession, task: AllocationTask, spec: AllocationSpec, plan: ScoringPlan
 ) -> AllocationMetrics:
     scores = plan.scores()
     scores.to_csv(session.run.path / "scores.csv", index=False)
@@ -110,7 +110,7 @@ def _write_results(
 
 def _metrics(
     task: AllocationTask,
-    spec: AuditSpec,
+    spec: AllocationSpec,
     plan: ScoringPlan,
     scores: pd.DataFrame,
     comparisons: pd.DataFrame | None,
@@ -149,7 +149,7 @@ def _metrics(
 
 
 def _options(
-    task: AllocationTask, spec: AuditSpec, plan: ScoringPlan, notes: list[str]
+    task: AllocationTask, spec: AllocationSpec, plan: ScoringPlan, notes: list[str]
 ) -> MetricOptions:
     pairwise = isinstance(plan, PairwisePlan)
     pool_size = len(task.groups) if task.pool.kind == "one_per_group" else task.pool.size or 0

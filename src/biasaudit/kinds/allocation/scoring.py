@@ -31,7 +31,7 @@ from biasaudit.probes import (
     resolve_chat_template,
 )
 from biasaudit.providers import ModelRequest, Provider
-from biasaudit.spec import AuditSpec
+from biasaudit.spec import AllocationSpec
 
 __all__ = ["PairwisePlan", "PointwisePlan", "ScoringPlan", "plan_scoring"]
 
@@ -257,7 +257,7 @@ def _appearance(pool: Pool, index: int) -> str:
     return f"{pool.id}/{index + 1}"
 
 
-def plan_scoring(task: AllocationTask, spec: AuditSpec, provider: Provider) -> ScoringPlan:
+def plan_scoring(task: AllocationTask, spec: AllocationSpec, provider: Provider) -> ScoringPlan:
     """The plan for ``spec.method``, with the probe chosen for the provider's endpoint.
 
     Raises

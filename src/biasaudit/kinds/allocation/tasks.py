@@ -11,7 +11,12 @@ from biasaudit.kinds.allocation.essay import DEMO_ESSAYS, build_essay_grading
 from biasaudit.kinds.allocation.resume import JOBS_PATH, NAMES_PATH, build_resume_screening
 from biasaudit.kinds.allocation.task import AllocationTask
 from biasaudit.kinds.common import TaskInfo
-from biasaudit.spec import AllocationTaskSpec, AuditSpec, EssayGradingSpec, ResumeScreeningSpec
+from biasaudit.spec import (
+    AllocationTaskSpec,
+    AuditSpec,
+    EssayGradingSpec,
+    ResumeScreeningSpec,
+)
 from biasaudit.textfiles import PROMPTS_DIR
 
 __all__ = ["ALLOCATION_TASKS", "build_task"]

@@ -61,7 +61,7 @@ from biasaudit.metrics import (
     item_interval,
 )
 from biasaudit.providers import Provider
-from biasaudit.spec import ALLOCATION_ONLY_FIELDS, GradeScoreSpec
+from biasaudit.spec import GradeScoreSpec
 from biasaudit.store.runs import RunResult
 
 __all__ = [
@@ -197,7 +197,7 @@ async def run_grade_audit(
         "grade-score", spec, provider, plan.requests,
         annotate=plan.annotate,
         write_results=lambda session: _write_results(session, task, spec, plan),
-        recorded_spec=spec.model_dump(mode="json", exclude=set(ALLOCATION_ONLY_FIELDS)),
+        recorded_spec=spec.model_dump(mode="json"),
         label="grade-score", stderr=stderr, command=command,
     )  # fmt: skip
     metrics, items = ran.results

@@ -50,7 +50,7 @@ from biasaudit.kinds.ruted.metrics import (
 from biasaudit.kinds.ruted.plan import RutedPlan, plan_ruted
 from biasaudit.kinds.ruted.task import RutedTask, build_ruted_task
 from biasaudit.providers import Provider
-from biasaudit.spec import ALLOCATION_ONLY_FIELDS, RutedSpec
+from biasaudit.spec import RutedSpec
 from biasaudit.store.runs import RunResult
 
 __all__ = ["RutedResult", "run_ruted_audit", "ruted_audit"]
@@ -102,12 +102,11 @@ async def run_ruted_audit(
             raise UsageError(f"--mode-collapse on: {missing}")
     provider = provider or spec.resolve_provider()
     plan = plan_ruted(task, spec, provider.capabilities)
-    unused = {f for f in ALLOCATION_ONLY_FIELDS if f != "top_logprobs"}
     ran = await run_planned(
         "ruted", spec, provider, plan.requests,
         annotate=plan.annotate,
         write_results=lambda session: _write_results(session, task, spec, plan),
-        recorded_spec=spec.model_dump(mode="json", exclude=unused),
+        recorded_spec=spec.model_dump(mode="json"),
         label="ruted", stderr=stderr, command=command,
         explain_abort=lambda error: _next_word_hint(error.cause, plan),
     )  # fmt: skip
