@@ -7,14 +7,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from biasaudit.errors import UsageError
 
 if TYPE_CHECKING:
     from biasaudit.engine.session import RunSession
 
-__all__ = ["RequestCounts", "TaskInfo", "read_run_metrics", "request_counts"]
+__all__ = [
+    "RequestCounts",
+    "TaskInfo",
+    "load_study_metrics",
+    "read_run_metrics",
+    "request_counts",
+]
 
 
 @dataclass(frozen=True)
@@ -70,3 +76,22 @@ def read_run_metrics(run_dir: Path, model: type[M]) -> M:
     if not path.is_file():
         raise UsageError(f"{run_dir} has no metrics.json (the run stopped before its metrics)")
     return model.model_validate_json(path.read_text(encoding="utf-8"))
+
+
+def load_study_metrics(path: Path, model: type[M], what: str) -> M:
+    """The metrics of a run a study names, as ``model``; ``what`` names the kind of run
+    (``a RUTEd run``) in the message when the folder is not one.
+
+    Raises
+    ------
+    UsageError
+        No ``metrics.json``, or not the metrics of ``what``.
+    """
+    source = path / "metrics.json"
+    try:
+        return model.model_validate_json(source.read_text(encoding="utf-8"))
+    except OSError:
+        raise UsageError(f"{path} is not {what} (no metrics.json)") from None
+    except ValidationError as error:
+        problem = error.errors()[0]["msg"]
+        raise UsageError(f"{source} is not {what}'s metrics: {problem}") from None

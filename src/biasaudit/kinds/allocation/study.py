@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from pydantic import ValidationError
 
 from biasaudit.errors import UsageError
 from biasaudit.kinds.allocation.metrics import AllocationMetrics
+from biasaudit.kinds.common import load_study_metrics
 from biasaudit.metrics import distribution_shape, model_selection_ndcg, predictive_validity
 
 __all__ = ["METRICS", "StudyResult", "StudyRun", "run_study"]
@@ -92,14 +92,7 @@ class StudyResult:
 
 
 def _load(path: Path) -> AllocationMetrics:
-    source = path / "metrics.json"
-    try:
-        return AllocationMetrics.model_validate_json(source.read_text(encoding="utf-8"))
-    except OSError:
-        raise UsageError(f"{path} is not an allocation run (no metrics.json)") from None
-    except ValidationError as error:
-        problem = error.errors()[0]["msg"]
-        raise UsageError(f"{source} is not an allocation run's metrics: {problem}") from None
+    return load_study_metrics(path, AllocationMetrics, "an allocation run")
 
 
 def _labelled(paths: Sequence[Path]) -> tuple[StudyRun, ...]:

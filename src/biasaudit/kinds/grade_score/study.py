@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
-from pydantic import ValidationError
 
 from biasaudit.errors import UsageError
+from biasaudit.kinds.common import load_study_metrics
 from biasaudit.kinds.grade_score.run import GradeScoreMetrics
 
 __all__ = ["SCORES", "GradeStudyResult", "GradeStudyRun", "load_grade_metrics", "run_grade_study"]
@@ -62,14 +62,7 @@ def load_grade_metrics(path: Path) -> GradeScoreMetrics:
     UsageError
         No ``metrics.json``, or not a Grade Score run's.
     """
-    source = path / "metrics.json"
-    try:
-        return GradeScoreMetrics.model_validate_json(source.read_text(encoding="utf-8"))
-    except OSError:
-        raise UsageError(f"{path} is not a Grade Score run (no metrics.json)") from None
-    except ValidationError as error:
-        problem = error.errors()[0]["msg"]
-        raise UsageError(f"{source} is not a Grade Score run's metrics: {problem}") from None
+    return load_study_metrics(path, GradeScoreMetrics, "a Grade Score run")
 
 
 def _labelled(paths: Sequence[Path]) -> tuple[GradeStudyRun, ...]:

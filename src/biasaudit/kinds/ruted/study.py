@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
-from pydantic import ValidationError
 
 from biasaudit.errors import UsageError
+from biasaudit.kinds.common import load_study_metrics
 from biasaudit.kinds.ruted.metrics import (
     METRICS,
     RutedMetrics,
@@ -81,14 +81,7 @@ class RutedStudyResult:
 
 
 def _load(path: Path) -> RutedMetrics:
-    source = path / "metrics.json"
-    try:
-        return RutedMetrics.model_validate_json(source.read_text(encoding="utf-8"))
-    except OSError:
-        raise UsageError(f"{path} is not a RUTEd run (no metrics.json)") from None
-    except ValidationError as error:
-        problem = error.errors()[0]["msg"]
-        raise UsageError(f"{source} is not a RUTEd run's metrics: {problem}") from None
+    return load_study_metrics(path, RutedMetrics, "a RUTEd run")
 
 
 def _labelled(paths: Sequence[Path]) -> tuple[RutedStudyRun, ...]:
