@@ -32,7 +32,8 @@ if TYPE_CHECKING:
     from rich.console import RenderableType
 
     from biasaudit.reports.changes import ChangeTest
-    from biasaudit.reports.html._document import Document, Section
+    from biasaudit.reports.compare import Comparison
+    from biasaudit.reports.html._document import Document, Figure, Section
     from biasaudit.reports.text import Block
 
 __all__ = [
@@ -77,6 +78,8 @@ class AuditKind(Protocol):
 
     NAME: str
     METRICS: type[BaseModel]
+    COMPARED_PER: str
+    COMPARE_NOTE: str
 
     def owns(self, spec: AuditSpec) -> bool:
         """Whether a run of ``spec`` is of this kind."""
@@ -115,6 +118,11 @@ class AuditKind(Protocol):
         notes: list[str],
     ) -> list[ChangeTest]:
         """The tests of "no change" of ``biasaudit compare``, B - A."""
+
+    def compare_figures(
+        self, comparison: Comparison, names: Mapping[str, str], reference: str, simulated: bool
+    ) -> list[Figure]:
+        """The compare page's figures of B - A."""
 
     def headline(self, metrics: Any) -> str:
         """One line of the figures that matter most (``biasaudit history``)."""

@@ -45,7 +45,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from biasaudit.errors import UsageError
-from biasaudit.kinds.registry import AUDIT_KINDS, audit_kind, read_metrics
 from biasaudit.reports.changes import ChangeTest
 from biasaudit.store.runs import Manifest, read_manifest, read_responses
 
@@ -184,6 +183,8 @@ def compare_runs(
     UsageError
         A path is not a run, the runs are of different kinds, or have no metrics.
     """
+    from biasaudit.kinds.registry import AUDIT_KINDS, audit_kind, read_metrics
+
     path_a, path_b = Path(run_a), Path(run_b)
     manifest_a, manifest_b = _manifest(path_a), _manifest(path_b)
     if manifest_a.kind != manifest_b.kind:

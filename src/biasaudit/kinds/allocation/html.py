@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -32,6 +32,14 @@ from biasaudit.reports.html._common import (
     runs_table,
     signed,
 )
+from biasaudit.reports.html._compare import (
+    Marks,
+    Panel,
+    figure_block,
+    group_label,
+    metric_name,
+    tests_by_key,
+)
 from biasaudit.reports.html._document import Bullets, Document, Figure, Paragraph, Section, Table
 from biasaudit.reports.html._figures import (
     DotPanel,
@@ -44,6 +52,9 @@ from biasaudit.reports.html._figures import (
     scatter_grid,
 )
 from biasaudit.store.runs import Manifest
+
+if TYPE_CHECKING:
+    from biasaudit.reports.compare import Comparison
 
 __all__ = ["allocation_document", "headline_k"]
 
@@ -660,3 +671,56 @@ def _rankings(study: StudyResult) -> Section:
             )
         ],
     )
+
+
+# --- the compare page: this kind's figures of B - A ----------------------------------
+
+
+def compare_figures(
+    comparison: Comparison, names: Mapping[str, str], reference: str, simulated: bool
+) -> list[Figure]:
+    """RABBI and δ per group, then ΔDP and ΔEO per group and k: B - A with intervals."""
+    found = tests_by_key(comparison.tests)
+    groups = list(dict.fromkeys(t.group for t in comparison.tests if t.group is not None))
+    labels = [group_label(g, names) for g in groups]
+
+    def marks(name: str, metric: str, scale: float = 1.0) -> Marks:
+        return Marks(name, [found.get((g, metric)) for g in groups], scale)
+
+    figures = [
+        figure_block(
+            "compare_scores.png",
+            labels,
+            [
+                Panel("RABBI: B - A", f"< more below {reference} | more above >",
+                       [marks("RABBI", "rabbi")]),
+                Panel("δ (mean score gap): B - A", f"change of the mean score gap to {reference}",
+                       [marks("δ", "avg_gap")]),
+            ],
+            comparison,
+            simulated,
+            "Change of RABBI and of the mean score gap per group, with 95% intervals",
+        )
+    ]  # fmt: skip
+    ks = sorted({int(m.split("k=")[1]) for _, m in found if m.startswith(("dp_gap", "eo_gap"))})
+    panels = [
+        Panel(
+            f"{metric_name(gap)}: B - A",
+            "change of the selection gap (points)",
+            [marks(f"k={k}", f"{gap} k={k}", 100.0) for k in ks],
+        )
+        for gap in ("dp_gap", "eo_gap")
+        if any(m.startswith(gap) for _, m in found)
+    ]
+    if panels:
+        figures.append(
+            figure_block(
+                "compare_gaps.png",
+                labels,
+                panels,
+                comparison,
+                simulated,
+                "Change of ΔDP and ΔEO per group at each k, with 95% intervals",
+            )
+        )
+    return figures

@@ -24,12 +24,18 @@ if TYPE_CHECKING:
     from biasaudit.kinds.allocation.run import AuditResult
     from biasaudit.providers import ModelRequest, Provider
     from biasaudit.reports.changes import ChangeTest
-    from biasaudit.reports.html._document import Document, Section
+    from biasaudit.reports.compare import Comparison
+    from biasaudit.reports.html._document import Document, Figure, Section
     from biasaudit.reports.text import Block
     from biasaudit.store.runs import Manifest
 
 NAME = "allocation"
 METRICS = AllocationMetrics
+
+COMPARED_PER = "group"
+"""What the compare page shows its differences per."""
+COMPARE_NOTE = " ΔDP and ΔEO in percentage points."
+"""Added to the caption of the compare page's table of tests."""
 
 
 def owns(spec: AuditSpec) -> bool:
@@ -127,3 +133,12 @@ def headline(metrics: Any) -> str:
     p_value = metrics.groups[worst].rabbi_p
     shown = "-" if p_value is None else f"{p_value:.2g}"
     return f"lowest RABBI {worst} {rabbis[worst]:+.3f} (p {shown})"
+
+
+def compare_figures(
+    comparison: Comparison, names: Mapping[str, str], reference: str, simulated: bool
+) -> list[Figure]:
+    """The compare page's figures of B - A for runs of this kind."""
+    from biasaudit.kinds.allocation.html import compare_figures as figures
+
+    return figures(comparison, names, reference, simulated)

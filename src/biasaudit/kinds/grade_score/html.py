@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -25,6 +25,13 @@ from biasaudit.reports.html._common import (
     replay_section,
     runs_table,
 )
+from biasaudit.reports.html._compare import (
+    Marks,
+    Panel,
+    figure_block,
+    metric_name,
+    tests_by_key,
+)
 from biasaudit.reports.html._document import Bullets, Document, Figure, Paragraph, Section, Table
 from biasaudit.reports.html._figures import (
     Bars,
@@ -34,6 +41,9 @@ from biasaudit.reports.html._figures import (
     dot_panels,
 )
 from biasaudit.store.runs import Manifest
+
+if TYPE_CHECKING:
+    from biasaudit.reports.compare import Comparison
 
 __all__ = ["SCORE_NAMES", "grade_document", "position_bars"]
 
@@ -374,3 +384,22 @@ def _grade_panel(values: list[float | None], bounds: list[list[float] | None]) -
         xlabel="0 (order decides) ... 1 (content decides)",
         reference=None,
     )
+
+
+# --- the compare page: this kind's figures of B - A ----------------------------------
+
+
+def compare_figures(
+    comparison: Comparison, names: Mapping[str, str], reference: str, simulated: bool
+) -> list[Figure]:
+    """One row per score: B - A with its interval."""
+    found = tests_by_key(comparison.tests)
+    metrics = list(dict.fromkeys(t.metric for t in comparison.tests))
+    labels = [metric_name(m) for m in metrics]
+    panel = Panel(
+        "Scores: B - A", "change of the score", [Marks("", [found[None, m] for m in metrics])]
+    )
+    return [figure_block(
+        "compare_scores.png", labels, [panel], comparison, simulated,
+        "Change of the Grade Score, entropy and choice scores, with 95% intervals",
+    )]  # fmt: skip

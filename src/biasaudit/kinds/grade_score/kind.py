@@ -18,12 +18,18 @@ if TYPE_CHECKING:
     from biasaudit.kinds.grade_score.run import GradeScoreResult
     from biasaudit.providers import ModelRequest, Provider
     from biasaudit.reports.changes import ChangeTest
-    from biasaudit.reports.html._document import Document, Section
+    from biasaudit.reports.compare import Comparison
+    from biasaudit.reports.html._document import Document, Figure, Section
     from biasaudit.reports.text import Block
     from biasaudit.store.runs import Manifest
 
 NAME = "grade-score"
 METRICS = GradeScoreMetrics
+
+COMPARED_PER = "figure"
+"""What the compare page shows its differences per."""
+COMPARE_NOTE = ""
+"""Added to the caption of the compare page's table of tests."""
 
 
 def owns(spec: AuditSpec) -> bool:
@@ -115,3 +121,12 @@ def headline(metrics: Any) -> str:
 
 def _number(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
+
+
+def compare_figures(
+    comparison: Comparison, names: Mapping[str, str], reference: str, simulated: bool
+) -> list[Figure]:
+    """The compare page's figures of B - A for runs of this kind."""
+    from biasaudit.kinds.grade_score.html import compare_figures as figures
+
+    return figures(comparison, names, reference, simulated)

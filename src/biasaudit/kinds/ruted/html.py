@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -26,6 +26,12 @@ from biasaudit.reports.html._common import (
     runs_table,
     signed,
 )
+from biasaudit.reports.html._compare import (
+    Marks,
+    Panel,
+    figure_block,
+    tests_by_key,
+)
 from biasaudit.reports.html._document import Bullets, Document, Figure, Paragraph, Section, Table
 from biasaudit.reports.html._figures import (
     DotPanel,
@@ -33,6 +39,9 @@ from biasaudit.reports.html._figures import (
     dot_panels,
 )
 from biasaudit.store.runs import Manifest
+
+if TYPE_CHECKING:
+    from biasaudit.reports.compare import Comparison
 
 __all__ = ["CONTEXT_NAMES", "METRIC_AXES", "ruted_document"]
 
@@ -383,3 +392,27 @@ def _correlations(frame: pd.DataFrame, column: str, caption: str) -> Table:
             ]
         )
     return Table(["metric", *names], rows, caption=caption)
+
+
+# --- the compare page: this kind's figures of B - A ----------------------------------
+
+
+def compare_figures(
+    comparison: Comparison, names: Mapping[str, str], reference: str, simulated: bool
+) -> list[Figure]:
+    """One row per context, a panel per metric: B - A with its interval."""
+    found = tests_by_key(comparison.tests)
+    contexts = list(dict.fromkeys(t.group for t in comparison.tests if t.group is not None))
+    metrics = list(dict.fromkeys(t.metric for t in comparison.tests))
+    panels = [
+        Panel(
+            f"{metric}: B - A",
+            "change",
+            [Marks(metric, [found.get((c, metric)) for c in contexts])],
+        )
+        for metric in metrics
+    ]
+    return [figure_block(
+        "compare_scores.png", [str(c) for c in contexts], panels, comparison, simulated,
+        "Change of neutrality, skew and stereotype per context, with 95% intervals",
+    )]  # fmt: skip

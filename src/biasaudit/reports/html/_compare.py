@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from biasaudit.errors import UsageError
-from biasaudit.kinds.registry import read_metrics
 from biasaudit.reports.compare import VERSION_ONLY, ChangeTest, Comparison, read_comparison
 from biasaudit.reports.html._common import p_value, points, signed
 from biasaudit.reports.html._document import (
@@ -38,7 +37,16 @@ from biasaudit.store.runs import Manifest, read_manifest
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-__all__ = ["COMPARE_FILE", "compare_document"]
+__all__ = [
+    "COMPARE_FILE",
+    "Marks",
+    "Panel",
+    "compare_document",
+    "figure_block",
+    "group_label",
+    "metric_name",
+    "tests_by_key",
+]
 
 COMPARE_FILE = "compare.json"
 # The changed figures spelled out in the verdict; the table below has them all.
@@ -66,7 +74,7 @@ class _Run:
 
 
 @dataclass(frozen=True)
-class _Marks:
+class Marks:
     """One series of differences along the rows, each with its interval and verdict."""
 
     name: str
@@ -75,10 +83,10 @@ class _Marks:
 
 
 @dataclass(frozen=True)
-class _Panel:
+class Panel:
     title: str
     xlabel: str
-    series: Sequence[_Marks]
+    series: Sequence[Marks]
 
 
 def _locate(given: str, folder: Path) -> Path | None:
@@ -96,6 +104,8 @@ def _run(side: str, given: str, folder: Path, kind: str) -> _Run:
     if path is not None:
         try:
             manifest = read_manifest(path)
+            from biasaudit.kinds.registry import read_metrics
+
             metrics = read_metrics(path, kind)
         except (OSError, ValidationError, UsageError):
             pass  # the report stands on compare.json alone
@@ -117,7 +127,7 @@ def _value(metric: str, value: float | None) -> str:
     return points(value) if _is_points(metric) else signed(value, 3)
 
 
-def _label(group: str, names: Mapping[str, str]) -> str:
+def group_label(group: str, names: Mapping[str, str]) -> str:
     """``Black male (B_M)``, or the bare group (or context) without a name."""
     name = names.get(group, "")
     return f"{name} ({group})" if name and name != group else group
@@ -127,7 +137,7 @@ def _sentence(test: ChangeTest, names: Mapping[str, str]) -> str:
     unit = " points" if _is_points(test.metric) else ""
     low, high = (_value(test.metric, bound) for bound in test.ci)
     return (
-        f"{_label(test.group, names) + ': ' if test.group else ''}{metric_name(test.metric)} "
+        f"{group_label(test.group, names) + ': ' if test.group else ''}{metric_name(test.metric)} "
         "went from "
         f"{_value(test.metric, test.before)} to {_value(test.metric, test.after)}{unit}, "
         f"a change of {_value(test.metric, test.difference)}{unit} (95% CI {low} to {high}; "
@@ -148,8 +158,10 @@ def _versions_text(versions: Sequence[str]) -> str:
 
 def _verdict_section(comparison: Comparison, names: Mapping[str, str]) -> Section:
     tests, changed, alpha = comparison.tests, comparison.changed_tests, comparison.alpha
-    groups = ", ".join(_label(g, names) for g in comparison.changed_groups)
-    where = "in" if comparison.kind == "ruted" else "for"
+    groups = ", ".join(group_label(g, names) for g in comparison.changed_groups)
+    from biasaudit.kinds.registry import audit_kind
+
+    where = "in" if audit_kind(comparison.kind).COMPARED_PER == "context" else "for"
     verdict = f"Verdict: {comparison.verdict}" + (f", {where} {groups}." if groups else ".")
     if comparison.drift:
         summary = f"{len(changed)} of the {len(tests)} figures tested moved beyond noise."
@@ -276,7 +288,7 @@ def _runs_section(a: _Run, b: _Run) -> Section:
 
 
 def _draw(
-    labels: Sequence[str], panels: Sequence[_Panel], *, simulated: bool, alpha: float
+    labels: Sequence[str], panels: Sequence[Panel], *, simulated: bool, alpha: float
 ) -> bytes:
     """Differences with intervals, one row per label; filled marks changed, hollow ones did not.
 
@@ -317,7 +329,7 @@ def _draw(
     return _png(figure, simulated)
 
 
-def _draw_marks(axes: Axes, marks: _Marks, offset: float, index: int, alpha: float) -> None:
+def _draw_marks(axes: Axes, marks: Marks, offset: float, index: int, alpha: float) -> None:
     colour, marker = COLOURS[index % len(COLOURS)], MARKERS[index % len(MARKERS)]
     labelled = False
     for row, test in enumerate(marks.tests):
@@ -342,10 +354,10 @@ def _draw_marks(axes: Axes, marks: _Marks, offset: float, index: int, alpha: flo
         labelled = True
 
 
-def _figure_block(
+def figure_block(
     name: str,
     labels: Sequence[str],
-    panels: Sequence[_Panel],
+    panels: Sequence[Panel],
     comparison: Comparison,
     simulated: bool,
     alt: str,
@@ -359,106 +371,29 @@ def _figure_block(
     return Figure(name, png, alt, caption)
 
 
-def _by_key(tests: Sequence[ChangeTest]) -> dict[tuple[str | None, str], ChangeTest]:
+def tests_by_key(tests: Sequence[ChangeTest]) -> dict[tuple[str | None, str], ChangeTest]:
     return {(test.group, test.metric): test for test in tests}
-
-
-def _allocation_figures(
-    comparison: Comparison, names: Mapping[str, str], reference: str, simulated: bool
-) -> list[Figure]:
-    found = _by_key(comparison.tests)
-    groups = list(dict.fromkeys(t.group for t in comparison.tests if t.group is not None))
-    labels = [_label(g, names) for g in groups]
-
-    def marks(name: str, metric: str, scale: float = 1.0) -> _Marks:
-        return _Marks(name, [found.get((g, metric)) for g in groups], scale)
-
-    figures = [
-        _figure_block(
-            "compare_scores.png",
-            labels,
-            [
-                _Panel("RABBI: B - A", f"< more below {reference} | more above >",
-                       [marks("RABBI", "rabbi")]),
-                _Panel("δ (mean score gap): B - A", f"change of the mean score gap to {reference}",
-                       [marks("δ", "avg_gap")]),
-            ],
-            comparison,
-            simulated,
-            "Change of RABBI and of the mean score gap per group, with 95% intervals",
-        )
-    ]  # fmt: skip
-    ks = sorted({int(m.split("k=")[1]) for _, m in found if m.startswith(("dp_gap", "eo_gap"))})
-    panels = [
-        _Panel(
-            f"{_METRIC_NAMES[gap]}: B - A",
-            "change of the selection gap (points)",
-            [marks(f"k={k}", f"{gap} k={k}", 100.0) for k in ks],
-        )
-        for gap in ("dp_gap", "eo_gap")
-        if any(m.startswith(gap) for _, m in found)
-    ]
-    if panels:
-        figures.append(
-            _figure_block(
-                "compare_gaps.png",
-                labels,
-                panels,
-                comparison,
-                simulated,
-                "Change of ΔDP and ΔEO per group at each k, with 95% intervals",
-            )
-        )
-    return figures
-
-
-def _grouped_figure(comparison: Comparison, simulated: bool) -> Figure:
-    """Grade Score runs: one row per score; RUTEd runs: one row per context, a panel per metric."""
-    found = _by_key(comparison.tests)
-    if comparison.kind == "grade-score":
-        metrics = list(dict.fromkeys(t.metric for t in comparison.tests))
-        labels = [metric_name(m) for m in metrics]
-        panel = _Panel(
-            "Scores: B - A", "change of the score", [_Marks("", [found[None, m] for m in metrics])]
-        )
-        return _figure_block(
-            "compare_scores.png", labels, [panel], comparison, simulated,
-            "Change of the Grade Score, entropy and choice scores, with 95% intervals",
-        )  # fmt: skip
-    contexts = list(dict.fromkeys(t.group for t in comparison.tests if t.group is not None))
-    metrics = list(dict.fromkeys(t.metric for t in comparison.tests))
-    panels = [
-        _Panel(
-            f"{metric}: B - A",
-            "change",
-            [_Marks(metric, [found.get((c, metric)) for c in contexts])],
-        )
-        for metric in metrics
-    ]
-    return _figure_block(
-        "compare_scores.png", [str(c) for c in contexts], panels, comparison, simulated,
-        "Change of neutrality, skew and stereotype per context, with 95% intervals",
-    )  # fmt: skip
 
 
 def _differences_section(
     comparison: Comparison, names: Mapping[str, str], reference: str, simulated: bool
 ) -> Section:
+    from biasaudit.kinds.registry import audit_kind
+
+    kind = audit_kind(comparison.kind)
     if not comparison.tests:
         blocks: list[Any] = [Paragraph("No figure could be tested (see the notes).")]
-    elif comparison.kind == "allocation":
-        blocks = list(_allocation_figures(comparison, names, reference, simulated))
     else:
-        blocks = [_grouped_figure(comparison, simulated)]
-    what = "per group" if comparison.kind == "allocation" else "per figure"
-    if comparison.kind == "ruted":
-        what = "per context"
-    return Section(f"Differences {what}", "differences", blocks)
+        blocks = list(kind.compare_figures(comparison, names, reference, simulated))
+    return Section(f"Differences per {kind.COMPARED_PER}", "differences", blocks)
 
 
 def _tests_section(comparison: Comparison) -> Section:
     grouped = any(test.group is not None for test in comparison.tests)
-    where = "context" if comparison.kind == "ruted" else "group"
+    from biasaudit.kinds.registry import audit_kind
+
+    kind = audit_kind(comparison.kind)
+    where = "context" if kind.COMPARED_PER == "context" else "group"
     headers = [
         "figure", *([where] if grouped else []), "A", "B", "B - A [95% CI]", "p", "p (Holm)",
         "changed", "method",
@@ -492,7 +427,7 @@ def _tests_section(comparison: Comparison) -> Section:
                 caption=f"{len(rows)} tests of no change, most significant first; p: each "
                 "test's own, p (Holm): "
                 f"adjusted for all {len(rows)}; changed when p (Holm) < {comparison.alpha:g}."
-                + (" ΔDP and ΔEO in percentage points." if comparison.kind == "allocation" else ""),
+                + kind.COMPARE_NOTE,
                 left=frozenset({0, 1, last - 1, last} if grouped else {0, last - 1, last}),
             )
         ],
