@@ -10,8 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from biasaudit.cli import cli
-from biasaudit.kinds.registry import TASKS
-from biasaudit.spec import TASK_NAMES
+from biasaudit.kinds.registry import TASK_NAMES, TASKS
 from biasaudit.textfiles import DATA_DIR, PROMPTS_DIR
 
 FIRST_NAMES = {

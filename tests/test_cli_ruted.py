@@ -8,9 +8,10 @@ from click.testing import CliRunner
 
 from biasaudit.cli import cli
 from biasaudit.kinds.ruted.run import ruted_audit
+from biasaudit.kinds.ruted.spec import RutedSpec
 from biasaudit.kinds.ruted.task import OCCUPATIONS_PATH
 from biasaudit.providers.sim import SimProvider
-from biasaudit.spec import RutedSpec, parse_spec
+from biasaudit.spec import parse_spec
 from biasaudit.textfiles import PROMPTS_DIR
 
 EXPECTED_RUN = f"""\

@@ -49,8 +49,8 @@ def test_ndcg_relevance_runs_from_m_minus_one_to_zero_in_the_paper() -> None:
 
 def test_grade_score_counts_items_without_an_answer_as_zero_in_the_paper(tmp_path: Path) -> None:
     from biasaudit.kinds.grade_score.run import grade_audit
+    from biasaudit.kinds.grade_score.spec import GradeScoreSpec
     from biasaudit.providers import ModelResponse
-    from biasaudit.spec import GradeScoreSpec
     from tests.fakes import FakeProvider
 
     def run(conventions: str) -> GradeScoreMetrics:
@@ -84,7 +84,8 @@ def test_the_papers_regular_share_leaves_ties_out() -> None:
 
 def test_a_ruted_run_under_the_papers_conventions_drops_no_tie(tmp_path: Path) -> None:
     from biasaudit.kinds.ruted.run import ruted_audit
-    from biasaudit.spec import RutedSpec, parse_spec
+    from biasaudit.kinds.ruted.spec import RutedSpec
+    from biasaudit.spec import parse_spec
 
     found = {}
     for conventions in ("biasaudit", "paper"):

@@ -15,10 +15,10 @@ import pytest
 
 from biasaudit.kinds.grade_score.report import grade_score_table
 from biasaudit.kinds.grade_score.run import GradeScoreResult, grade_audit
+from biasaudit.kinds.grade_score.spec import GradeScoreSpec
 from biasaudit.kinds.grade_score.task import DEMO_ITEMS
 from biasaudit.providers import ModelRequest, ModelResponse, SamplingParams
 from biasaudit.providers.sim import JUDGE_FIRST_OPTION_RATE, SimProvider
-from biasaudit.spec import GradeScoreSpec
 from biasaudit.store.runs import read_manifest, read_responses
 from tests.fakes import FakeProvider
 

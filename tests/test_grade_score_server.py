@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from biasaudit.kinds.grade_score.run import GradeScoreResult, grade_audit
-from biasaudit.spec import GradeScoreSpec
+from biasaudit.kinds.grade_score.spec import GradeScoreSpec
 from tests.servers import Choice, OpenAIServer, request_key
 
 GOOD = "the right answer"

@@ -14,10 +14,11 @@ from click.testing import CliRunner
 from biasaudit.cli import cli
 from biasaudit.kinds.allocation.run import audit
 from biasaudit.kinds.ruted.run import ruted_audit
+from biasaudit.kinds.ruted.spec import RutedSpec
 from biasaudit.providers import ModelRequest, ModelResponse
 from biasaudit.providers.sim import SimProvider
 from biasaudit.replay import replay_run
-from biasaudit.spec import RutedSpec, parse_spec
+from biasaudit.spec import parse_spec
 from biasaudit.store.runs import read_manifest, read_responses
 from tests.servers import AnthropicServer, Fault, OpenAIServer
 

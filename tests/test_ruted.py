@@ -12,6 +12,7 @@ import pytest
 
 from biasaudit.errors import UsageError
 from biasaudit.kinds.ruted.run import RutedResult, ruted_audit
+from biasaudit.kinds.ruted.spec import RutedSpec
 from biasaudit.kinds.ruted.task import (
     OCCUPATIONS_PATH,
     build_ruted_task,
@@ -21,7 +22,7 @@ from biasaudit.kinds.ruted.task import (
 from biasaudit.providers import Capabilities, ModelRequest, ModelResponse
 from biasaudit.providers._sim_ruted import planted_male_probability
 from biasaudit.providers.sim import SimProvider
-from biasaudit.spec import RutedSpec, parse_spec
+from biasaudit.spec import parse_spec
 from biasaudit.store.runs import read_manifest, read_responses
 
 OCCUPATIONS = read_occupations(OCCUPATIONS_PATH)

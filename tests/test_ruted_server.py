@@ -13,7 +13,8 @@ import pytest
 
 from biasaudit.errors import RunAbortedError
 from biasaudit.kinds.ruted.run import RutedResult, ruted_audit
-from biasaudit.spec import RutedSpec, parse_spec
+from biasaudit.kinds.ruted.spec import RutedSpec
+from biasaudit.spec import parse_spec
 from biasaudit.store.runs import read_manifest
 from tests.servers import Choice, Fault, OpenAIServer, request_key
 

@@ -24,7 +24,7 @@ import biasaudit.kinds.ruted.embeddings
 from biasaudit.cli import cli
 from biasaudit.kinds.ruted.report import ruted_table
 from biasaudit.kinds.ruted.run import ruted_audit
-from biasaudit.spec import RutedSpec
+from biasaudit.kinds.ruted.spec import RutedSpec
 
 WORD = re.compile(r"[a-z]+")
 

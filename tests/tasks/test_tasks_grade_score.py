@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from biasaudit.errors import InputError, UsageError
+from biasaudit.kinds.grade_score.spec import GradeScoreSpec
 from biasaudit.kinds.grade_score.task import (
     DEMO_ITEMS,
     GradeScorePlan,
@@ -18,7 +19,6 @@ from biasaudit.kinds.grade_score.task import (
     with_random_options,
 )
 from biasaudit.probes import ChoiceProbe, option_orders
-from biasaudit.spec import GradeScoreSpec
 
 
 def write_items(tmp_path: Path, *lines: Any) -> Path:

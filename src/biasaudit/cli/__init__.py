@@ -668,7 +668,7 @@ run_ruted.params = [p for p in run_ruted.params if p.name not in _NOT_FOR_RUTED]
 def run_spec(spec_file: Path, **fields: Any) -> None:
     """Run the audit SPEC.yaml describes; options given here override the file."""
     if not spec_file.is_file():
-        from biasaudit.spec import TASK_NAMES
+        from biasaudit.kinds.registry import TASK_NAMES
 
         built_in = ", ".join(name for name in run.commands if name != "spec")
         raise click.UsageError(

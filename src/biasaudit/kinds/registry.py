@@ -39,11 +39,14 @@ if TYPE_CHECKING:
 __all__ = [
     "AUDIT_KINDS",
     "KINDS",
+    "SPECS",
     "TASKS",
+    "TASK_NAMES",
     "AuditKind",
     "FinishedAudit",
     "audit_kind",
     "kind_of_spec",
+    "kind_of_spec_class",
     "plan_requests",
     "read_metrics",
     "run_kind",
@@ -59,6 +62,19 @@ KINDS: dict[str, str] = {
 }
 """Each audit kind (the manifest's ``kind``) and the module that describes it."""
 AUDIT_KINDS = tuple(KINDS)
+
+
+def _specs() -> dict[str, type[AuditSpec]]:
+    found: dict[str, type[AuditSpec]] = {}
+    for module in KINDS.values():
+        for spec_class in importlib.import_module(module).SPECS:
+            found[spec_class.model_fields["task"].default] = spec_class
+    return found
+
+
+SPECS: dict[str, type[AuditSpec]] = _specs()
+"""Each task's spec class, by the ``task`` a spec names."""
+TASK_NAMES = tuple(SPECS)
 TASKS: dict[str, TaskInfo] = {
     **ALLOCATION_TASKS,
     GRADE_SCORE_TASK.name: GRADE_SCORE_TASK,
@@ -77,6 +93,7 @@ class AuditKind(Protocol):
     """What a kind's ``kind.py`` defines (see ``kinds/allocation/kind.py``)."""
 
     NAME: str
+    SPECS: tuple[type[AuditSpec], ...]
     METRICS: type[BaseModel]
     COMPARED_PER: str
     COMPARE_NOTE: str
@@ -148,6 +165,14 @@ def audit_kind(name: str) -> AuditKind:
     if module is None:
         raise UsageError(f"'{name}' is not an audit kind ({', '.join(KINDS)})")
     return cast(AuditKind, importlib.import_module(module))
+
+
+def kind_of_spec_class(spec_class: type[AuditSpec]) -> str:
+    """The audit kind whose tasks ``spec_class`` describes."""
+    for name, module in KINDS.items():
+        if spec_class in importlib.import_module(module).SPECS:
+            return name
+    raise UsageError(f"no audit kind has the spec {spec_class.__name__}")
 
 
 def kind_of_spec(spec: AuditSpec) -> AuditKind:

@@ -38,9 +38,9 @@ from pathlib import Path
 import pandas as pd
 
 from biasaudit.errors import UsageError
+from biasaudit.kinds.allocation.spec import AllocationTaskSpec, PromptSpec, QualifiedSpec
 from biasaudit.kinds.allocation.task import AllocationTask, Candidate, PoolDesign
 from biasaudit.kinds.prompt import PromptTemplate
-from biasaudit.spec import AllocationTaskSpec, PromptSpec, QualifiedSpec
 from biasaudit.textfiles import read_table, require_columns, require_values
 
 __all__ = ["build_custom_task"]

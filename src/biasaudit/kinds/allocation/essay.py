@@ -20,9 +20,9 @@ from pathlib import Path
 import pandas as pd
 
 from biasaudit.errors import UsageError
+from biasaudit.kinds.allocation.spec import EssayGradingSpec
 from biasaudit.kinds.allocation.task import AllocationTask, Candidate, PoolDesign
 from biasaudit.kinds.prompt import PromptTemplate
-from biasaudit.spec import EssayGradingSpec
 from biasaudit.textfiles import (
     DATA_DIR,
     PROMPTS_DIR,

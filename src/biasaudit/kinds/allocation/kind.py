@@ -12,10 +12,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from biasaudit.kinds.allocation.metrics import AllocationMetrics
-from biasaudit.spec import (
-    AllocationSpec,
-    AuditSpec,
-)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -29,7 +25,17 @@ if TYPE_CHECKING:
     from biasaudit.reports.text import Block
     from biasaudit.store.runs import Manifest
 
+from biasaudit.kinds.allocation.spec import (
+    AllocationSpec,
+    AllocationTaskSpec,
+    EssayGradingSpec,
+    ResumeScreeningSpec,
+)
+from biasaudit.spec import AuditSpec
+
 NAME = "allocation"
+SPECS = (ResumeScreeningSpec, EssayGradingSpec, AllocationTaskSpec)
+"""The specs of this kind's tasks, each with its ``task`` name."""
 METRICS = AllocationMetrics
 
 COMPARED_PER = "group"

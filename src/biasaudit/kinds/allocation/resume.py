@@ -16,9 +16,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from biasaudit.errors import UsageError
+from biasaudit.kinds.allocation.spec import ResumeScreeningSpec
 from biasaudit.kinds.allocation.task import AllocationTask, Candidate, PoolDesign
 from biasaudit.kinds.prompt import PromptTemplate
-from biasaudit.spec import ResumeScreeningSpec
 from biasaudit.textfiles import (
     DATA_DIR,
     PROMPTS_DIR,

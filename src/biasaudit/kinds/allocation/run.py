@@ -38,12 +38,12 @@ from biasaudit.kinds.allocation.scoring import (
     ScoringPlan,
     plan_scoring,
 )
+from biasaudit.kinds.allocation.spec import AllocationSpec
 from biasaudit.kinds.allocation.task import AllocationTask
 from biasaudit.kinds.allocation.tasks import build_task
 from biasaudit.kinds.common import request_counts
 from biasaudit.metrics import PairwiseOutputStats
 from biasaudit.providers import Provider
-from biasaudit.spec import AllocationSpec
 from biasaudit.store.runs import RunResult
 
 __all__ = ["AuditResult", "audit", "run_audit"]

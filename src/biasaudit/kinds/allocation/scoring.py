@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import pandas as pd
 
 from biasaudit.engine.core import RequestResult
+from biasaudit.kinds.allocation.spec import AllocationSpec
 from biasaudit.kinds.allocation.task import AllocationTask, Candidate, Pool
 from biasaudit.metrics import PairwiseOutputStats, pairwise_ranking_scores
 from biasaudit.probes import (
@@ -31,7 +32,6 @@ from biasaudit.probes import (
     resolve_chat_template,
 )
 from biasaudit.providers import ModelRequest, Provider
-from biasaudit.spec import AllocationSpec
 
 __all__ = ["PairwisePlan", "PointwisePlan", "ScoringPlan", "plan_scoring"]
 

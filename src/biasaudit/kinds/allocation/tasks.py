@@ -9,14 +9,14 @@ from biasaudit.errors import UsageError
 from biasaudit.kinds.allocation.custom import build_custom_task
 from biasaudit.kinds.allocation.essay import DEMO_ESSAYS, build_essay_grading
 from biasaudit.kinds.allocation.resume import JOBS_PATH, NAMES_PATH, build_resume_screening
-from biasaudit.kinds.allocation.task import AllocationTask
-from biasaudit.kinds.common import TaskInfo
-from biasaudit.spec import (
+from biasaudit.kinds.allocation.spec import (
     AllocationTaskSpec,
-    AuditSpec,
     EssayGradingSpec,
     ResumeScreeningSpec,
 )
+from biasaudit.kinds.allocation.task import AllocationTask
+from biasaudit.kinds.common import TaskInfo
+from biasaudit.spec import AuditSpec
 from biasaudit.textfiles import PROMPTS_DIR
 
 __all__ = ["ALLOCATION_TASKS", "build_task"]

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any, TextIO
 import pandas as pd
 
 from biasaudit.kinds.grade_score.run import GradeScoreMetrics
-from biasaudit.spec import AuditSpec, GradeScoreSpec
 
 if TYPE_CHECKING:
     import numpy as np
@@ -23,7 +22,12 @@ if TYPE_CHECKING:
     from biasaudit.reports.text import Block
     from biasaudit.store.runs import Manifest
 
+from biasaudit.kinds.grade_score.spec import GradeScoreSpec
+from biasaudit.spec import AuditSpec
+
 NAME = "grade-score"
+SPECS = (GradeScoreSpec,)
+"""The specs of this kind's tasks, each with its ``task`` name."""
 METRICS = GradeScoreMetrics
 
 COMPARED_PER = "figure"

@@ -45,6 +45,7 @@ from biasaudit.engine.loop import run_async
 from biasaudit.engine.session import RunSession
 from biasaudit.kinds._runner import run_planned
 from biasaudit.kinds.common import RequestCounts
+from biasaudit.kinds.grade_score.spec import GradeScoreSpec
 from biasaudit.kinds.grade_score.task import (
     GradeItem,
     GradeScorePlan,
@@ -61,7 +62,6 @@ from biasaudit.metrics import (
     item_interval,
 )
 from biasaudit.providers import Provider
-from biasaudit.spec import GradeScoreSpec
 from biasaudit.store.runs import RunResult
 
 __all__ = [

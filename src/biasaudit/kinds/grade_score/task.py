@@ -57,10 +57,10 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, f
 from biasaudit.engine.core import RequestResult
 from biasaudit.errors import InputError, UsageError
 from biasaudit.kinds.common import TaskInfo
+from biasaudit.kinds.grade_score.spec import GRADE_SCORE_PROMPTS, GradeScoreSpec
 from biasaudit.kinds.prompt import PromptTemplate
 from biasaudit.probes import ChoiceAnswer, ChoiceProbe
 from biasaudit.providers import ModelRequest
-from biasaudit.spec import GRADE_SCORE_PROMPTS, GradeScoreSpec
 from biasaudit.textfiles import DATA_DIR, PROMPTS_DIR, load_yaml, text_lines
 
 __all__ = [

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from biasaudit.kinds.ruted.metrics import RutedMetrics
-from biasaudit.spec import AuditSpec, RutedSpec
 
 if TYPE_CHECKING:
     import numpy as np
@@ -21,7 +20,12 @@ if TYPE_CHECKING:
     from biasaudit.reports.text import Block
     from biasaudit.store.runs import Manifest
 
+from biasaudit.kinds.ruted.spec import RutedSpec
+from biasaudit.spec import AuditSpec
+
 NAME = "ruted"
+SPECS = (RutedSpec,)
+"""The specs of this kind's tasks, each with its ``task`` name."""
 METRICS = RutedMetrics
 
 COMPARED_PER = "context"

@@ -24,10 +24,10 @@ from typing import Any
 import pandas as pd
 
 from biasaudit.engine.core import RequestResult
+from biasaudit.kinds.ruted.spec import RutedSpec
 from biasaudit.kinds.ruted.task import Occupation, RutedTask
 from biasaudit.probes import GenerationProbe, NextWordProbe, NextWordShares, PronounCount
 from biasaudit.providers import Capabilities, ModelRequest, ModelResponse
-from biasaudit.spec import RutedSpec
 
 __all__ = ["OCCUPATION_COLUMNS", "RutedPlan", "plan_ruted"]
 

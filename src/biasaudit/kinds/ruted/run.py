@@ -48,9 +48,9 @@ from biasaudit.kinds.ruted.metrics import (
     ties_as_female,
 )
 from biasaudit.kinds.ruted.plan import RutedPlan, plan_ruted
+from biasaudit.kinds.ruted.spec import RutedSpec
 from biasaudit.kinds.ruted.task import RutedTask, build_ruted_task
 from biasaudit.providers import Provider
-from biasaudit.spec import RutedSpec
 from biasaudit.store.runs import RunResult
 
 __all__ = ["RutedResult", "run_ruted_audit", "ruted_audit"]

@@ -28,7 +28,7 @@ from typing import Literal
 from biasaudit.errors import UsageError
 from biasaudit.kinds.common import TaskInfo
 from biasaudit.kinds.prompt import PromptTemplate
-from biasaudit.spec import RUTED_CONTEXTS, RutedSpec
+from biasaudit.kinds.ruted.spec import RUTED_CONTEXTS, RutedSpec
 from biasaudit.textfiles import DATA_DIR, PROMPTS_DIR, load_yaml, read_table, require_columns
 
 __all__ = [

@@ -1,0 +1,53 @@
+"""The Grade Score audit's spec."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, field_validator
+
+from biasaudit.spec import RunSpec, relative_path
+
+__all__ = ["GRADE_SCORE_PROMPTS", "GradeScoreSpec"]
+
+GRADE_SCORE_PROMPTS = ("1", "2", "3", "4")
+
+
+class GradeScoreSpec(RunSpec):
+    """Grade Score: a judge picks the best of each item's options, shown in every order.
+
+    Iourovitski, "Grade Score: Quantifying LLM Performance in Option Selection" (2024).
+    """
+
+    task: Literal["grade-score"] = "grade-score"
+    PATHS: ClassVar[tuple[str, ...]] = ("runs_dir", "cache", "items")
+    items: Path = Field(
+        description="JSONL of {id, prompt, options[, preferred | ranks]}; 'demo' for the demo."
+    )
+    prompt: str = Field("1", description="Judge prompt: 1, 2, 3 or 4 (shipped), or a file.")
+    random_option: bool = Field(False, description="Add one unrelated option from another item.")
+    permutations: Literal["cyclic", "all"] = Field(
+        "cyclic", description="Every rotation of the options, or all n! orders (n <= 6)."
+    )
+    replicates: int = Field(1, ge=1, le=100, description="Times each order is asked.")
+    temperature: float = Field(
+        0.3, ge=0.0, le=2.0, allow_inf_nan=False, description="Of the judge (the paper: 0.3)."
+    )
+    max_tokens: int | None = Field(
+        None, ge=1, le=32768, description="Longest answer [default: the prompt's]."
+    )
+
+    @classmethod
+    def relative_to(cls, data: dict[str, Any], folder: Path) -> dict[str, Any]:
+        """Also a judge prompt given as a file (not one of the shipped 1-4)."""
+        resolved = super().relative_to(data, folder)
+        judge = resolved.get("prompt")
+        if isinstance(judge, str) and judge not in GRADE_SCORE_PROMPTS:
+            resolved["prompt"] = relative_path(judge, folder)
+        return resolved
+
+    @field_validator("prompt", mode="before")
+    @classmethod
+    def _prompt_number(cls, value: Any) -> Any:
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value

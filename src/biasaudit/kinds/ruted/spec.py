@@ -1,0 +1,73 @@
+"""The RUTEd audit's spec."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import Field, field_validator
+
+from biasaudit.spec import RunSpec
+
+__all__ = ["RUTED_CONTEXTS", "RutedContext", "RutedSpec"]
+
+RutedContext = Literal["standard", "bedtime", "personas", "esl"]
+RUTED_CONTEXTS: tuple[RutedContext, ...] = ("standard", "bedtime", "personas", "esl")
+
+
+class RutedSpec(RunSpec):
+    """RUTEd: gender-occupation bias in a next-word test and in three long-form contexts.
+
+    Lum et al., "Bias in Language Models: Beyond Trick Tests and Towards RUTEd
+    Evaluation" (ACL 2025). ``temperature`` is that of the generations (and of
+    sampled next words); ``top_logprobs`` the alternatives of the next-word test.
+    """
+
+    task: Literal["ruted"] = "ruted"
+    PATHS: ClassVar[tuple[str, ...]] = ("runs_dir", "cache", "occupations")
+    contexts: tuple[RutedContext, ...] = Field(
+        RUTED_CONTEXTS, min_length=1, description="Of standard, bedtime, personas, esl."
+    )
+    replicates: int = Field(
+        30, ge=1, le=10_000, description="Texts per occupation and template; sampled next words."
+    )
+    templates: tuple[Annotated[int, Field(ge=0)], ...] | Literal["all"] = Field(
+        (0,), description="Templates per context: 0 (the main one), a list such as 0,3, or all."
+    )
+    occupations: Path | None = Field(
+        None, description="CSV of occupation,majority [default: the 40 WinoBias occupations]."
+    )
+    next_word: Literal["auto", "continuation", "completions", "chat", "samples"] = Field(
+        "auto",
+        description="Standard test: every listed word scored as a continuation (the paper's; "
+        "needs an endpoint that echoes prompts), top-N completions or chat logprobs, or "
+        "sampled words.",
+    )
+    top_logprobs: int | None = Field(
+        None, ge=1, le=20, description="Next-word alternatives asked for [default: 20]."
+    )
+    mode_collapse: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="The mode-collapse check of the long-form texts (RUTEd §4.4): mean "
+        "similarity of each prompt's replicates from sentence embeddings; auto: where the "
+        "embeddings extra is installed, on: require it, off: skip.",
+    )
+
+    @field_validator("contexts", mode="before")
+    @classmethod
+    def _split_contexts(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(name.strip() for name in value.split(",") if name.strip())
+        return value
+
+    @field_validator("templates", mode="before")
+    @classmethod
+    def _template_list(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.strip() == "all":
+            return "all"
+        parts = value.split(",") if isinstance(value, str) else value
+        parts = parts if isinstance(parts, list | tuple) else [parts]
+        numbers = [str(part).strip() for part in parts]
+        if not numbers or not all(number.isdigit() for number in numbers):
+            raise ValueError(f"must be 'all' or template numbers such as 0 or 0,3; got {value!r}")
+        return tuple(int(number) for number in numbers)
