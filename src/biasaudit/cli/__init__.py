@@ -450,17 +450,20 @@ def _run_audit(fields: dict[str, Any], *, spec_file: Path | None = None) -> None
         if "model" not in given:
             raise click.UsageError("Missing option '--model' / '-m'.")
         spec = parse_spec(given, source="command line")
+    budgeted = None
     if not spec.replay:
         from biasaudit.cli.runs import check_budget
 
         if not budget.get("dry_run"):
             _start_early(spec.model_dump())
-        check_budget(spec, report=report, **budget)  # exits after a dry run or a budgeted run
-    finished = run_spec(spec, command=["biasaudit", *sys.argv[1:]])
+        budgeted = check_budget(spec, **budget)  # exits after a dry run
+    finished = run_spec(spec, provider=budgeted, command=["biasaudit", *sys.argv[1:]])
     echo_table(
         finished.table, lambda: audit_view(finished.metrics, finished.run_dir, finished.kind)
     )
-    _write_report(finished.run_dir, report)
+    if budgeted is not None:
+        click.echo(f"spent: ${budgeted.spent:.4f} of ${budgeted.max_cost:g}")
+    _write_report(finished.run_dir, report and finished.run_dir.joinpath("metrics.json").is_file())
     click.echo(f"run: {finished.run_dir}")
     sys.exit(finished.exit_code)
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 import click
 
 if TYPE_CHECKING:
+    from biasaudit.pricing import BudgetedProvider
     from biasaudit.spec import AuditSpec
 
 __all__ = ["COST_NOTICE_ENV", "check_budget", "register"]
@@ -31,13 +32,13 @@ def check_budget(
     dry_run: bool = False,
     max_cost: float | None = None,
     prices: Path | None = None,
-    report: bool = True,
-) -> None:
-    """Before ``biasaudit run``: the dry run, the cost notice, and the budgeted run.
+) -> BudgetedProvider | None:
+    """Before ``biasaudit run``: the dry run, the cost notice, and the budget.
 
-    Returns (and the run goes ahead as usual) unless ``dry_run`` (prints the
-    estimate and exits 0) or ``max_cost`` (runs the audit within the budget and
-    exits). Free models (sim, local, self-hosted) skip the estimate unless asked.
+    Returns None when the run goes ahead as usual, or, given ``max_cost``, the
+    provider that keeps the run within it (the caller runs the audit through it
+    and reports what it spent); a ``dry_run`` prints the estimate and exits 0.
+    Free models (sim, local, self-hosted) skip the estimate unless asked.
 
     Raises
     ------
@@ -52,7 +53,7 @@ def check_budget(
     table = load_prices(prices)
     price = table.price(spec.model, base_url=spec.base_url)
     if not dry_run and max_cost is None and (price is None or price.input == price.output == 0):
-        return
+        return None
     provider = spec.resolve_provider(need_key=not dry_run)
     try:
         estimate = estimate_spec_cost(spec, provider, table)
@@ -78,24 +79,9 @@ def check_budget(
             click.echo(line, err=True)
     if max_cost is None:
         run_async(provider.aclose())
-        return
+        return None
     assert estimate.price is not None
-    from biasaudit.kinds.registry import run_spec
-
-    budgeted = BudgetedProvider(provider, estimate.price, max_cost)
-    finished = run_spec(spec, provider=budgeted, command=["biasaudit", *sys.argv[1:]])
-    from biasaudit.reports.rich_tables import audit_view, echo_table
-
-    echo_table(
-        finished.table, lambda: audit_view(finished.metrics, finished.run_dir, finished.kind)
-    )
-    click.echo(f"spent: ${budgeted.spent:.4f} of ${max_cost:g}")
-    if report and finished.run_dir.joinpath("metrics.json").is_file():
-        from biasaudit.reports.html import write_report
-
-        _write_reports(lambda: write_report(finished.run_dir))
-    click.echo(f"run: {finished.run_dir}")
-    sys.exit(finished.exit_code)
+    return BudgetedProvider(provider, estimate.price, max_cost)
 
 
 def register(group: click.Group, reports_errors: Decorator) -> None:
