@@ -99,6 +99,27 @@ def test_local_path_model_is_keyed_on_the_file_hash_and_runs_in_one_process(
     assert provider.capabilities.logprobs and not provider.capabilities.n
 
 
+@pytest.mark.parametrize(
+    "outcome",
+    [subprocess.TimeoutExpired("python", 60), subprocess.CompletedProcess([], 0, "not json", "")],
+)
+def test_a_chat_template_that_cannot_be_read_is_a_configuration_error(
+    fake_gguf: Path, monkeypatch: pytest.MonkeyPatch, outcome: object
+) -> None:
+    """A child that hangs or answers nonsense: a clean error naming the file, no traceback."""
+
+    def run(*args: object, **kwargs: object) -> object:
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    monkeypatch.setattr(local, "_require_llama_cpp", lambda: None)
+    monkeypatch.setattr(subprocess, "run", run)
+    provider = resolve_model(f"local/{fake_gguf}")
+    with pytest.raises(ConfigurationError, match=r"reading the chat template of .*tiny\.gguf"):
+        provider.chat_template()
+
+
 def test_cache_key_changes_with_the_file_not_with_the_server(fake_gguf: Path) -> None:
     request = ModelRequest(id="q", prompt="The nurse said that")
     before = resolve_model(f"local/{fake_gguf}")

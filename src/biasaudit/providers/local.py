@@ -219,14 +219,23 @@ class LocalProvider(Provider):
         """
         if self._chat_template is None:
             _require_llama_cpp()
-            done = subprocess.run(
-                [sys.executable, "-c", _READ_TEMPLATE, str(self.gguf)],
-                capture_output=True, text=True, timeout=_TEMPLATE_TIMEOUT_S, check=False,
-            )  # fmt: skip
-            if done.returncode != 0:
-                tail = " ".join(done.stderr.strip().splitlines()[-2:])
+            try:
+                done = subprocess.run(
+                    [sys.executable, "-c", _READ_TEMPLATE, str(self.gguf)],
+                    capture_output=True, text=True, timeout=_TEMPLATE_TIMEOUT_S, check=False,
+                )  # fmt: skip
+            except subprocess.TimeoutExpired:
+                raise ConfigurationError(
+                    f"reading the chat template of {self.gguf}: no answer in "
+                    f"{_TEMPLATE_TIMEOUT_S:g} s (give --chat-template)"
+                ) from None
+            tail = " ".join(done.stderr.strip().splitlines()[-2:])
+            try:
+                found = json.loads(done.stdout) if done.returncode == 0 else None
+            except ValueError:
+                found = None
+            if not isinstance(found, dict):
                 raise ConfigurationError(f"reading the chat template of {self.gguf}: {tail}")
-            found = json.loads(done.stdout)
             self._chat_template = (
                 ModelChatTemplate(found["source"], found["bos"], found["eos"])
                 if found["source"]
