@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import io
+import json
 import reprlib
 from collections.abc import Iterator
 from importlib import resources
@@ -27,6 +28,7 @@ __all__ = [
     "DATA_DIR",
     "PROMPTS_DIR",
     "brief",
+    "json_object",
     "load_yaml",
     "read_table",
     "read_text",
@@ -185,3 +187,22 @@ def require_values(frame: pd.DataFrame, columns: list[str], *, what: str, path: 
         if empty.any():
             row = int(empty.to_numpy().argmax())
             raise InputError(str(path), row + 2, column, f"empty: every {what} row needs one")
+
+
+def json_object(name: str, number: int, line: str) -> dict[str, Any]:
+    """Line ``number`` of the JSONL file ``name`` as a JSON object.
+
+    Raises
+    ------
+    InputError
+        The line is not JSON, is nested too deeply, or is not an object.
+    """
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise InputError(name, number, None, f"not valid JSON ({error.msg})") from None
+    except RecursionError:
+        raise InputError(name, number, None, "not valid JSON (nested too deeply)") from None
+    if not isinstance(data, dict):
+        raise InputError(name, number, None, "each line must be a JSON object")
+    return data

@@ -10,7 +10,6 @@ Input is JSONL, one request per line::
 from __future__ import annotations
 
 import hashlib
-import json
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -26,7 +25,7 @@ from biasaudit.errors import BiasauditError, InputError, UsageError
 from biasaudit.providers import ModelRequest, resolve_model
 from biasaudit.secrets import public_headers, redact_urls
 from biasaudit.store.runs import RunResult
-from biasaudit.textfiles import brief, text_lines
+from biasaudit.textfiles import brief, json_object, text_lines
 
 __all__ = ["FanoutOptions", "FanoutResult", "fanout", "read_prompts", "run_fanout"]
 
@@ -109,14 +108,7 @@ def read_prompt_lines(path: str | Path) -> list[tuple[int, ModelRequest]]:
 
 
 def _parse_line(name: str, number: int, line: str) -> ModelRequest:
-    try:
-        data = json.loads(line)
-    except json.JSONDecodeError as error:
-        raise InputError(name, number, None, f"not valid JSON ({error.msg})") from None
-    except RecursionError:
-        raise InputError(name, number, None, "not valid JSON (nested too deeply)") from None
-    if not isinstance(data, dict):
-        raise InputError(name, number, None, "each line must be a JSON object")
+    data = json_object(name, number, line)
     if isinstance(data.get("id"), int):
         data["id"] = str(data["id"])
     try:

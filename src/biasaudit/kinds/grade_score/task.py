@@ -44,7 +44,6 @@ it maps to), ``random`` (the unrelated option was chosen), ``parsed_as``,
 from __future__ import annotations
 
 import difflib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -61,7 +60,7 @@ from biasaudit.kinds.grade_score.spec import GRADE_SCORE_PROMPTS, GradeScoreSpec
 from biasaudit.kinds.prompt import PromptTemplate
 from biasaudit.probes import ChoiceAnswer, ChoiceProbe
 from biasaudit.providers import ModelRequest
-from biasaudit.textfiles import DATA_DIR, PROMPTS_DIR, load_yaml, text_lines
+from biasaudit.textfiles import DATA_DIR, PROMPTS_DIR, json_object, load_yaml, text_lines
 
 __all__ = [
     "DEMO_ITEMS",
@@ -227,14 +226,7 @@ def read_items(path: str | Path) -> tuple[GradeItem, ...]:
 
 
 def _parse_item(name: str, number: int, line: str) -> GradeItem:
-    try:
-        data = json.loads(line)
-    except json.JSONDecodeError as error:
-        raise InputError(name, number, None, f"not valid JSON ({error.msg})") from None
-    except RecursionError:
-        raise InputError(name, number, None, "not valid JSON (nested too deeply)") from None
-    if not isinstance(data, dict):
-        raise InputError(name, number, None, "each line must be a JSON object")
+    data = json_object(name, number, line)
     for key in data:
         close = difflib.get_close_matches(key, _ITEM_FIELDS, n=1, cutoff=0.75)
         if key not in _ITEM_FIELDS and close:
