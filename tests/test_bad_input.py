@@ -17,11 +17,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 import yaml
 from click.testing import CliRunner, Result
 
-from biasaudit.cli import MAX_ROUNDS, MAX_TIMEOUT_S, cli
+from biasaudit.cli import cli
 from biasaudit.spec import MAX_ROUNDS as SPEC_MAX_ROUNDS
 from biasaudit.spec import MAX_TIMEOUT_S as SPEC_MAX_TIMEOUT_S
 from tests.servers import OpenAIServer
@@ -133,7 +134,17 @@ def test_bounds_are_checked_with_the_spec(
 
 
 def test_the_command_line_bounds_are_the_specs() -> None:
-    assert (MAX_ROUNDS, MAX_TIMEOUT_S) == (SPEC_MAX_ROUNDS, SPEC_MAX_TIMEOUT_S)
+    # The options are made from the spec's fields, so their bounds are the spec's.
+    context = click.Context(cli)
+    run = cli.get_command(context, "run")
+    assert isinstance(run, click.Group)
+    command = run.get_command(context, "resume-screening")
+    assert command is not None
+    types = {param.name: param.type for param in command.params}
+    assert isinstance(types["rounds"], click.IntRange) and types["rounds"].max == SPEC_MAX_ROUNDS
+    timeout = types["timeout"]
+    assert isinstance(timeout, click.FloatRange) and timeout.max == SPEC_MAX_TIMEOUT_S
+    assert timeout.min == 0 and timeout.min_open
 
 
 def test_labels_of_one_value_are_refused(tmp_path: Path, server: OpenAIServer) -> None:

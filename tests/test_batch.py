@@ -11,7 +11,6 @@ import asyncio
 import sqlite3
 import time
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -558,7 +557,7 @@ def test_fanout_records_batches_in_the_run_and_ctrl_c_leaves_them_pending(
     assert resumed.batch_id == record.batch_id and resumed.resumed and resumed.state == "collected"
     assert resumed.counts["succeeded"] == 8
     assert all(r.text == "Yes" for r in read_responses(result.run_dir))
-    replayed = asyncio.run(run_fanout(requests, replace(options, replay=True)))
+    replayed = asyncio.run(run_fanout(requests, options.model_copy(update={"replay": True})))
     assert replayed.manifest.counts.cache_hits == 8 and replayed.exit_code == 0
 
 

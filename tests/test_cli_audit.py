@@ -342,7 +342,9 @@ def test_study_compares_runs_of_two_models(tmp_path: Path) -> None:
 
 def test_study_of_a_folder_that_is_not_a_run_is_a_usage_error(tmp_path: Path) -> None:
     code, _, err = invoke("study", str(tmp_path))
-    assert code == 2 and err == f"error: {tmp_path} is not an allocation run (no metrics.json)\n"
+    assert code == 2 and err == f"error: {tmp_path} is not a run (no manifest.json)\n"
+    code, _, err = invoke("study", str(tmp_path / "nowhere"))
+    assert code == 2 and err == f"error: {tmp_path / 'nowhere'} does not exist\n"
 
 
 @pytest.mark.parametrize(

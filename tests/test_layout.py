@@ -154,3 +154,64 @@ def test_importing_the_metrics_loads_no_engine_and_no_sdk() -> None:
     loaded = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True,
                                        text=True, check=True).stdout)  # fmt: skip
     assert all(m == "biasaudit" or m.startswith("biasaudit.metrics") for m in loaded), loaded
+
+
+KIND_FOLDERS = ("allocation", "grade_score", "ruted")
+
+
+def test_outside_the_kinds_no_module_imports_a_kinds_folder() -> None:
+    """The command line, the reports, replay and pricing reach a kind through the
+    registry only, so a new kind needs no edit outside ``kinds/``. (The package's
+    public surface names what it exports, lazily, and is left out.)"""
+    folders = tuple(f"biasaudit.kinds.{kind}" for kind in KIND_FOLDERS)
+    for name, path in MODULES.items():
+        if name.startswith("biasaudit.kinds") or name == "biasaudit":
+            continue
+        reached = {m for m in imports(path, load_time_only=False) if m.startswith(folders)}
+        assert not reached, (name, reached)
+
+
+# What each reference of a kind's declaration must take: the parameters' names.
+CONTRACT = {
+    "run": ["spec", "provider", "stderr", "command"],
+    "plan": ["spec", "provider"],
+    "table": ["metrics", "run_dir"],
+    "view": ["metrics", "run_dir"],
+    "document": ["run_dir", "manifest", "spec"],
+    "study": ["run_dirs", "ndcg_at"],
+    "study_blocks": ["study"],
+    "study_sections": ["study"],
+    "change_tests": ["path_a", "path_b", "metrics_a", "metrics_b", "rng", "bootstrap", "notes"],
+    "compare_figures": ["comparison", "names", "reference", "simulated"],
+    "headline": ["metrics"],
+}
+
+
+@pytest.mark.parametrize("kind", ["allocation", "grade-score", "ruted"])
+def test_each_kind_declares_every_step_in_its_own_folder(kind: str) -> None:
+    import inspect
+
+    from pydantic import BaseModel
+
+    from biasaudit.kinds.declare import Ref
+    from biasaudit.kinds.registry import KINDS, audit_kind
+
+    declared = audit_kind(kind)
+    home = KINDS[kind].rpartition(".")[0]
+    shared = ("biasaudit.kinds._imported", "biasaudit.kinds.common")
+    refs = {name: getattr(declared, name) for name in (*CONTRACT, "tasks", "metrics")}
+    if declared.scorer is not None:
+        refs |= {"score": declared.scorer.score, "options": declared.scorer.options}
+    for name, ref in refs.items():
+        assert isinstance(ref, Ref), name
+        assert ref.target.startswith((home + ".", *shared)), (name, ref.target)
+        target = ref.load()
+        if name in CONTRACT:
+            parameters = list(inspect.signature(target).parameters)
+            assert parameters == CONTRACT[name], (name, ref.target, parameters)
+    assert issubclass(refs["metrics"].load(), BaseModel)
+    assert set(declared.commands) <= {info.name for info in refs["tasks"].load()}
+    if declared.scorer is not None:
+        parameters = list(inspect.signature(declared.scorer.score.load()).parameters)
+        assert parameters == ["path", "options", "command"], parameters
+        assert issubclass(declared.scorer.options.load(), BaseModel)

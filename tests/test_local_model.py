@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import hashlib
 import importlib.util
 import json
@@ -284,7 +283,7 @@ def test_fanout_on_smollm2_then_replay_without_a_server(
         assert rows[request.id].cache_key == key  # no port in the key
 
     forbid_server_start(monkeypatch)
-    replay = run_async(run_fanout(requests, dataclasses.replace(options, replay=True)))
+    replay = run_async(run_fanout(requests, options.model_copy(update={"replay": True})))
     assert replay.manifest.counts.sent == 0 and replay.manifest.counts.cache_hits == 3
     replayed = {row.id: row for row in read_responses(replay.run_dir)}
     assert {k: r.text for k, r in replayed.items()} == {k: r.text for k, r in rows.items()}

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from pydantic import ValidationError
+
 from biasaudit.errors import ReplayMissError, UsageError
 from biasaudit.kinds.registry import AUDIT_KINDS, run_spec
 from biasaudit.spec import AuditSpec, parse_spec
@@ -179,17 +181,22 @@ def _replay_fanout(
         raise UsageError(f"replay: {original} has no inputs.jsonl, so what it asked is unknown")
     spec = _read_json(original / "spec.json")
     settings = spec.get("settings", {})
-    options = FanoutOptions(
-        model=spec["model"],
-        base_url=_base_url(spec.get("base_url")),
-        api_key_env=spec.get("api_key_env"),
-        headers=spec.get("headers"),
-        concurrency=settings.get("concurrency", 16),
-        runs_dir=out,
-        cache_path=cache_path,
-        replay=True,
-        command=command,
-    )
+    try:
+        options = FanoutOptions(
+            model=spec["model"],
+            base_url=_base_url(spec.get("base_url")),
+            api_key_env=spec.get("api_key_env"),
+            headers=spec.get("headers"),
+            **({"concurrency": settings["concurrency"]} if "concurrency" in settings else {}),
+            runs_dir=out,
+            cache=cache_path,
+            replay=True,
+            command=command,
+        )
+    except (KeyError, TypeError, ValidationError):
+        raise UsageError(
+            f"replay: {original / 'spec.json'} is damaged: it does not describe a fan-out"
+        ) from None
     result = run_async(run_fanout(read_prompts(inputs), options, stderr=stderr))
     before = {(r.id, r.replicate): r for r in read_responses(original)}
     after = {(r.id, r.replicate): r for r in read_responses(result.run_dir)}

@@ -19,23 +19,13 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Literal, get_args
+from typing import Any, ClassVar, Literal, TypeVar, get_args
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    field_serializer,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from biasaudit.engine.core import EngineSettings
+from biasaudit.engine.options import MAX_TIMEOUT_S, RunOptions
 from biasaudit.errors import UsageError
-from biasaudit.providers import Provider, resolve_model
 from biasaudit.providers._types import ReasoningEffort
-from biasaudit.secrets import public_headers, redact_urls
 from biasaudit.textfiles import brief, load_yaml
 
 __all__ = [
@@ -44,71 +34,43 @@ __all__ = [
     "AuditSpec",
     "RunSpec",
     "load_spec",
+    "owner_of",
     "parse_spec",
     "relative_path",
+    "validated",
 ]
 MAX_ROUNDS = 100_000
-MAX_TIMEOUT_S = 86_400.0
+M = TypeVar("M", bound=BaseModel)
 
 
-class RunSpec(BaseModel):
-    """Fields every audit spec has: the model and its endpoint, the engine, the run's
-    options and the statistics every kind shares (seed, confidence, conventions).
-    Each kind's spec adds its own (:class:`AllocationSpec`, :class:`GradeScoreSpec`,
-    :class:`RutedSpec`)."""
+class RunSpec(RunOptions):
+    """Fields every audit spec has: the model, its endpoint, the engine and the storage
+    (:class:`~biasaudit.engine.options.RunOptions`), and the statistics every kind
+    shares (seed, confidence, conventions). Each kind's spec adds its own
+    (:class:`AllocationSpec`, :class:`GradeScoreSpec`, :class:`RutedSpec`)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     PATHS: ClassVar[tuple[str, ...]] = ("runs_dir", "cache")
     """Fields holding file or folder paths, relative to a spec file's folder."""
 
-    model: str = Field(description="provider/model, e.g. openai/gpt-4o-mini or sim/biased.")
-    base_url: str | tuple[str, ...] | None = Field(
-        None, description="API root of an OpenAI-compatible server; several for replicas."
-    )
-    api_key_env: str | None = Field(None, description="Environment variable holding the key.")
-    headers: dict[str, str] | None = Field(
-        None,
-        description="Sent with every request; a value $NAME is read from the environment. "
-        "Recorded masked (spec.json keeps $NAME references, every other value is ***).",
-    )
     temperature: float = Field(
         1.0, gt=0.0, le=2.0, allow_inf_nan=False, description="Of sampled answers and texts."
     )
     conventions: Literal["biasaudit", "paper"] = Field(
         "biasaudit",
-        description="Which definitions the figures that depart from the papers follow: "
-        "biasaudit's, or the papers' (README: Where biasaudit departs from the papers).",
+        description="Definitions of the figures where biasaudit departs from the papers: its "
+        "own, or the papers' (README: Where biasaudit departs from the papers).",
     )
     seed: int = Field(
         0, ge=0, le=2**32 - 1, description="Seeds name sampling, pools and bootstraps."
     )
-    confidence: float = Field(0.95, gt=0.0, lt=1.0, allow_inf_nan=False)
-    concurrency: int = Field(16, ge=1, le=4096)
-    rpm: float | None = Field(None, gt=0.0, le=1e7, allow_inf_nan=False)
-    max_retries: int = Field(6, ge=0, le=100)
-    timeout: float = Field(60.0, gt=0.0, le=MAX_TIMEOUT_S, allow_inf_nan=False)
-    runs_dir: Path = Path("runs")
-    cache: Path | None = None
-    replay: bool = False
-    fresh: bool = Field(
-        False, description="Ask the model afresh, never reading cached answers (re-audits)."
-    )
-    workers: int = Field(1, ge=1, le=64, description="Processes sharing the requests.")
-    batch: bool = Field(
-        False, description="Through the provider's batch API (openai, anthropic): half price."
-    )
-    batch_poll: float = Field(
-        5.0,
-        gt=0.0,
-        le=3600.0,
-        allow_inf_nan=False,
-        description="Seconds before a batch's first check.",
+    confidence: float = Field(
+        0.95, gt=0.0, lt=1.0, allow_inf_nan=False, description="Of every interval."
     )
     reasoning_effort: ReasoningEffort | None = Field(
         None,
-        description="Reasoning models: how much the model reasons before each answer "
-        "(OpenAI's reasoning_effort), part of every request and its cache key; unset: "
-        "the model's default.",
+        description="Reasoning models (openai/o3, openai/gpt-5, ...): how much the model "
+        "reasons before each answer, sent as reasoning_effort and part of every cache key "
+        "[default: the model's own].",
     )
 
     @model_validator(mode="before")
@@ -123,22 +85,6 @@ class RunSpec(BaseModel):
             data["base_url"] = urls
         return data
 
-    @field_validator("base_url", mode="before")
-    @classmethod
-    def _one_url_is_a_string(cls, value: Any) -> Any:
-        if isinstance(value, list | tuple) and len(value) == 1:
-            return value[0]
-        return value
-
-    @field_serializer("base_url", when_used="json")
-    def _masked_urls(self, urls: str | tuple[str, ...] | None) -> str | list[str] | None:
-        # Written to spec.json and used for a spec's identity: credentials never are.
-        return redact_urls(urls)
-
-    @field_serializer("headers", when_used="json")
-    def _masked_headers(self, headers: dict[str, str] | None) -> dict[str, str] | None:
-        return public_headers(headers)
-
     @classmethod
     def relative_to(cls, data: dict[str, Any], folder: Path) -> dict[str, Any]:
         """``data`` read from a spec file in ``folder``, its relative paths made that
@@ -149,38 +95,6 @@ class RunSpec(BaseModel):
             if isinstance(value, str) and value != "demo":
                 resolved[key] = relative_path(value, folder)
         return resolved
-
-    @property
-    def cache_path(self) -> Path:
-        return self.cache or self.runs_dir / "cache.sqlite"
-
-    def resolve_provider(self, *, need_key: bool | None = None) -> Provider:
-        """The provider ``model`` names, pooled for ``concurrency``.
-
-        The API key is read now (unless the run sends nothing: a replay, or
-        ``need_key=False``), so a missing key fails before anything is written.
-        """
-        return resolve_model(
-            self.model,
-            base_url=self.base_url,
-            api_key_env=self.api_key_env,
-            max_connections=self.concurrency,
-            need_key=not self.replay if need_key is None else need_key,
-            headers=self.headers,
-        )
-
-    def engine_settings(self) -> EngineSettings:
-        return EngineSettings(
-            concurrency=self.concurrency,
-            rpm=self.rpm,
-            max_retries=self.max_retries,
-            timeout=self.timeout,
-            replay=self.replay,
-            read_cache=not self.fresh,
-            workers=self.workers,
-            batch=self.batch,
-            batch_poll=self.batch_poll,
-        )
 
 
 AuditSpec = RunSpec
@@ -211,6 +125,21 @@ def parse_spec(data: Mapping[str, Any], *, source: str = "spec") -> AuditSpec:
         raise UsageError(f"{source}, field 'task': must be one of {names}; got {brief(task)}")
     try:
         return SPECS[task].model_validate(dict(data))
+    except ValidationError as error:
+        raise UsageError(_describe(error, data, source)) from None
+
+
+def validated(model: type[M], data: Mapping[str, Any], source: str) -> M:
+    """``data`` as ``model`` (fan-out's options, a ``score`` command's), naming the
+    field of the first problem as :func:`parse_spec` does.
+
+    Raises
+    ------
+    UsageError
+        ``<source>, field '<name>': <problem>``.
+    """
+    try:
+        return model.model_validate(dict(data))
     except ValidationError as error:
         raise UsageError(_describe(error, data, source)) from None
 
@@ -257,7 +186,7 @@ def _suggestion(name: str) -> str:
     return f"; did you mean '{close[0]}'?" if close else ""
 
 
-def _owner(name: str, task: Any) -> str | None:
+def owner_of(name: str, task: Any) -> str | None:
     """Whose option the field ``name`` is, when another task's spec has it: ``an
     allocation-audit option``, or ``an option of essay-grading`` (a task of the same
     kind); None for a field no spec has."""
@@ -280,7 +209,7 @@ def _describe(error: ValidationError, data: Mapping[str, Any], source: str) -> s
     kind = first["type"]
     problem = str(first["msg"]).removeprefix("Value error, ")
     task = data.get("task")
-    owner = _owner(location[-1], task) if kind == "extra_forbidden" and location else None
+    owner = owner_of(location[-1], task) if kind == "extra_forbidden" and location else None
     if owner is not None:
         problem = f"{owner}; {task} does not use it"
     elif kind == "extra_forbidden":

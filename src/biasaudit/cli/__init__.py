@@ -15,18 +15,13 @@ import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar, get_args
+from typing import Any, TypeVar
 
 import click
 
 from biasaudit import __version__
 from biasaudit.errors import BiasauditError
-from biasaudit.providers._types import ReasoningEffort  # loaded with the package already
 from biasaudit.secrets import RedactingFilter, redact
-
-# The spec's bounds, mirrored by the options (importing spec here would load the engine).
-MAX_ROUNDS = 100_000
-MAX_TIMEOUT_S = 86_400.0
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -53,127 +48,61 @@ def _reports_errors(command: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-_BATCH_HELP = (
-    "Send the uncached requests through the provider's batch API (openai/, anthropic/): "
-    "half price, answers within 24 h; run the same command again to resume."
-)
-_BATCH_POLL_HELP = "Seconds before a batch's first status check; doubles up to 60 s."
+class _LazyGroup(click.Group):
+    """A group some of whose commands are made only when they run or show their help
+    (their options come from pydantic models), listed meanwhile by their short help."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy: dict[str, tuple[str, Callable[[], click.Command]]] = {}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self.lazy and name not in self.commands:
+            self.add_command(self.lazy[name][1](), name)
+        return super().get_command(ctx, name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            if name in self.lazy and name not in self.commands:
+                rows.append((name, self.lazy[name][0]))
+                continue
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(formatter.width - 6 - len(name))))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
 
-def _headers(
-    _ctx: click.Context, _param: click.Parameter, pairs: tuple[str, ...]
-) -> dict[str, str] | None:
-    """``--header NAME=VALUE``, given once per header."""
-    headers: dict[str, str] = {}
-    for pair in pairs:
-        name, equals, value = pair.partition("=")
-        if not equals or not name.strip():
-            raise click.BadParameter(
-                f"'{pair.partition('=')[0]}=...' expected NAME=VALUE, e.g. 'api-key=$AZURE_KEY'"
-            )
-        headers[name.strip()] = value
-    return headers or None
-
-
-_HEADER_HELP = (
-    "Send this header with every request, as NAME=VALUE; a value $VAR is read from the "
-    "environment (--header 'api-key=$AZURE_KEY'). Recorded masked. Again for each header."
-)
-
-
-def _base_urls(
-    _ctx: click.Context, _param: click.Parameter, urls: tuple[str, ...]
-) -> str | tuple[str, ...] | None:
-    """``--base-url`` given once is one server; given again, replicas of one model."""
-    if not urls:
-        return None
-    return urls[0] if len(urls) == 1 else urls
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="biasaudit")
 def cli() -> None:
     """Audit large language models for bias in the decisions built on them."""
 
 
-@cli.command()
-@click.argument("prompts", type=click.Path(dir_okay=False, path_type=Path))
-@click.option(
-    "--model", "-m", required=True, help="provider/model, e.g. openai/gpt-4o-mini, sim/biased."
-)
-@click.option(
-    "--base-url",
-    multiple=True,
-    callback=_base_urls,
-    help="API root of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1; "
-    "give it again for each replica of the same model.",
-)
-@click.option(
-    "--api-key-env",
-    metavar="NAME",
-    help="Environment variable holding the API key (default: the provider's, e.g. OPENAI_API_KEY; "
-    "none for self-hosted servers).",
-)
-@click.option(
-    "--header", "headers", multiple=True, metavar="NAME=VALUE", callback=_headers, help=_HEADER_HELP
-)
-@click.option(
-    "--concurrency",
-    default=16,
-    show_default=True,
-    type=click.IntRange(1, 4096),
-    help="Most requests in flight; lowered automatically on rate limits.",
-)
-@click.option(
-    "--rpm", type=click.FloatRange(min=0, max=1e7, min_open=True), help="Most requests per minute."
-)
-@click.option(
-    "--max-retries",
-    default=6,
-    show_default=True,
-    type=click.IntRange(0, 100),
-    help="Retries of a failed request (transient errors only).",
-)
-@click.option(
-    "--timeout",
-    default=60.0,
-    show_default=True,
-    type=click.FloatRange(min=0, max=MAX_TIMEOUT_S, min_open=True),
-    help="Seconds one attempt may take.",
-)
-@click.option(
-    "--runs-dir",
-    default=Path("runs"),
-    show_default=True,
-    type=click.Path(path_type=Path),
-    help="Where run directories go.",
-)
-@click.option(
-    "--cache",
-    "cache_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Response cache file [default: RUNS_DIR/cache.sqlite].",
-)
-@click.option("--replay", is_flag=True, help="Answer only from the cache; never touch the network.")
-@click.option(
-    "--workers",
-    default=1,
-    show_default=True,
-    type=click.IntRange(1, 64),
-    help="Processes sharing the requests; one drives about one core "
-    "(worth it above a few hundred requests per second).",
-)
-@click.option("--batch", is_flag=True, help=_BATCH_HELP)
-@click.option(
-    "--batch-poll",
-    default=5.0,
-    show_default=True,
-    metavar="SECONDS",
-    type=click.FloatRange(min=0, max=3600, min_open=True),
-    help=_BATCH_POLL_HELP,
-)
-@_reports_errors
-def fanout(prompts: Path, **options: Any) -> None:
+def _fanout_command() -> click.Command:
+    """``biasaudit fanout``: its options are :class:`~biasaudit.engine.fanout.FanoutOptions`."""
+    from biasaudit.cli.options import field_options
+    from biasaudit.engine.fanout import FanoutOptions
+
+    prompts = click.Argument(["prompts"], type=click.Path(dir_okay=False, path_type=Path))
+    return click.Command(
+        "fanout",
+        params=[prompts, *field_options(FanoutOptions)],
+        callback=_reports_errors(fanout),
+        help=fanout.__doc__,
+    )
+
+
+cli.lazy["fanout"] = ("Send every prompt in PROMPTS.jsonl to a model, with caching,...",
+                      _fanout_command)  # fmt: skip
+
+
+def fanout(prompts: Path, **fields: Any) -> None:
     """Send every prompt in PROMPTS.jsonl to a model, with caching, retries and rate limits.
 
     Each line is {"id": ..., "messages": [...]} (chat) or {"id": ..., "prompt": "..."}
@@ -181,18 +110,22 @@ def fanout(prompts: Path, **options: Any) -> None:
     logprobs, top_logprobs, n, seed, stop, reasoning_effort) and "replicate" (int).
     Exit status: 0 all answered, 1 some failed, 2 bad input.
     """
-    if not options["replay"]:
-        _start_early(options)
+    from biasaudit.cli.options import given
     from biasaudit.engine.fanout import FanoutOptions
     from biasaudit.engine.fanout import fanout as run
+    from biasaudit.spec import validated
 
-    result = run(prompts, FanoutOptions(**options, command=["biasaudit", *sys.argv[1:]]))
+    command = ["biasaudit", *sys.argv[1:]]
+    options = validated(FanoutOptions, {**given(fields), "command": command}, "command line")
+    if not options.replay:
+        _start_early(options.model_dump())
+    result = run(prompts, options)
     manifest, counts = result.manifest, result.manifest.counts
     label = " (simulated model)" if manifest.simulated else ""
     answered = counts.requests - counts.failures
     batched = f" ({counts.batched} answered through batches)" if counts.batched else ""
     click.echo(
-        f"fanout of {counts.requests} prompts to {options['model']}{label}: {answered} answered, "
+        f"fanout of {counts.requests} prompts to {options.model}{label}: {answered} answered, "
         f"{counts.failures} failed, {counts.refusals} refused; {counts.cache_hits} from cache, "
         f"{counts.sent} requests sent{batched}, {counts.retries} retries, "
         f"{manifest.usage.input_tokens + manifest.usage.output_tokens} tokens"
@@ -303,153 +236,52 @@ def providers() -> None:
     echo_table(lines, lambda: listing_view(headers, cells, left=5, below=[other]))
 
 
-_AUDIT_OPTIONS = [
-    click.option("--model", "-m", help="provider/model, e.g. openai/gpt-4o-mini, sim/biased."),
-    click.option(
-        "--base-url",
-        multiple=True,
-        callback=_base_urls,
-        help="API root of an OpenAI-compatible server (again for each replica).",
-    ),
-    click.option("--api-key-env", metavar="NAME", help="Environment variable holding the key."),
-    click.option(
-        "--header",
-        "headers",
-        multiple=True,
-        metavar="NAME=VALUE",
-        callback=_headers,
-        help=_HEADER_HELP,
-    ),
-    click.option(
-        "--method",
-        type=click.Choice(["pointwise", "pairwise"]),
-        help="One candidate at a time, or pairs in both orders [default: pointwise].",
-    ),
-    click.option(
-        "--scoring",
-        type=click.Choice(["auto", "logprobs", "samples", "continuation"]),
-        help="Pointwise scores from first-token logprobs, sampled answers, or every label "
-        "scored whole as a continuation (legacy completions with echo: vLLM, llama.cpp) "
-        "[default: auto: logprobs where the endpoint gives them].",
-    ),
-    click.option(
-        "--chat-template",
-        metavar="model|chatml|plain|FILE",
-        help="--scoring continuation: how the chat prompt becomes one text: the model's own "
-        "(local models), ChatML, plain paragraphs (base models), or a .jinja / "
-        "tokenizer_config.json file [default: model].",
-    ),
-    click.option(
-        "--samples",
-        type=click.IntRange(1, 128),
-        help="Sampled answers per candidate when sampling [default: 20].",
-    ),
-    click.option(
-        "--reasoning-effort",
-        type=click.Choice(get_args(ReasoningEffort)),
-        help="Reasoning models (openai/o3, openai/gpt-5, ...): how much the model reasons "
-        "before each answer, sent as reasoning_effort [default: the model's own].",
-    ),
-    click.option("--reference-group", help="The group every other is compared with."),
-    click.option("--k-max", type=click.IntRange(1, 100), help="Selections k = 1..K [default: 5]."),
-    click.option(
-        "--conventions",
-        type=click.Choice(["biasaudit", "paper"]),
-        help="Definitions of the figures where biasaudit departs from the papers: its own, "
-        "or the papers' (README: Where biasaudit departs from the papers) [default: biasaudit].",
-    ),
-    click.option(
-        "--headline-k",
-        type=click.IntRange(1, 100),
-        help="The k the headline and the selection rates use [default: 1].",
-    ),
-    click.option(
-        "--seed", type=click.IntRange(0, 2**32 - 1), help="Seed of names, pools [default: 0]."
-    ),
-    click.option(
-        "--rounds",
-        type=click.IntRange(1, MAX_ROUNDS),
-        help="Simulated pools per subtask [default: 1800].",
-    ),
-    click.option(
-        "--pools", type=click.IntRange(1, 10_000), help="Pairwise: pools per subtask [30]."
-    ),
-    click.option(
-        "--concurrency", type=click.IntRange(1, 4096), help="Requests in flight [default: 16]."
-    ),
-    click.option(
-        "--rpm", type=click.FloatRange(min=0, max=1e7, min_open=True), help="Requests a minute."
-    ),
-    click.option("--max-retries", type=click.IntRange(0, 100), help="Retries [default: 6]."),
-    click.option(
-        "--timeout",
-        type=click.FloatRange(min=0, max=MAX_TIMEOUT_S, min_open=True),
-        help="Seconds per attempt [default: 60].",
-    ),
-    click.option("--workers", type=click.IntRange(1, 64), help="Processes [default: 1]."),
-    click.option("--batch", is_flag=True, default=None, help=_BATCH_HELP),
-    click.option(
-        "--batch-poll",
-        type=click.FloatRange(min=0, max=3600, min_open=True),
-        metavar="SECONDS",
-        help=_BATCH_POLL_HELP.replace(".", " [default: 5].", 1),
-    ),
-    click.option("--runs-dir", type=click.Path(path_type=Path), help="Where runs go [runs]."),
-    click.option(
-        "--cache",
-        type=click.Path(dir_okay=False, path_type=Path),
-        help="Response cache file [default: RUNS_DIR/cache.sqlite].",
-    ),
-    click.option("--replay", is_flag=True, default=None, help="Answer only from the cache."),
-    click.option(
-        "--no-report",
+_RUN_ONLY = [
+    click.Option(
+        ["--no-report", "no_report"],
         is_flag=True,
         default=None,
         help="Skip report.html / report.md (write them later with 'biasaudit report').",
     ),
-    click.option(
-        "--dry-run",
+    click.Option(
+        ["--dry-run", "dry_run"],
         is_flag=True,
         default=None,
         help="Print requests, cache hits, estimated tokens and cost; send nothing.",
     ),
-    click.option(
-        "--max-cost",
+    click.Option(
+        ["--max-cost", "max_cost"],
         type=click.FloatRange(min=0),
         metavar="USD",
         help="Refuse to start above this estimated cost; stop cleanly on reaching it.",
     ),
-    click.option(
-        "--prices",
+    click.Option(
+        ["--prices", "prices"],
         type=click.Path(dir_okay=False, path_type=Path),
         help="YAML of model prices over the shipped ones [$BIASAUDIT_PRICES].",
     ),
 ]
-
-
-def _audit_options(command: F) -> F:
-    """The options every ``biasaudit run`` form takes; unset ones keep the spec's value."""
-    for option in reversed(_AUDIT_OPTIONS):
-        command = option(command)
-    return command
+"""The options of ``biasaudit run`` that are not the spec's: what to do with it."""
 
 
 def _run_audit(fields: dict[str, Any], *, spec_file: Path | None = None) -> None:
     """Validate the spec, run the audit (whatever its kind), print its table and
     ``run: <dir>``, and exit 0, or 1 when some requests got no answer."""
+    from biasaudit.cli.options import given
     from biasaudit.kinds.registry import run_spec
     from biasaudit.reports.rich_tables import audit_view, echo_table
     from biasaudit.spec import load_spec, parse_spec
 
-    given = {name: value for name, value in fields.items() if value is not None}
-    report = not given.pop("no_report", False)
-    budget = {name: given.pop(name) for name in ("dry_run", "max_cost", "prices") if name in given}
+    spec_fields = given(fields)
+    report = not spec_fields.pop("no_report", False)
+    budget = {name: spec_fields.pop(name) for name in ("dry_run", "max_cost", "prices")
+              if name in spec_fields}  # fmt: skip
     if spec_file is not None:
-        spec = load_spec(spec_file, given)
+        spec = load_spec(spec_file, spec_fields)
     else:
-        if "model" not in given:
+        if "model" not in spec_fields:
             raise click.UsageError("Missing option '--model' / '-m'.")
-        spec = parse_spec(given, source="command line")
+        spec = parse_spec(spec_fields, source="command line")
     budgeted = None
     if not spec.replay:
         from biasaudit.cli.runs import check_budget
@@ -486,14 +318,88 @@ def _write_report(run_dir: Path, wanted: bool) -> None:
 
 
 class _TaskOrSpec(click.Group):
-    """``biasaudit run TASK [OPTIONS]``, or ``biasaudit run SPEC.yaml [OPTIONS]``."""
+    """``biasaudit run TASK [OPTIONS]``, or ``biasaudit run SPEC.yaml [OPTIONS]``.
+
+    Each task's command is made from its kind's declaration when it is asked for:
+    its options are its spec's fields (:mod:`biasaudit.cli.options`).
+    """
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        from biasaudit.kinds.registry import command_specs
+
+        return list(command_specs())
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        from biasaudit.kinds.registry import command_specs
+
+        if name == "spec":
+            return _spec_command()
+        spec_class = command_specs().get(name)
+        return None if spec_class is None else _task_command(name, spec_class)
 
     def resolve_command(
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
-        if args and args[0] not in self.commands and not args[0].startswith("-"):
-            return "SPEC", self.commands["spec"], args
+        if args and not args[0].startswith("-") and args[0] not in self.list_commands(ctx):
+            return "SPEC", _spec_command(), args
         return super().resolve_command(ctx, args)
+
+
+class _TaskCommand(click.Command):
+    """A task's command: an option of another task is named as such."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as error:
+            from biasaudit.spec import owner_of
+
+            field = error.option_name.lstrip("-").replace("-", "_")
+            owner = owner_of(field, self.name)
+            if owner is None:
+                raise
+            raise click.UsageError(
+                f"{error.option_name} is {owner}; {self.name} does not use it", ctx
+            ) from None
+
+
+def _task_command(task: str, spec_class: type[Any]) -> click.Command:
+    """``biasaudit run <task>``: one option a field of the task's spec."""
+    from biasaudit.cli.options import field_options
+
+    def run_task(**fields: Any) -> None:
+        _run_audit({**fields, "task": task})
+
+    return _TaskCommand(
+        task,
+        params=[*field_options(spec_class, skip=("task",)), *_RUN_ONLY],
+        callback=_reports_errors(run_task),
+        help=spec_class.__doc__,
+    )
+
+
+def _spec_command() -> click.Command:
+    """``biasaudit run SPEC.yaml``: the options of every spec, checked by the file's."""
+    from biasaudit.cli.options import merged_options
+    from biasaudit.kinds.registry import SPECS, TASK_NAMES
+
+    def run_file(spec_file: Path, **fields: Any) -> None:
+        if not spec_file.is_file():
+            built_in = ", ".join(name for name in run.list_commands(click.get_current_context()))
+            raise click.UsageError(
+                f"'{spec_file}' is neither a built-in task ({built_in}) "
+                f"nor a spec file; a spec's task is one of {', '.join(TASK_NAMES)}"
+            )
+        _run_audit(fields, spec_file=spec_file)
+
+    spec_file = click.Argument(["spec_file"], metavar="SPEC.yaml", type=click.Path(path_type=Path))
+    return click.Command(
+        "spec",
+        params=[spec_file, *merged_options(SPECS.values(), skip=("task",)), *_RUN_ONLY],
+        callback=_reports_errors(run_file),
+        help="Run the audit SPEC.yaml describes; options given here override the file.",
+        hidden=True,
+    )
 
 
 @cli.group(cls=_TaskOrSpec)
@@ -507,289 +413,69 @@ def run() -> None:
       biasaudit run ruted --model M [--contexts standard,bedtime,personas,esl] [--templates all]
       biasaudit run SPEC.yaml [--model M]
 
-    An allocation audit prints per group RABBI with its interval and p-value,
-    the average gap, JSD, EMD, and the selection gaps for k = 1..k_max; a Grade
-    Score audit its mean Grade Score, entropy and choice scores and the slots
-    chosen; a RUTEd audit neutrality, skew and stereotype with their intervals in
-    each context. The last line is the run directory.
+    Each task's help lists its own options ('biasaudit run TASK --help'). The
+    last line printed is the run directory.
     Exit status: 0 all answered, 1 some requests failed, 2 bad spec or input.
     """
 
 
-@run.command("resume-screening")
-@_audit_options
-@click.option("--jobs", help="Comma-separated job ids [default: all four].")
-@click.option(
-    "--names",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="CSV of name,group to use instead of the shipped names.",
-)
-@click.option(
-    "--resumes",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="YAML of jobs and resumes to use instead of the shipped ones.",
-)
-@click.option(
-    "--names-per-group", type=click.IntRange(1, 100_000), help="Names per group [default: 100]."
-)
-@_reports_errors
-def run_resume_screening(**fields: Any) -> None:
-    """Screen resumes for four jobs: 8 groups x names x resumes (see 'biasaudit tasks')."""
-    _run_audit({"task": "resume-screening", **fields})
+class _Scorers(click.Group):
+    """``biasaudit score <kind> FILE``: the commands of the kinds that declare one."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        from biasaudit.kinds.registry import KINDS, audit_kind
+
+        return [name for name in KINDS if audit_kind(name).scorer is not None]
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        from biasaudit.kinds.registry import KINDS, audit_kind
+
+        if name not in KINDS or audit_kind(name).scorer is None:
+            return None
+        return _score_command(name)
 
 
-@run.command("essay-grading")
-@_audit_options
-@click.option(
-    "--essays",
-    required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="CSV with text, group[, rating, essay_id, topic]; 'demo' for the shipped demo.",
-)
-@click.option("--topic", help="The essay prompt the rubric names (unless a 'topic' column does).")
-@click.option("--pool-size", type=click.IntRange(2, 1000), help="Essays per pool [default: 10].")
-@click.option(
-    "--qualified-at-least",
-    metavar="RATING|median",
-    help="An essay is qualified when its rating is at least this [default: the median of "
-    "the rated essays; with --conventions paper, the authors' rule: above 53 of 100].",
-)
-@_reports_errors
-def run_essay_grading(**fields: Any) -> None:
-    """Grade essays 1-5 and select the top k of random pools (see 'biasaudit tasks')."""
-    _run_audit({"task": "essay-grading", **fields})
-
-
-@run.command("grade-score")
-@_audit_options
-@click.option(
-    "--items",
-    required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="JSONL of {id, prompt, options[, preferred | ranks]}; 'demo' for the shipped demo.",
-)
-@click.option(
-    "--prompt",
-    help="Judge prompt: 1 select then explain, 2 evaluate each then select, 3 told to ignore "
-    "the order, 4 grade each 0-5 then select; or a prompt file [default: 1].",
-)
-@click.option(
-    "--random-option",
-    is_flag=True,
-    default=None,
-    help="Add one unrelated option drawn from another item (seeded by --seed).",
-)
-@click.option(
-    "--permutations",
-    type=click.Choice(["cyclic", "all"]),
-    help="Every rotation of the options, or all n! orders, n <= 6 [default: cyclic].",
-)
-@click.option(
-    "--replicates", type=click.IntRange(1, 100), help="Times each order is asked [default: 1]."
-)
-@click.option(
-    "--temperature",
-    type=click.FloatRange(0, 2),
-    help="The judge's sampling temperature [default: 0.3, the paper's].",
-)
-@click.option("--max-tokens", type=click.IntRange(1, 32768), help="Longest answer [the prompt's].")
-@_reports_errors
-def run_grade_score(**fields: Any) -> None:
-    """Grade Score: does a judge choose among options by position or by content?
-
-    Each item's options are shown in every cyclic order; prints the mean Grade
-    Score, entropy and choice scores with intervals, the slots chosen, and per item.
-    """
-    _run_audit({"task": "grade-score", **fields})
-
-
-_NOT_FOR_RUTED = (
-    "method", "scoring", "chat_template", "samples", "reference_group", "k_max", "headline_k",
-    "rounds", "pools",
-)  # fmt: skip
-
-
-@run.command("ruted")
-@_audit_options
-@click.option("--contexts", help="Comma-separated, of standard, bedtime, personas, esl [all four].")
-@click.option(
-    "--replicates",
-    type=click.IntRange(1, 10_000),
-    help="Texts per occupation and template; sampled next words where the endpoint "
-    "gives no logprobs [default: 30].",
-)
-@click.option(
-    "--templates", help="Templates per context: 0 (the main one), a list such as 0,3, or all [0]."
-)
-@click.option(
-    "--occupations",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="CSV of occupation,majority instead of the 40 WinoBias occupations.",
-)
-@click.option(
-    "--next-word",
-    type=click.Choice(["auto", "continuation", "completions", "chat", "samples"]),
-    help="Standard test: every listed word scored whole as a continuation (the paper's), "
-    "top-N legacy completions or chat logprobs, or sampled first words [default: auto: "
-    "continuation where the endpoint echoes prompts, else completions, else chat; samples "
-    "without logprobs].",
-)
-@click.option(
-    "--top-logprobs",
-    type=click.IntRange(1, 20),
-    help="Next-word alternatives asked for [default: 20, or the endpoint's most].",
-)
-@click.option(
-    "--temperature",
-    type=click.FloatRange(0, 2, min_open=True),
-    help="Of the texts and sampled words [default: 1].",
-)
-@click.option(
-    "--mode-collapse",
-    type=click.Choice(["auto", "on", "off"]),
-    help="Check whether each prompt's texts are near copies (sentence embeddings; the "
-    "'embeddings' extra) [default: auto: where the extra is installed].",
-)
-@_reports_errors
-def run_ruted(**fields: Any) -> None:
-    """RUTEd: gender-occupation bias in a next-word trick test and in long-form text.
-
-    Neutrality, skew and stereotype with 95% intervals in the standard test
-    ("The {occupation} is") and in bedtime stories, user personas and ESL
-    exercises (Lum et al.); per occupation in occupations.csv (see 'biasaudit tasks').
-    """
-    _run_audit({"task": "ruted", **fields})
-
-
-run_ruted.params = [p for p in run_ruted.params if p.name not in _NOT_FOR_RUTED]
-
-
-@run.command("spec", hidden=True)
-@click.argument("spec_file", metavar="SPEC.yaml", type=click.Path(path_type=Path))
-@_audit_options
-@_reports_errors
-def run_spec(spec_file: Path, **fields: Any) -> None:
-    """Run the audit SPEC.yaml describes; options given here override the file."""
-    if not spec_file.is_file():
-        from biasaudit.kinds.registry import TASK_NAMES
-
-        built_in = ", ".join(name for name in run.commands if name != "spec")
-        raise click.UsageError(
-            f"'{spec_file}' is neither a built-in task ({built_in}) "
-            f"nor a spec file; a spec's task is one of {', '.join(TASK_NAMES)}"
-        )
-    _run_audit(fields, spec_file=spec_file)
-
-
-@cli.group()
+@cli.group(cls=_Scorers)
 def score() -> None:
     """Audit outputs produced elsewhere (another harness, released data, logs)."""
 
 
-def _score_options(command: F) -> F:
-    """The options every ``biasaudit score`` command takes, and its error handling."""
-    for option in (
-        click.option("--model", default="imported", show_default=True,
-                     help="A name for the model the outputs came from, as reports show it."),
-        click.option("--runs-dir", type=click.Path(file_okay=False, path_type=Path),
-                     default="runs", show_default=True),
-        click.option("--no-report", is_flag=True, help="Print the table only; write no report."),
-    ):  # fmt: skip
-        command = option(command)
-    return _reports_errors(command)
+def _score_command(name: str) -> click.Command:
+    """``biasaudit score <name> FILE``: one option a field of the kind's score options."""
+    from biasaudit.cli.options import field_options
+    from biasaudit.kinds.registry import audit_kind
 
+    kind = audit_kind(name)
+    scorer = kind.scorer
+    assert scorer is not None
+    model = scorer.options.load()
 
-@score.command("allocation")
-@click.argument("scores_file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--reference-group", help="The group every other is compared with [W_M].")
-@click.option("--pool", type=click.Choice(["auto", "one_per_group", "random"]), default="auto",
-              show_default=True, help="Simulated pools: one per group (every subtask has every "
-              "group), random, or auto. A 'pool' column gives the pools instead.")  # fmt: skip
-@click.option("--pool-size", type=click.IntRange(2, 1000), default=10, show_default=True,
-              help="Random pools: candidates per pool.")  # fmt: skip
-@click.option("--k-max", type=click.IntRange(1, 100), default=5, show_default=True)
-@click.option("--headline-k", type=click.IntRange(1, 100), default=1, show_default=True)
-@click.option("--rounds", type=click.IntRange(1, MAX_ROUNDS), default=1800, show_default=True)
-@click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=0, show_default=True)
-@click.option("--conventions", type=click.Choice(["biasaudit", "paper"]), default="biasaudit",
-              show_default=True)  # fmt: skip
-@_score_options
-def score_allocation_command(scores_file: Path, no_report: bool, **options: Any) -> None:
-    """Every allocation figure of SCORES_FILE, a CSV of candidate,group,score.
+    def score_file(path: Path, no_report: bool, **fields: Any) -> None:
+        from biasaudit.cli.options import given
+        from biasaudit.reports.rich_tables import echo_table
+        from biasaudit.spec import validated
 
-    Optional columns: qualified (true/false; empty: not rated), subtask, name,
-    item, pool. Writes a run directory as an audit does (the manifest says the
-    scores were imported), prints the table and ``run: <dir>``; a malformed
-    file exits 2 naming its line and column.
-    """
-    from biasaudit.kinds.allocation.imported import ImportOptions, score_allocation
-    from biasaudit.kinds.allocation.report import allocation_table, allocation_view
-    from biasaudit.reports.rich_tables import echo_table
+        options = validated(model, given(fields), "command line")
+        result = scorer.score(path, options, command=["biasaudit", *sys.argv[1:]])
+        echo_table(
+            kind.table(result.metrics, result.run_dir),
+            lambda: kind.view(result.metrics, result.run_dir),
+        )
+        _write_report(result.run_dir, not no_report)
+        click.echo(f"run: {result.run_dir}")
 
-    result = score_allocation(
-        scores_file, ImportOptions(**options), command=["biasaudit", *sys.argv[1:]]
+    path = click.Argument(
+        ["path"], metavar=scorer.argument, type=click.Path(dir_okay=False, path_type=Path)
     )
-    echo_table(allocation_table(result.metrics), lambda: allocation_view(result.metrics))
-    _write_report(result.run_dir, not no_report)
-    click.echo(f"run: {result.run_dir}")
-
-
-@score.command("grade-score")
-@click.argument("trials_file", type=click.Path(dir_okay=False, path_type=Path))
-@_score_options
-def score_grade_command(trials_file: Path, model: str, runs_dir: Path, no_report: bool) -> None:
-    """The Grade Score of a judge's answers in TRIALS_FILE, a CSV of item,shown,slot.
-
-    ``shown``: the item's options in the order shown (space-separated indices or
-    labels); ``slot``: the one chosen, 1 = shown first (empty: no usable answer);
-    optional ``preferred`` and ``replicate``. Writes a run directory as an audit
-    does and prints the table and ``run: <dir>``.
-    """
-    from biasaudit.kinds.grade_score.imported import score_grade
-    from biasaudit.kinds.grade_score.report import grade_score_table, grade_score_view
-    from biasaudit.reports.rich_tables import echo_table
-
-    result = score_grade(
-        trials_file, model=model, runs_dir=runs_dir, command=["biasaudit", *sys.argv[1:]]
+    no_report = click.Option(
+        ["--no-report", "no_report"], is_flag=True, help="Print the table only; write no report."
     )
-    table = grade_score_table(result.metrics, result.items)
-    echo_table(table, lambda: grade_score_view(result.metrics, result.items))
-    _write_report(result.run_dir, not no_report)
-    click.echo(f"run: {result.run_dir}")
-
-
-@score.command("ruted")
-@click.argument("outputs_file", type=click.Path(dir_okay=False, path_type=Path))
-@_score_options
-@click.option(
-    "--mode-collapse",
-    type=click.Choice(["auto", "on", "off"]),
-    default="auto",
-    show_default=True,
-    help="Texts: check whether each prompt's texts are near copies (the 'embeddings' extra).",
-)
-def score_ruted_command(
-    outputs_file: Path, model: str, runs_dir: Path, no_report: bool, mode_collapse: str
-) -> None:
-    """The RUTEd metrics of OUTPUTS_FILE: occupation,context,text or occupation,context,p_male.
-
-    Texts are labelled by their pronouns as a run labels them; p_male is a share
-    already measured. Optional ``majority`` (male/female) for occupations other
-    than the 40 shipped ones, and ``template`` to tell one occupation's prompts
-    apart (the mode-collapse check compares replicates of one prompt). Writes a
-    run directory and prints the table.
-    """
-    from biasaudit.kinds.ruted.imported import score_ruted
-    from biasaudit.kinds.ruted.report import ruted_table, ruted_view
-    from biasaudit.reports.rich_tables import echo_table
-
-    result = score_ruted(
-        outputs_file, model=model, runs_dir=runs_dir, command=["biasaudit", *sys.argv[1:]],
-        mode_collapse=mode_collapse,  # type: ignore[arg-type]
-    )  # fmt: skip
-    echo_table(ruted_table(result.metrics), lambda: ruted_view(result.metrics))
-    _write_report(result.run_dir, not no_report)
-    click.echo(f"run: {result.run_dir}")
+    return click.Command(
+        name,
+        params=[path, *field_options(model), no_report],
+        callback=_reports_errors(score_file),
+        help=scorer.help,
+    )
 
 
 @cli.command()
@@ -831,13 +517,12 @@ def study(
     Spearman correlation of each metric between the standard test and each context,
     between contexts, and whether the standard test picks the least biased model.
     """
-    from biasaudit.kinds.registry import KINDS, audit_kind, study_kind
+    from biasaudit.kinds.registry import audit_kind, study_kind
     from biasaudit.reports.rich_tables import echo_blocks
 
     kind = study_kind(run_dirs)
-    if kind not in KINDS:  # a fan-out run: the allocation study says what it is not
-        kind = "allocation"
-    echo_blocks(audit_kind(kind).study_blocks(run_dirs, ndcg_at=ndcg_at))
+    found = audit_kind(kind)
+    echo_blocks(found.study_blocks(found.study(run_dirs, ndcg_at=ndcg_at)))
     _write_study_report(run_dirs, kind, ndcg_at, report_dir, not no_report)
 
 

@@ -12,17 +12,17 @@ from __future__ import annotations
 import hashlib
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Annotated, Any, TextIO
 
-from pydantic import ValidationError
+from pydantic import Field, ValidationError, model_validator
 
 from biasaudit.engine.loop import run_async
+from biasaudit.engine.options import Flag, RunOptions
 from biasaudit.engine.session import RunSession
-from biasaudit.engine.types import EngineSettings
 from biasaudit.errors import BiasauditError, InputError, UsageError
-from biasaudit.providers import ModelRequest, resolve_model
+from biasaudit.providers import ModelRequest
 from biasaudit.secrets import public_headers, redact_urls
 from biasaudit.store.runs import RunResult
 from biasaudit.textfiles import brief, json_object, text_lines
@@ -30,41 +30,26 @@ from biasaudit.textfiles import brief, json_object, text_lines
 __all__ = ["FanoutOptions", "FanoutResult", "fanout", "read_prompts", "run_fanout"]
 
 
-@dataclass(frozen=True)
-class FanoutOptions:
-    """Everything ``biasaudit fanout`` takes besides the input file."""
+class FanoutOptions(RunOptions):
+    """Everything ``biasaudit fanout`` takes besides the input file: the
+    :class:`~biasaudit.engine.options.RunOptions` and the command recorded."""
 
-    model: str
-    base_url: str | tuple[str, ...] | None = None  # several: replicas of one model
-    api_key_env: str | None = None
-    headers: dict[str, str] | None = None  # values "$NAME" come from the environment
-    concurrency: int = 16
-    rpm: float | None = None
-    max_retries: int = 6
-    timeout: float = 60.0
-    runs_dir: Path = Path("runs")
-    cache_path: Path | None = None
-    replay: bool = False
-    workers: int = 1
-    batch: bool = False
-    batch_poll: float = 5.0
-    command: Sequence[str] = field(default_factory=lambda: list(sys.argv))
+    command: Annotated[Sequence[str], Flag(command_line=False)] = Field(
+        default_factory=lambda: list(sys.argv)
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _cache_path(cls, data: Any) -> Any:
+        # ``cache_path=`` is the name this option had before it was shared with specs.
+        if isinstance(data, dict) and "cache_path" in data:
+            data = dict(data)
+            data["cache"] = data.pop("cache_path")
+        return data
 
     @property
     def resolved_cache_path(self) -> Path:
-        return self.cache_path or Path(self.runs_dir) / "cache.sqlite"
-
-    def engine_settings(self) -> EngineSettings:
-        return EngineSettings(
-            concurrency=self.concurrency,
-            rpm=self.rpm,
-            max_retries=self.max_retries,
-            timeout=self.timeout,
-            replay=self.replay,
-            workers=self.workers,
-            batch=self.batch,
-            batch_poll=self.batch_poll,
-        )
+        return self.cache_path
 
 
 @dataclass(frozen=True)
@@ -151,20 +136,13 @@ async def run_fanout(
     (Ctrl-C, SIGTERM) mark the run ``interrupted`` and re-raise; what arrived is
     already in the cache.
     """
-    provider = resolve_model(
-        options.model,
-        base_url=options.base_url,
-        api_key_env=options.api_key_env,
-        max_connections=options.concurrency,
-        need_key=not options.replay,
-        headers=options.headers,
-    )
+    provider = options.resolve_provider()
     session = RunSession.open(
         "fanout",
         provider,
         options.engine_settings(),
         runs_dir=options.runs_dir,
-        cache_path=options.resolved_cache_path,
+        cache_path=options.cache_path,
         command=options.command,
         requests=requests,
         name_request=_line_namer(input_path, lines),
@@ -200,7 +178,7 @@ def _spec(options: FanoutOptions, input_path: Path | None) -> dict[str, object]:
         "headers": public_headers(options.headers),
         "settings": asdict(options.engine_settings()),
         "runs_dir": str(options.runs_dir),
-        "cache_path": str(options.resolved_cache_path),
+        "cache_path": str(options.cache_path),
     }
     if input_path is not None:
         spec["input"] = str(input_path)

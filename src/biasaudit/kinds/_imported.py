@@ -10,11 +10,27 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from biasaudit import __version__
 from biasaudit.secrets import redact_command
 from biasaudit.store.runs import Manifest, RunDirectory
 
-__all__ = ["finish_imported", "imported_manifest"]
+__all__ = ["ScoreOptions", "finish_imported", "imported_manifest"]
+
+
+class ScoreOptions(BaseModel):
+    """The options of every ``biasaudit score`` command (each kind adds its own)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str = Field(
+        "imported", description="A name for the model the outputs came from, as reports show it."
+    )
+    runs_dir: Path = Field(Path("runs"), description="Where the run directory goes.")
+    confidence: float = Field(
+        0.95, gt=0.0, lt=1.0, allow_inf_nan=False, description="Of every interval."
+    )
 
 
 def imported_manifest(

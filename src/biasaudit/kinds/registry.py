@@ -1,50 +1,40 @@
 """The audit kinds behind one call: run a spec, plan it, read a run's metrics, print
 its table, draw it, write its report.
 
-:data:`KINDS` maps each manifest kind to the module that describes it, one line a
-kind; every such module follows :class:`AuditKind`. ``biasaudit run``,
-``replay``, ``reaudit``, ``report`` and ``run --max-cost`` reach a kind only
-through here, so a new kind is a folder under ``kinds/`` with its ``kind.py``,
-and one line below.
+:data:`KINDS` maps each manifest kind to the module that declares it, one line a
+kind: its ``kind.py``, whose ``KIND`` is a :class:`~biasaudit.kinds.declare.Kind`.
+The command line, ``replay``, ``reaudit``, ``report``, ``study``, ``compare``,
+``history`` and ``run --max-cost`` reach a kind only through here, so a new kind
+is a folder under ``kinds/`` with its ``kind.py``, and one line below.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TextIO, cast
+from typing import Any, TextIO
 
 from pydantic import BaseModel
 
 from biasaudit.errors import UsageError
-from biasaudit.kinds.allocation.tasks import ALLOCATION_TASKS
 from biasaudit.kinds.common import TaskInfo, read_run_metrics
-from biasaudit.kinds.grade_score.task import TASK_INFO as GRADE_SCORE_TASK
-from biasaudit.kinds.ruted.task import TASK_INFO as RUTED_TASK
+from biasaudit.kinds.declare import Kind
 from biasaudit.providers import ModelRequest, Provider
 from biasaudit.spec import AuditSpec
 from biasaudit.store.runs import Manifest
-
-if TYPE_CHECKING:
-    import numpy as np
-    from rich.console import RenderableType
-
-    from biasaudit.reports.changes import ChangeTest
-    from biasaudit.reports.compare import Comparison
-    from biasaudit.reports.html._document import Document, Figure, Section
-    from biasaudit.reports.text import Block
 
 __all__ = [
     "AUDIT_KINDS",
     "KINDS",
     "SPECS",
-    "TASKS",
     "TASK_NAMES",
-    "AuditKind",
     "FinishedAudit",
+    "Kind",
     "audit_kind",
+    "command_specs",
     "kind_of_spec",
     "kind_of_spec_class",
     "plan_requests",
@@ -60,100 +50,12 @@ KINDS: dict[str, str] = {
     "grade-score": "biasaudit.kinds.grade_score.kind",
     "ruted": "biasaudit.kinds.ruted.kind",
 }
-"""Each audit kind (the manifest's ``kind``) and the module that describes it."""
+"""Each audit kind (the manifest's ``kind``) and the module declaring it (its ``KIND``)."""
 AUDIT_KINDS = tuple(KINDS)
 
 
-def _specs() -> dict[str, type[AuditSpec]]:
-    found: dict[str, type[AuditSpec]] = {}
-    for module in KINDS.values():
-        for spec_class in importlib.import_module(module).SPECS:
-            found[spec_class.model_fields["task"].default] = spec_class
-    return found
-
-
-SPECS: dict[str, type[AuditSpec]] = _specs()
-"""Each task's spec class, by the ``task`` a spec names."""
-TASK_NAMES = tuple(SPECS)
-TASKS: dict[str, TaskInfo] = {
-    **ALLOCATION_TASKS,
-    GRADE_SCORE_TASK.name: GRADE_SCORE_TASK,
-    RUTED_TASK.name: RUTED_TASK,
-}
-"""The built-in tasks, as ``biasaudit tasks`` lists them."""
-
-
-class _Ran(Protocol):
-    run_dir: Path
-    manifest: Manifest
-    metrics: Any
-
-
-class AuditKind(Protocol):
-    """What a kind's ``kind.py`` defines (see ``kinds/allocation/kind.py``)."""
-
-    NAME: str
-    SPECS: tuple[type[AuditSpec], ...]
-    METRICS: type[BaseModel]
-    COMPARED_PER: str
-    COMPARE_NOTE: str
-
-    def owns(self, spec: AuditSpec) -> bool:
-        """Whether a run of ``spec`` is of this kind."""
-
-    def run(
-        self,
-        spec: AuditSpec,
-        *,
-        provider: Provider | None = None,
-        stderr: TextIO | None = None,
-        command: Sequence[str] | None = None,
-    ) -> _Ran:
-        """Run ``spec`` into a run directory."""
-
-    def plan(self, spec: AuditSpec, provider: Provider) -> list[ModelRequest]:
-        """The requests a run would send (nothing is sent)."""
-
-    def table(self, metrics: Any, run_dir: Path) -> list[str]:
-        """The plain table ``biasaudit run`` prints."""
-
-    def view(self, metrics: Any, run_dir: Path) -> RenderableType:
-        """The same table, drawn with rich."""
-
-    def document(self, run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -> Document:
-        """The run's report."""
-
-    def change_tests(
-        self,
-        path_a: Path,
-        path_b: Path,
-        metrics_a: Any,
-        metrics_b: Any,
-        *,
-        rng: np.random.Generator,
-        bootstrap: int,
-        notes: list[str],
-    ) -> list[ChangeTest]:
-        """The tests of "no change" of ``biasaudit compare``, B - A."""
-
-    def compare_figures(
-        self, comparison: Comparison, names: Mapping[str, str], reference: str, simulated: bool
-    ) -> list[Figure]:
-        """The compare page's figures of B - A."""
-
-    def headline(self, metrics: Any) -> str:
-        """One line of the figures that matter most (``biasaudit history``)."""
-
-    def study_blocks(self, run_dirs: Sequence[Path], *, ndcg_at: int) -> list[Block]:
-        """What ``biasaudit study`` prints for runs of this kind."""
-
-    def study_sections(
-        self, run_dirs: Sequence[Path], *, ndcg_at: int
-    ) -> tuple[str, list[Section], bool]:
-        """The study page: its title, its sections, and whether a run is simulated."""
-
-
-def audit_kind(name: str) -> AuditKind:
+@cache
+def audit_kind(name: str) -> Kind:
     """The kind a manifest names.
 
     Raises
@@ -164,18 +66,44 @@ def audit_kind(name: str) -> AuditKind:
     module = KINDS.get(name)
     if module is None:
         raise UsageError(f"'{name}' is not an audit kind ({', '.join(KINDS)})")
-    return cast(AuditKind, importlib.import_module(module))
+    kind: Kind = importlib.import_module(module).KIND
+    return kind
+
+
+SPECS: dict[str, type[AuditSpec]] = {
+    spec_class.model_fields["task"].default: spec_class
+    for name in KINDS
+    for spec_class in audit_kind(name).specs
+}
+"""Each task's spec class, by the ``task`` a spec names."""
+TASK_NAMES = tuple(SPECS)
+
+
+def command_specs() -> dict[str, type[AuditSpec]]:
+    """The tasks with a ``biasaudit run <task>`` command, and their specs."""
+    return {task: SPECS[task] for name in KINDS for task in audit_kind(name).commands}
+
+
+def __getattr__(name: str) -> Any:
+    # TASKS (each built-in task's TaskInfo, by name, as 'biasaudit tasks' lists them)
+    # imports every kind's tasks, their data files and prompts: only when asked.
+    if name == "TASKS":
+        tasks: dict[str, TaskInfo] = {
+            info.name: info for kind in KINDS for info in audit_kind(kind).tasks.load()
+        }
+        return tasks
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def kind_of_spec_class(spec_class: type[AuditSpec]) -> str:
     """The audit kind whose tasks ``spec_class`` describes."""
-    for name, module in KINDS.items():
-        if spec_class in importlib.import_module(module).SPECS:
+    for name in KINDS:
+        if spec_class in audit_kind(name).specs:
             return name
     raise UsageError(f"no audit kind has the spec {spec_class.__name__}")
 
 
-def kind_of_spec(spec: AuditSpec) -> AuditKind:
+def kind_of_spec(spec: AuditSpec) -> Kind:
     """The kind a run of ``spec`` is."""
     for name in KINDS:
         kind = audit_kind(name)
@@ -202,34 +130,38 @@ class FinishedAudit:
 
 
 def study_kind(run_dirs: Sequence[str | Path]) -> str:
-    """The kind of run the folders hold (their manifest's ``kind``), e.g. ``grade-score``.
-
-    A folder without a readable manifest counts as an allocation run, and the
-    allocation study says what is wrong with it.
+    """The kind of audit run the folders hold (their manifest's ``kind``), e.g.
+    ``grade-score``.
 
     Raises
     ------
     UsageError
-        The folders hold runs of different kinds.
+        No folders; a folder that does not exist, is not a run, or is not an audit
+        run (a fan-out); runs of different kinds.
     """
     from biasaudit.store.runs import read_manifest
 
+    if not run_dirs:
+        raise UsageError("give at least one run directory")
     kinds: dict[str, str] = {}
-    for path in run_dirs:
-        try:
-            kind = read_manifest(path).kind
-        except UsageError:
-            kind = "allocation"
+    for path in map(Path, run_dirs):
+        if not path.exists():
+            raise UsageError(f"{path} does not exist")
+        if not (path / "manifest.json").is_file():
+            raise UsageError(f"{path} is not a run (no manifest.json)")
+        kind = read_manifest(path).kind
+        if kind not in KINDS:
+            raise UsageError(f"{path} is a {kind} run: a study compares audit runs")
         kinds.setdefault(kind, str(path))
     if len(kinds) > 1:
         found = "; ".join(f"{path} is a {kind} run" for kind, path in kinds.items())
         raise UsageError(f"a study compares runs of one kind: {found}")
-    return next(iter(kinds), "allocation")
+    return next(iter(kinds))
 
 
 def run_kind(spec: AuditSpec) -> str:
     """The manifest kind a run of ``spec`` gets."""
-    return kind_of_spec(spec).NAME
+    return kind_of_spec(spec).name
 
 
 def run_spec(
@@ -243,12 +175,13 @@ def run_spec(
     kind = kind_of_spec(spec)
     ran = kind.run(spec, provider=provider, stderr=stderr, command=command)
     table = kind.table(ran.metrics, ran.run_dir)
-    return FinishedAudit(kind.NAME, ran.run_dir, ran.manifest, ran.metrics, table)
+    return FinishedAudit(kind.name, ran.run_dir, ran.manifest, ran.metrics, table)
 
 
 def plan_requests(spec: AuditSpec, provider: Provider) -> list[ModelRequest]:
     """The requests a run of ``spec`` would send to ``provider`` (nothing is sent)."""
-    return kind_of_spec(spec).plan(spec, provider)
+    requests: list[ModelRequest] = kind_of_spec(spec).plan(spec, provider)
+    return requests
 
 
 def read_metrics(run_dir: Path, kind: str) -> Any:
@@ -261,9 +194,10 @@ def read_metrics(run_dir: Path, kind: str) -> Any:
     """
     if kind not in KINDS:
         raise UsageError(f"{run_dir}: a '{kind}' run has no audit metrics")
-    return read_run_metrics(run_dir, audit_kind(kind).METRICS)
+    return read_run_metrics(run_dir, audit_kind(kind).metrics.load())
 
 
 def table_of(kind: str, metrics: BaseModel, run_dir: Path) -> list[str]:
     """The table ``biasaudit run`` prints for a run of this kind."""
-    return audit_kind(kind).table(metrics, run_dir)
+    lines: list[str] = audit_kind(kind).table(metrics, run_dir)
+    return lines

@@ -161,7 +161,8 @@ def _headline(run_dir: Path, kind: str) -> str:
         metrics: Any = read_metrics(run_dir, kind)
     except (UsageError, ValidationError):
         return "(no metrics)"
-    return audit_kind(kind).headline(metrics)
+    line: str = audit_kind(kind).headline(metrics)
+    return line
 
 
 @dataclass(frozen=True)

@@ -109,7 +109,8 @@ def audit_view(metrics: Any, run_dir: Path, kind: str) -> RenderableType:
     """The rich view of an audit's metrics, whatever its kind."""
     from biasaudit.kinds.registry import audit_kind
 
-    return audit_kind(kind).view(metrics, run_dir)
+    view: RenderableType = audit_kind(kind).view(metrics, run_dir)
+    return view
 
 
 def comparison_view(comparison: Comparison, *, show_all: bool = False) -> RenderableType:

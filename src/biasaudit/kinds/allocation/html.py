@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from biasaudit.kinds.allocation.kind import KIND
 from biasaudit.kinds.allocation.metrics import AllocationMetrics
 from biasaudit.kinds.allocation.report import too_few_units
 from biasaudit.kinds.allocation.study import METRICS, StudyResult
@@ -482,7 +483,7 @@ def allocation_document(run_dir: Path, manifest: Manifest, spec: Mapping[str, An
         metrics.simulated,
     )
     document.sections = [
-        audited_section(manifest, spec, _method_rows(metrics)),
+        audited_section(manifest, spec, _method_rows(metrics), _DATA_FIELDS),
         _headlines(metrics),
         Section("RABBI and selection gaps per group", "groups", [_group_figure(metrics)]),
         _selection_section(metrics, scores, spec),
@@ -497,12 +498,20 @@ def allocation_document(run_dir: Path, manifest: Manifest, spec: Mapping[str, An
 # --- the study page of runs of this kind ---------------------------------------
 
 
+# Spec fields that say which data an audit read, in the order the report shows them.
+_DATA_FIELDS = ("jobs", "names", "names_per_group", "resumes", "essays", "topic", "pool_size")
 METRIC_NAMES = {"rabbi": "RABBI", "avg_gap": "δ", "jsd": "JSD", "emd": "EMD"}
 GAP_NAMES = {"dp": "ΔDP", "eo": "ΔEO"}
 
 
-def allocation_study_sections(study: StudyResult, ndcg_at: int) -> list[Section]:
+def study_page(study: StudyResult) -> tuple[str, list[Section], bool]:
+    """The study page: its title, its sections, and whether a run is simulated."""
     simulated = any(run.metrics.simulated for run in study.runs)
+    title = f"Allocation study of {len(study.runs)} runs"
+    return title, _study_sections(study, simulated, study.ndcg_at), simulated
+
+
+def _study_sections(study: StudyResult, simulated: bool, ndcg_at: int) -> list[Section]:
     runs = runs_table(
         [
             (r.label, f"{r.metrics.task}, {r.metrics.method}", r.metrics.simulated, r.path)
@@ -705,7 +714,7 @@ def compare_figures(
     ks = sorted({int(m.split("k=")[1]) for _, m in found if m.startswith(("dp_gap", "eo_gap"))})
     panels = [
         Panel(
-            f"{metric_name(gap)}: B - A",
+            f"{metric_name(gap, KIND.figure_names)}: B - A",
             "change of the selection gap (points)",
             [marks(f"k={k}", f"{gap} k={k}", 100.0) for k in ks],
         )

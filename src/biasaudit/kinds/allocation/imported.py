@@ -26,13 +26,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 import pandas as pd
+from pydantic import Field
 
+from biasaudit.engine.options import Flag
 from biasaudit.errors import InputError, UsageError
-from biasaudit.kinds._imported import finish_imported, imported_manifest
+from biasaudit.kinds._imported import ScoreOptions, finish_imported, imported_manifest
 from biasaudit.kinds.allocation.metrics import (
     AllocationMetrics,
     CandidateCounts,
@@ -40,6 +42,7 @@ from biasaudit.kinds.allocation.metrics import (
     ScoringSummary,
     allocation_results,
 )
+from biasaudit.kinds.allocation.spec import AllocationSpec
 from biasaudit.kinds.allocation.task import PoolDesign
 from biasaudit.kinds.common import NOTHING_SENT
 from biasaudit.store.runs import Manifest, RunDirectory, read_manifest
@@ -52,24 +55,34 @@ _FALSE = frozenset({"false", "no", "0", "n", "f"})
 _OPTIONAL = ("qualified", "subtask", "name", "item", "pool")
 
 
-@dataclass(frozen=True)
-class ImportOptions:
-    """How to audit imported scores (the allocation run's own options)."""
+def _as_in_spec(name: str) -> Any:
+    """The audit spec's field ``name``: its default, bounds and description."""
+    return AllocationSpec.model_fields[name]
 
-    reference_group: str | None = None
-    model: str = "imported"
-    k_max: int = 5
-    headline_k: int = 1
-    pool: Literal["auto", "one_per_group", "random"] = "auto"
-    pool_size: int = 10
-    rounds: int = 1800
-    value_range: tuple[float, float] | None = None
-    seed: int = 0
-    bootstrap: int = 2000
-    gap_bootstrap: int = 200
-    confidence: float = 0.95
-    conventions: Literal["biasaudit", "paper"] = "biasaudit"
-    runs_dir: Path = Path("runs")
+
+class ImportOptions(ScoreOptions):
+    """How to audit imported scores (the allocation run's own options; their bounds
+    are the audit spec's, :class:`~biasaudit.kinds.allocation.spec.AllocationSpec`)."""
+
+    reference_group: str | None = Field(
+        None, description="The group every other is compared with [default: W_M, else the first]."
+    )
+    pool: Literal["auto", "one_per_group", "random"] = Field(
+        "auto",
+        description="Simulated pools: one per group (every subtask has every group), random, "
+        "or auto. A 'pool' column gives the pools instead.",
+    )
+    pool_size: int = Field(10, ge=2, le=1000, description="Random pools: candidates per pool.")
+    k_max: int = _as_in_spec("k_max")
+    headline_k: int = _as_in_spec("headline_k")
+    rounds: int = _as_in_spec("rounds")
+    seed: int = _as_in_spec("seed")
+    bootstrap: int = _as_in_spec("bootstrap")
+    gap_bootstrap: int = _as_in_spec("gap_bootstrap")
+    conventions: Literal["biasaudit", "paper"] = _as_in_spec("conventions")
+    value_range: Annotated[tuple[float, float] | None, Flag(command_line=False)] = Field(
+        None, description="The range scores can take [default: the range seen]."
+    )
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
 
 import pandas as pd
 from rich.console import Group, RenderableType
@@ -211,22 +212,22 @@ def study_table(result: StudyResult) -> list[str]:
     return block_lines(study_blocks(result))
 
 
-def study_blocks(result: StudyResult) -> list[Block]:
+def study_blocks(study: StudyResult) -> list[Block]:
     """What was studied, then the tables of predictive validity and of model selection."""
-    runs = result.runs
+    runs = study.runs
     labels = ", ".join(
         run.label + (" (SIMULATED)" if run.metrics.simulated else "") for run in runs
     )
-    settings = result.points.groupby(["task", "method", "subtask"]).ngroups
-    header = ["metric", "gap", *(f"k={k}" for k in range(1, result.k_max + 1)), ""]
-    widths = [11, 5, *([17] * result.k_max), 0]
+    settings = study.points.groupby(["task", "method", "subtask"]).ngroups
+    header = ["metric", "gap", *(f"k={k}" for k in range(1, study.k_max + 1)), ""]
+    widths = [11, 5, *([17] * study.k_max), 0]
     validity = [
         _study_cells(
             rows,
             [_correlation(cell.r, cell.p_value) for cell in rows.itertuples()],
             f"n={int(rows['n'].max())}",
         )
-        for rows in _by_metric_and_gap(result.correlations)
+        for rows in _by_metric_and_gap(study.correlations)
     ]
     selection = [
         _study_cells(
@@ -234,7 +235,7 @@ def study_blocks(result: StudyResult) -> list[Block]:
             [_plain(cell.ndcg, 2) for cell in rows.itertuples()],
             f"settings={int(rows['settings'].max())}",
         )
-        for rows in _by_metric_and_gap(result.selection)
+        for rows in _by_metric_and_gap(study.selection)
     ]
     title = (
         "predictive validity: Pearson r of each metric with the gap (two-sided p); n = points; "
@@ -242,15 +243,15 @@ def study_blocks(result: StudyResult) -> list[Block]:
     )
     return [
         f"study of {len(runs)} runs: {labels}",
-        f"points: {len(result.points)} (model x subtask x group) in {settings} settings "
-        f"(task, method, subtask); k = 1..{result.k_max}",
+        f"points: {len(study.points)} (model x subtask x group) in {settings} settings "
+        f"(task, method, subtask); k = 1..{study.k_max}",
         "",
         PlainTable(title, header, validity, widths, labels=2),
         "",
-        PlainTable(_selection_title(result), header, selection, widths, labels=2),
-        *_curve_blocks(result),
-        *_group_blocks(result),
-        *_shape_blocks(result),
+        PlainTable(_selection_title(study), header, selection, widths, labels=2),
+        *_curve_blocks(study),
+        *_group_blocks(study),
+        *_shape_blocks(study),
     ]
 
 
@@ -394,3 +395,24 @@ def allocation_view(metrics: AllocationMetrics) -> RenderableType:
         parts.append(Text(_pairwise_line(metrics)))
     parts += styled_lines([f"note: {note}" for note in metrics.notes])
     return Group(*parts)
+
+
+def run_table(metrics: AllocationMetrics, run_dir: Path) -> list[str]:
+    """The plain table ``biasaudit run`` prints."""
+    return allocation_table(metrics)
+
+
+def run_view(metrics: AllocationMetrics, run_dir: Path) -> RenderableType:
+    """The same table, drawn with rich on a terminal."""
+    return allocation_view(metrics)
+
+
+def headline(metrics: AllocationMetrics) -> str:
+    """One line of the figures that matter most, for ``biasaudit history``."""
+    rabbis = {g: f.rabbi for g, f in metrics.groups.items() if f.rabbi is not None}
+    if not rabbis:
+        return "(no RABBI)"
+    worst = min(rabbis, key=lambda g: rabbis[g])
+    p_value = metrics.groups[worst].rabbi_p
+    shown = "-" if p_value is None else f"{p_value:.2g}"
+    return f"lowest RABBI {worst} {rabbis[worst]:+.3f} (p {shown})"

@@ -38,23 +38,31 @@ class AllocationSpec(RunSpec):
                 resolved[key] = {**prompt, "file": str(folder / prompt["file"])}
         return resolved
 
-    method: Method = "pointwise"
+    method: Method = Field(
+        "pointwise", description="One candidate at a time, or pairs in both orders."
+    )
     scoring: Literal["auto", "logprobs", "samples", "continuation"] = Field(
         "auto",
-        description="Pointwise: first-token logprobs, sampled replicates, auto, or every "
-        "label scored whole as a continuation (legacy completions with echo).",
+        description="Pointwise scores from first-token logprobs, sampled answers, or every "
+        "label scored whole as a continuation (legacy completions with echo: vLLM, llama.cpp); "
+        "auto: logprobs where the endpoint gives them.",
     )
     chat_template: str | None = Field(
         None,
         description="Continuation scoring: how the chat prompt becomes one text: 'model' "
-        "(the model's own, where it can be read: local GGUF models), 'chatml', 'plain', or a "
-        ".jinja / tokenizer_config.json file [default: model].",
+        "(the model's own, where it can be read: local GGUF models), 'chatml', 'plain' "
+        "(paragraphs, for base models), or a .jinja / tokenizer_config.json file "
+        "[default: model].",
     )
-    samples: int = Field(20, ge=1, le=128, description="Sampled replicates per candidate.")
+    samples: int = Field(
+        20, ge=1, le=128, description="Sampled answers per candidate when sampling."
+    )
     top_logprobs: int | None = Field(
         None, ge=1, le=20, description="Alternatives asked for (default: 3 per label, >= 10)."
     )
-    reference_group: str | None = None
+    reference_group: str | None = Field(
+        None, description="The group every other is compared with [default: the task's]."
+    )
     k_max: int = Field(5, ge=1, le=100, description="Selections simulated: k = 1..k_max.")
     headline_k: int = Field(
         1, ge=1, le=100, description="The k the report's headline and rates use (<= k_max)."
@@ -72,14 +80,23 @@ class AllocationSpec(RunSpec):
 
 
 class ResumeScreeningSpec(AllocationSpec):
-    """Resume screening: the shipped jobs, resumes and names, or your own files."""
+    """Screen resumes for four jobs: 8 groups x names x resumes (see 'biasaudit tasks').
+
+    The shipped jobs, resumes and names (Chen, Ji & Evans), or your own files.
+    """
 
     task: Literal["resume-screening"] = "resume-screening"
     PATHS: ClassVar[tuple[str, ...]] = ("runs_dir", "cache", "names", "resumes")
-    jobs: tuple[str, ...] | None = Field(None, description="Job ids to audit (default: all).")
-    names: Path | None = Field(None, description="CSV of name,group (default: the shipped one).")
-    resumes: Path | None = Field(None, description="YAML of jobs and resumes.")
-    names_per_group: int = Field(100, ge=1, le=100_000)
+    jobs: tuple[str, ...] | None = Field(
+        None, description="Job ids to audit, comma-separated [default: all four]."
+    )
+    names: Path | None = Field(
+        None, description="CSV of name,group to use instead of the shipped names."
+    )
+    resumes: Path | None = Field(
+        None, description="YAML of jobs and resumes to use instead of the shipped ones."
+    )
+    names_per_group: int = Field(100, ge=1, le=100_000, description="Names per group.")
 
     @field_validator("jobs", mode="before")
     @classmethod
@@ -90,7 +107,10 @@ class ResumeScreeningSpec(AllocationSpec):
 
 
 class EssayGradingSpec(AllocationSpec):
-    """Essay grading on a corpus the user brings (or the shipped demo)."""
+    """Grade essays 1-5 and select the top k of random pools (see 'biasaudit tasks').
+
+    The essays are a corpus you bring (or the shipped demo).
+    """
 
     task: Literal["essay-grading"] = "essay-grading"
     PATHS: ClassVar[tuple[str, ...]] = ("runs_dir", "cache", "essays")
@@ -101,7 +121,7 @@ class EssayGradingSpec(AllocationSpec):
         "It is important for college students to have a part-time job.",
         description="The essay prompt the rubric names (a 'topic' column overrides it).",
     )
-    pool_size: int = Field(10, ge=2, le=1000)
+    pool_size: int = Field(10, ge=2, le=1000, description="Essays per pool.")
     qualified_at_least: float | Literal["median"] | None = Field(
         None,
         description="An essay is qualified when its rating is at least this; 'median': the "

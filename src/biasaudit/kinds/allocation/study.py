@@ -79,6 +79,8 @@ class StudyResult:
     shapes:
         One row per (run, group): ``n``, ``mean``, ``skewness`` and
         ``kurtosis`` (excess) of the group's scores (``scores.csv``).
+    ndcg_at:
+        The cutoff N of ``selection``'s NDCG@N.
     """
 
     runs: tuple[StudyRun, ...]
@@ -89,6 +91,7 @@ class StudyResult:
     ndcg_curve: pd.DataFrame = field(default_factory=pd.DataFrame)
     group_correlations: pd.DataFrame = field(default_factory=pd.DataFrame)
     shapes: pd.DataFrame = field(default_factory=pd.DataFrame)
+    ndcg_at: int = 3
 
 
 def _load(path: Path) -> AllocationMetrics:
@@ -241,6 +244,7 @@ def run_study(run_dirs: Sequence[str | Path], *, ndcg_at: int = 3) -> StudyResul
         ndcg_curve=pd.concat(curve, ignore_index=True),
         group_correlations=_group_correlations(points, k_max),
         shapes=_shapes(runs),
+        ndcg_at=ndcg_at,
     )
 
 

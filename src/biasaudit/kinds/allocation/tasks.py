@@ -10,16 +10,18 @@ from biasaudit.kinds.allocation.custom import build_custom_task
 from biasaudit.kinds.allocation.essay import DEMO_ESSAYS, build_essay_grading
 from biasaudit.kinds.allocation.resume import JOBS_PATH, NAMES_PATH, build_resume_screening
 from biasaudit.kinds.allocation.spec import (
+    AllocationSpec,
     AllocationTaskSpec,
     EssayGradingSpec,
     ResumeScreeningSpec,
 )
 from biasaudit.kinds.allocation.task import AllocationTask
 from biasaudit.kinds.common import TaskInfo
+from biasaudit.providers import ModelRequest, Provider
 from biasaudit.spec import AuditSpec
 from biasaudit.textfiles import PROMPTS_DIR
 
-__all__ = ["ALLOCATION_TASKS", "build_task"]
+__all__ = ["ALLOCATION_TASKS", "TASK_INFOS", "build_task", "plan_requests"]
 
 
 def _prompts(task: str) -> tuple[str, ...]:
@@ -81,3 +83,17 @@ def build_task(spec: AuditSpec) -> AllocationTask:
     if isinstance(spec, AllocationTaskSpec):
         return build_custom_task(spec)
     raise UsageError(f"no task for spec {type(spec).__name__}")
+
+
+TASK_INFOS = tuple(ALLOCATION_TASKS.values())
+"""The built-in allocation tasks, as ``biasaudit tasks`` lists them."""
+
+
+def plan_requests(spec: AuditSpec, provider: Provider) -> list[ModelRequest]:
+    """The requests a run of ``spec`` would send to ``provider`` (nothing is sent)."""
+    from biasaudit.kinds.allocation.scoring import plan_scoring
+
+    assert isinstance(spec, AllocationSpec)
+    task = build_task(spec)
+    task.prompt(spec.method)
+    return list(plan_scoring(task, spec, provider).requests)

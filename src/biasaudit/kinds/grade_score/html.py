@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from biasaudit.kinds.common import read_run_metrics
+from biasaudit.kinds.grade_score.kind import KIND
 from biasaudit.kinds.grade_score.report import unusable_warning
 from biasaudit.kinds.grade_score.run import GradeScoreMetrics, judge_settings
 from biasaudit.kinds.grade_score.study import SCORES, GradeStudyResult
@@ -291,7 +292,12 @@ def grade_document(run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -
         metrics.simulated,
     )
     document.sections = [
-        audited_section(manifest, spec, _method_rows(metrics)),
+        audited_section(
+            manifest,
+            spec,
+            _method_rows(metrics),
+            ("items", "prompt", "random_option", "permutations", "replicates"),
+        ),
         _headline(metrics),
         _scores_section(metrics),
         _position_section(metrics),
@@ -305,8 +311,14 @@ def grade_document(run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -
 # --- the study page of runs of this kind ---------------------------------------
 
 
-def grade_study_sections(study: GradeStudyResult) -> list[Section]:
+def study_page(study: GradeStudyResult) -> tuple[str, list[Section], bool]:
+    """The study page: its title, its sections, and whether a run is simulated."""
     simulated = any(run.metrics.simulated for run in study.runs)
+    title = f"Grade Score study of {len(study.runs)} runs"
+    return title, _study_sections(study, simulated), simulated
+
+
+def _study_sections(study: GradeStudyResult, simulated: bool) -> list[Section]:
     runs = runs_table(
         [
             (
@@ -395,7 +407,7 @@ def compare_figures(
     """One row per score: B - A with its interval."""
     found = tests_by_key(comparison.tests)
     metrics = list(dict.fromkeys(t.metric for t in comparison.tests))
-    labels = [metric_name(m) for m in metrics]
+    labels = [metric_name(m, KIND.figure_names) for m in metrics]
     panel = Panel(
         "Scores: B - A", "change of the score", [Marks("", [found[None, m] for m in metrics])]
     )

@@ -19,14 +19,14 @@ from pathlib import Path
 import pandas as pd
 
 from biasaudit.errors import InputError, UsageError
-from biasaudit.kinds._imported import finish_imported, imported_manifest
+from biasaudit.kinds._imported import ScoreOptions, finish_imported, imported_manifest
 from biasaudit.kinds.common import NOTHING_SENT
 from biasaudit.kinds.grade_score.run import GradeScoreMetrics, item_figures, score_fields
 from biasaudit.kinds.grade_score.task import GradeItem
 from biasaudit.store.runs import Manifest, RunDirectory, read_manifest
 from biasaudit.textfiles import brief, read_table, require_columns, require_values
 
-__all__ = ["GradeImportResult", "read_trials", "score_grade"]
+__all__ = ["GradeImportResult", "read_trials", "score_file", "score_grade"]
 
 
 @dataclass(frozen=True)
@@ -156,3 +156,16 @@ def score_grade(
     finally:
         run.close()
     return GradeImportResult(run.path, read_manifest(run.path), metrics, item_rows)
+
+
+def score_file(
+    path: str | Path, options: ScoreOptions, *, command: Sequence[str] | None = None
+) -> GradeImportResult:
+    """``biasaudit score grade-score``: :func:`score_grade` with the command's options."""
+    return score_grade(
+        path,
+        model=options.model,
+        confidence=options.confidence,
+        runs_dir=options.runs_dir,
+        command=command,
+    )

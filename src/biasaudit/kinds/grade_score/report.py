@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
 
 import pandas as pd
 from rich.console import Group, RenderableType
@@ -198,21 +199,21 @@ def grade_study_table(result: GradeStudyResult) -> list[str]:
     return block_lines(grade_study_blocks(result))
 
 
-def grade_study_blocks(result: GradeStudyResult) -> list[Block]:
+def grade_study_blocks(study: GradeStudyResult) -> list[Block]:
     """What was studied, then a table of each score by model and setting."""
-    runs = result.runs
+    runs = study.runs
     labels = ", ".join(
         dict.fromkeys(run.label + (" (SIMULATED)" if run.metrics.simulated else "") for run in runs)
     )
     blocks: list[Block] = [f"Grade Score study of {len(runs)} runs: {labels}"]
-    blocks += _settings_lines(result)
-    header = ["model", *(_setting_name(prompt, random) for prompt, random in result.settings)]
-    models = list(dict.fromkeys(result.table["model"]))
-    widths = [max(12, *(len(model) for model in models)) + 2, *([18] * len(result.settings))]
+    blocks += _settings_lines(study)
+    header = ["model", *(_setting_name(prompt, random) for prompt, random in study.settings)]
+    models = list(dict.fromkeys(study.table["model"]))
+    widths = [max(12, *(len(model) for model in models)) + 2, *([18] * len(study.settings))]
     for score in SCORES:
-        title = f"{_SCORE_TITLES[score]}; mean ± half the {_level(result)} interval"
+        title = f"{_SCORE_TITLES[score]}; mean ± half the {_level(study)} interval"
         rows = [
-            [model, *(_cell(result.table, model, setting, score) for setting in result.settings)]
+            [model, *(_cell(study.table, model, setting, score) for setting in study.settings)]
             for model in models
         ]
         blocks += ["", PlainTable(title, header, rows, widths)]
@@ -317,3 +318,18 @@ def grade_score_view(metrics: GradeScoreMetrics, items: pd.DataFrame) -> Rendera
         rows,
         *styled_lines([f"note: {note}" for note in metrics.notes]),
     )
+
+
+def run_table(metrics: GradeScoreMetrics, run_dir: Path) -> list[str]:
+    """The plain table ``biasaudit run`` prints (it reads the run's ``items.csv``)."""
+    return grade_score_table(metrics, pd.read_csv(run_dir / "items.csv"))
+
+
+def run_view(metrics: GradeScoreMetrics, run_dir: Path) -> RenderableType:
+    """The same table, drawn with rich on a terminal."""
+    return grade_score_view(metrics, pd.read_csv(run_dir / "items.csv"))
+
+
+def headline(metrics: GradeScoreMetrics) -> str:
+    """One line of the figures that matter most, for ``biasaudit history``."""
+    return f"Grade Score {_number(metrics.grade_score)}, entropy {_number(metrics.entropy)}"

@@ -15,24 +15,38 @@ GRADE_SCORE_PROMPTS = ("1", "2", "3", "4")
 
 
 class GradeScoreSpec(RunSpec):
-    """Grade Score: a judge picks the best of each item's options, shown in every order.
+    """Grade Score: does a judge choose among options by position or by content?
 
-    Iourovitski, "Grade Score: Quantifying LLM Performance in Option Selection" (2024).
+    Each item's options are shown in every cyclic order; prints the mean Grade
+    Score, entropy and choice scores with intervals, the slots chosen, and per
+    item (Iourovitski, "Grade Score: Quantifying LLM Performance in Option
+    Selection", 2024).
     """
 
     task: Literal["grade-score"] = "grade-score"
     PATHS: ClassVar[tuple[str, ...]] = ("runs_dir", "cache", "items")
     items: Path = Field(
-        description="JSONL of {id, prompt, options[, preferred | ranks]}; 'demo' for the demo."
+        description="JSONL of {id, prompt, options[, preferred | ranks]}; 'demo' for the "
+        "shipped demo."
     )
-    prompt: str = Field("1", description="Judge prompt: 1, 2, 3 or 4 (shipped), or a file.")
-    random_option: bool = Field(False, description="Add one unrelated option from another item.")
+    prompt: str = Field(
+        "1",
+        description="Judge prompt: 1 select then explain, 2 evaluate each then select, 3 told "
+        "to ignore the order, 4 grade each 0-5 then select; or a prompt file.",
+    )
+    random_option: bool = Field(
+        False, description="Add one unrelated option drawn from another item (seeded by seed)."
+    )
     permutations: Literal["cyclic", "all"] = Field(
         "cyclic", description="Every rotation of the options, or all n! orders (n <= 6)."
     )
     replicates: int = Field(1, ge=1, le=100, description="Times each order is asked.")
     temperature: float = Field(
-        0.3, ge=0.0, le=2.0, allow_inf_nan=False, description="Of the judge (the paper: 0.3)."
+        0.3,
+        ge=0.0,
+        le=2.0,
+        allow_inf_nan=False,
+        description="The judge's sampling temperature (the paper's: 0.3).",
     )
     max_tokens: int | None = Field(
         None, ge=1, le=32768, description="Longest answer [default: the prompt's]."

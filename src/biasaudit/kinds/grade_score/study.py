@@ -90,8 +90,10 @@ def _row(run: GradeStudyRun) -> dict[str, object]:
     return row | {"items": m.items, "unparsed": m.unparsed, "items_source": m.items_source}
 
 
-def run_grade_study(run_dirs: Sequence[str | Path]) -> GradeStudyResult:
+def run_grade_study(run_dirs: Sequence[str | Path], *, ndcg_at: int = 3) -> GradeStudyResult:
     """Lay the Grade Score runs in ``run_dirs`` side by side; see the module docstring.
+
+    ``ndcg_at`` is the allocation study's cutoff: this study ranks no models by NDCG.
 
     Raises
     ------

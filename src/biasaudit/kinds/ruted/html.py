@@ -303,7 +303,12 @@ def ruted_document(run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -
         metrics.simulated,
     )
     document.sections = [
-        audited_section(manifest, spec, _method_rows(metrics)),
+        audited_section(
+            manifest,
+            spec,
+            _method_rows(metrics),
+            ("replicates", "occupations", "contexts", "templates", "next_word"),
+        ),
         _headline(metrics),
         _panels_section(metrics),
         _occupations_section(metrics, rows),
@@ -319,8 +324,13 @@ def ruted_document(run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -
 # --- the study page of runs of this kind ---------------------------------------
 
 
-def ruted_study_sections(study: RutedStudyResult) -> list[Section]:
+def study_page(study: RutedStudyResult) -> tuple[str, list[Section], bool]:
+    """The study page: its title, its sections, and whether a run is simulated."""
     simulated = any(run.metrics.simulated for run in study.runs)
+    return f"RUTEd study of {len(study.runs)} runs", _study_sections(study, simulated), simulated
+
+
+def _study_sections(study: RutedStudyResult, simulated: bool) -> list[Section]:
     runs = runs_table([(r.label, "RUTEd", r.metrics.simulated, r.path) for r in study.runs])
     rows = {r.label: {c: r.metrics.contexts[c] for c in study.contexts} for r in study.runs}
     figure = Figure(

@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pandas as pd
+from pydantic import Field
 
 from biasaudit.errors import InputError, UsageError
-from biasaudit.kinds._imported import finish_imported, imported_manifest
+from biasaudit.kinds._imported import ScoreOptions, finish_imported, imported_manifest
 from biasaudit.kinds.common import NOTHING_SENT
 from biasaudit.kinds.ruted import embeddings
 from biasaudit.kinds.ruted.metrics import (
@@ -38,7 +39,17 @@ from biasaudit.probes._pronouns import classify_pronouns
 from biasaudit.store.runs import Manifest, RunDirectory, read_manifest
 from biasaudit.textfiles import brief, read_table, require_columns, require_values
 
-__all__ = ["RutedImportResult", "read_ruted", "score_ruted"]
+__all__ = ["RutedImportOptions", "RutedImportResult", "read_ruted", "score_file", "score_ruted"]
+
+
+class RutedImportOptions(ScoreOptions):
+    """``biasaudit score ruted``'s options."""
+
+    mode_collapse: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="Texts: check whether each prompt's texts are near copies (the "
+        "'embeddings' extra); auto: where it is installed.",
+    )
 
 
 @dataclass(frozen=True)
@@ -176,3 +187,17 @@ def score_ruted(
     finally:
         run.close()
     return RutedImportResult(run.path, read_manifest(run.path), metrics)
+
+
+def score_file(
+    path: str | Path, options: RutedImportOptions, *, command: Sequence[str] | None = None
+) -> RutedImportResult:
+    """``biasaudit score ruted``: :func:`score_ruted` with the command's options."""
+    return score_ruted(
+        path,
+        model=options.model,
+        confidence=options.confidence,
+        runs_dir=options.runs_dir,
+        command=command,
+        mode_collapse=options.mode_collapse,
+    )

@@ -27,7 +27,7 @@ from biasaudit.engine.core import RequestResult
 from biasaudit.kinds.ruted.spec import RutedSpec
 from biasaudit.kinds.ruted.task import Occupation, RutedTask
 from biasaudit.probes import GenerationProbe, NextWordProbe, NextWordShares, PronounCount
-from biasaudit.providers import Capabilities, ModelRequest, ModelResponse
+from biasaudit.providers import Capabilities, ModelRequest, ModelResponse, Provider
 
 __all__ = ["OCCUPATION_COLUMNS", "RutedPlan", "plan_ruted"]
 
@@ -283,3 +283,11 @@ def plan_ruted(task: RutedTask, spec: RutedSpec, capabilities: Capabilities) -> 
     plan = RutedPlan(task, nextword, generation)
     plan.requests = [r.asking_effort(spec.reasoning_effort) for r in plan.requests]
     return plan
+
+
+def plan_requests(spec: Any, provider: Provider) -> list[ModelRequest]:
+    """The requests a run of ``spec`` would send to ``provider`` (nothing is sent)."""
+    from biasaudit.kinds.ruted.task import build_ruted_task
+
+    assert isinstance(spec, RutedSpec)
+    return list(plan_ruted(build_ruted_task(spec), spec, provider.capabilities).requests)

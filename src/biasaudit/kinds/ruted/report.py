@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
 
 import pandas as pd
 from rich.console import Group, RenderableType
@@ -160,10 +161,10 @@ def ruted_study_table(result: RutedStudyResult) -> list[str]:
     return block_lines(ruted_study_blocks(result))
 
 
-def ruted_study_blocks(result: RutedStudyResult) -> list[Block]:
+def ruted_study_blocks(study: RutedStudyResult) -> list[Block]:
     """What was studied, each metric by model and context, and the rank correlations."""
-    labels = [run.label + (" (SIMULATED)" if run.metrics.simulated else "") for run in result.runs]
-    models = len(result.runs)
+    labels = [run.label + (" (SIMULATED)" if run.metrics.simulated else "") for run in study.runs]
+    models = len(study.runs)
     if models < 3:
         caveat = "; rank correlations need 3 or more models"
     elif models < 10:
@@ -172,34 +173,34 @@ def ruted_study_blocks(result: RutedStudyResult) -> list[Block]:
         caveat = ""
     blocks: list[Block] = [
         f"RUTEd study of {models} runs: {', '.join(labels)}",
-        f"contexts: {', '.join(result.contexts)}{caveat}",
+        f"contexts: {', '.join(study.contexts)}{caveat}",
     ]
-    width = max(12, *(len(str(label)) + 2 for label in result.values.index))
+    width = max(12, *(len(str(label)) + 2 for label in study.values.index))
     for metric in METRICS:
         show = _plain if metric == "neutrality" else _signed
         rows = [
-            [str(label), *(show(row[(metric, c)]) for c in result.contexts)]
-            for label, row in result.values.iterrows()
+            [str(label), *(show(row[(metric, c)]) for c in study.contexts)]
+            for label, row in study.values.iterrows()
         ]
-        header = ["model", *result.contexts]
-        widths = [width, *([12] * len(result.contexts))]
+        header = ["model", *study.contexts]
+        widths = [width, *([12] * len(study.contexts))]
         blocks += ["", PlainTable(f"{metric} by model and context", header, rows, widths)]
-    others = [c for c in result.contexts if c != "standard"]
-    if "standard" in result.contexts and others:
+    others = [c for c in study.contexts if c != "standard"]
+    if "standard" in study.contexts and others:
         title = (
             "Spearman rank correlation with the standard test (Lum et al., Table 1); "
             f"rho (two-sided p), n = {models} models"
         )
-        blocks += ["", _correlation_table(title, others, result.with_standard)]
+        blocks += ["", _correlation_table(title, others, study.with_standard)]
     if len(others) > 1:
-        pairs = result.between_contexts[result.between_contexts["metric"] == METRICS[0]]
+        pairs = study.between_contexts[study.between_contexts["metric"] == METRICS[0]]
         names = [f"{a}~{b}" for a, b in zip(pairs["first"], pairs["second"], strict=True)]
         title = (
             "Spearman rank correlation between contexts (Lum et al., Table 2); rho (two-sided p)"
         )
-        blocks += ["", _correlation_table(title, names, result.between_contexts)]
-    if "standard" in result.contexts and others:
-        blocks += ["", _selection_table(result, others, models)]
+        blocks += ["", _correlation_table(title, names, study.between_contexts)]
+    if "standard" in study.contexts and others:
+        blocks += ["", _selection_table(study, others, models)]
     return blocks
 
 
@@ -288,4 +289,21 @@ def ruted_view(metrics: RutedMetrics) -> RenderableType:
         *styled_lines(_bounds_rows(metrics)),
         *styled_lines(similarity_lines(metrics)),
         *styled_lines([f"note: {note}" for note in metrics.notes]),
+    )
+
+
+def run_table(metrics: RutedMetrics, run_dir: Path) -> list[str]:
+    """The plain table ``biasaudit run`` prints."""
+    return ruted_table(metrics)
+
+
+def run_view(metrics: RutedMetrics, run_dir: Path) -> RenderableType:
+    """The same table, drawn with rich on a terminal."""
+    return ruted_view(metrics)
+
+
+def headline(metrics: RutedMetrics) -> str:
+    """One line of the figures that matter most, for ``biasaudit history``."""
+    return "neutrality " + ", ".join(
+        f"{name} {_plain(figures.neutrality)}" for name, figures in metrics.contexts.items()
     )

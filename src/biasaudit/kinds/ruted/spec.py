@@ -16,20 +16,29 @@ RUTED_CONTEXTS: tuple[RutedContext, ...] = ("standard", "bedtime", "personas", "
 
 
 class RutedSpec(RunSpec):
-    """RUTEd: gender-occupation bias in a next-word test and in three long-form contexts.
+    """RUTEd: gender-occupation bias in a next-word trick test and in long-form text.
 
-    Lum et al., "Bias in Language Models: Beyond Trick Tests and Towards RUTEd
-    Evaluation" (ACL 2025). ``temperature`` is that of the generations (and of
-    sampled next words); ``top_logprobs`` the alternatives of the next-word test.
+    Neutrality, skew and stereotype with 95% intervals in the standard test
+    ("The {occupation} is") and in bedtime stories, user personas and ESL
+    exercises, per occupation in occupations.csv (see 'biasaudit tasks'; Lum et
+    al., "Bias in Language Models: Beyond Trick Tests and Towards RUTEd
+    Evaluation", ACL 2025). The temperature is that of the texts and sampled
+    next words.
     """
 
     task: Literal["ruted"] = "ruted"
     PATHS: ClassVar[tuple[str, ...]] = ("runs_dir", "cache", "occupations")
     contexts: tuple[RutedContext, ...] = Field(
-        RUTED_CONTEXTS, min_length=1, description="Of standard, bedtime, personas, esl."
+        RUTED_CONTEXTS,
+        min_length=1,
+        description="Comma-separated, of standard, bedtime, personas, esl.",
     )
     replicates: int = Field(
-        30, ge=1, le=10_000, description="Texts per occupation and template; sampled next words."
+        30,
+        ge=1,
+        le=10_000,
+        description="Texts per occupation and template; sampled next words where the "
+        "endpoint gives no logprobs.",
     )
     templates: tuple[Annotated[int, Field(ge=0)], ...] | Literal["all"] = Field(
         (0,), description="Templates per context: 0 (the main one), a list such as 0,3, or all."

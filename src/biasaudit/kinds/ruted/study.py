@@ -149,8 +149,10 @@ def _conventions(runs: Sequence[RutedStudyRun]) -> str:
     return "paper" if all(run.metrics.conventions == "paper" for run in runs) else "biasaudit"
 
 
-def run_ruted_study(run_dirs: Sequence[str | Path]) -> RutedStudyResult:
+def run_ruted_study(run_dirs: Sequence[str | Path], *, ndcg_at: int = 3) -> RutedStudyResult:
     """Compare the RUTEd runs in ``run_dirs`` (one per model); see the module docstring.
+
+    ``ndcg_at`` is the allocation study's cutoff: this study ranks no models by NDCG.
 
     Raises
     ------

@@ -234,3 +234,7 @@ TASK_INFO = TaskInfo(
         usage="biasaudit run ruted --model MODEL [--contexts standard,bedtime,personas,esl] "
               "[--replicates 30] [--templates 0|all]",
     )  # fmt: skip
+
+
+TASK_INFOS = (TASK_INFO,)
+"""The RUTEd task, as ``biasaudit tasks`` lists it."""

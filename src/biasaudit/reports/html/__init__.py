@@ -100,7 +100,8 @@ def run_document(run_dir: Path) -> Document:
         raise UsageError(
             f"{run_dir} is a {manifest.kind} run: reports cover {', '.join(KINDS)} runs"
         )
-    return audit_kind(manifest.kind).document(run_dir, manifest, spec)
+    document: Document = audit_kind(manifest.kind).document(run_dir, manifest, spec)
+    return document
 
 
 def write_report(run_dir: str | Path, report_format: ReportFormat = "both") -> list[Path]:

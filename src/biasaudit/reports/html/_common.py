@@ -24,26 +24,6 @@ __all__ = [
     "signed",
 ]
 
-# Spec fields that say which data an audit read, in the order shown.
-_DATA_FIELDS = (
-    "jobs",
-    "names",
-    "names_per_group",
-    "resumes",
-    "essays",
-    "topic",
-    "pool_size",
-    "items",
-    "prompt",
-    "random_option",
-    "permutations",
-    "replicates",
-    "occupations",
-    "contexts",
-    "templates",
-    "next_word",
-)
-
 
 def _missing(value: float | None) -> bool:
     return value is None or math.isnan(value)
@@ -107,9 +87,9 @@ def _versions(manifest: Manifest) -> str:
     return "; ".join(f"{name} ({count} answers)" for name, count in sorted(versions.items()))
 
 
-def _data(spec: Mapping[str, Any]) -> str:
+def _data(spec: Mapping[str, Any], fields: Sequence[str]) -> str:
     found = []
-    for name in _DATA_FIELDS:
+    for name in fields:
         value = spec.get(name)
         if value is None or value == [] or value is False:
             continue
@@ -119,9 +99,13 @@ def _data(spec: Mapping[str, Any]) -> str:
 
 
 def audited_section(
-    manifest: Manifest, spec: Mapping[str, Any], rows: Sequence[tuple[str, str]]
+    manifest: Manifest,
+    spec: Mapping[str, Any],
+    rows: Sequence[tuple[str, str]],
+    data: Sequence[str],
 ) -> Section:
-    """The table of what was audited: model, versions, endpoint, data, counts, dates, tool."""
+    """The table of what was audited: model, versions, endpoint, data (the spec's ``data``
+    fields, those set), counts, dates, tool."""
     model = f"{manifest.endpoint.get('provider')}/{manifest.endpoint.get('model')}"
     if manifest.simulated:
         model += " (SIMULATED model with a planted bias; not a real model)"
@@ -133,7 +117,7 @@ def audited_section(
         ("model versions reported", _versions(manifest)),
         ("endpoint", _endpoint(manifest)),
         ("task", str(spec.get("task", manifest.kind))),
-        ("data", _data(spec)),
+        ("data", _data(spec, data)),
         *rows,
         (
             "requests",

@@ -37,6 +37,8 @@ from biasaudit.store.runs import Manifest, read_manifest
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
+    from biasaudit.kinds.declare import Kind
+
 __all__ = [
     "COMPARE_FILE",
     "Marks",
@@ -51,15 +53,6 @@ __all__ = [
 COMPARE_FILE = "compare.json"
 # The changed figures spelled out in the verdict; the table below has them all.
 _MAX_SENTENCES = 12
-_METRIC_NAMES = {
-    "rabbi": "RABBI",
-    "avg_gap": "δ (mean score gap)",
-    "dp_gap": "ΔDP",
-    "eo_gap": "ΔEO",
-    "grade_score": "Grade Score",
-    "entropy": "entropy score",
-    "choice": "choice score",
-}
 
 
 @dataclass(frozen=True)
@@ -112,19 +105,26 @@ def _run(side: str, given: str, folder: Path, kind: str) -> _Run:
     return _Run(side, given, path, manifest, metrics)
 
 
-def _is_points(metric: str) -> bool:
-    return metric.startswith(("dp_gap", "eo_gap"))
+def _kind(comparison: Comparison) -> Kind:
+    from biasaudit.kinds.registry import audit_kind
+
+    return audit_kind(comparison.kind)
 
 
-def metric_name(metric: str) -> str:
-    """``dp_gap k=2`` -> ``ΔDP at k=2``; ``rabbi`` -> ``RABBI``."""
+def metric_name(metric: str, names: Mapping[str, str]) -> str:
+    """``dp_gap k=2`` -> ``ΔDP at k=2``, ``rabbi`` -> ``RABBI``, with a kind's
+    ``figure_names``; a figure it does not name keeps its key."""
     base, _, k = metric.partition(" ")
-    name = _METRIC_NAMES.get(base, base)
+    name = names.get(base, base)
     return f"{name} at {k}" if k else name
 
 
-def _value(metric: str, value: float | None) -> str:
-    return points(value) if _is_points(metric) else signed(value, 3)
+def _in_points(metric: str, kind: Kind) -> bool:
+    return metric.partition(" ")[0] in kind.in_points
+
+
+def _value(metric: str, value: float | None, kind: Kind) -> str:
+    return points(value) if _in_points(metric, kind) else signed(value, 3)
 
 
 def group_label(group: str, names: Mapping[str, str]) -> str:
@@ -133,14 +133,15 @@ def group_label(group: str, names: Mapping[str, str]) -> str:
     return f"{name} ({group})" if name and name != group else group
 
 
-def _sentence(test: ChangeTest, names: Mapping[str, str]) -> str:
-    unit = " points" if _is_points(test.metric) else ""
-    low, high = (_value(test.metric, bound) for bound in test.ci)
+def _sentence(test: ChangeTest, names: Mapping[str, str], kind: Kind) -> str:
+    unit = " points" if _in_points(test.metric, kind) else ""
+    low, high = (_value(test.metric, bound, kind) for bound in test.ci)
+    figure = metric_name(test.metric, kind.figure_names)
     return (
-        f"{group_label(test.group, names) + ': ' if test.group else ''}{metric_name(test.metric)} "
-        "went from "
-        f"{_value(test.metric, test.before)} to {_value(test.metric, test.after)}{unit}, "
-        f"a change of {_value(test.metric, test.difference)}{unit} (95% CI {low} to {high}; "
+        f"{group_label(test.group, names) + ': ' if test.group else ''}{figure} went from "
+        f"{_value(test.metric, test.before, kind)} to {_value(test.metric, test.after, kind)}"
+        f"{unit}, a change of {_value(test.metric, test.difference, kind)}{unit} (95% CI {low} "
+        f"to {high}; "
         f"Holm-adjusted p {p_value(test.p_adjusted)})."
     )
 
@@ -159,9 +160,8 @@ def _versions_text(versions: Sequence[str]) -> str:
 def _verdict_section(comparison: Comparison, names: Mapping[str, str]) -> Section:
     tests, changed, alpha = comparison.tests, comparison.changed_tests, comparison.alpha
     groups = ", ".join(group_label(g, names) for g in comparison.changed_groups)
-    from biasaudit.kinds.registry import audit_kind
-
-    where = "in" if audit_kind(comparison.kind).COMPARED_PER == "context" else "for"
+    kind = _kind(comparison)
+    where = "in" if kind.compared_per == "context" else "for"
     verdict = f"Verdict: {comparison.verdict}" + (f", {where} {groups}." if groups else ".")
     if comparison.drift:
         summary = f"{len(changed)} of the {len(tests)} figures tested moved beyond noise."
@@ -186,7 +186,7 @@ def _verdict_section(comparison: Comparison, names: Mapping[str, str]) -> Sectio
             )
         )
     if changed:
-        sentences = [_sentence(test, names) for test in changed[:_MAX_SENTENCES]]
+        sentences = [_sentence(test, names, kind) for test in changed[:_MAX_SENTENCES]]
         if len(changed) > _MAX_SENTENCES:
             sentences.append(f"… and {len(changed) - _MAX_SENTENCES} more (table below).")
         blocks.append(Bullets(sentences))
@@ -378,22 +378,18 @@ def tests_by_key(tests: Sequence[ChangeTest]) -> dict[tuple[str | None, str], Ch
 def _differences_section(
     comparison: Comparison, names: Mapping[str, str], reference: str, simulated: bool
 ) -> Section:
-    from biasaudit.kinds.registry import audit_kind
-
-    kind = audit_kind(comparison.kind)
+    kind = _kind(comparison)
     if not comparison.tests:
         blocks: list[Any] = [Paragraph("No figure could be tested (see the notes).")]
     else:
         blocks = list(kind.compare_figures(comparison, names, reference, simulated))
-    return Section(f"Differences per {kind.COMPARED_PER}", "differences", blocks)
+    return Section(f"Differences per {kind.compared_per}", "differences", blocks)
 
 
 def _tests_section(comparison: Comparison) -> Section:
     grouped = any(test.group is not None for test in comparison.tests)
-    from biasaudit.kinds.registry import audit_kind
-
-    kind = audit_kind(comparison.kind)
-    where = "context" if kind.COMPARED_PER == "context" else "group"
+    kind = _kind(comparison)
+    where = "context" if kind.compared_per == "context" else "group"
     headers = [
         "figure", *([where] if grouped else []), "A", "B", "B - A [95% CI]", "p", "p (Holm)",
         "changed", "method",
@@ -401,15 +397,15 @@ def _tests_section(comparison: Comparison) -> Section:
     rows = []
     # The most significant first; ties (most figures, at p = 1) keep their order by group.
     for test in sorted(comparison.tests, key=lambda t: t.p_adjusted):
-        low, high = (_value(test.metric, bound) for bound in test.ci)
-        unit = " (points)" if _is_points(test.metric) else ""
+        low, high = (_value(test.metric, bound, kind) for bound in test.ci)
+        unit = " (points)" if _in_points(test.metric, kind) else ""
         rows.append(
             [
-                metric_name(test.metric) + unit,
+                metric_name(test.metric, kind.figure_names) + unit,
                 *([test.group or "-"] if grouped else []),
-                _value(test.metric, test.before),
-                _value(test.metric, test.after),
-                f"{_value(test.metric, test.difference)} [{low}, {high}]",
+                _value(test.metric, test.before, kind),
+                _value(test.metric, test.after, kind),
+                f"{_value(test.metric, test.difference, kind)} [{low}, {high}]",
                 p_value(test.p_value),
                 p_value(test.p_adjusted),
                 "CHANGED" if test.changed(comparison.alpha) else "no",
@@ -427,7 +423,7 @@ def _tests_section(comparison: Comparison) -> Section:
                 caption=f"{len(rows)} tests of no change, most significant first; p: each "
                 "test's own, p (Holm): "
                 f"adjusted for all {len(rows)}; changed when p (Holm) < {comparison.alpha:g}."
-                + kind.COMPARE_NOTE,
+                + kind.compare_note,
                 left=frozenset({0, 1, last - 1, last} if grouped else {0, last - 1, last}),
             )
         ],

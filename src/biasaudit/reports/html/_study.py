@@ -3,7 +3,7 @@
 A study folder holds ``study.json`` (``kind``, ``runs``, ``ndcg_at``); the
 report is computed afresh from the runs it names, by the same functions as
 ``biasaudit study``; each kind draws its own sections
-(:meth:`~biasaudit.kinds.registry.AuditKind.study_sections`).
+(``study_sections`` of its :class:`~biasaudit.kinds.declare.Kind`).
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ def study_document(folder: Path) -> Document:
     kind, runs = study.get("kind"), [Path(p) for p in study.get("runs", [])]
     if kind not in KINDS:
         raise UsageError(f"{folder}/study.json names an unknown kind of study: {kind!r}")
-    title, sections, simulated = audit_kind(kind).study_sections(
-        runs, ndcg_at=int(study.get("ndcg_at", 3))
+    found = audit_kind(kind)
+    title, sections, simulated = found.study_sections(
+        found.study(runs, ndcg_at=int(study.get("ndcg_at", 3)))
     )
     document = Document(title, f"Study folder {folder.name}", simulated)
     document.sections = sections

@@ -1,0 +1,189 @@
+"""The options of every run that sends requests, declared once: the model and its
+endpoint, how hard to push it, and where answers are kept.
+
+An audit's spec (:class:`biasaudit.spec.RunSpec`) and ``biasaudit fanout``
+(:class:`biasaudit.engine.fanout.FanoutOptions`) both are :class:`RunOptions`;
+the command line's options are generated from these fields (their bounds,
+defaults and descriptions), so each is written here only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
+
+from biasaudit.engine.types import EngineSettings
+from biasaudit.providers import Provider, resolve_model
+from biasaudit.secrets import public_headers, redact_urls
+
+__all__ = ["MAX_TIMEOUT_S", "Flag", "RunOptions", "header_pairs"]
+
+MAX_TIMEOUT_S = 86_400.0
+
+
+@dataclass(frozen=True)
+class Flag:
+    """How a field is spelt on the command line where ``--field-name`` is not enough
+    (kept in the field's ``Annotated`` metadata; the command line reads it)."""
+
+    name: str | None = None
+    """The option's name, e.g. ``--header`` for ``headers``."""
+    short: str | None = None
+    """A one-letter alias, e.g. ``-m``."""
+    metavar: str | None = None
+    multiple: bool = False
+    """Given again for each value; the field gets the list."""
+    command_line: bool = True
+    """False: set in a spec or from Python only."""
+
+
+def header_pairs(pairs: list[str] | tuple[str, ...]) -> dict[str, str] | None:
+    """``NAME=VALUE`` strings (``--header`` given once per header) as a mapping.
+
+    Raises
+    ------
+    ValueError
+        A string without ``=`` or without a name.
+    """
+    headers: dict[str, str] = {}
+    for pair in pairs:
+        name, equals, value = str(pair).partition("=")
+        if not equals or not name.strip():
+            raise ValueError(f"'{name}=...' expected NAME=VALUE, e.g. 'api-key=$AZURE_KEY'")
+        headers[name.strip()] = value
+    return headers or None
+
+
+class RunOptions(BaseModel):
+    """The model, its endpoint, the engine's settings and the storage of a run."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: Annotated[str, Flag(short="-m")] = Field(
+        description="provider/model, e.g. openai/gpt-4o-mini, sim/biased."
+    )
+    base_url: Annotated[str | tuple[str, ...] | None, Flag(multiple=True)] = Field(
+        None,
+        description="API root of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1; "
+        "again for each replica of the same model.",
+    )
+    api_key_env: Annotated[str | None, Flag(metavar="NAME")] = Field(
+        None,
+        description="Environment variable holding the API key [default: the provider's, "
+        "e.g. OPENAI_API_KEY; none for self-hosted servers].",
+    )
+    headers: Annotated[
+        dict[str, str] | None, Flag(name="--header", metavar="NAME=VALUE", multiple=True)
+    ] = Field(
+        None,
+        description="Send this header with every request, as NAME=VALUE (a mapping in a "
+        "spec); a value $VAR is read from the environment (--header 'api-key=$AZURE_KEY'). "
+        "Recorded masked. Again for each header.",
+    )
+    concurrency: int = Field(
+        16,
+        ge=1,
+        le=4096,
+        description="Most requests in flight; lowered automatically on rate limits.",
+    )
+    rpm: float | None = Field(
+        None, gt=0.0, le=1e7, allow_inf_nan=False, description="Most requests per minute."
+    )
+    max_retries: int = Field(
+        6, ge=0, le=100, description="Retries of a failed request (transient errors only)."
+    )
+    timeout: float = Field(
+        60.0,
+        gt=0.0,
+        le=MAX_TIMEOUT_S,
+        allow_inf_nan=False,
+        description="Seconds one attempt may take.",
+    )
+    runs_dir: Path = Field(Path("runs"), description="Where run directories go.")
+    cache: Path | None = Field(
+        None, description="Response cache file [default: RUNS_DIR/cache.sqlite]."
+    )
+    replay: bool = Field(False, description="Answer only from the cache; never touch the network.")
+    fresh: bool = Field(
+        False, description="Ask the model afresh, never reading cached answers (re-audits)."
+    )
+    workers: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="Processes sharing the requests; one drives about one core "
+        "(worth it above a few hundred requests per second).",
+    )
+    batch: bool = Field(
+        False,
+        description="Send the uncached requests through the provider's batch API (openai/, "
+        "anthropic/): half price, answers within 24 h; run the same command again to resume.",
+    )
+    batch_poll: Annotated[float, Flag(metavar="SECONDS")] = Field(
+        5.0,
+        gt=0.0,
+        le=3600.0,
+        allow_inf_nan=False,
+        description="Seconds before a batch's first status check; doubles up to 60 s.",
+    )
+
+    @field_validator("base_url", mode="before")
+    @classmethod
+    def _one_url_is_a_string(cls, value: Any) -> Any:
+        if isinstance(value, list | tuple) and len(value) == 1:
+            return value[0]
+        return value
+
+    @field_validator("headers", mode="before")
+    @classmethod
+    def _header_list(cls, value: Any) -> Any:
+        # The command line gives NAME=VALUE strings; a spec, a mapping.
+        if isinstance(value, list | tuple) and all(isinstance(pair, str) for pair in value):
+            return header_pairs(value)
+        return value
+
+    @field_serializer("base_url", when_used="json")
+    def _masked_urls(self, urls: str | tuple[str, ...] | None) -> str | list[str] | None:
+        # Written to spec.json and used for a spec's identity: credentials never are.
+        return redact_urls(urls)
+
+    @field_serializer("headers", when_used="json")
+    def _masked_headers(self, headers: dict[str, str] | None) -> dict[str, str] | None:
+        return public_headers(headers)
+
+    @property
+    def cache_path(self) -> Path:
+        """The cache file in use: ``cache``, or ``cache.sqlite`` in ``runs_dir``."""
+        return self.cache or Path(self.runs_dir) / "cache.sqlite"
+
+    def resolve_provider(self, *, need_key: bool | None = None) -> Provider:
+        """The provider ``model`` names, pooled for ``concurrency``.
+
+        The API key is read now (unless the run sends nothing: a replay, or
+        ``need_key=False``), so a missing key fails before anything is written.
+        """
+        return resolve_model(
+            self.model,
+            base_url=self.base_url,
+            api_key_env=self.api_key_env,
+            max_connections=self.concurrency,
+            need_key=not self.replay if need_key is None else need_key,
+            headers=self.headers,
+        )
+
+    def engine_settings(self) -> EngineSettings:
+        """These options as the engine takes them."""
+        return EngineSettings(
+            concurrency=self.concurrency,
+            rpm=self.rpm,
+            max_retries=self.max_retries,
+            timeout=self.timeout,
+            replay=self.replay,
+            read_cache=not self.fresh,
+            workers=self.workers,
+            batch=self.batch,
+            batch_poll=self.batch_poll,
+        )
