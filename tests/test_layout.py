@@ -176,7 +176,6 @@ CONTRACT = {
     "run": ["spec", "provider", "stderr", "command"],
     "plan": ["spec", "provider"],
     "table": ["metrics", "run_dir"],
-    "view": ["metrics", "run_dir"],
     "document": ["run_dir", "manifest", "spec"],
     "study": ["run_dirs", "ndcg_at"],
     "study_blocks": ["study"],

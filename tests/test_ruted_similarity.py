@@ -140,7 +140,7 @@ def test_the_real_embedding_model_tells_copies_from_different_texts(
 def test_imported_texts_are_checked_per_prompt(tmp_path: Path, bag_of_words: None) -> None:
     """``score ruted``: replicates of one (context, template, occupation) are compared;
     two templates of one occupation that differ entirely do not lower its similarity."""
-    from biasaudit.kinds.ruted.imported import score_ruted
+    from biasaudit.kinds.ruted.imported import RutedImportOptions, score_ruted
 
     rows = ["occupation,context,template,text"]
     for occupation, words in (("nurse", "she cared for the ward"), ("mechanic", "he fixed cars")):
@@ -148,7 +148,7 @@ def test_imported_texts_are_checked_per_prompt(tmp_path: Path, bag_of_words: Non
         rows += [f"{occupation},bedtime,1,once upon a time in a kingdom far away"] * 2
     path = tmp_path / "outputs.csv"
     path.write_text("\n".join(rows) + "\n")
-    result = score_ruted(path, runs_dir=tmp_path / "runs")
+    result = score_ruted(path, RutedImportOptions(runs_dir=tmp_path / "runs"))
     figures = result.metrics.contexts["bedtime"].similarity
     assert figures is not None and figures.within == pytest.approx(1.0)  # copies per prompt
     assert figures.texts == 10 and figures.occupations == 2

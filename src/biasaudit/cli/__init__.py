@@ -269,7 +269,7 @@ def _run_audit(fields: dict[str, Any], *, spec_file: Path | None = None) -> None
     ``run: <dir>``, and exit 0, or 1 when some requests got no answer."""
     from biasaudit.cli.options import given
     from biasaudit.kinds.registry import run_spec
-    from biasaudit.reports.rich_tables import audit_view, echo_table
+    from biasaudit.reports.rich_tables import echo_blocks
     from biasaudit.spec import load_spec, parse_spec
 
     spec_fields = given(fields)
@@ -290,9 +290,7 @@ def _run_audit(fields: dict[str, Any], *, spec_file: Path | None = None) -> None
             _start_early(spec.model_dump())
         budgeted = check_budget(spec, **budget)  # exits after a dry run
     finished = run_spec(spec, provider=budgeted, command=["biasaudit", *sys.argv[1:]])
-    echo_table(
-        finished.table, lambda: audit_view(finished.metrics, finished.run_dir, finished.kind)
-    )
+    echo_blocks(finished.blocks)
     if budgeted is not None:
         click.echo(f"spent: ${budgeted.spent:.4f} of ${budgeted.max_cost:g}")
     _write_report(finished.run_dir, report and finished.run_dir.joinpath("metrics.json").is_file())
@@ -452,15 +450,12 @@ def _score_command(name: str) -> click.Command:
 
     def score_file(path: Path, no_report: bool, **fields: Any) -> None:
         from biasaudit.cli.options import given
-        from biasaudit.reports.rich_tables import echo_table
+        from biasaudit.reports.rich_tables import echo_blocks
         from biasaudit.spec import validated
 
         options = validated(model, given(fields), "command line")
         result = scorer.score(path, options, command=["biasaudit", *sys.argv[1:]])
-        echo_table(
-            kind.table(result.metrics, result.run_dir),
-            lambda: kind.view(result.metrics, result.run_dir),
-        )
+        echo_blocks(kind.table(result.metrics, result.run_dir))
         _write_report(result.run_dir, not no_report)
         click.echo(f"run: {result.run_dir}")
 

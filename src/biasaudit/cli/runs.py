@@ -306,12 +306,10 @@ def _reaudit_command(reports_errors: Decorator) -> click.Command:
             alpha=alpha,
             command=["biasaudit", *sys.argv[1:]],
         )
-        from biasaudit.reports.rich_tables import audit_view, comparison_view, echo_table
+        from biasaudit.reports.rich_tables import comparison_view, echo_blocks, echo_table
 
         finished = result.finished
-        echo_table(
-            finished.table, lambda: audit_view(finished.metrics, finished.run_dir, finished.kind)
-        )
+        echo_blocks(finished.blocks)
         click.echo("")
         if result.comparison is None:
             click.echo("baseline: none (the first completed run of this spec here)")

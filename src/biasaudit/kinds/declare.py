@@ -73,9 +73,8 @@ class Kind:
     plan: Ref
     """``(spec, provider) -> list[ModelRequest]``: the requests a run would send."""
     table: Ref
-    """``(metrics, run_dir) -> list[str]``: the plain table ``biasaudit run`` prints."""
-    view: Ref
-    """``(metrics, run_dir) -> RenderableType``: the same table drawn with rich."""
+    """``(metrics, run_dir) -> list[Block]``: what ``biasaudit run`` prints, described
+    once: plain lines, or drawn with rich on a terminal."""
     document: Ref
     """``(run_dir, manifest, spec) -> Document``: the run's HTML / Markdown report."""
     study: Ref

@@ -23,6 +23,7 @@ from biasaudit.errors import UsageError
 from biasaudit.kinds.common import TaskInfo, read_run_metrics
 from biasaudit.kinds.declare import Kind
 from biasaudit.providers import ModelRequest, Provider
+from biasaudit.reports.text import Block, block_lines
 from biasaudit.spec import AuditSpec
 from biasaudit.store.runs import Manifest
 
@@ -120,7 +121,12 @@ class FinishedAudit:
     run_dir: Path
     manifest: Manifest
     metrics: BaseModel
-    table: list[str]
+    blocks: list[Block]
+
+    @property
+    def table(self) -> list[str]:
+        """The table as plain lines."""
+        return block_lines(self.blocks)
 
     @property
     def exit_code(self) -> int:
@@ -174,8 +180,8 @@ def run_spec(
     """Run the audit ``spec`` describes, whatever its kind."""
     kind = kind_of_spec(spec)
     ran = kind.run(spec, provider=provider, stderr=stderr, command=command)
-    table = kind.table(ran.metrics, ran.run_dir)
-    return FinishedAudit(kind.name, ran.run_dir, ran.manifest, ran.metrics, table)
+    blocks = kind.table(ran.metrics, ran.run_dir)
+    return FinishedAudit(kind.name, ran.run_dir, ran.manifest, ran.metrics, blocks)
 
 
 def plan_requests(spec: AuditSpec, provider: Provider) -> list[ModelRequest]:
@@ -198,6 +204,5 @@ def read_metrics(run_dir: Path, kind: str) -> Any:
 
 
 def table_of(kind: str, metrics: BaseModel, run_dir: Path) -> list[str]:
-    """The table ``biasaudit run`` prints for a run of this kind."""
-    lines: list[str] = audit_kind(kind).table(metrics, run_dir)
-    return lines
+    """The table ``biasaudit run`` prints for a run of this kind, as plain lines."""
+    return block_lines(audit_kind(kind).table(metrics, run_dir))

@@ -45,8 +45,6 @@ __all__ = [
     "tasks_view",
 ]
 
-SIGNIFICANT = 0.05
-
 
 def stdout_is_terminal() -> bool:
     return sys.stdout is not None and sys.stdout.isatty()
@@ -91,10 +89,6 @@ def add_row(table: Table, cells: Iterable[str | Text], *, style: str = "") -> No
     table.add_row(*(Text(c) if isinstance(c, str) else c for c in cells), style=style or None)
 
 
-def excludes_zero(bounds: Sequence[float] | None) -> bool:
-    return bounds is not None and len(bounds) == 2 and (bounds[0] > 0 or bounds[1] < 0)
-
-
 def styled_cell(text: str, strong: bool) -> Text:
     return Text(text, style="bold" if strong else "")
 
@@ -106,11 +100,10 @@ def styled_lines(lines: Sequence[str], *, first_bold: bool = False) -> list[Text
 
 
 def audit_view(metrics: Any, run_dir: Path, kind: str) -> RenderableType:
-    """The rich view of an audit's metrics, whatever its kind."""
+    """The rich view of an audit's table, whatever its kind."""
     from biasaudit.kinds.registry import audit_kind
 
-    view: RenderableType = audit_kind(kind).view(metrics, run_dir)
-    return view
+    return blocks_view(audit_kind(kind).table(metrics, run_dir))
 
 
 def comparison_view(comparison: Comparison, *, show_all: bool = False) -> RenderableType:
@@ -149,7 +142,10 @@ def _test_cells(test: ChangeTest, alpha: float) -> list[Text]:
 
 
 def blocks_view(blocks: Sequence[Block]) -> RenderableType:
-    """A study's lines (the first in bold) and its tables, each with its notes under it."""
+    """Lines (the first in bold) and tables, each with its notes under it: an audit's
+    table, a study's."""
+    from biasaudit.reports.text import Cell
+
     parts: list[RenderableType] = []
     for block in blocks:
         if isinstance(block, str):
@@ -157,8 +153,10 @@ def blocks_view(blocks: Sequence[Block]) -> RenderableType:
             continue
         table = new_table(*block.header, left=block.labels)
         for row in block.rows:
-            add_row(table, row)
-        parts += [Text(block.title), table, *styled_lines(block.notes)]
+            add_row(table, [styled_cell(c.text, c.strong) if isinstance(c, Cell) else c
+                            for c in row])  # fmt: skip
+        title = [] if block.title is None else [Text(block.title)]
+        parts += [*title, table, *styled_lines(block.notes)]
     return Group(*parts)
 
 

@@ -1,6 +1,10 @@
 """The plain-text kit every kind's tables are made of: titled tables, blocks of lines,
 and how a value, an interval, a share and a p-value are written.
 
+A kind describes each of its tables once, as :data:`Block` s (lines and
+:class:`PlainTable` s whose cells may be :class:`Cell` s marked strong); the
+command line prints them as plain lines (:func:`block_lines`) or draws them
+with rich on a terminal (:func:`biasaudit.reports.rich_tables.blocks_view`).
 Every figure is shown with its interval or with the number behind it; a
 simulated model is labelled as such on the first line of every table.
 """
@@ -14,38 +18,69 @@ from dataclasses import dataclass
 from biasaudit.kinds.common import TaskInfo
 
 __all__ = [
+    "SIGNIFICANT",
     "SIMULATED",
     "Block",
+    "Cell",
     "PlainTable",
     "block_lines",
+    "excludes_zero",
     "tasks_listing",
 ]
 
 SIMULATED = "SIMULATED model with a planted bias, for demos and tests; not a real model"
+SIGNIFICANT = 0.05
+"""A p-value below this makes a figure's cell strong."""
+
+
+def excludes_zero(bounds: Sequence[float] | None) -> bool:
+    """Whether an interval lies wholly above or below 0 (its figure's cell is strong)."""
+    return bounds is not None and len(bounds) == 2 and (bounds[0] > 0 or bounds[1] < 0)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """A cell of a table; a ``strong`` one (a figure whose interval excludes 0, a p
+    below 0.05) is drawn in bold on a terminal, and reads the same in plain text."""
+
+    text: str
+    strong: bool = False
+
+    def __str__(self) -> str:
+        return self.text
 
 
 @dataclass(frozen=True)
 class PlainTable:
-    """A titled table of a study: plain text pads each cell to its column's width.
+    """A table, described once: plain text pads each cell to its column's width, after
+    ``gaps`` spaces (none by default), aligned right in the ``right`` columns.
 
     :func:`biasaudit.reports.rich_tables.blocks_view` draws the same cells as a rich
-    table on a terminal, its first ``labels`` columns aligned left.
+    table on a terminal, its first ``labels`` columns aligned left. A title of None
+    is no line.
     """
 
-    title: str
+    title: str | None
     header: Sequence[str]
-    rows: Sequence[Sequence[str]]
+    rows: Sequence[Sequence[str | Cell]]
     widths: Sequence[int]
     labels: int = 1
     notes: Sequence[str] = ()
+    right: frozenset[int] = frozenset()
+    gaps: Sequence[int] = ()
 
     def lines(self) -> list[str]:
         """The title, the header and the rows as padded lines, then the notes."""
+        gaps = self.gaps or [0] * len(self.widths)
         padded = [
-            "".join(f"{cell:<{width}}" for cell, width in zip(row, self.widths, strict=True))
+            "".join(
+                " " * gap + f"{cell!s:{'>' if i in self.right else '<'}{width}}"
+                for i, (cell, width, gap) in enumerate(zip(row, self.widths, gaps, strict=True))
+            )
             for row in (self.header, *self.rows)
         ]
-        return [self.title, *padded, *self.notes]
+        title = [] if self.title is None else [self.title]
+        return [*title, *padded, *self.notes]
 
 
 Block = str | PlainTable

@@ -535,7 +535,7 @@ def _full_views(study: StudyResult) -> Section:
     for block in [*_curve_blocks(study), *_group_blocks(study), *_shape_blocks(study)]:
         if isinstance(block, str):
             continue
-        blocks.append(Table(list(block.header), [list(r) for r in block.rows], caption=block.title))
+        blocks.append(Table.of(block))
     if not blocks:
         blocks.append(Paragraph("Two or more models are needed for these views."))
     return Section("NDCG by cutoff, correlations by group, score shapes", "views", blocks)

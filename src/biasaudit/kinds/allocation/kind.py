@@ -25,7 +25,6 @@ KIND = Kind(
     run=Ref(f"{_HERE}.run:audit"),
     plan=Ref(f"{_HERE}.tasks:plan_requests"),
     table=Ref(f"{_HERE}.report:run_table"),
-    view=Ref(f"{_HERE}.report:run_view"),
     document=Ref(f"{_HERE}.html:allocation_document"),
     study=Ref(f"{_HERE}.study:run_study"),
     study_blocks=Ref(f"{_HERE}.report:study_blocks"),

@@ -12,22 +12,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
-from rich.console import Group, RenderableType
-from rich.text import Text
 
 from biasaudit.kinds.allocation.metrics import AllocationMetrics, GroupMetrics
 from biasaudit.kinds.allocation.study import StudyResult
-from biasaudit.reports.rich_tables import (
-    SIGNIFICANT,
-    add_row,
-    excludes_zero,
-    new_table,
-    styled_cell,
-    styled_lines,
-)
 from biasaudit.reports.text import (
+    SIGNIFICANT,
     SIMULATED,
     Block,
+    Cell,
     PlainTable,
     _interval,
     _p_value,
@@ -36,9 +28,10 @@ from biasaudit.reports.text import (
     _share,
     _signed,
     block_lines,
+    excludes_zero,
 )
 
-__all__ = ["allocation_table", "study_blocks", "study_table"]
+__all__ = ["allocation_blocks", "allocation_table", "study_blocks", "study_table"]
 
 
 def too_few_units(figures: GroupMetrics) -> bool:
@@ -58,19 +51,25 @@ def _gap_too_few(metrics: AllocationMetrics, figures: GroupMetrics) -> bool:
     return few_pools or too_few_units(figures)
 
 
-def allocation_table(metrics: AllocationMetrics) -> list[str]:
-    """The lines ``biasaudit run`` prints for an allocation audit (without ``run:``)."""
-    lines = _header(metrics)
-    lines += ["", *_score_rows(metrics)]
-    lines += _rate_lines(metrics)
+def allocation_blocks(metrics: AllocationMetrics) -> list[Block]:
+    """What ``biasaudit run`` prints for an allocation audit (without ``run:``): the
+    header, RABBI, δ, JSD and EMD per group, the selection rates, ΔDP and ΔEO per
+    group and k, the pairwise statistics and the notes."""
+    blocks: list[Block] = [*_header(metrics), "", _scores_table(metrics)]
+    blocks += _rate_lines(metrics)
     if metrics.selection is not None:
-        lines += ["", *_gap_rows(metrics, "dp_gap")]
+        blocks += ["", _gap_table(metrics, "dp_gap")]
         if any(g.eo_gap for g in metrics.groups.values()):
-            lines += ["", *_gap_rows(metrics, "eo_gap")]
+            blocks += ["", _gap_table(metrics, "eo_gap")]
     if metrics.pairwise is not None:
-        lines += ["", _pairwise_line(metrics)]
-    lines += [f"note: {note}" for note in metrics.notes]
-    return lines
+        blocks += ["", _pairwise_line(metrics)]
+    blocks += [f"note: {note}" for note in metrics.notes]
+    return blocks
+
+
+def allocation_table(metrics: AllocationMetrics) -> list[str]:
+    """The plain lines of :func:`allocation_blocks`."""
+    return block_lines(allocation_blocks(metrics))
 
 
 def _header(metrics: AllocationMetrics) -> list[str]:
@@ -119,24 +118,37 @@ def _display_name(metrics: AllocationMetrics, group: str) -> str:
     return "" if name == group else name
 
 
-def _score_rows(metrics: AllocationMetrics) -> list[str]:
+def _scores_table(metrics: AllocationMetrics) -> PlainTable:
     delta = "δ pref" if metrics.method == "pairwise" else "δ mean"
-    lines = [
-        f"{'group':<6} {'':<24} {'n':>6}  {'RABBI [CI]':<25} {'p':>8}  {delta:>7} "
-        f"{'JSD':>6} {'EMD':>6} {'irreg':>6}"
-    ]
+    rows: list[list[str | Cell]] = []
     for group, figures in metrics.groups.items():
-        lines.append(
-            f"{group:<6} {_display_name(metrics, group)[:24]:<24} {figures.n:>6}  "
-            f"{_interval(figures.rabbi, figures.rabbi_ci, too_few=too_few_units(figures)):<25} "
-            f"{_p_value(figures.rabbi_p):>8}  "
-            f"{_signed(figures.avg_gap):>7} {_plain(figures.jsd):>6} {_plain(figures.emd):>6} "
-            f"{figures.irregular:>6}"
+        strong = figures.rabbi_p is not None and figures.rabbi_p < SIGNIFICANT
+        rabbi = _interval(figures.rabbi, figures.rabbi_ci, too_few=too_few_units(figures))
+        rows.append(
+            [
+                group,
+                _display_name(metrics, group)[:24],
+                str(figures.n),
+                Cell(rabbi, strong),
+                Cell(_p_value(figures.rabbi_p), strong),
+                _signed(figures.avg_gap),
+                _plain(figures.jsd),
+                _plain(figures.emd),
+                str(figures.irregular),
+            ]
         )
-    return lines
+    return PlainTable(
+        None,
+        ["group", "", "n", "RABBI [CI]", "p", delta, "JSD", "EMD", "irreg"],
+        rows,
+        widths=[6, 24, 6, 25, 8, 7, 6, 6, 6],
+        gaps=[0, 1, 1, 2, 1, 2, 1, 1, 1],
+        right=frozenset({2, 4, 5, 6, 7, 8}),
+        labels=2,
+    )
 
 
-def _gap_rows(metrics: AllocationMetrics, kind: str) -> list[str]:
+def _gap_table(metrics: AllocationMetrics, kind: str) -> PlainTable:
     selection = metrics.selection
     assert selection is not None
     reference = metrics.reference_group
@@ -146,21 +158,26 @@ def _gap_rows(metrics: AllocationMetrics, kind: str) -> list[str]:
     else:
         title = f"ΔEO: selection rate of qualified candidates minus {reference}'s"
         appearances = selection.qualified_appearances or {}
-    lines = [f"{title}, top k of each pool; {_pools(metrics)}", _k_header(metrics)]
+    ks = range(1, metrics.k_max + 1)
+    rows: list[list[str | Cell]] = []
     for group, figures in metrics.groups.items():
         few = _gap_too_few(metrics, figures)
         cells = [
-            _interval(_gap(figures, kind, k), _gap_ci(figures, kind, k), too_few=few)
-            for k in range(1, metrics.k_max + 1)
+            Cell(
+                _interval(_gap(figures, kind, k), _gap_ci(figures, kind, k), too_few=few),
+                excludes_zero(_gap_ci(figures, kind, k)),
+            )
+            for k in ks
         ]
-        row = "  ".join(f"{cell:<24}" for cell in cells)
-        lines.append(f"{group:<6} {appearances.get(group, 0):>6}  {row}")
-    return [line.rstrip() for line in lines]
-
-
-def _k_header(metrics: AllocationMetrics) -> str:
-    cells = "  ".join(f"{f'k={k} [CI]':<24}" for k in range(1, metrics.k_max + 1))
-    return f"{'group':<6} {'n':>6}  {cells}"
+        rows.append([group, str(appearances.get(group, 0)), *cells])
+    return PlainTable(
+        f"{title}, top k of each pool; {_pools(metrics)}",
+        ["group", "n", *(f"k={k} [CI]" for k in ks)],
+        rows,
+        widths=[6, 6, *(24 for _ in ks)],
+        gaps=[0, 1, *(2 for _ in ks)],
+        right=frozenset({1}),
+    )
 
 
 def _pools(metrics: AllocationMetrics) -> str:
@@ -333,78 +350,9 @@ def _study_cells(rows: pd.DataFrame, cells: list[str], count: str) -> list[str]:
 # --- the rich view of the same table, for a terminal ---------------------------------
 
 
-def allocation_view(metrics: AllocationMetrics) -> RenderableType:
-    """RABBI, δ, JSD and EMD per group; ΔDP and ΔEO per group and k; pairwise statistics."""
-    from biasaudit.kinds.allocation.report import (
-        _display_name,
-        _gap,
-        _gap_ci,
-        _header,
-        _pairwise_line,
-        _pools,
-        _rate_lines,
-        too_few_units,
-    )
-    from biasaudit.reports.text import _interval, _p_value, _plain, _signed
-
-    delta = "δ pref" if metrics.method == "pairwise" else "δ mean"
-    scores = new_table("group", "", "n", "RABBI [CI]", "p", delta, "JSD", "EMD", "irreg", left=2)
-    for group, figures in metrics.groups.items():
-        strong = figures.rabbi_p is not None and figures.rabbi_p < SIGNIFICANT
-        cells: list[str | Text] = [
-            group,
-            _display_name(metrics, group),
-            str(figures.n),
-            styled_cell(
-                _interval(figures.rabbi, figures.rabbi_ci, too_few=too_few_units(figures)), strong
-            ),
-            styled_cell(_p_value(figures.rabbi_p), strong),
-            _signed(figures.avg_gap),
-            _plain(figures.jsd),
-            _plain(figures.emd),
-            str(figures.irregular),
-        ]
-        add_row(scores, cells)
-    parts: list[RenderableType] = [*styled_lines(_header(metrics), first_bold=True), Text(), scores]
-    parts += styled_lines(_rate_lines(metrics))
-    selection = metrics.selection
-    if selection is not None:
-        reference = metrics.reference_group
-        gaps = [("dp_gap", f"ΔDP: selection rate minus {reference}'s", selection.appearances)]
-        if any(g.eo_gap for g in metrics.groups.values()):
-            title = f"ΔEO: selection rate of qualified candidates minus {reference}'s"
-            gaps.append(("eo_gap", title, selection.qualified_appearances or {}))
-        ks = range(1, metrics.k_max + 1)
-        for kind, title, appearances in gaps:
-            table = new_table("group", "n", *(f"k={k} [CI]" for k in ks))
-            for group, figures in metrics.groups.items():
-                intervals = [
-                    styled_cell(
-                        _interval(
-                            _gap(figures, kind, k),
-                            _gap_ci(figures, kind, k),
-                            too_few=too_few_units(figures),
-                        ),
-                        excludes_zero(_gap_ci(figures, kind, k)),
-                    )
-                    for k in ks
-                ]
-                add_row(table, [group, str(appearances.get(group, 0)), *intervals])
-            parts += [Text(), Text(f"{title}; {_pools(metrics)}"), table]
-    if metrics.pairwise is not None:
-        parts.append(Text(_pairwise_line(metrics)))
-    parts += styled_lines([f"note: {note}" for note in metrics.notes])
-    return Group(*parts)
-
-
-def run_table(metrics: AllocationMetrics, run_dir: Path) -> list[str]:
-    """The plain table ``biasaudit run`` prints."""
-    return allocation_table(metrics)
-
-
-def run_view(metrics: AllocationMetrics, run_dir: Path) -> RenderableType:
-    """The same table, drawn with rich on a terminal."""
-    return allocation_view(metrics)
+def run_table(metrics: AllocationMetrics, run_dir: Path) -> list[Block]:
+    """What ``biasaudit run`` prints (:func:`allocation_blocks`)."""
+    return allocation_blocks(metrics)
 
 
 def headline(metrics: AllocationMetrics) -> str:

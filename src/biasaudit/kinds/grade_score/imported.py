@@ -26,7 +26,7 @@ from biasaudit.kinds.grade_score.task import GradeItem
 from biasaudit.store.runs import Manifest, RunDirectory, read_manifest
 from biasaudit.textfiles import brief, read_table, require_columns, require_values
 
-__all__ = ["GradeImportResult", "read_trials", "score_file", "score_grade"]
+__all__ = ["GradeImportResult", "read_trials", "score_grade"]
 
 
 @dataclass(frozen=True)
@@ -112,13 +112,13 @@ def _replicate(value: str, path: Path, line: int) -> int:
 
 def score_grade(
     path: str | Path,
+    options: ScoreOptions | None = None,
     *,
-    model: str = "imported",
-    confidence: float = 0.95,
-    runs_dir: Path = Path("runs"),
     command: Sequence[str] | None = None,
 ) -> GradeImportResult:
     """The Grade Score audit of a judge's answers in ``path``; see the module docstring."""
+    options = options or ScoreOptions()
+    model, confidence, runs_dir = options.model, options.confidence, options.runs_dir
     source = Path(path)
     items, trials = read_trials(source)
     widths = {item.n_options for item in items}
@@ -157,15 +157,3 @@ def score_grade(
         run.close()
     return GradeImportResult(run.path, read_manifest(run.path), metrics, item_rows)
 
-
-def score_file(
-    path: str | Path, options: ScoreOptions, *, command: Sequence[str] | None = None
-) -> GradeImportResult:
-    """``biasaudit score grade-score``: :func:`score_grade` with the command's options."""
-    return score_grade(
-        path,
-        model=options.model,
-        confidence=options.confidence,
-        runs_dir=options.runs_dir,
-        command=command,
-    )

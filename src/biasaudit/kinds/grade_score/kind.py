@@ -16,7 +16,6 @@ KIND = Kind(
     run=Ref(f"{_HERE}.run:grade_audit"),
     plan=Ref(f"{_HERE}.task:plan_requests"),
     table=Ref(f"{_HERE}.report:run_table"),
-    view=Ref(f"{_HERE}.report:run_view"),
     document=Ref(f"{_HERE}.html:grade_document"),
     study=Ref(f"{_HERE}.study:run_grade_study"),
     study_blocks=Ref(f"{_HERE}.report:grade_study_blocks"),
@@ -40,6 +39,6 @@ KIND = Kind(
     does and prints the table and ``run: <dir>``.
     """,
         options=Ref("biasaudit.kinds._imported:ScoreOptions"),
-        score=Ref(f"{_HERE}.imported:score_file"),
+        score=Ref(f"{_HERE}.imported:score_grade"),
     ),
 )

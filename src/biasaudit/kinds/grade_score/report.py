@@ -12,19 +12,18 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
-from rich.console import Group, RenderableType
-from rich.text import Text
 
 from biasaudit.kinds.grade_score.run import GradeScoreMetrics, judge_settings
 from biasaudit.kinds.grade_score.study import SCORES, GradeStudyResult
-from biasaudit.reports.rich_tables import (
-    add_row,
-    new_table,
-    styled_lines,
-)
 from biasaudit.reports.text import SIMULATED, Block, PlainTable, block_lines
 
-__all__ = ["grade_score_table", "grade_study_blocks", "grade_study_table", "unusable_warning"]
+__all__ = [
+    "grade_score_blocks",
+    "grade_score_table",
+    "grade_study_blocks",
+    "grade_study_table",
+    "unusable_warning",
+]
 
 _PAPER = "; conventions: the papers' (every item, none usable = 0)"
 # Beyond this many items, the run's table shows the lowest Grade Scores only.
@@ -58,27 +57,45 @@ def _share(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
 
 
-def grade_score_table(metrics: GradeScoreMetrics, items: pd.DataFrame) -> list[str]:
-    """The lines ``biasaudit run grade-score`` prints (without ``run:``).
-
-    ``items`` is the run's ``items.csv``: one row per item.
-    """
-    lines = _header(metrics)
+def grade_score_blocks(metrics: GradeScoreMetrics, items: pd.DataFrame) -> list[Block]:
+    """What ``biasaudit run grade-score`` prints (without ``run:``): the header, the
+    mean scores with their intervals, the slots chosen, and the items (the lowest
+    Grade Scores when there are many). ``items`` is the run's ``items.csv``."""
+    header: list[Block] = list(_header(metrics))
     warning = unusable_warning(metrics)
     if warning is not None:
-        lines.insert(1, f"WARNING: {warning}")
-    lines += [
+        header.insert(1, f"WARNING: {warning}")
+    means = PlainTable(
+        None,
+        ["score", "mean", f"{100 * metrics.confidence:g}% interval (over items; '-': too few)"],
+        [
+            [
+                _SCORE_NAMES[score],
+                _number(getattr(metrics, score)),
+                _bounds(getattr(metrics, f"{score}_ci")),
+            ]
+            for score in SCORES
+        ],
+        widths=[12, 6, 0],
+        gaps=[0, 1, 2],
+        right=frozenset({1}),
+    )
+    return [
+        *header,
         "",
-        f"{'score':<12} {'mean':>6}  {100 * metrics.confidence:g}% interval (over items; "
-        f"'-': too few)",
+        means,
+        "",
+        _slots_line(metrics),
+        *_agreement_lines(metrics),
+        "",
+        _items_table(metrics, items),
+        *(f"note: {note}" for note in metrics.notes),
     ]
-    for score in SCORES:
-        mean, bounds = getattr(metrics, score), getattr(metrics, f"{score}_ci")
-        lines.append(f"{_SCORE_NAMES[score]:<12} {_number(mean):>6}  {_bounds(bounds)}")
-    lines += ["", _slots_line(metrics), *_agreement_lines(metrics)]
-    lines += ["", *_item_rows(metrics, items)]
-    lines += [f"note: {note}" for note in metrics.notes]
-    return [line.rstrip() for line in lines]
+
+
+def grade_score_table(metrics: GradeScoreMetrics, items: pd.DataFrame) -> list[str]:
+    """The plain lines of :func:`grade_score_blocks`."""
+    return block_lines(grade_score_blocks(metrics, items))
 
 
 def _header(metrics: GradeScoreMetrics) -> list[str]:
@@ -166,7 +183,7 @@ def _agreement_lines(metrics: GradeScoreMetrics) -> list[str]:
     return lines
 
 
-def _item_rows(metrics: GradeScoreMetrics, items: pd.DataFrame) -> list[str]:
+def _items_table(metrics: GradeScoreMetrics, items: pd.DataFrame) -> PlainTable:
     shown, title = (
         items,
         "per item (slots: answers naming slot 1..n, slot 1 shown first; options by index)",
@@ -177,21 +194,29 @@ def _item_rows(metrics: GradeScoreMetrics, items: pd.DataFrame) -> list[str]:
             f"the {_LOWEST_SHOWN} items of lowest Grade Score of {len(items)} (all in items.csv)"
         )
     width = max(12, min(28, int(items["item_id"].astype(str).str.len().max())))
-    lines = [
-        title,
-        f"{'item':<{width}} {'grade':>6} {'entropy':>7} {'choice':>6} {'unparsed':>8}  "
-        f"{'slots':<{2 * metrics.n_options + 2}} {'most chosen':<12} preferred",
-    ]
+    rows = []
     for row in shown.itertuples(index=False):
         slots = " ".join(str(getattr(row, f"pos_{s}")) for s in range(1, metrics.n_options + 1))
-        preferred = "-" if pd.isna(row.preferred) else str(row.preferred)
-        most = "-" if pd.isna(row.most_chosen) else str(row.most_chosen)
-        lines.append(
-            f"{str(row.item_id)[:width]:<{width}} {_number(row.grade):>6} "
-            f"{_number(row.entropy):>7} {_number(row.choice):>6} {row.unparsed:>8}  "
-            f"{slots:<{2 * metrics.n_options + 2}} {most:<12} {preferred}"
+        rows.append(
+            [
+                str(row.item_id)[:width],
+                _number(row.grade),
+                _number(row.entropy),
+                _number(row.choice),
+                str(row.unparsed),
+                slots,
+                "-" if pd.isna(row.most_chosen) else str(row.most_chosen),
+                "-" if pd.isna(row.preferred) else str(row.preferred),
+            ]
         )
-    return lines
+    return PlainTable(
+        title,
+        ["item", "grade", "entropy", "choice", "unparsed", "slots", "most chosen", "preferred"],
+        rows,
+        widths=[width, 6, 7, 6, 8, 2 * metrics.n_options + 2, 12, 0],
+        gaps=[0, 1, 1, 1, 1, 2, 1, 1],
+        right=frozenset({1, 2, 3, 4}),
+    )
 
 
 def grade_study_table(result: GradeStudyResult) -> list[str]:
@@ -265,69 +290,9 @@ def _cell(table: pd.DataFrame, model: str, setting: tuple[str, bool], score: str
     return f"{row[score]:.3f} ±{half:.3f}"
 
 
-# --- the rich view of the same table, for a terminal ---------------------------------
-
-
-def grade_score_view(metrics: GradeScoreMetrics, items: pd.DataFrame) -> RenderableType:
-    """The mean scores with intervals, the slots chosen, and the items (lowest first if many)."""
-    from biasaudit.kinds.grade_score.report import (
-        _LOWEST_SHOWN,
-        _SCORE_NAMES,
-        MAX_ITEM_ROWS,
-        _agreement_lines,
-        _bounds,
-        _header,
-        _number,
-        _slots_line,
-    )
-    from biasaudit.kinds.grade_score.study import SCORES
-
-    means = new_table("score", "mean", f"{100 * metrics.confidence:g}% interval")
-    for score in SCORES:
-        mean, bounds = getattr(metrics, score), getattr(metrics, f"{score}_ci")
-        add_row(means, [_SCORE_NAMES[score], _number(mean), _bounds(bounds)])
-    shown, title = items, "per item (slots: answers naming slot 1..n; options by index)"
-    if len(items) > MAX_ITEM_ROWS:
-        shown = items.sort_values("grade", na_position="first").head(_LOWEST_SHOWN)
-        title = (
-            f"the {_LOWEST_SHOWN} items of lowest Grade Score of {len(items)} (all in items.csv)"
-        )
-    rows = new_table(
-        "item", "grade", "entropy", "choice", "unparsed", "slots", "most chosen", "preferred"
-    )  # fmt: skip
-    for row in shown.itertuples(index=False):
-        slots = " ".join(str(getattr(row, f"pos_{s}")) for s in range(1, metrics.n_options + 1))
-        cells = [
-            str(row.item_id),
-            _number(row.grade),
-            _number(row.entropy),
-            _number(row.choice),
-            str(row.unparsed),
-            slots,
-            "-" if pd.isna(row.most_chosen) else str(row.most_chosen),
-            "-" if pd.isna(row.preferred) else str(row.preferred),
-        ]
-        add_row(rows, cells)
-    return Group(
-        *styled_lines(_header(metrics), first_bold=True),
-        Text(),
-        means,
-        *styled_lines([_slots_line(metrics), *_agreement_lines(metrics)]),
-        Text(),
-        Text(title),
-        rows,
-        *styled_lines([f"note: {note}" for note in metrics.notes]),
-    )
-
-
-def run_table(metrics: GradeScoreMetrics, run_dir: Path) -> list[str]:
-    """The plain table ``biasaudit run`` prints (it reads the run's ``items.csv``)."""
-    return grade_score_table(metrics, pd.read_csv(run_dir / "items.csv"))
-
-
-def run_view(metrics: GradeScoreMetrics, run_dir: Path) -> RenderableType:
-    """The same table, drawn with rich on a terminal."""
-    return grade_score_view(metrics, pd.read_csv(run_dir / "items.csv"))
+def run_table(metrics: GradeScoreMetrics, run_dir: Path) -> list[Block]:
+    """What ``biasaudit run`` prints (it reads the run's ``items.csv``)."""
+    return grade_score_blocks(metrics, pd.read_csv(run_dir / "items.csv"))
 
 
 def headline(metrics: GradeScoreMetrics) -> str:

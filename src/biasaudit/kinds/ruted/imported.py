@@ -39,7 +39,7 @@ from biasaudit.probes._pronouns import classify_pronouns
 from biasaudit.store.runs import Manifest, RunDirectory, read_manifest
 from biasaudit.textfiles import brief, read_table, require_columns, require_values
 
-__all__ = ["RutedImportOptions", "RutedImportResult", "read_ruted", "score_file", "score_ruted"]
+__all__ = ["RutedImportOptions", "RutedImportResult", "read_ruted", "score_ruted"]
 
 
 class RutedImportOptions(ScoreOptions):
@@ -134,14 +134,14 @@ def _share(value: str, path: Path, line: int) -> float:
 
 def score_ruted(
     path: str | Path,
+    options: RutedImportOptions | None = None,
     *,
-    model: str = "imported",
-    confidence: float = 0.95,
-    runs_dir: Path = Path("runs"),
     command: Sequence[str] | None = None,
-    mode_collapse: Literal["auto", "on", "off"] = "auto",
 ) -> RutedImportResult:
     """The RUTEd metrics of gendered outputs in ``path``; see the module docstring."""
+    options = options or RutedImportOptions()
+    model, confidence, runs_dir = options.model, options.confidence, options.runs_dir
+    mode_collapse = options.mode_collapse
     source_path = Path(path)
     rows, source, texts = read_ruted(source_path)
     if mode_collapse == "on" and texts:
@@ -188,16 +188,3 @@ def score_ruted(
         run.close()
     return RutedImportResult(run.path, read_manifest(run.path), metrics)
 
-
-def score_file(
-    path: str | Path, options: RutedImportOptions, *, command: Sequence[str] | None = None
-) -> RutedImportResult:
-    """``biasaudit score ruted``: :func:`score_ruted` with the command's options."""
-    return score_ruted(
-        path,
-        model=options.model,
-        confidence=options.confidence,
-        runs_dir=options.runs_dir,
-        command=command,
-        mode_collapse=options.mode_collapse,
-    )

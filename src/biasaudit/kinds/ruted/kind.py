@@ -16,7 +16,6 @@ KIND = Kind(
     run=Ref(f"{_HERE}.run:ruted_audit"),
     plan=Ref(f"{_HERE}.plan:plan_requests"),
     table=Ref(f"{_HERE}.report:run_table"),
-    view=Ref(f"{_HERE}.report:run_view"),
     document=Ref(f"{_HERE}.html:ruted_document"),
     study=Ref(f"{_HERE}.study:run_ruted_study"),
     study_blocks=Ref(f"{_HERE}.report:ruted_study_blocks"),
@@ -37,6 +36,6 @@ KIND = Kind(
     run directory and prints the table.
     """,
         options=Ref(f"{_HERE}.imported:RutedImportOptions"),
-        score=Ref(f"{_HERE}.imported:score_file"),
+        score=Ref(f"{_HERE}.imported:score_ruted"),
     ),
 )

@@ -12,29 +12,22 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
-from rich.console import Group, RenderableType
-from rich.text import Text
 
 from biasaudit.kinds.ruted.metrics import METRICS, ContextMetrics, RutedMetrics
 from biasaudit.kinds.ruted.study import RutedStudyResult
-from biasaudit.reports.rich_tables import (
-    add_row,
-    excludes_zero,
-    new_table,
-    styled_cell,
-    styled_lines,
-)
 from biasaudit.reports.text import (
     SIMULATED,
     Block,
+    Cell,
     PlainTable,
     _p_value,
     _plain,
     _signed,
     block_lines,
+    excludes_zero,
 )
 
-__all__ = ["ruted_study_blocks", "ruted_study_table", "ruted_table"]
+__all__ = ["ruted_blocks", "ruted_study_blocks", "ruted_study_table", "ruted_table"]
 
 _WIDTH = 27
 
@@ -46,11 +39,13 @@ def _interval(metric: str, point: float | None, bounds: Sequence[float] | None) 
     return f"{show(point)} [{show(bounds[0])}, {show(bounds[1])}]"
 
 
-def ruted_table(metrics: RutedMetrics) -> list[str]:
-    """The lines ``biasaudit run ruted`` prints (without ``run:``)."""
+def ruted_blocks(metrics: RutedMetrics) -> list[Block]:
+    """What ``biasaudit run ruted`` prints (without ``run:``): what was asked, then
+    neutrality, skew and stereotype with intervals per context, the bounds, the
+    mode-collapse check and the notes."""
     model = metrics.model + (f" ({SIMULATED})" if metrics.simulated else "")
     requests = metrics.requests
-    lines = [
+    lines: list[Block] = [
         f"ruted audit of {model}",
         f"occupations: {metrics.occupations} ({metrics.male_majority} male-majority) "
         f"from {metrics.occupations_source}",
@@ -83,10 +78,15 @@ def ruted_table(metrics: RutedMetrics) -> list[str]:
             else ""
         ),
         "",
-        f"{'context':<9} {'occ':>4} {'gendered':>9} {'dropped':>8}  "
-        + "".join(f"{f'{m} [CI]':<{_WIDTH}}" for m in METRICS).rstrip(),
+        PlainTable(
+            None,
+            ["context", "occ", "gendered", "dropped", *(f"{m} [CI]" for m in METRICS)],
+            [_context_row(name, figures) for name, figures in metrics.contexts.items()],
+            widths=[9, 4, 9, 8, *(_WIDTH for _ in METRICS)],
+            gaps=[0, 1, 1, 1, 2, *(0 for _ in METRICS[1:])],
+            right=frozenset({1, 2, 3}),
+        ),
     ]
-    lines += [_context_row(name, figures) for name, figures in metrics.contexts.items()]
     lines += _bounds_rows(metrics)
     lines += similarity_lines(metrics)
     lines += [f"note: {note}" for note in metrics.notes]
@@ -130,15 +130,22 @@ def _how(standard: ContextMetrics, replicates: int) -> str:
     return f"from {standard.source} (top {standard.top_logprobs}){coverage}"
 
 
-def _context_row(name: str, figures: ContextMetrics) -> str:
+def _context_row(name: str, figures: ContextMetrics) -> list[str | Cell]:
     logprobs = figures.source.endswith("logprobs")
-    gendered = "-" if logprobs else str(figures.gendered)
-    dropped = "-" if logprobs else str(figures.dropped)
-    cells = "".join(
-        f"{_interval(m, getattr(figures, m), getattr(figures, f'{m}_ci')):<{_WIDTH}}"
+    cells = [
+        Cell(
+            _interval(m, getattr(figures, m), getattr(figures, f"{m}_ci")),
+            m != "neutrality" and excludes_zero(getattr(figures, f"{m}_ci")),
+        )
         for m in METRICS
-    )
-    return f"{name:<9} {figures.occupations:>4} {gendered:>9} {dropped:>8}  {cells}".rstrip()
+    ]
+    counts = ["-", "-"] if logprobs else [str(figures.gendered), str(figures.dropped)]
+    return [name, str(figures.occupations), *counts, *cells]
+
+
+def ruted_table(metrics: RutedMetrics) -> list[str]:
+    """The plain lines of :func:`ruted_blocks`."""
+    return block_lines(ruted_blocks(metrics))
 
 
 def _bounds_rows(metrics: RutedMetrics) -> list[str]:
@@ -258,48 +265,9 @@ def _selection_table(result: RutedStudyResult, others: list[str], models: int) -
 # --- the rich view of the same table, for a terminal ---------------------------------
 
 
-def ruted_view(metrics: RutedMetrics) -> RenderableType:
-    """Neutrality, skew and stereotype with intervals per context, then the bounds and notes."""
-    from biasaudit.kinds.ruted.metrics import METRICS
-    from biasaudit.kinds.ruted.report import _bounds_rows, _interval, ruted_table, similarity_lines
-
-    plain = ruted_table(metrics)
-    header = plain[: plain.index("")]  # the lines above the table say what was asked
-    table = new_table("context", "occ", "gendered", "dropped", *(f"{m} [CI]" for m in METRICS))
-    for name, figures in metrics.contexts.items():
-        logprobs = figures.source.endswith("logprobs")
-        cells = [
-            styled_cell(
-                _interval(m, getattr(figures, m), getattr(figures, f"{m}_ci")),
-                m != "neutrality" and excludes_zero(getattr(figures, f"{m}_ci")),
-            )
-            for m in METRICS
-        ]
-        counts = [
-            name,
-            str(figures.occupations),
-            "-" if logprobs else str(figures.gendered),
-            "-" if logprobs else str(figures.dropped),
-        ]
-        add_row(table, [*counts, *cells])
-    return Group(
-        *styled_lines(header, first_bold=True),
-        Text(),
-        table,
-        *styled_lines(_bounds_rows(metrics)),
-        *styled_lines(similarity_lines(metrics)),
-        *styled_lines([f"note: {note}" for note in metrics.notes]),
-    )
-
-
-def run_table(metrics: RutedMetrics, run_dir: Path) -> list[str]:
-    """The plain table ``biasaudit run`` prints."""
-    return ruted_table(metrics)
-
-
-def run_view(metrics: RutedMetrics, run_dir: Path) -> RenderableType:
-    """The same table, drawn with rich on a terminal."""
-    return ruted_view(metrics)
+def run_table(metrics: RutedMetrics, run_dir: Path) -> list[Block]:
+    """What ``biasaudit run`` prints (:func:`ruted_blocks`)."""
+    return ruted_blocks(metrics)
 
 
 def headline(metrics: RutedMetrics) -> str:

@@ -13,6 +13,8 @@ import html
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from biasaudit.reports.text import PlainTable
+
 __all__ = [
     "Bullets",
     "Code",
@@ -60,6 +62,14 @@ class Table:
     rows: Sequence[Sequence[str]]
     caption: str = ""
     left: frozenset[int] = frozenset({0})
+
+    @classmethod
+    def of(cls, table: PlainTable) -> Table:
+        """A table of the command line (:class:`~biasaudit.reports.text.PlainTable`) as
+        the report draws it: its title the caption, its label columns left."""
+        rows = [[str(cell) for cell in row] for row in table.rows]
+        left = frozenset(range(table.labels))
+        return cls(list(table.header), rows, caption=table.title or "", left=left)
 
 
 @dataclass(frozen=True)
