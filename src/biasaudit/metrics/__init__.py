@@ -18,6 +18,10 @@ predictive-validity tools :func:`predictive_validity`, :func:`ndcg_at`,
 :func:`allocation_figures` computes the figures per subtask, with intervals
 and tests over the units that vary (names, items) and one headline per group.
 
+Listwise rankings (whole pools ranked in one prompt): :func:`listwise_figures`
+(selection rates and ΔDP by k, impact ratios and the four-fifths rule, position
+bias, consistency across orders), :func:`latin_square`, :func:`kendall_w`.
+
 Grade Score (Iourovitski): :func:`grade_score`, :func:`grade_score_summary`.
 
 RUTEd evaluation (Lum et al.): :func:`neutrality`, :func:`skew`,
@@ -47,6 +51,13 @@ from biasaudit.metrics._grade import (
     grade_score_summary,
     item_interval,
     slot_test,
+)
+from biasaudit.metrics._listwise import (
+    FOUR_FIFTHS,
+    ListwiseFigures,
+    kendall_w,
+    latin_square,
+    listwise_figures,
 )
 from biasaudit.metrics._pairwise import (
     PairwiseOutputStats,
@@ -98,6 +109,7 @@ from biasaudit.metrics._validity import (
 
 __all__ = [
     "FEW_UNITS",
+    "FOUR_FIFTHS",
     "MIN_ITEMS",
     "MIN_UNITS",
     "AllocationFigures",
@@ -105,6 +117,7 @@ __all__ = [
     "GenderShares",
     "GradeScore",
     "GradeScoreSummary",
+    "ListwiseFigures",
     "PairwiseOutputStats",
     "PairwiseScores",
     "RankBiserialResult",
@@ -128,6 +141,9 @@ __all__ = [
     "headline_replicates",
     "item_interval",
     "jsd",
+    "kendall_w",
+    "latin_square",
+    "listwise_figures",
     "mann_whitney_p",
     "model_selection_ndcg",
     "ndcg_at",

@@ -1,0 +1,650 @@
+"""Figures of listwise answers: whole pools ranked in one prompt.
+
+A listwise audit shows a pool of candidates (one per group, equally
+qualified, as in Bloomberg's 2024 audit of GPT resume ranking; or a random
+pool) in several orders and asks for a ranking or only the top choice. The
+figures here are taken directly from those rankings, with no simulated
+selection:
+
+- **selection rate at k** of a group: the share of its appearances ranked in
+  the top k (answers that ranked fewer than k candidates are left out at that
+  k), and **ΔDP at k**, its difference from the reference group's (demographic
+  parity; Chen, Ji & Evans, "The Mismeasure of Man and Models", 2024, §3);
+- **impact ratios** (the EEOC's four-fifths rule, 29 CFR 1607.4(D), as New
+  York City's Local Law 144 asks for them, 6 RCNY §5-300): each category's
+  selection rate over the most selected category's, per race / ethnicity, per
+  sex and per their intersection; below 0.8 is flagged, and *beyond noise*
+  when the whole interval lies below 0.8;
+- **position bias**: the share of answers whose first choice was shown in
+  each slot (1 = shown first), its normalised entropy (1: no slot preferred,
+  as Grade Score measures it; Iourovitski, 2024) and Pearson's χ² test of
+  equal slots;
+- **consistency** of one pool across its orders: Kendall's coefficient of
+  concordance W of its full rankings (Kendall & Babington Smith, "The problem
+  of m rankings", Ann. Math. Stat. 10, 1939), and the chance that two orders
+  of the pool put different candidates first;
+- an **omnibus test** that the groups' top-1 rates differ at all.
+
+**Intervals resample the units that vary.** A candidate is a (name, item)
+pair; its name recurs across pools with other items, its item with other
+names, and each pool is answered in several orders, its candidates competing
+for the same places. Appearances are clustered three ways, so a figure's
+variance is that of multiway clustering (Cameron, Gelbach & Miller, "Robust
+inference with multiway clustering", J. Bus. Econ. Stat. 29(2), 2011): by
+inclusion and exclusion, V = V(names) + V(items) + V(pools) - V(names x items)
+- V(names x pools) - V(items x pools) + V(names x items x pools), each term the
+bootstrap variance when only those clusters are resampled (n - 1 draws of n,
+as in :mod:`biasaudit.metrics._units`), and the largest one-way variance where
+the sum is not positive. Intervals are the estimate ± t·√V, t on G - 1 degrees
+of freedom for the fewest clusters G of one kind (ibid., §IV.C), clipped to the
+figure's range; impact ratios take theirs on the log scale. In simulations of
+listwise answers (names with their own effects, a position bias, 40-80 pools)
+95% intervals covered the planted rates and ΔDP in 92-97% of runs and the
+impact ratios in 93-97%; resampling names and items together (the pigeonhole
+bootstrap of the allocation figures) counts the answers' own noise twice here,
+and gave intervals half again too wide. The slot figures and consistency
+resample pools (every order of a pool is one cluster). The omnibus test
+permutes the group labels of the names (Good, "Permutation, Parametric and
+Bootstrap Tests of Hypotheses", 2005).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+from biasaudit.metrics._grade import SlotTest, slot_test
+from biasaudit.metrics._units import MIN_UNITS, Units
+from biasaudit.metrics._validate import check_confidence, check_int
+
+__all__ = [
+    "FOUR_FIFTHS",
+    "ListwiseFigures",
+    "kendall_w",
+    "latin_square",
+    "listwise_figures",
+]
+
+FOUR_FIFTHS = 0.8
+"""An impact ratio below this fails the four-fifths rule."""
+_REQUIRED = ("answer", "pool", "group", "slot", "rank")
+
+
+@dataclass(frozen=True)
+class ListwiseFigures:
+    """Every figure of a listwise audit, each with its interval and n.
+
+    Attributes
+    ----------
+    rates:
+        One row per (group, k): ``rate``, ``low``, ``high``, ``n`` (appearances
+        in answers that ranked at least k), ``units`` (names, else items).
+    gaps:
+        One row per (group, k), the reference left out: ``dp_gap`` (rate minus
+        the reference's), ``low``, ``high``.
+    impact:
+        One row per (category, value): ``rate`` (top-``k`` selection rate),
+        ``ratio`` (over the most selected value of the category), ``low``,
+        ``high``, ``n``, ``flagged`` (ratio below 0.8) and ``beyond_noise`` (the
+        whole interval below 0.8). ``category`` is each key of the categories
+        given, and ``group`` for the groups themselves (the intersections).
+    slots:
+        One row per slot (1 = shown first): ``rate`` (share of answers whose
+        first choice stood there), ``low``, ``high``, ``n`` (answers).
+    slot_entropy, slot_entropy_ci:
+        Normalised entropy of the first choices' slots (1: every slot alike,
+        0: always the same slot), with its interval over pools.
+    slot_test:
+        Pearson's χ² test that every slot is chosen first equally often.
+    omnibus_p:
+        Permutation p-value of "the groups' top-1 rates do not differ".
+    concordance, concordance_ci, concordance_pools:
+        Mean Kendall's W over the pools with at least two full rankings, its
+        interval over pools, and how many pools.
+    top_change, top_change_ci, top_change_pools:
+        The chance that two orders of one pool put different candidates first,
+        averaged over pools with at least two answers; interval over pools.
+    answers, ranked:
+        Answers given, and those with at least a first choice.
+    """
+
+    reference: str
+    k_max: int
+    confidence: float
+    impact_k: int
+    rates: pd.DataFrame
+    gaps: pd.DataFrame
+    impact: pd.DataFrame
+    slots: pd.DataFrame
+    slot_entropy: float | None
+    slot_entropy_ci: tuple[float, float] | None
+    slot_test: SlotTest | None
+    omnibus_p: float | None
+    concordance: float | None
+    concordance_ci: tuple[float, float] | None
+    concordance_pools: int
+    top_change: float | None
+    top_change_ci: tuple[float, float] | None
+    top_change_pools: int
+    answers: int
+    ranked: int
+
+
+def latin_square(size: int) -> list[list[int]]:
+    """``size`` orders of ``size`` slots in which every position index stands in every
+    slot exactly once (the cyclic Latin square; for even sizes also balanced for
+    first-order carry-over: Williams, "Experimental designs balanced for the
+    estimation of residual effects of treatments", Aust. J. Sci. Res. 2, 1949).
+
+    Row ``r`` lists, slot by slot, which of the pool's candidates is shown there.
+    """
+    check_int(size, "size", minimum=1)
+    if size % 2 == 1:
+        return [[(r + s) % size for s in range(size)] for r in range(size)]
+    # Williams' design: 0, 1, n-1, 2, n-2, ... shifted by r.
+    first = [0]
+    low, high = 1, size - 1
+    while len(first) < size:
+        first.append(low)
+        low += 1
+        if len(first) < size:
+            first.append(high)
+            high -= 1
+    return [[(value + r) % size for value in first] for r in range(size)]
+
+
+def kendall_w(ranks: NDArray[np.float64]) -> float:
+    """Kendall's W of ``ranks`` shaped (raters, objects), each row a ranking 1..n
+    without ties: 12 S / (m² (n³ - n)), S the sum of squared deviations of the
+    objects' rank sums from their mean (Kendall & Babington Smith, 1939)."""
+    m, n = (int(size) for size in ranks.shape)
+    if m < 2 or n < 2:
+        return math.nan
+    sums = ranks.sum(axis=0)
+    spread = float(((sums - sums.mean()) ** 2).sum())
+    return 12.0 * spread / float(m * m * (n**3 - n))
+
+
+def listwise_figures(
+    shown: pd.DataFrame,
+    *,
+    reference: str,
+    k_max: int,
+    categories: Mapping[str, Mapping[str, str]] | None = None,
+    impact_k: int = 1,
+    confidence: float = 0.95,
+    replicates: int = 1000,
+    permutations: int = 1000,
+    seed: int = 0,
+) -> ListwiseFigures:
+    """The figures of listwise answers; see the module docstring.
+
+    Parameters
+    ----------
+    shown:
+        One row per candidate shown in an answer: ``answer`` (one per prompt
+        answered), ``pool`` (the candidates' set; its answers are its orders),
+        ``group``, ``slot`` (1 = shown first) and ``rank`` (1 = ranked first;
+        NaN when the answer did not rank it), optional ``subtask`` (a job: the
+        items are resampled within it), ``name`` and ``item`` (the units). An
+        answer that ranked no one counts in ``answers`` only.
+    reference:
+        The group every ΔDP is taken against.
+    categories:
+        For impact ratios beyond the groups themselves: category -> {group:
+        value}, e.g. ``{"race": {"W_M": "White", ...}, "sex": {...}}``.
+    impact_k:
+        The k of the impact ratios' selection rates.
+    """
+    check_confidence(confidence)
+    check_int(k_max, "k_max", minimum=1)
+    check_int(impact_k, "impact_k", minimum=1)
+    check_int(replicates, "replicates", minimum=20)
+    check_int(permutations, "permutations", minimum=0)
+    missing = [column for column in _REQUIRED if column not in shown.columns]
+    if missing:
+        raise ValueError(f"shown lacks the columns {missing}")
+    rank = pd.to_numeric(shown["rank"], errors="raise").to_numpy(float)
+    answers = shown["answer"].to_numpy()
+    depth = pd.Series(~np.isnan(rank)).groupby(answers).transform("sum").to_numpy(int)
+    ranked = depth > 0
+    data = shown.loc[ranked].reset_index(drop=True)
+    rank, depth = rank[ranked], depth[ranked]
+    groups = data["group"].astype(str).to_numpy()
+    if reference not in set(groups):
+        raise ValueError(f"the reference group {reference!r} has no ranked appearance")
+    rng = np.random.default_rng(seed)
+    group_codes, group_names = pd.factorize(groups)
+    clusters = _Clusters.of(data, group_codes.astype(np.intp), rng, replicates)
+    units = clusters.units
+    # Student's t on G - 1 degrees of freedom, G the fewest clusters of one kind
+    # (Cameron, Gelbach & Miller, 2011, §IV.C): few names or items widen every interval.
+    from scipy import stats  # a slow import that only this computation needs
+
+    z = float(stats.t.ppf(0.5 + confidence / 2, max(clusters.fewest - 1, 1)))
+    rates, gaps = _rates_and_gaps(
+        groups, list(group_names), rank, depth, clusters, reference, k_max, z
+    )
+    impact = _impact(groups, rank, depth, clusters, categories or {}, impact_k, z)
+    pools = data["pool"].astype(str).to_numpy()
+    slot_figures = _slots(data, rank, pools, rng, replicates, z)
+    concordance = _concordance(data, rank, pools, rng, replicates, z)
+    omnibus = _omnibus(group_codes, rank, depth, units, rng, permutations)
+    return ListwiseFigures(
+        reference=reference,
+        k_max=k_max,
+        confidence=confidence,
+        impact_k=impact_k,
+        rates=rates,
+        gaps=gaps,
+        impact=impact,
+        slots=slot_figures[0],
+        slot_entropy=slot_figures[1],
+        slot_entropy_ci=slot_figures[2],
+        slot_test=slot_figures[3],
+        omnibus_p=omnibus,
+        concordance=concordance[0],
+        concordance_ci=concordance[1],
+        concordance_pools=concordance[2],
+        top_change=concordance[3],
+        top_change_ci=concordance[4],
+        top_change_pools=concordance[5],
+        answers=int(pd.unique(answers).size),
+        ranked=int(pd.unique(data["answer"]).size),
+    )
+
+
+@dataclass(frozen=True)
+class _Term:
+    """One term of the multiway variance: resamples of one kind of cluster."""
+
+    sign: float
+    codes: NDArray[np.intp]
+    """Each row's cluster."""
+    counts: NDArray[np.float64]
+    """How often each cluster is drawn per replicate, shaped (replicates, clusters)."""
+
+    def rate(self, rows: NDArray[np.bool_], selected: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Per replicate, the share of ``rows`` selected, each counting as often as its
+        cluster was drawn (sums per cluster first: no replicates x rows matrix)."""
+        n = self.counts.shape[1]
+        chosen = np.bincount(self.codes[rows], weights=selected[rows], minlength=n)
+        shown = np.bincount(self.codes[rows], minlength=n).astype(float)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            found: NDArray[np.float64] = (self.counts @ chosen) / (self.counts @ shown)
+        return found
+
+
+@dataclass(frozen=True)
+class _Clusters:
+    """The one-way resamples whose signed variances make the multiway clustered one."""
+
+    units: Units
+    """The units group labels belong to (names, else items), for counts and tests."""
+    terms: tuple[_Term, ...]
+
+    @classmethod
+    def of(
+        cls,
+        data: pd.DataFrame,
+        groups: NDArray[np.intp],
+        rng: np.random.Generator,
+        replicates: int,
+    ) -> _Clusters:
+        """Names, items and pools where given (the pool, else the answer, always):
+        every non-empty set of them is a term, signed by inclusion and exclusion."""
+        subtask = data["subtask"] if "subtask" in data.columns else pd.Series(0, index=data.index)
+        subtasks = pd.factorize(subtask.astype(str))[0].astype(np.intp)
+        unrated = np.full(len(data), -1, dtype=np.intp)
+        names = data["name"].astype(str).to_numpy() if "name" in data.columns else None
+        items = data["item"].astype(str).to_numpy() if "item" in data.columns else None
+        units = Units.of(groups, subtasks, unrated, names=names, items=items)
+        factors = [f for f in (names, items) if f is not None]
+        factors.append(data["pool"].astype(str).to_numpy())
+        terms = []
+        for size in range(1, len(factors) + 1):
+            for chosen in itertools.combinations(factors, size):
+                labels = chosen[0]
+                for other in chosen[1:]:
+                    labels = np.char.add(np.char.add(labels, "\x1f"), other)
+                codes, counts = _cluster_draws(labels, rng, replicates)
+                terms.append(_Term((-1.0) ** (size + 1), codes, counts))
+        return cls(units, tuple(terms))
+
+    @property
+    def fewest(self) -> int:
+        """The fewest clusters of one kind (names, items or pools)."""
+        return int(min(term.counts.shape[1] for term in self.terms if term.sign > 0))
+
+    def draws(
+        self, figure: Callable[[_Term], NDArray[np.float64]]
+    ) -> list[tuple[float, NDArray[np.float64]]]:
+        """``figure`` (term -> one value per replicate) under each term's resamples."""
+        return [(term.sign, figure(term)) for term in self.terms]
+
+    @staticmethod
+    def interval(
+        estimate: float,
+        draws: Sequence[tuple[float, NDArray[np.float64]]],
+        z: float,
+        low: float,
+        high: float,
+    ) -> tuple[float, float] | None:
+        """estimate ± z √V, V the signed sum of the terms' variances (the larger one-way
+        variance where that sum is not positive), clipped to [low, high]."""
+        if math.isnan(estimate):
+            return None
+        variances = []
+        for _, values in draws:
+            usable = values[~np.isnan(values)]
+            if usable.size < 20:
+                return None
+            variances.append(float(np.var(usable, ddof=1)))
+        total = sum(sign * v for (sign, _), v in zip(draws, variances, strict=True))
+        if total <= 0:
+            total = max(v for (sign, _), v in zip(draws, variances, strict=True) if sign > 0)
+        spread = z * math.sqrt(total)
+        return max(low, estimate - spread), min(high, estimate + spread)
+
+
+def _cluster_draws(
+    labels: Any, rng: np.random.Generator, replicates: int
+) -> tuple[NDArray[np.intp], NDArray[np.float64]]:
+    """Each row's cluster, and per replicate how often each cluster is drawn when the n
+    clusters are resampled n - 1 times (shaped (replicates, clusters))."""
+    codes, found = pd.factorize(np.asarray(labels))
+    n = len(found)
+    draws = max(n - 1, 1)
+    drawn = rng.integers(0, n, size=(replicates, draws))
+    counts = np.zeros((replicates, n))
+    np.add.at(counts, (np.repeat(np.arange(replicates), draws), drawn.ravel()), 1.0)
+    return codes.astype(np.intp), counts
+
+
+def _normal(
+    estimate: float, draws: NDArray[np.float64], z: float, low: float, high: float
+) -> tuple[float, float] | None:
+    usable = draws[~np.isnan(draws)]
+    if usable.size < 20 or math.isnan(estimate):
+        return None
+    spread = z * float(np.std(usable, ddof=1))
+    return max(low, estimate - spread), min(high, estimate + spread)
+
+
+def _rates_and_gaps(
+    groups: NDArray[np.str_],
+    names: Sequence[str],
+    rank: NDArray[np.float64],
+    depth: NDArray[np.int_],
+    clusters: _Clusters,
+    reference: str,
+    k_max: int,
+    z: float,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    unit_codes = clusters.units.units
+    rate_rows, gap_rows = [], []
+    for k in range(1, k_max + 1):
+        eligible = depth >= k
+        selected = (rank <= k).astype(float)
+        estimates: dict[str, tuple[float, list[tuple[float, NDArray[np.float64]]]]] = {}
+        for group in names:
+            rows = eligible & (groups == group)
+            if not rows.any():
+                continue
+            rate = float(selected[rows].mean())
+            draws = clusters.draws(functools.partial(_rate_draws, rows=rows, selected=selected))
+            estimates[group] = (rate, draws)
+            n_units = int(np.unique(unit_codes[rows]).size)
+            bounds = clusters.interval(rate, draws, z, 0.0, 1.0) if n_units >= MIN_UNITS else None
+            rate_rows.append(_row(group, k, rate, bounds, int(rows.sum()), units=n_units))
+        if reference not in estimates:
+            continue
+        base, base_draws = estimates[reference]
+        for group, (rate, draws) in estimates.items():
+            if group == reference:
+                continue
+            differences = [
+                (sign, values - base_values)
+                for (sign, values), (_, base_values) in zip(draws, base_draws, strict=True)
+            ]
+            bounds = clusters.interval(rate - base, differences, z, -1.0, 1.0)
+            gap_rows.append(
+                {"group": group, "k": k, "dp_gap": rate - base,
+                 "low": _bound(bounds, 0), "high": _bound(bounds, 1)}
+            )  # fmt: skip
+    return pd.DataFrame(rate_rows), pd.DataFrame(gap_rows)
+
+
+def _rate_draws(
+    term: _Term, *, rows: NDArray[np.bool_], selected: NDArray[np.float64]
+) -> NDArray[np.float64]:
+    return term.rate(rows, selected)
+
+
+def _row(
+    group: str, k: int, rate: float, bounds: tuple[float, float] | None, n: int, *, units: int
+) -> dict[str, object]:
+    return {"group": group, "k": k, "rate": rate, "low": _bound(bounds, 0),
+            "high": _bound(bounds, 1), "n": n, "units": units}  # fmt: skip
+
+
+def _bound(bounds: tuple[float, float] | None, side: int) -> float:
+    return math.nan if bounds is None else bounds[side]
+
+
+def _impact(
+    groups: NDArray[np.str_],
+    rank: NDArray[np.float64],
+    depth: NDArray[np.int_],
+    clusters: _Clusters,
+    categories: Mapping[str, Mapping[str, str]],
+    k: int,
+    z: float,
+) -> pd.DataFrame:
+    eligible = depth >= k
+    if not eligible.any():
+        return pd.DataFrame()
+    selected = (rank <= k).astype(float)
+    rows = []
+    by_category = {**{name: dict(values) for name, values in categories.items()},
+                   "group": {g: g for g in pd.unique(groups)}}  # fmt: skip
+    for category, value_of in by_category.items():
+        labels = np.array([value_of.get(g, "") for g in groups], dtype=object)
+        values = [v for v in pd.unique(labels[eligible]) if v != ""]
+        if len(values) < 2:
+            continue
+        masks = {value: eligible & (labels == value) for value in values}
+        rates = {value: float(selected[mask].mean()) for value, mask in masks.items()}
+        top = max(rates.values())
+        for value in values:
+            ratio = rates[value] / top if top > 0 else math.nan
+
+            ratio_of = functools.partial(_ratio_draws, masks=masks, selected=selected, value=value)
+            # On the log scale, where a ratio's sampling distribution is nearer normal.
+            with np.errstate(divide="ignore", invalid="ignore"):
+                logged = [
+                    (sign, np.where(d > 0, np.log(d), np.nan))
+                    for sign, d in clusters.draws(ratio_of)
+                ]
+            log_bounds = (
+                clusters.interval(math.log(ratio), logged, z, -math.inf, 0.0) if ratio > 0 else None
+            )
+            bounds = None
+            if log_bounds is not None:
+                bounds = (math.exp(log_bounds[0]), math.exp(log_bounds[1]))
+            low, high = _bound(bounds, 0), _bound(bounds, 1)
+            rows.append(
+                {"category": category, "value": value, "rate": rates[value], "ratio": ratio,
+                 "low": low, "high": high, "n": int(masks[value].sum()),
+                 "flagged": bool(ratio < FOUR_FIFTHS),
+                 "beyond_noise": bool(not math.isnan(high) and high < FOUR_FIFTHS)}
+            )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def _ratio_draws(
+    term: _Term,
+    *,
+    masks: Mapping[str, NDArray[np.bool_]],
+    selected: NDArray[np.float64],
+    value: str,
+) -> NDArray[np.float64]:
+    """Per replicate, ``value``'s rate over the most selected value's: the whole
+    statistic, so that the most selected value may change from one to the next."""
+    found = {v: term.rate(mask, selected) for v, mask in masks.items()}
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratios: NDArray[np.float64] = found[value] / np.nanmax(np.vstack(list(found.values())), 0)
+    return ratios
+
+
+def _slots(
+    data: pd.DataFrame,
+    rank: NDArray[np.float64],
+    pools: NDArray[np.str_],
+    rng: np.random.Generator,
+    replicates: int,
+    z: float,
+) -> tuple[pd.DataFrame, float | None, tuple[float, float] | None, SlotTest | None]:
+    first = rank == 1
+    slots = data["slot"].to_numpy(int)
+    n_slots = int(data.groupby("answer")["slot"].max().max())
+    answer_pool = pools[first]
+    first_slots = slots[first]
+    counts = np.bincount(first_slots - 1, minlength=n_slots).astype(float)
+    n = counts.sum()
+    if n == 0:
+        return pd.DataFrame(), None, None, None
+    codes, pool_draws = _cluster_draws(answer_pool, rng, replicates)
+    # Per replicate, answers choosing each slot first: a pool's answers count as often
+    # as the pool was drawn.
+    per_pool = np.zeros((pool_draws.shape[1], n_slots))
+    np.add.at(per_pool, (codes, first_slots - 1), 1.0)
+    replicate_counts = pool_draws @ per_pool
+    with np.errstate(invalid="ignore", divide="ignore"):
+        shares = replicate_counts / replicate_counts.sum(axis=1, keepdims=True)
+    rows = []
+    for slot in range(n_slots):
+        rate = counts[slot] / n
+        bounds = _normal(rate, shares[:, slot], z, 0.0, 1.0)
+        rows.append({"slot": slot + 1, "rate": rate, "low": _bound(bounds, 0),
+                     "high": _bound(bounds, 1), "n": int(n)})  # fmt: skip
+    entropy = _normalised_entropy(counts / n)
+    entropies = np.array([_normalised_entropy(row) for row in shares])
+    entropy_ci = _normal(entropy, entropies, z, 0.0, 1.0)
+    return pd.DataFrame(rows), entropy, entropy_ci, slot_test(counts)
+
+
+def _normalised_entropy(shares: NDArray[np.float64]) -> float:
+    if shares.size < 2 or np.isnan(shares).any():
+        return math.nan
+    used = shares[shares > 0]
+    return float(-(used * np.log(used)).sum() / math.log(shares.size))
+
+
+def _concordance(
+    data: pd.DataFrame,
+    rank: NDArray[np.float64],
+    pools: NDArray[np.str_],
+    rng: np.random.Generator,
+    replicates: int,
+    z: float,
+) -> tuple[
+    float | None, tuple[float, float] | None, int, float | None, tuple[float, float] | None, int
+]:
+    frame = pd.DataFrame(
+        {"pool": pools, "answer": data["answer"].to_numpy(), "candidate": _candidates(data),
+         "rank": rank}
+    )  # fmt: skip
+    w_values, change_values = [], []
+    for _, pool in frame.groupby("pool", sort=False):
+        table = pool.pivot_table(index="answer", columns="candidate", values="rank")
+        tops = pool.loc[pool["rank"] == 1, "candidate"]
+        if tops.size >= 2:
+            counts = tops.value_counts().to_numpy(float)
+            m = float(counts.sum())
+            change_values.append(1.0 - float((counts * (counts - 1)).sum()) / (m * (m - 1)))
+        full = table.dropna().to_numpy(float)
+        complete = full[(np.sort(full, axis=1) == np.arange(1, table.shape[1] + 1)).all(axis=1)]
+        if len(complete) >= 2:
+            w_values.append(kendall_w(complete))
+    w = _mean_with_interval(np.array(w_values), rng, replicates, z)
+    change = _mean_with_interval(np.array(change_values), rng, replicates, z)
+    return w[0], w[1], len(w_values), change[0], change[1], len(change_values)
+
+
+def _candidates(data: pd.DataFrame) -> NDArray[np.object_]:
+    """Who a row shows: its ``candidate``, else its name and item, else its group."""
+    if "candidate" in data.columns:
+        return np.asarray(data["candidate"].astype(str), dtype=object)
+    parts = [data[c].astype(str) for c in ("name", "item") if c in data.columns]
+    if not parts:
+        parts = [data["group"].astype(str)]
+    joined = parts[0]
+    for part in parts[1:]:
+        joined = joined + "|" + part
+    return np.asarray(joined, dtype=object)
+
+
+def _mean_with_interval(
+    values: NDArray[np.float64], rng: np.random.Generator, replicates: int, z: float
+) -> tuple[float | None, tuple[float, float] | None]:
+    if values.size == 0:
+        return None, None
+    mean = float(values.mean())
+    if values.size < MIN_UNITS:
+        return mean, None
+    draws = values[rng.integers(0, values.size, size=(replicates, max(values.size - 1, 1)))]
+    return mean, _normal(mean, draws.mean(axis=1), z, 0.0, 1.0)
+
+
+def _omnibus(
+    group_codes: NDArray[np.intp],
+    rank: NDArray[np.float64],
+    depth: NDArray[np.int_],
+    units: Units,
+    rng: np.random.Generator,
+    permutations: int,
+) -> float | None:
+    """Permutation p of "no group differs" at k = 1: the statistic is the appearances-
+    weighted squared spread of the groups' top-1 rates; the names' group labels are
+    shuffled (items' within their subtask where there are no names)."""
+    eligible = depth >= 1
+    if permutations == 0 or not eligible.any():
+        return None
+    selected = (rank[eligible] == 1).astype(float)
+    codes = group_codes[eligible]
+    unit_codes = units.units[eligible]
+    unit_ids, unit_rows = np.unique(unit_codes, return_inverse=True)
+    group_of_unit = np.zeros(unit_ids.size, dtype=np.intp)
+    group_of_unit[unit_rows] = codes
+    if np.unique(group_of_unit).size < 2:
+        return None
+    strata = units.permutation_strata(unit_ids)
+    n_groups = int(codes.max()) + 1
+
+    def statistic(labels: NDArray[np.intp]) -> float:
+        counts = np.bincount(labels, minlength=n_groups).astype(float)
+        chosen = np.bincount(labels, weights=selected, minlength=n_groups)
+        present = counts > 0
+        rates = chosen[present] / counts[present]
+        pooled = chosen.sum() / counts.sum()
+        return float((counts[present] * (rates - pooled) ** 2).sum())
+
+    observed = statistic(codes)
+    exceed = 0
+    for _ in range(permutations):
+        shuffled = group_of_unit.copy()
+        for stratum in np.unique(strata):
+            members = np.flatnonzero(strata == stratum)
+            shuffled[members] = rng.permutation(shuffled[members])
+        if statistic(shuffled[unit_rows]) >= observed - 1e-12:
+            exceed += 1
+    return (exceed + 1) / (permutations + 1)

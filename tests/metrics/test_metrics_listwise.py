@@ -1,0 +1,221 @@
+"""Listwise figures: selection rates, ΔDP, impact ratios, position bias and consistency,
+checked against hand and independent computations, and their intervals' coverage by
+simulation (names with their own effects, pools shown in a Latin square of orders)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from biasaudit.metrics import kendall_w, latin_square, listwise_figures
+
+GROUPS = ("W_M", "W_F", "B_M", "B_F")
+RACE = {"W_M": "White", "W_F": "White", "B_M": "Black", "B_F": "Black"}
+SEX = {"W_M": "male", "W_F": "female", "B_M": "male", "B_F": "female"}
+
+
+def simulate(
+    seed: int,
+    *,
+    pools: int = 60,
+    names: int = 12,
+    resumes: int = 10,
+    group_effect: dict[str, float] | None = None,
+    slot_effect: float = 0.0,
+    name_sd: float = 0.5,
+    fresh_names: bool = False,
+) -> pd.DataFrame:
+    """Answers of a Plackett-Luce ranker (Gumbel utilities) to pools of one candidate
+    per group, each pool shown in the Latin square's orders; utility = group effect +
+    the name's own effect + the resume's + a bonus for slot 1."""
+    rng = np.random.default_rng(seed)
+    effect = group_effect or {}
+    name_effects = {g: rng.normal(0, name_sd, names) for g in GROUPS}
+    resume_effects = rng.normal(0, 0.3, resumes)
+    orders = latin_square(len(GROUPS))
+    rows = []
+    answer = 0
+    for pool in range(pools):
+        picked = {g: int(rng.integers(names)) for g in GROUPS}
+        if fresh_names:
+            name_effects = {g: rng.normal(0, name_sd, names) for g in GROUPS}
+        items = rng.choice(resumes, size=len(GROUPS), replace=False)
+        for order in orders:
+            utility = []
+            for slot, index in enumerate(order, 1):
+                group = GROUPS[index]
+                value = effect.get(group, 0.0) + name_effects[group][picked[group]]
+                value += resume_effects[items[index]] + (slot_effect if slot == 1 else 0.0)
+                utility.append(value + rng.gumbel())
+            ranks = np.empty(len(order), dtype=int)
+            ranks[np.argsort(-np.array(utility))] = np.arange(1, len(order) + 1)
+            for slot, index in enumerate(order, 1):
+                group = GROUPS[index]
+                rows.append(
+                    {"answer": answer, "pool": pool, "group": group, "slot": slot,
+                     "rank": float(ranks[slot - 1]), "subtask": "job",
+                     "name": f"{group}-{picked[group]}", "item": f"r{items[index]}"}
+                )  # fmt: skip
+            answer += 1
+    return pd.DataFrame(rows)
+
+
+def true_top1(group_effect: dict[str, float], slot_effect: float, draws: int = 400_000) -> dict:
+    """Each group's top-1 rate over fresh names and resumes (Monte Carlo)."""
+    rng = np.random.default_rng(99)
+    n = len(GROUPS)
+    utility = np.array([[group_effect.get(g, 0.0) for g in GROUPS]] * draws)
+    utility += rng.normal(0, 0.5, (draws, n)) + rng.normal(0, 0.3, (draws, n))
+    slots = np.array([rng.permutation(n) for _ in range(2000)])[rng.integers(0, 2000, draws)]
+    utility += np.where(slots == 0, slot_effect, 0.0) + rng.gumbel(size=(draws, n))
+    winners = utility.argmax(axis=1)
+    return {g: float((winners == i).mean()) for i, g in enumerate(GROUPS)}
+
+
+def test_latin_square_puts_every_candidate_in_every_slot_once() -> None:
+    for size in range(1, 9):
+        square = np.array(latin_square(size))
+        assert square.shape == (size, size)
+        for axis in (0, 1):
+            assert (np.sort(square, axis=axis) == np.arange(size).reshape(
+                (1, size) if axis == 1 else (size, 1))).all()  # fmt: skip
+    # Williams (even sizes): every ordered pair of neighbours appears exactly once.
+    square = latin_square(4)
+    pairs = {(row[i], row[i + 1]) for row in square for i in range(3)}
+    assert len(pairs) == 12
+
+
+def test_kendall_w_by_hand() -> None:
+    assert kendall_w(np.array([[1, 2, 3], [1, 2, 3], [1, 2, 3]], float)) == pytest.approx(1.0)
+    assert kendall_w(np.array([[1, 2, 3], [3, 2, 1]], float)) == pytest.approx(0.0)
+    # Three raters, four objects: sums 4, 8, 9, 9 (mean 7.5): S = 12.25+0.25+2.25+2.25 = 17;
+    # W = 12 * 17 / (9 * 60) = 0.3778.
+    ranks = np.array([[1, 2, 3, 4], [2, 1, 4, 3], [1, 3, 2, 4]], float)
+    # sums: 4, 6, 9, 11 -> deviations from 7.5: -3.5, -1.5, 1.5, 3.5: S = 29
+    assert kendall_w(ranks) == pytest.approx(12 * 29 / (9 * 60))
+
+
+def small() -> pd.DataFrame:
+    """Two pools of three, each shown in two orders; the fourth answer ranks only its top."""
+    rows = [
+        # answer, pool, group, slot, rank, name
+        (0, "p", "A", 1, 1, "a1"), (0, "p", "B", 2, 2, "b1"), (0, "p", "C", 3, 3, "c1"),
+        (1, "p", "B", 1, 2, "b1"), (1, "p", "C", 2, 3, "c1"), (1, "p", "A", 3, 1, "a1"),
+        (2, "q", "A", 1, 2, "a2"), (2, "q", "B", 2, 1, "b2"), (2, "q", "C", 3, 3, "c2"),
+        (3, "q", "C", 1, 1, "c2"), (3, "q", "A", 2, math.nan, "a2"),
+        (3, "q", "B", 3, math.nan, "b2"),
+        (4, "q", "A", 1, math.nan, "a2"), (4, "q", "B", 2, math.nan, "b2"),
+        (4, "q", "C", 3, math.nan, "c2"),
+    ]  # fmt: skip
+    return pd.DataFrame(rows, columns=["answer", "pool", "group", "slot", "rank", "name"])
+
+
+def test_small_answers_by_hand() -> None:
+    found = listwise_figures(small(), reference="A", k_max=2, replicates=50, permutations=0)
+    rates = found.rates.set_index(["group", "k"])
+    # k = 1 over the four ranked answers: A first in answers 0, 1; B in 2; C in 3.
+    assert rates.loc[("A", 1), "rate"] == pytest.approx(2 / 4)
+    assert rates.loc[("B", 1), "rate"] == pytest.approx(1 / 4)
+    assert rates.loc[("C", 1), "rate"] == pytest.approx(1 / 4)
+    # k = 2 over the three answers that ranked two or more: A and B are in the top 2 of
+    # answers 0, 1 and 2; C never.
+    assert rates.loc[("A", 2), "rate"] == pytest.approx(1.0)
+    assert rates.loc[("B", 2), "rate"] == pytest.approx(1.0)
+    assert rates.loc[("C", 2), "rate"] == pytest.approx(0.0)
+    assert rates.loc[("C", 2), "n"] == 3
+    gaps = found.gaps.set_index(["group", "k"])
+    assert gaps.loc[("B", 1), "dp_gap"] == pytest.approx(-0.25)
+    assert gaps.loc[("C", 2), "dp_gap"] == pytest.approx(0 - 1.0)
+    # First choices by slot: answers 0 slot 1, 1 slot 3, 2 slot 2, 3 slot 1.
+    slots = found.slots.set_index("slot")["rate"]
+    assert list(slots) == pytest.approx([0.5, 0.25, 0.25])
+    entropy = -(0.5 * math.log(0.5) + 2 * 0.25 * math.log(0.25)) / math.log(3)
+    assert found.slot_entropy == pytest.approx(entropy)
+    assert found.answers == 5 and found.ranked == 4
+    # Pool p: both answers put A first (change 0) and agree fully (W = 1); pool q: tops B
+    # and C differ (change 1), only one full ranking (no W).
+    assert found.top_change == pytest.approx(0.5) and found.top_change_pools == 2
+    assert found.concordance == pytest.approx(1.0) and found.concordance_pools == 1
+
+
+def test_rates_match_an_independent_computation() -> None:
+    shown = simulate(3, pools=30, group_effect={"B_M": -0.6})
+    found = listwise_figures(shown, reference="W_M", k_max=3, replicates=100, permutations=0)
+    for k in (1, 2, 3):
+        expected = (shown["rank"] <= k).groupby(shown["group"]).mean()
+        got = found.rates[found.rates["k"] == k].set_index("group")["rate"]
+        assert got.to_dict() == pytest.approx(expected.to_dict())
+        gaps = found.gaps[found.gaps["k"] == k].set_index("group")["dp_gap"]
+        for group, gap in gaps.items():
+            assert gap == pytest.approx(expected[group] - expected["W_M"])
+        assert (found.rates["units"] == 12).all() or (found.rates["units"] <= 12).all()
+
+
+def test_impact_ratios_by_hand_for_race_sex_and_intersections() -> None:
+    shown = simulate(4, pools=40, group_effect={"B_F": -0.8, "B_M": -0.3})
+    found = listwise_figures(
+        shown, reference="W_M", k_max=1, categories={"race": RACE, "sex": SEX},
+        replicates=200, permutations=0,
+    )  # fmt: skip
+    top = shown[shown["rank"] == 1]
+    for category, mapping in (("race", RACE), ("sex", SEX), ("group", {g: g for g in GROUPS})):
+        values = shown["group"].map(mapping)
+        rates = (shown["rank"] == 1).groupby(values).mean()
+        table = found.impact[found.impact["category"] == category].set_index("value")
+        for value, rate in rates.items():
+            assert table.loc[value, "rate"] == pytest.approx(rate)
+            assert table.loc[value, "ratio"] == pytest.approx(rate / rates.max())
+            assert table.loc[value, "flagged"] == (rate / rates.max() < 0.8)
+            low, high = table.loc[value, "low"], table.loc[value, "high"]
+            assert low <= table.loc[value, "ratio"] + 1e-9 and high <= 1.0 + 1e-9
+            assert table.loc[value, "beyond_noise"] == (high < 0.8)
+    assert len(top) == shown["answer"].nunique()
+
+
+def test_a_planted_group_and_position_bias_are_found_and_nothing_where_none() -> None:
+    biased = listwise_figures(
+        simulate(5, pools=80, group_effect={"B_M": -1.0}, slot_effect=1.0),
+        reference="W_M", k_max=1, replicates=300, permutations=200,
+    )  # fmt: skip
+    gap = biased.gaps.set_index("group").loc["B_M"]
+    assert gap["high"] < 0
+    assert biased.omnibus_p is not None and biased.omnibus_p < 0.01
+    first = biased.slots.set_index("slot").loc[1]
+    assert first["low"] > 0.25 and biased.slot_test is not None and biased.slot_test.p < 0.001
+    fair = listwise_figures(
+        simulate(6, pools=80), reference="W_M", k_max=1, replicates=300, permutations=200
+    )
+    assert all(row.low <= 0 <= row.high for row in fair.gaps.itertuples())
+    assert fair.slot_entropy_ci is not None and fair.slot_entropy_ci[1] >= 0.99
+
+
+def test_intervals_cover_the_planted_values() -> None:
+    """A group's top-1 rate, its ΔDP and its impact ratio, over 120 simulated audits
+    of 40 pools with names of their own effect and a position bias."""
+    effect = {"B_M": -0.5, "W_F": 0.2}
+    truth = true_top1(effect, 0.4)
+    targets = {
+        "rate": truth["B_M"],
+        "dp_gap": truth["B_M"] - truth["W_M"],
+        "ratio": truth["B_M"] / max(truth.values()),
+    }
+    covered = dict.fromkeys(targets, 0)
+    trials = 120
+    for seed in range(trials):
+        found = listwise_figures(
+            simulate(1000 + seed, pools=40, group_effect=effect, slot_effect=0.4),
+            reference="W_M", k_max=1, replicates=300, permutations=0,
+        )  # fmt: skip
+        impact = found.impact[found.impact["category"] == "group"].set_index("value")
+        rows = {
+            "rate": found.rates.set_index("group").loc["B_M"],
+            "dp_gap": found.gaps.set_index("group").loc["B_M"],
+            "ratio": impact.loc["B_M"],
+        }
+        for figure, row in rows.items():
+            covered[figure] += bool(row["low"] <= targets[figure] <= row["high"])
+    shares = {figure: count / trials for figure, count in covered.items()}
+    assert all(0.88 <= share <= 0.995 for share in shares.values()), shares
