@@ -14,6 +14,8 @@ responses into parsed answers.
   after a text, from logprobs or sampled first words (RUTEd standard test).
 - :class:`GenerationProbe`: replicate long-form texts of one prompt, each
   read for its gendered pronouns by :func:`classify_pronouns`.
+- :func:`parse_ranking`: a whole pool's ranking (or its top choice) read from
+  an answer, with its irregularities counted (listwise audits).
 """
 
 from biasaudit.probes._chat_template import BUILT_IN_TEMPLATES, ChatTemplate, resolve_chat_template
@@ -36,6 +38,7 @@ from biasaudit.probes._pointwise import (
     canonical_label,
 )
 from biasaudit.probes._pronouns import PronounCount, classify_pronouns
+from biasaudit.probes._ranking import Ranking, parse_ranking
 
 __all__ = [
     "BUILT_IN_TEMPLATES",
@@ -54,11 +57,13 @@ __all__ = [
     "PairwiseProbe",
     "PointwiseProbe",
     "PronounCount",
+    "Ranking",
     "ScoringChoice",
     "ScoringPath",
     "canonical_label",
     "classify_pronouns",
     "continuation_logprob",
     "option_orders",
+    "parse_ranking",
     "resolve_chat_template",
 ]

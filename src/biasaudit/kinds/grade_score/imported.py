@@ -156,4 +156,3 @@ def score_grade(
     finally:
         run.close()
     return GradeImportResult(run.path, read_manifest(run.path), metrics, item_rows)
-

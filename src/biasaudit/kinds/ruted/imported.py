@@ -187,4 +187,3 @@ def score_ruted(
     finally:
         run.close()
     return RutedImportResult(run.path, read_manifest(run.path), metrics)
-
