@@ -151,7 +151,11 @@ def test_rates_match_an_independent_computation() -> None:
         gaps = found.gaps[found.gaps["k"] == k].set_index("group")["dp_gap"]
         for group, gap in gaps.items():
             assert gap == pytest.approx(expected[group] - expected["W_M"])
-        assert (found.rates["units"] == 12).all() or (found.rates["units"] <= 12).all()
+        names = shown.groupby("group")["name"].nunique()
+        units = found.rates[found.rates["k"] == k].set_index("group")["units"]
+        assert units.to_dict() == names.to_dict()
+        sizes = found.gaps[found.gaps["k"] == k].set_index("group")
+        assert (sizes["n_reference"] == (shown["group"] == "W_M").sum()).all()
 
 
 def test_impact_ratios_by_hand_for_race_sex_and_intersections() -> None:

@@ -98,10 +98,6 @@ def _fanout_command() -> click.Command:
     )
 
 
-cli.lazy["fanout"] = ("Send every prompt in PROMPTS.jsonl to a model, with caching,...",
-                      _fanout_command)  # fmt: skip
-
-
 def fanout(prompts: Path, **fields: Any) -> None:
     """Send every prompt in PROMPTS.jsonl to a model, with caching, retries and rate limits.
 
@@ -136,6 +132,9 @@ def fanout(prompts: Path, **fields: Any) -> None:
         click.echo(f"{counts.failures} prompts failed; see 'error' in responses.jsonl", err=True)
     click.echo(f"run: {result.run_dir}")
     sys.exit(result.exit_code)
+
+
+cli.lazy["fanout"] = ((fanout.__doc__ or "").strip().splitlines()[0], _fanout_command)
 
 
 def _start_early(options: dict[str, Any]) -> None:

@@ -10,7 +10,7 @@ value, so a value is written once: on the field.
 from __future__ import annotations
 
 import types
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
 
@@ -165,8 +165,3 @@ def _click_type(field: FieldInfo) -> Any:
     if kind is str or get_origin(kind) is tuple:
         return click.STRING
     return None
-
-
-def option_names(options: Sequence[click.Option]) -> set[str]:
-    """The parameter names of ``options``."""
-    return {option.name for option in options if option.name}

@@ -89,13 +89,15 @@ class ListwiseFigures:
         in answers that ranked at least k), ``units`` (names, else items).
     gaps:
         One row per (group, k), the reference left out: ``dp_gap`` (rate minus
-        the reference's), ``low``, ``high``.
+        the reference's), ``low``, ``high``, ``n`` and ``n_reference``
+        (appearances). No interval where either has fewer than two units.
     impact:
         One row per (category, value): ``rate`` (top-``k`` selection rate),
         ``ratio`` (over the most selected value of the category), ``low``,
         ``high``, ``n``, ``flagged`` (ratio below 0.8) and ``beyond_noise`` (the
         whole interval below 0.8). ``category`` is each key of the categories
-        given, and ``group`` for the groups themselves (the intersections).
+        given, and ``group`` for the groups themselves (the intersections). No
+        interval where a value of the category has fewer than two units.
     slots:
         One row per slot (1 = shown first): ``rate`` (share of answers whose
         first choice stood there), ``low``, ``high``, ``n`` (answers).
@@ -395,6 +397,7 @@ def _rates_and_gaps(
         eligible = depth >= k
         selected = (rank <= k).astype(float)
         estimates: dict[str, tuple[float, list[tuple[float, NDArray[np.float64]]]]] = {}
+        sizes: dict[str, tuple[int, int]] = {}
         for group in names:
             rows = eligible & (groups == group)
             if not rows.any():
@@ -403,6 +406,7 @@ def _rates_and_gaps(
             draws = clusters.draws(functools.partial(_rate_draws, rows=rows, selected=selected))
             estimates[group] = (rate, draws)
             n_units = int(np.unique(unit_codes[rows]).size)
+            sizes[group] = (int(rows.sum()), n_units)
             bounds = clusters.interval(rate, draws, z, 0.0, 1.0) if n_units >= MIN_UNITS else None
             rate_rows.append(_row(group, k, rate, bounds, int(rows.sum()), units=n_units))
         if reference not in estimates:
@@ -415,10 +419,12 @@ def _rates_and_gaps(
                 (sign, values - base_values)
                 for (sign, values), (_, base_values) in zip(draws, base_draws, strict=True)
             ]
-            bounds = clusters.interval(rate - base, differences, z, -1.0, 1.0)
+            few = min(sizes[group][1], sizes[reference][1]) < MIN_UNITS
+            bounds = None if few else clusters.interval(rate - base, differences, z, -1.0, 1.0)
             gap_rows.append(
                 {"group": group, "k": k, "dp_gap": rate - base,
-                 "low": _bound(bounds, 0), "high": _bound(bounds, 1)}
+                 "low": _bound(bounds, 0), "high": _bound(bounds, 1),
+                 "n": sizes[group][0], "n_reference": sizes[reference][0]}
             )  # fmt: skip
     return pd.DataFrame(rate_rows), pd.DataFrame(gap_rows)
 
@@ -462,6 +468,7 @@ def _impact(
         if len(values) < 2:
             continue
         masks = {value: eligible & (labels == value) for value in values}
+        few = any(np.unique(clusters.units.units[mask]).size < MIN_UNITS for mask in masks.values())
         rates = {value: float(selected[mask].mean()) for value, mask in masks.items()}
         top = max(rates.values())
         for value in values:
@@ -475,7 +482,9 @@ def _impact(
                     for sign, d in clusters.draws(ratio_of)
                 ]
             log_bounds = (
-                clusters.interval(math.log(ratio), logged, z, -math.inf, 0.0) if ratio > 0 else None
+                clusters.interval(math.log(ratio), logged, z, -math.inf, 0.0)
+                if ratio > 0 and not few
+                else None
             )
             bounds = None
             if log_bounds is not None:
