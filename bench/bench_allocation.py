@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_fanout import machine_line, run_biasaudit, start_server
 
 from biasaudit.kinds.allocation.metrics import MetricOptions, allocation_results
-from biasaudit.kinds.allocation.task import PoolDesign
+from biasaudit.kinds.candidates.task import PoolDesign
 
 PROMPTS = 4 * 6 * 8 * 100
 _COUNTS = re.compile(r"requests: (\d+) \((\d+) sent, (\d+) from cache, (\d+) failed")

@@ -14,7 +14,7 @@ import pandas as pd
 
 from biasaudit.kinds.allocation.metrics import AllocationMetrics, MetricOptions, allocation_results
 from biasaudit.kinds.allocation.report import allocation_table
-from biasaudit.kinds.allocation.task import PoolDesign
+from biasaudit.kinds.candidates.task import PoolDesign
 
 
 def scores(shift: dict[tuple[str, str], float], *, names: int = 10, seed: int = 0) -> pd.DataFrame:

@@ -9,9 +9,9 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from biasaudit.kinds.allocation.essay import DEMO_ESSAYS
 from biasaudit.kinds.allocation.metrics import AllocationMetrics, GroupMetrics
 from biasaudit.kinds.allocation.run import AuditResult, audit
+from biasaudit.kinds.candidates.essay import DEMO_ESSAYS
 from biasaudit.providers.sim import SimProvider
 from biasaudit.spec import parse_spec
 from biasaudit.store.runs import read_manifest, read_responses

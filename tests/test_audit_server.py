@@ -12,8 +12,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from biasaudit.kinds.allocation.resume import read_names
 from biasaudit.kinds.allocation.run import AuditResult, audit
+from biasaudit.kinds.candidates.resume import read_names
 from biasaudit.spec import parse_spec
 from biasaudit.textfiles import DATA_DIR
 from tests.servers import Choice, OpenAIServer, request_key

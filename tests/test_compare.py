@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from biasaudit.cli import cli
 from biasaudit.errors import UsageError
-from biasaudit.kinds.allocation.resume import read_names
+from biasaudit.kinds.candidates.resume import read_names
 from biasaudit.kinds.registry import run_spec
 from biasaudit.reports.compare import (
     NO_CHANGE,

@@ -94,7 +94,8 @@ def test_the_lower_wings_name_no_audit_kind(wing: str) -> None:
 
 @pytest.mark.parametrize("kind", ["allocation", "grade_score", "ruted"])
 def test_no_kind_imports_another(kind: str) -> None:
-    """Kinds meet in ``kinds.common`` and ``kinds.prompt``, never in each other's folders."""
+    """Kinds meet in ``kinds.common``, ``kinds.prompt`` and ``kinds.candidates``, never in
+    each other's folders."""
     others = tuple(
         f"biasaudit.kinds.{k}" for k in ("allocation", "grade_score", "ruted") if k != kind
     )
@@ -102,6 +103,16 @@ def test_no_kind_imports_another(kind: str) -> None:
         if name.startswith(f"biasaudit.kinds.{kind}"):
             crossing = {m for m in imports(path, load_time_only=False) if m.startswith(others)}
             assert not crossing, (name, crossing)
+
+
+def test_the_shared_candidates_import_no_kind() -> None:
+    """``kinds.candidates`` is what several kinds build on: it reaches none of them."""
+    kinds = tuple(f"biasaudit.kinds.{k}" for k in ("allocation", "grade_score", "ruted"))
+    for name, path in MODULES.items():
+        if name.startswith("biasaudit.kinds.candidates"):
+            reached = {m for m in imports(path, load_time_only=False)
+                       if m.startswith((*kinds, "biasaudit.kinds.registry"))}  # fmt: skip
+            assert not reached, (name, reached)
 
 
 def test_loading_a_kinds_module_never_loads_the_registry() -> None:
@@ -197,7 +208,7 @@ def test_each_kind_declares_every_step_in_its_own_folder(kind: str) -> None:
 
     declared = audit_kind(kind)
     home = KINDS[kind].rpartition(".")[0]
-    shared = ("biasaudit.kinds._imported", "biasaudit.kinds.common")
+    shared = ("biasaudit.kinds._imported", "biasaudit.kinds.common", "biasaudit.kinds.candidates")
     refs = {name: getattr(declared, name) for name in (*CONTRACT, "tasks", "metrics")}
     if declared.scorer is not None:
         refs |= {"score": declared.scorer.score, "options": declared.scorer.options}

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from biasaudit.errors import UsageError
-from biasaudit.kinds.allocation.tasks import build_task
+from biasaudit.kinds.candidates.tasks import build_task
 from biasaudit.spec import parse_spec
 
 PROMPT = {"system": "You screen loans.", "user": "{name}: {purpose}. Approve? Answer Yes or No."}

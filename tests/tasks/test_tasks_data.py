@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from biasaudit.errors import UsageError
-from biasaudit.kinds.allocation.resume import GROUP_NAMES, read_jobs, read_names
 from biasaudit.kinds.allocation.spec import EssayGradingSpec, ResumeScreeningSpec
-from biasaudit.kinds.allocation.tasks import build_task
+from biasaudit.kinds.candidates.resume import GROUP_NAMES, read_jobs, read_names
+from biasaudit.kinds.candidates.tasks import build_task
 from biasaudit.kinds.grade_score.task import load_choice_prompt
 from biasaudit.kinds.prompt import PromptTemplate
 from biasaudit.kinds.ruted.task import ContextPrompts

@@ -43,7 +43,7 @@ from biasaudit.kinds.allocation.metrics import (
     allocation_results,
 )
 from biasaudit.kinds.allocation.spec import AllocationSpec
-from biasaudit.kinds.allocation.task import PoolDesign
+from biasaudit.kinds.candidates.task import PoolDesign
 from biasaudit.kinds.common import NOTHING_SENT
 from biasaudit.store.runs import Manifest, RunDirectory, read_manifest
 from biasaudit.textfiles import read_table, require_columns, require_values

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, Field
 
-from biasaudit.kinds.allocation.task import PoolDesign
+from biasaudit.kinds.candidates.task import PoolDesign
 from biasaudit.kinds.common import RequestCounts
 from biasaudit.metrics import (
     FEW_UNITS,

@@ -39,8 +39,8 @@ from biasaudit.kinds.allocation.scoring import (
     plan_scoring,
 )
 from biasaudit.kinds.allocation.spec import AllocationSpec
-from biasaudit.kinds.allocation.task import AllocationTask
-from biasaudit.kinds.allocation.tasks import build_task
+from biasaudit.kinds.candidates.task import AllocationTask
+from biasaudit.kinds.candidates.tasks import build_task
 from biasaudit.kinds.common import request_counts
 from biasaudit.metrics import PairwiseOutputStats
 from biasaudit.providers import Provider

@@ -22,7 +22,7 @@ import pandas as pd
 
 from biasaudit.engine.core import RequestResult
 from biasaudit.kinds.allocation.spec import AllocationSpec
-from biasaudit.kinds.allocation.task import AllocationTask, Candidate, Pool
+from biasaudit.kinds.candidates.task import AllocationTask, Candidate, Pool
 from biasaudit.metrics import PairwiseOutputStats, pairwise_ranking_scores
 from biasaudit.probes import (
     LabelScore,
@@ -33,7 +33,7 @@ from biasaudit.probes import (
 )
 from biasaudit.providers import ModelRequest, Provider
 
-__all__ = ["PairwisePlan", "PointwisePlan", "ScoringPlan", "plan_scoring"]
+__all__ = ["PairwisePlan", "PointwisePlan", "ScoringPlan", "plan_requests", "plan_scoring"]
 
 
 class ScoringPlan(Protocol):
@@ -286,3 +286,13 @@ def plan_scoring(task: AllocationTask, spec: AllocationSpec, provider: Provider)
         plan = PointwisePlan(task, probe)
     plan.requests = [r.asking_effort(spec.reasoning_effort) for r in plan.requests]
     return plan
+
+
+def plan_requests(spec: Any, provider: Provider) -> list[ModelRequest]:
+    """The requests a run of ``spec`` would send to ``provider`` (nothing is sent)."""
+    from biasaudit.kinds.candidates.tasks import build_task
+
+    assert isinstance(spec, AllocationSpec)
+    task = build_task(spec)
+    task.prompt(spec.method)
+    return list(plan_scoring(task, spec, provider).requests)

@@ -16,8 +16,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from biasaudit.errors import UsageError
-from biasaudit.kinds.allocation.spec import ResumeScreeningSpec
-from biasaudit.kinds.allocation.task import AllocationTask, Candidate, PoolDesign
+from biasaudit.kinds.candidates.spec import ResumeData
+from biasaudit.kinds.candidates.task import AllocationTask, Candidate, PoolDesign
 from biasaudit.kinds.prompt import PromptTemplate
 from biasaudit.textfiles import (
     DATA_DIR,
@@ -133,7 +133,7 @@ def _ordered_groups(groups: list[str]) -> tuple[str, ...]:
     return tuple(known + [g for g in groups if g not in GROUP_NAMES])
 
 
-def build_resume_screening(spec: ResumeScreeningSpec) -> AllocationTask:
+def build_resume_screening(spec: ResumeData) -> AllocationTask:
     """The resume-screening task for ``spec``: every resume x name pair a candidate."""
     names_path = spec.names or NAMES_PATH
     jobs = _select_jobs(read_jobs(spec.resumes or JOBS_PATH), spec.jobs)

@@ -20,8 +20,8 @@ from pathlib import Path
 import pandas as pd
 
 from biasaudit.errors import UsageError
-from biasaudit.kinds.allocation.spec import EssayGradingSpec
-from biasaudit.kinds.allocation.task import AllocationTask, Candidate, PoolDesign
+from biasaudit.kinds.candidates.spec import EssayData
+from biasaudit.kinds.candidates.task import AllocationTask, Candidate, PoolDesign
 from biasaudit.kinds.prompt import PromptTemplate
 from biasaudit.textfiles import (
     DATA_DIR,
@@ -94,7 +94,7 @@ class QualificationRule:
         return bool(rating > self.threshold if self.strict else rating >= self.threshold)
 
 
-def qualification_rule(spec: EssayGradingSpec, ratings: pd.Series, path: Path) -> QualificationRule:
+def qualification_rule(spec: EssayData, ratings: pd.Series, path: Path) -> QualificationRule:
     """The rule of ``spec.qualified_at_least``; unset: the median (biasaudit's), or the
     authors' 'Good' band with ``conventions: paper``.
 
@@ -133,7 +133,7 @@ def _essay_ids(frame: pd.DataFrame, path: Path) -> list[str]:
     return list(ids)
 
 
-def build_essay_grading(spec: EssayGradingSpec) -> AllocationTask:
+def build_essay_grading(spec: EssayData) -> AllocationTask:
     """The essay-grading task for ``spec``: every essay a candidate, random pools."""
     path = resolve_essays(spec.essays)
     frame = read_table(path, "essays")

@@ -38,8 +38,8 @@ from pathlib import Path
 import pandas as pd
 
 from biasaudit.errors import UsageError
-from biasaudit.kinds.allocation.spec import AllocationTaskSpec, PromptSpec, QualifiedSpec
-from biasaudit.kinds.allocation.task import AllocationTask, Candidate, PoolDesign
+from biasaudit.kinds.candidates.spec import CustomData, PromptSpec, QualifiedSpec
+from biasaudit.kinds.candidates.task import AllocationTask, Candidate, PoolDesign
 from biasaudit.kinds.prompt import PromptTemplate
 from biasaudit.textfiles import read_table, require_columns, require_values
 
@@ -84,7 +84,7 @@ def _qualified(
     return list(numbers >= threshold)
 
 
-def _check_columns(frame: pd.DataFrame, spec: AllocationTaskSpec, path: Path) -> None:
+def _check_columns(frame: pd.DataFrame, spec: CustomData, path: Path) -> None:
     named = [spec.group_column, spec.id_column, spec.name_column, spec.subtask_column]
     require_columns(frame, [c for c in named if c], what="candidates", path=path)
     for column in frame.columns:
@@ -98,7 +98,7 @@ def _check_columns(frame: pd.DataFrame, spec: AllocationTaskSpec, path: Path) ->
         raise UsageError(f"candidates {path}, column '{spec.id_column}': ids are not unique")
 
 
-def build_custom_task(spec: AllocationTaskSpec) -> AllocationTask:
+def build_custom_task(spec: CustomData) -> AllocationTask:
     """The task a ``task: allocation`` spec describes."""
     path = spec.candidates
     frame = read_table(path, "candidates")
@@ -130,9 +130,10 @@ def build_custom_task(spec: AllocationTaskSpec) -> AllocationTask:
         candidates=candidates,
         groups=tuple(dict.fromkeys(c.group for c in candidates)),
         reference_group=spec.reference_group,
-        labels=spec.labels,
-        pointwise_prompt=_prompt(spec.pointwise, "pointwise"),
-        pairwise_prompt=_prompt(spec.pairwise, "pairwise"),
+        # The labels and prompts of the methods the spec's kind asks with.
+        labels=getattr(spec, "labels", {}),
+        pointwise_prompt=_prompt(getattr(spec, "pointwise", None), "pointwise"),
+        pairwise_prompt=_prompt(getattr(spec, "pairwise", None), "pairwise"),
         pool=PoolDesign(spec.pool.design, spec.pool.size),
         context={subtask: dict(spec.context) for subtask in dict.fromkeys(subtasks)},
         noun=spec.noun,

@@ -1,27 +1,21 @@
 """The built-in allocation tasks (resume screening, essay grading, a task of your
 own): what ``biasaudit tasks`` says of each, and :func:`build_task`, which turns a
-validated spec into an :class:`~biasaudit.kinds.allocation.task.AllocationTask`.
+validated spec into an :class:`~biasaudit.kinds.candidates.task.AllocationTask`.
 """
 
 from __future__ import annotations
 
 from biasaudit.errors import UsageError
-from biasaudit.kinds.allocation.custom import build_custom_task
-from biasaudit.kinds.allocation.essay import DEMO_ESSAYS, build_essay_grading
-from biasaudit.kinds.allocation.resume import JOBS_PATH, NAMES_PATH, build_resume_screening
-from biasaudit.kinds.allocation.spec import (
-    AllocationSpec,
-    AllocationTaskSpec,
-    EssayGradingSpec,
-    ResumeScreeningSpec,
-)
-from biasaudit.kinds.allocation.task import AllocationTask
+from biasaudit.kinds.candidates.custom import build_custom_task
+from biasaudit.kinds.candidates.essay import DEMO_ESSAYS, build_essay_grading
+from biasaudit.kinds.candidates.resume import JOBS_PATH, NAMES_PATH, build_resume_screening
+from biasaudit.kinds.candidates.spec import CustomData, EssayData, ResumeData
+from biasaudit.kinds.candidates.task import AllocationTask
 from biasaudit.kinds.common import TaskInfo
-from biasaudit.providers import ModelRequest, Provider
 from biasaudit.spec import AuditSpec
 from biasaudit.textfiles import PROMPTS_DIR
 
-__all__ = ["ALLOCATION_TASKS", "TASK_INFOS", "build_task", "plan_requests"]
+__all__ = ["ALLOCATION_TASKS", "TASK_INFOS", "build_task"]
 
 
 def _prompts(task: str) -> tuple[str, ...]:
@@ -76,24 +70,14 @@ def build_task(spec: AuditSpec) -> AllocationTask:
     UsageError
         A data file is missing or malformed, or the spec and the data disagree.
     """
-    if isinstance(spec, ResumeScreeningSpec):
+    if isinstance(spec, ResumeData):
         return build_resume_screening(spec)
-    if isinstance(spec, EssayGradingSpec):
+    if isinstance(spec, EssayData):
         return build_essay_grading(spec)
-    if isinstance(spec, AllocationTaskSpec):
+    if isinstance(spec, CustomData):
         return build_custom_task(spec)
     raise UsageError(f"no task for spec {type(spec).__name__}")
 
 
 TASK_INFOS = tuple(ALLOCATION_TASKS.values())
-"""The built-in allocation tasks, as ``biasaudit tasks`` lists them."""
-
-
-def plan_requests(spec: AuditSpec, provider: Provider) -> list[ModelRequest]:
-    """The requests a run of ``spec`` would send to ``provider`` (nothing is sent)."""
-    from biasaudit.kinds.allocation.scoring import plan_scoring
-
-    assert isinstance(spec, AllocationSpec)
-    task = build_task(spec)
-    task.prompt(spec.method)
-    return list(plan_scoring(task, spec, provider).requests)
+"""The built-in tasks of candidates, as ``biasaudit tasks`` lists them."""
