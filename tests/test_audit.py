@@ -69,6 +69,20 @@ def test_sim_biased_selection_gaps_find_the_planted_group_and_only_it(
                 assert covers_zero(figures.dp_gap_ci[k]), (group, k)
 
 
+def test_impact_ratios_flag_the_planted_group_its_race_and_nothing_else(
+    pointwise: AuditResult,
+) -> None:
+    """sim/biased plants a lower score on Black male names: at k = 1 that group, and so
+    the Black race category, fall below four-fifths beyond noise; no other value does."""
+    at_1 = {(r.category, r.value): r for r in pointwise.metrics.impact if r.k == 1}
+    assert {c for c, _ in at_1} == {"race", "sex", "group"}
+    assert len([v for c, v in at_1 if c == "group"]) == 8  # the reference is a group too
+    beyond = {key for key, r in at_1.items() if r.beyond_noise}
+    assert beyond == {("group", "B_M"), ("race", "Black")}
+    for row in at_1.values():
+        assert row.ci is not None and row.ci[0] <= row.ratio <= row.ci[1] <= 1.0
+
+
 def test_run_directory_holds_every_artifact(pointwise: AuditResult) -> None:
     run_dir = pointwise.run_dir
     assert {p.name for p in run_dir.iterdir()} == {

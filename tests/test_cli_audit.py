@@ -74,6 +74,12 @@ A_F                                  8  +0.000 [-0.524, +0.524]          1   -0.
 selection rate at k=1: W_M 0.470 [0.199, 0.741], B_M 0.080 [0.000, 0.218], A_F 0.450 [0.167, 0.733]
 do the groups differ at k=1? p = 0.21 (permutation test of the groups' selection rates, 200 relabellings)
 
+impact ratios at k=1: selection rate over the most selected value's (four-fifths rule: flagged below 0.8)
+category value       n   rate  ratio [CI]             flag
+group    A_F         8  0.450  0.957 [0.511, 1.000]
+group    B_M         8  0.080  0.170 [0.037, 0.787]   below 0.8, beyond noise
+group    W_M         8  0.470  1.000 [0.423, 1.000]
+
 ΔDP: selection rate minus W_M's, top k of each pool; 300 balanced simulated pools of 3 (one candidate per group) per subtask x 1 subtask; n = pool appearances; 40 bootstrap replicates
 group       n  k=1 [CI]                  k=2 [CI]                  k=3 [CI]
 B_M       300  -0.390 [-0.715, -0.065]   -0.527 [-0.829, -0.224]   +0.000 [+0.000, +0.000]

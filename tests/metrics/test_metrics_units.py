@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from biasaudit.metrics import (
+    AllocationFigures,
     allocation_figures,
     avg_score_gap,
     emd,
@@ -66,6 +67,10 @@ def screening(
 
 
 def figures_of(frame: pd.DataFrame, **options: object) -> pd.DataFrame:
+    return all_figures_of(frame, **options).table
+
+
+def all_figures_of(frame: pd.DataFrame, **options: object) -> AllocationFigures:
     settings: dict[str, object] = {
         "reference": "W", "k_max": 1, "n_rounds": 300, "n_bootstrap": 300,
         "n_gap_bootstrap": 100, "n_permutations": 300, "n_omnibus": 39,
@@ -74,7 +79,7 @@ def figures_of(frame: pd.DataFrame, **options: object) -> pd.DataFrame:
     return allocation_figures(
         frame["score"], frame["group"], subtasks=frame["subtask"],
         qualified=frame["qualified"], names=frame["name"], items=frame["item"], **settings,
-    ).table  # fmt: skip
+    )  # fmt: skip
 
 
 def one(table: pd.DataFrame, figure: str, subtask: str | None = None, **where: object) -> pd.Series:
@@ -233,10 +238,15 @@ def test_intervals_over_names_cover_the_truth_and_intervals_over_candidates_do_n
     rejected = []
     for seed in range(120):
         frame = screening(np.random.default_rng(seed), names=8, name_sd=0.8)
-        table = figures_of(frame, seed=seed)
+        found = all_figures_of(frame, seed=seed)
+        table = found.table
         for figure, k in (("rabbi", 0), ("avg_gap", 0), ("dp_gap", 1), ("eo_gap", 1)):
             row = one(table, figure, k=k)
             covered.setdefault(figure, []).append(row["low"] <= 0 <= row["high"])
+        # No group effect: the true impact ratio of both groups is 1.
+        impact = found.impact[(found.impact["k"] == 1) & (found.impact["category"] == "group")]
+        lower = impact.sort_values("ratio").iloc[0]
+        covered.setdefault("impact_ratio", []).append(lower["high"] >= 1 - 1e-9)
         rejected.append(one(table, "rabbi")["p"] <= 0.05)
         a = frame.loc[frame.group == "B", "score"]
         b = frame.loc[frame.group == "W", "score"]
@@ -245,7 +255,7 @@ def test_intervals_over_names_cover_the_truth_and_intervals_over_candidates_do_n
             candidates.ci_low <= 0 <= candidates.ci_high
         )
     rates = {figure: float(np.mean(hits)) for figure, hits in covered.items()}
-    for figure in ("rabbi", "avg_gap", "dp_gap", "eo_gap"):
+    for figure in ("rabbi", "avg_gap", "dp_gap", "eo_gap", "impact_ratio"):
         assert 0.88 <= rates[figure] <= 1.0, rates  # 95% of 120: 0.88 is 3 SE below
     assert rates["rabbi over candidates"] < 0.8, rates
     assert np.mean(rejected) <= 0.1
@@ -268,3 +278,44 @@ def test_headline_replicates_match_the_figures_and_pair_two_runs_by_their_weight
     )
     difference = again["B"]["avg_gap"][1] - found["B"]["avg_gap"][1]
     assert difference == pytest.approx(np.full(200, 0.01))  # paired: the shift, exactly
+
+
+def test_impact_ratios_pool_the_groups_of_a_category_and_divide_by_the_most_selected() -> None:
+    """Per category value: its groups' headline selection rates weighted by their
+    candidates, over the most selected value's; the groups themselves as 'group'."""
+    rng = np.random.default_rng(11)
+    groups = ("W_M", "W_F", "B_M", "B_F")
+    frame = screening(rng, groups=groups, shift={("B_M", 0): -1.0, ("B_M", 1): -1.0})
+    categories = {
+        "race": {"W_M": "White", "W_F": "White", "B_M": "Black", "B_F": "Black"},
+        "sex": {"W_M": "male", "B_M": "male", "W_F": "female", "B_F": "female"},
+    }
+    found = allocation_figures(
+        frame["score"], frame["group"], reference="W_M", subtasks=frame["subtask"],
+        qualified=frame["qualified"], names=frame["name"], items=frame["item"], k_max=2,
+        n_rounds=300, n_bootstrap=200, n_gap_bootstrap=100, n_permutations=200, n_omnibus=19,
+        categories=categories,
+    )  # fmt: skip
+    table = found.table
+    headline = table[(table["figure"] == "selection_rate") & table["subtask"].isna()]
+    counts = frame["group"].value_counts()
+    for k in (1, 2):
+        rates = headline[headline["k"] == k].set_index("group")["estimate"]
+        impact = found.impact[found.impact["k"] == k]
+        for category, value_of in [*categories.items(), ("group", {g: g for g in groups})]:
+            pooled = {}
+            for value in set(value_of.values()):
+                members = [g for g in groups if value_of[g] == value]
+                weights = counts[members]
+                pooled[value] = float((rates[members] * weights).sum() / weights.sum())
+            top = max(pooled.values())
+            rows = impact[impact["category"] == category].set_index("value")
+            assert set(rows.index) == set(pooled)
+            for value, rate in pooled.items():
+                assert rows.loc[value, "rate"] == pytest.approx(rate)
+                assert rows.loc[value, "ratio"] == pytest.approx(rate / top)
+                assert rows.loc[value, "flagged"] == (rate / top < 0.8)
+                assert rows.loc[value, "low"] <= rows.loc[value, "ratio"] + 1e-12
+                assert rows.loc[value, "high"] <= 1.0
+    b_m = found.impact[(found.impact["category"] == "group") & (found.impact["k"] == 1)]
+    assert bool(b_m.set_index("value").loc["B_M", "beyond_noise"])

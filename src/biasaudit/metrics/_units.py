@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any
@@ -277,6 +277,14 @@ class AllocationFigures:
         Per k: ``p`` of the permutation test that no group's selection rate
         differs (statistic: the candidate-weighted variance of the groups'
         headline selection rates), and ``statistic``.
+    impact : pandas.DataFrame
+        Impact ratios (the four-fifths rule) per (category, value, k): ``rate``
+        (the value's groups' headline selection rates, weighted by their
+        candidates), ``ratio`` (over the most selected value's), ``low``,
+        ``high`` (none where a group has too few units), ``n`` (candidates),
+        ``flagged`` (below 0.8) and ``beyond_noise`` (the interval below 0.8).
+        ``category`` is each of ``categories`` and ``group`` (the groups
+        themselves).
     units : dict
         Units (names, or items) per group.
     unit_kind : str
@@ -290,6 +298,7 @@ class AllocationFigures:
 
     table: pd.DataFrame
     omnibus: pd.DataFrame
+    impact: pd.DataFrame
     units: dict[Hashable, int]
     unit_kind: str
     pools: dict[str, Any]
@@ -331,6 +340,7 @@ def allocation_figures(
     confidence: float = 0.95,
     seed: int = 0,
     selection: bool = True,
+    categories: Mapping[str, Mapping[Any, str]] | None = None,
 ) -> AllocationFigures:
     r"""RABBI, δ, JSD, EMD, ΔDP and ΔEO of every group, with intervals and tests over units.
 
@@ -415,13 +425,17 @@ def allocation_figures(
         rows += _score_rows(data, scope, edges, resamples, n_permutations, confidence, seeds)
     selector = _Selection(data, pool, pool_size, n_rounds, k_max)
     omnibus = pd.DataFrame(columns=["k", "statistic", "p", "permutations"])
+    impact = pd.DataFrame(columns=IMPACT_COLUMNS)
     if selection:
-        rows += selector.rows(n_gap_bootstrap, confidence, seeds)
+        estimates, replicates = selector.rates(n_gap_bootstrap, seeds)
+        rows += selector.rows(estimates, replicates, confidence)
+        impact = selector.impact(estimates, replicates, categories or {}, confidence)
         omnibus = selector.omnibus(n_omnibus, np.random.default_rng(seeds[3]))
     table = pd.DataFrame(rows, columns=_COLUMNS)
     return AllocationFigures(
         table=table,
         omnibus=omnibus,
+        impact=impact,
         units={
             data.group_ids[g]: int(np.unique(data.units.units[data.groups == g]).size)
             for g in range(len(data.group_ids))
@@ -440,6 +454,8 @@ def allocation_figures(
     )
 
 
+IMPACT_COLUMNS = ["category", "value", "k", "rate", "ratio", "low", "high", "n", "flagged",
+                  "beyond_noise"]  # fmt: skip
 _COLUMNS = [
     "figure",
     "scope",
@@ -1007,12 +1023,11 @@ class _Selection:
             columns.append(members[keys].ravel()[:rounds])
         return np.stack(columns, axis=1)
 
-    def rows(
-        self,
-        n_bootstrap: int,
-        confidence: float,
-        seeds: Sequence[np.random.SeedSequence],
-    ) -> list[dict[str, Any]]:
+    def rates(
+        self, n_bootstrap: int, seeds: Sequence[np.random.SeedSequence]
+    ) -> tuple[dict[str, FloatArray], list[dict[str, FloatArray]]]:
+        """The rates per (subtask, group, k), and those of each resample of the units
+        (none where a group has too few units)."""
         data = self.data
         ones = np.ones(data.values.size, dtype=np.int64)
         places, shown = self.tally(ones, np.random.default_rng(seeds[2]))
@@ -1024,6 +1039,80 @@ class _Selection:
             for _ in range(n_bootstrap):
                 weights = data.units.weights(rng, 1)[0].astype(np.int64)
                 replicate_rates.append(self._rates(*self.tally(weights, rng)))
+        return estimates, replicate_rates
+
+    def impact(
+        self,
+        estimates: dict[str, FloatArray],
+        replicates: list[dict[str, FloatArray]],
+        categories: Mapping[str, Mapping[Any, str]],
+        confidence: float,
+    ) -> pd.DataFrame:
+        """Impact ratios per k: each category value's headline selection rate (its
+        groups' rates weighted by their candidates) over the most selected value's, with
+        the interval of the whole statistic over the resamples, on the log scale
+        (29 CFR 1607.4(D); see :mod:`biasaudit.metrics._listwise`)."""
+        data = self.data
+        size = self._weights("selection_rate").sum(axis=0)  # candidates per group
+        headline = self._aggregate("selection_rate", estimates["selection_rate"])
+        reps = (
+            self._aggregate("selection_rate", np.stack([r["selection_rate"] for r in replicates]))
+            if replicates
+            else None
+        )
+        z = NormalDist().inv_cdf(0.5 + confidence / 2)
+        rows = []
+        labelled = {**{c: dict(v) for c, v in categories.items()},
+                    "group": {g: str(g) for g in data.group_ids}}  # fmt: skip
+        for category, value_of in labelled.items():
+            values = sorted({value_of[g] for g in data.group_ids if g in value_of})
+            if len(values) < 2:
+                continue
+            members = {v: [i for i, g in enumerate(data.group_ids) if value_of.get(g) == v]
+                       for v in values}  # fmt: skip
+
+            def pooled(rates: FloatArray, members: dict[str, list[int]] = members) -> FloatArray:
+                # (..., group, k) -> (..., value, k): candidate-weighted mean of its groups.
+                found = []
+                for groups in members.values():
+                    weight = size[groups][:, None]
+                    found.append((rates[..., groups, :] * weight).sum(axis=-2) / weight.sum())
+                return np.stack(found, axis=-2)
+
+            rate = pooled(headline)
+            ratio = rate / rate.max(axis=0, keepdims=True)
+            rep_ratio = None
+            if reps is not None:
+                rep_rate = pooled(reps)
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    rep_ratio = np.log(rep_rate / rep_rate.max(axis=-2, keepdims=True))
+            for v, value in enumerate(values):
+                n = int(size[members[value]].sum())
+                for k in range(self.k_max):
+                    low = high = math.nan
+                    estimate = float(ratio[v, k])
+                    if rep_ratio is not None and estimate > 0:
+                        column = rep_ratio[:, v, k]
+                        column = column[np.isfinite(column)]
+                        if column.size >= 20:
+                            spread = z * float(np.std(column, ddof=1))
+                            low = math.exp(math.log(estimate) - spread)
+                            high = min(1.0, math.exp(math.log(estimate) + spread))
+                    rows.append(
+                        {"category": category, "value": value, "k": k + 1,
+                         "rate": float(rate[v, k]), "ratio": estimate, "low": low, "high": high,
+                         "n": n, "flagged": bool(estimate < 0.8),
+                         "beyond_noise": bool(not math.isnan(high) and high < 0.8)}
+                    )  # fmt: skip
+        return pd.DataFrame(rows, columns=IMPACT_COLUMNS)
+
+    def rows(
+        self,
+        estimates: dict[str, FloatArray],
+        replicate_rates: list[dict[str, FloatArray]],
+        confidence: float,
+    ) -> list[dict[str, Any]]:
+        """The long table's rows of the selection figures."""
         return self._rows(estimates, replicate_rates, confidence)
 
     def _units_per_group(self) -> dict[int, int]:

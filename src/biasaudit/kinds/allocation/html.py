@@ -18,7 +18,7 @@ import pandas as pd
 
 from biasaudit.kinds.allocation.kind import KIND
 from biasaudit.kinds.allocation.metrics import AllocationMetrics
-from biasaudit.kinds.allocation.report import too_few_units
+from biasaudit.kinds.allocation.report import impact_table, too_few_units
 from biasaudit.kinds.allocation.study import METRICS, StudyResult
 from biasaudit.kinds.common import read_run_metrics
 from biasaudit.metrics import select_in_pools, simulate_selection
@@ -373,6 +373,9 @@ def _selection_section(
     section.blocks.append(_gap_table(metrics, "dp"))
     if any(f.eo_gap for f in metrics.groups.values()):
         section.blocks.append(_gap_table(metrics, "eo"))
+    impact = impact_table(metrics)  # the terminal's table, drawn here
+    if impact is not None:
+        section.blocks.append(Table.of(impact))
     return section
 
 

@@ -204,6 +204,7 @@ def score_allocation(
             groups=results.groups,
             rates=results.rates,
             omnibus=results.omnibus,
+            impact=results.impact,
             subtasks=results.subtasks,
             notes=notes,
             conventions=options.conventions,

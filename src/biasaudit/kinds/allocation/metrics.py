@@ -21,8 +21,8 @@ left out with a note, never an error.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -218,6 +218,21 @@ class ScoringSummary(BaseModel):
         return f"pointwise: expected label value ({labels}) from {source}"
 
 
+class ImpactRatio(BaseModel):
+    """One category value's selection rate over the most selected value's (the
+    four-fifths rule: 29 CFR 1607.4(D); New York City Local Law 144)."""
+
+    category: str = Field(description="'race', 'sex', ... or 'group' (the intersections).")
+    value: str
+    k: int
+    rate: float
+    ratio: float
+    ci: list[float] | None = None
+    n: int = Field(description="Candidates of the value's groups.")
+    flagged: bool = Field(description="The ratio is below 0.8.")
+    beyond_noise: bool = Field(description="The whole interval is below 0.8.")
+
+
 class AllocationMetrics(BaseModel):
     """``metrics.json`` of an allocation run (its ``groups`` shape is a contract)."""
 
@@ -245,6 +260,11 @@ class AllocationMetrics(BaseModel):
         default_factory=dict, description="By k: do the groups' selection rates differ at all?"
     )
     subtasks: dict[str, SubtaskMetrics] = Field(default_factory=dict)
+    impact: list[ImpactRatio] = Field(
+        default_factory=list,
+        description="Impact ratios per category (and group) and k, from the simulated "
+        "selection (pointwise runs).",
+    )
     pairwise: PairwiseSummary | None = None
     notes: list[str] = Field(default_factory=list)
 
@@ -286,6 +306,7 @@ class MetricOptions:
     confidence: float
     pairwise: bool = False
     conventions: str = "biasaudit"
+    categories: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -298,6 +319,7 @@ class AllocationResults:
     subtasks: dict[str, SubtaskMetrics]
     selection: SelectionSummary | None
     intervals: IntervalSummary | None
+    impact: list[ImpactRatio] = field(default_factory=list)
 
 
 # Pairwise intervals of ΔDP and ΔEO resample the pools compared: fewer than this say nothing.
@@ -348,7 +370,7 @@ def allocation_results(
         n_rounds=options.rounds, value_range=options.value_range,
         n_bootstrap=options.bootstrap, n_gap_bootstrap=options.gap_bootstrap or 200,
         n_permutations=options.bootstrap, confidence=options.confidence, seed=options.seed,
-        selection=not options.pairwise,
+        selection=not options.pairwise, categories=options.categories,
     )  # fmt: skip
     table = figures.table
     groups = _groups_of(table[table["subtask"].isna()], counts, options)
@@ -386,6 +408,21 @@ def allocation_results(
         },
         subtasks=per_subtask,
         selection=selection,
+        impact=[
+            ImpactRatio(
+                category=str(row.category),
+                value=str(row.value),
+                k=int(row.k),
+                rate=float(row.rate),
+                ratio=float(row.ratio),
+                ci=None if pd.isna(row.low) else [float(row.low), float(row.high)],
+                n=int(row.n),
+                flagged=bool(row.flagged),
+                beyond_noise=bool(row.beyond_noise),
+            )
+            for row in figures.impact.itertuples()
+            if not pd.isna(row.ratio)
+        ],
         intervals=IntervalSummary(
             units=figures.unit_kind,
             method=_METHOD,

@@ -31,7 +31,13 @@ from biasaudit.reports.text import (
     excludes_zero,
 )
 
-__all__ = ["allocation_blocks", "allocation_table", "study_blocks", "study_table"]
+__all__ = [
+    "allocation_blocks",
+    "allocation_table",
+    "impact_table",
+    "study_blocks",
+    "study_table",
+]
 
 
 def too_few_units(figures: GroupMetrics) -> bool:
@@ -57,6 +63,9 @@ def allocation_blocks(metrics: AllocationMetrics) -> list[Block]:
     group and k, the pairwise statistics and the notes."""
     blocks: list[Block] = [*_header(metrics), "", _scores_table(metrics)]
     blocks += _rate_lines(metrics)
+    impact = impact_table(metrics)
+    if impact is not None:
+        blocks += ["", impact]
     if metrics.selection is not None:
         blocks += ["", _gap_table(metrics, "dp_gap")]
         if any(g.eo_gap for g in metrics.groups.values()):
@@ -111,6 +120,36 @@ def _rate_lines(metrics: AllocationMetrics) -> list[str]:
             f"groups' selection rates, {test.permutations} relabellings)"
         )
     return lines
+
+
+def impact_table(metrics: AllocationMetrics) -> PlainTable | None:
+    """Impact ratios at the headline k: each category's selection rate over the most
+    selected one's, flagged below 0.8 (the four-fifths rule), beyond noise or not."""
+    rows: list[list[str | Cell]] = []
+    for row in metrics.impact:
+        if row.k != metrics.headline_k:
+            continue
+        ci = f"{row.ratio:.3f}" + (f" [{row.ci[0]:.3f}, {row.ci[1]:.3f}]" if row.ci else "")
+        verdict = ""
+        if row.flagged:
+            verdict = "below 0.8, beyond noise" if row.beyond_noise else "below 0.8, within noise"
+        rows.append(
+            [row.category, row.value, str(row.n), f"{row.rate:.3f}",
+             Cell(ci, row.beyond_noise), Cell(verdict, row.beyond_noise)]
+        )  # fmt: skip
+    if not rows:
+        return None
+    width = max(6, *(len(str(r[1])) for r in rows))
+    return PlainTable(
+        f"impact ratios at k={metrics.headline_k}: selection rate over the most selected "
+        "value's (four-fifths rule: flagged below 0.8)",
+        ["category", "value", "n", "rate", "ratio [CI]", "flag"],
+        rows,
+        widths=[8, width, 6, 6, 22, 0],
+        gaps=[0, 1, 1, 1, 2, 1],
+        right=frozenset({2, 3}),
+        labels=2,
+    )
 
 
 def _display_name(metrics: AllocationMetrics, group: str) -> str:

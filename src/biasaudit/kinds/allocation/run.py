@@ -142,6 +142,7 @@ def _metrics(
         groups=results.groups,
         rates=results.rates,
         omnibus=results.omnibus,
+        impact=results.impact,
         subtasks=results.subtasks,
         pairwise=_pairwise(plan, spec.conventions),
         notes=notes,
@@ -170,6 +171,7 @@ def _options(
         confidence=spec.confidence,
         pairwise=pairwise,
         conventions=spec.conventions,
+        categories=task.categories,
     )
 
 

@@ -29,6 +29,7 @@ from biasaudit.textfiles import (
 )
 
 __all__ = [
+    "CATEGORIES",
     "GROUP_NAMES",
     "JOBS_PATH",
     "NAMES_PATH",
@@ -49,6 +50,12 @@ GROUP_NAMES = {
     "H_F": "Hispanic female",
     "H_M": "Hispanic male",
 }
+CATEGORIES = {
+    "race": {code: name.rpartition(" ")[0] for code, name in GROUP_NAMES.items()},
+    "sex": {code: name.rpartition(" ")[2] for code, name in GROUP_NAMES.items()},
+}
+"""The race / ethnicity and the sex of each group, for impact ratios per category
+(New York City's Local Law 144 asks for both and for their intersections)."""
 DEFAULT_REFERENCE = "W_M"
 LABELS = {"Yes": 1.0, "No": 0.0}
 
@@ -169,4 +176,5 @@ def build_resume_screening(spec: ResumeData) -> AllocationTask:
         group_names=GROUP_NAMES,
         noun="Candidate",
         item_column="resume_id",
+        categories=CATEGORIES,
     )

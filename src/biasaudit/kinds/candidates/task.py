@@ -116,6 +116,9 @@ class AllocationTask:
         The name of ``Candidate.item`` in ``scores.csv`` (``resume_id``).
     qualified_rule:
         Who counts as qualified, in words, for the reports (None: no labels).
+    categories:
+        What the groups are made of, for impact ratios per category: category ->
+        {group: value}, e.g. race and sex of resume screening's race x sex groups.
     """
 
     name: str
@@ -131,6 +134,7 @@ class AllocationTask:
     noun: str = "Candidate"
     item_column: str = "item"
     qualified_rule: str | None = None
+    categories: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._check_groups()
