@@ -92,12 +92,14 @@ def test_the_lower_wings_name_no_audit_kind(wing: str) -> None:
             assert not upward, (name, upward)
 
 
-@pytest.mark.parametrize("kind", ["allocation", "grade_score", "ruted"])
+@pytest.mark.parametrize("kind", ["allocation", "grade_score", "ruted", "listwise"])
 def test_no_kind_imports_another(kind: str) -> None:
     """Kinds meet in ``kinds.common``, ``kinds.prompt`` and ``kinds.candidates``, never in
     each other's folders."""
     others = tuple(
-        f"biasaudit.kinds.{k}" for k in ("allocation", "grade_score", "ruted") if k != kind
+        f"biasaudit.kinds.{k}"
+        for k in ("allocation", "grade_score", "ruted", "listwise")
+        if k != kind
     )
     for name, path in MODULES.items():
         if name.startswith(f"biasaudit.kinds.{kind}"):
@@ -107,7 +109,7 @@ def test_no_kind_imports_another(kind: str) -> None:
 
 def test_the_shared_candidates_import_no_kind() -> None:
     """``kinds.candidates`` is what several kinds build on: it reaches none of them."""
-    kinds = tuple(f"biasaudit.kinds.{k}" for k in ("allocation", "grade_score", "ruted"))
+    kinds = tuple(f"biasaudit.kinds.{k}" for k in KIND_FOLDERS)
     for name, path in MODULES.items():
         if name.startswith("biasaudit.kinds.candidates"):
             reached = {m for m in imports(path, load_time_only=False)
@@ -167,7 +169,7 @@ def test_importing_the_metrics_loads_no_engine_and_no_sdk() -> None:
     assert all(m == "biasaudit" or m.startswith("biasaudit.metrics") for m in loaded), loaded
 
 
-KIND_FOLDERS = ("allocation", "grade_score", "ruted")
+KIND_FOLDERS = ("allocation", "grade_score", "ruted", "listwise")
 
 
 def test_outside_the_kinds_no_module_imports_a_kinds_folder() -> None:
@@ -197,7 +199,7 @@ CONTRACT = {
 }
 
 
-@pytest.mark.parametrize("kind", ["allocation", "grade-score", "ruted"])
+@pytest.mark.parametrize("kind", ["allocation", "grade-score", "ruted", "listwise"])
 def test_each_kind_declares_every_step_in_its_own_folder(kind: str) -> None:
     import inspect
 

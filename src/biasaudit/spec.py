@@ -115,7 +115,7 @@ def parse_spec(data: Mapping[str, Any], *, source: str = "spec") -> AuditSpec:
     UsageError
         ``<source>, field '<dotted.path>': <problem>``.
     """
-    from biasaudit.kinds.registry import SPECS
+    from biasaudit.kinds.registry import SPECS, spec_class
 
     task = data.get("task", "")
     if not (isinstance(task, str) and task in SPECS):
@@ -124,7 +124,11 @@ def parse_spec(data: Mapping[str, Any], *, source: str = "spec") -> AuditSpec:
         names = ", ".join(SPECS)
         raise UsageError(f"{source}, field 'task': must be one of {names}; got {brief(task)}")
     try:
-        return SPECS[task].model_validate(dict(data))
+        found = spec_class(task, data.get("method"))
+    except UsageError as error:
+        raise UsageError(f"{source}, {error}") from None
+    try:
+        return found.model_validate(dict(data))
     except ValidationError as error:
         raise UsageError(_describe(error, data, source)) from None
 
@@ -154,15 +158,21 @@ def load_spec(path: str | Path, overrides: Mapping[str, Any] | None = None) -> A
     UsageError
         The file cannot be read, is not a YAML mapping, or fails validation.
     """
-    from biasaudit.kinds.registry import SPECS
+    from biasaudit.kinds.registry import SPECS, spec_class
 
     spec_path = Path(path)
     data = load_yaml(spec_path, "spec")
     if not isinstance(data, dict):
         raise UsageError(f"spec {spec_path}: expected a mapping of fields, e.g. 'task: ...'")
     task = data.get("task")  # maybe a YAML alias bomb: never turned into text here
-    spec_class = SPECS.get(task, RunSpec) if isinstance(task, str) else RunSpec
-    data = spec_class.relative_to(data, spec_path.parent)
+    found: type[RunSpec] = RunSpec
+    if isinstance(task, str) and task in SPECS:
+        method = (overrides or {}).get("method", data.get("method"))
+        try:
+            found = spec_class(task, method)
+        except UsageError:
+            found = SPECS[task]  # parse_spec names the method
+    data = found.relative_to(data, spec_path.parent)
     data.update({k: v for k, v in (overrides or {}).items() if v is not None})
     return parse_spec(data, source=str(spec_path))
 
@@ -178,28 +188,47 @@ def _models(spec_class: type[BaseModel]) -> set[type[BaseModel]]:
 
 
 def _suggestion(name: str) -> str:
-    from biasaudit.kinds.registry import SPECS
+    from biasaudit.kinds.registry import VARIANTS
 
-    models = set().union(*(_models(spec_class) for spec_class in SPECS.values()))
+    models = set().union(*(_models(found) for classes in VARIANTS.values() for found in classes))
     known = sorted({field for model in models for field in model.model_fields})
     close = difflib.get_close_matches(name, known, n=1)
     return f"; did you mean '{close[0]}'?" if close else ""
 
 
-def owner_of(name: str, task: Any) -> str | None:
-    """Whose option the field ``name`` is, when another task's spec has it: ``an
-    allocation-audit option``, or ``an option of essay-grading`` (a task of the same
-    kind); None for a field no spec has."""
-    from biasaudit.kinds.registry import SPECS, kind_of_spec_class
+def owner_of(name: str, task: Any, method: Any = None) -> str | None:
+    """Whose option the field ``name`` is, when another spec has it, and who does not
+    use it: ``an allocation-audit option; grade-score does not use it``, ``an option of
+    essay-grading; resume-screening does not use it`` (a task of the same kind), or ``an
+    option of the listwise method; resume-screening with method pointwise does not use
+    it``; None for a field no spec has."""
+    from biasaudit.kinds.registry import VARIANTS, kind_of_spec_class, methods_of, spec_class
 
-    own = SPECS.get(task) if isinstance(task, str) else None
+    variants = VARIANTS.get(task, ()) if isinstance(task, str) else ()
+    own = None
+    if variants:
+        try:
+            own = spec_class(task, method)
+        except UsageError:
+            own = variants[0]
+    for other_class in variants:
+        if other_class is not own and name in other_class.model_fields and own is not None:
+            other_methods = "/".join(methods_of(other_class))
+            own_method = "/".join(methods_of(own))
+            return (
+                f"an option of the {other_methods} method; {task} with method {own_method} "
+                "does not use it"
+            )
     own_kind = kind_of_spec_class(own) if own is not None else None
-    for other, spec_class in SPECS.items():
-        if other != task and name in spec_class.model_fields:
-            kind = kind_of_spec_class(spec_class)
+    for other, classes in VARIANTS.items():
+        for found in classes:
+            if other == task or name not in found.model_fields:
+                continue
+            kind = kind_of_spec_class(found)
             if kind != own_kind:
-                return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}-audit option"
-            return f"an option of {other}"
+                article = "an" if kind[0] in "aeiou" else "a"
+                return f"{article} {kind}-audit option; {task} does not use it"
+            return f"an option of {other}; {task} does not use it"
     return None
 
 
@@ -209,9 +238,10 @@ def _describe(error: ValidationError, data: Mapping[str, Any], source: str) -> s
     kind = first["type"]
     problem = str(first["msg"]).removeprefix("Value error, ")
     task = data.get("task")
-    owner = owner_of(location[-1], task) if kind == "extra_forbidden" and location else None
+    method = data.get("method")
+    owner = owner_of(location[-1], task, method) if kind == "extra_forbidden" and location else None
     if owner is not None:
-        problem = f"{owner}; {task} does not use it"
+        problem = owner
     elif kind == "extra_forbidden":
         problem = "unknown field" + _suggestion(location[-1] if location else "")
     elif kind == "missing":

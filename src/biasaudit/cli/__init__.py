@@ -355,30 +355,35 @@ class _TaskCommand(click.Command):
             owner = owner_of(field, self.name)
             if owner is None:
                 raise
-            raise click.UsageError(
-                f"{error.option_name} is {owner}; {self.name} does not use it", ctx
-            ) from None
+            raise click.UsageError(f"{error.option_name} is {owner}", ctx) from None
 
 
-def _task_command(task: str, spec_class: type[Any]) -> click.Command:
-    """``biasaudit run <task>``: one option a field of the task's spec."""
-    from biasaudit.cli.options import field_options
+def _task_command(task: str, spec_classes: tuple[type[Any], ...]) -> click.Command:
+    """``biasaudit run <task>``: one option a field of the task's specs (several where
+    several kinds take the task, told apart by ``--method``)."""
+    from biasaudit.cli.options import field_options, merged_options
 
     def run_task(**fields: Any) -> None:
         _run_audit({**fields, "task": task})
 
+    if len(spec_classes) == 1:
+        params = field_options(spec_classes[0], skip=("task",))
+    else:
+        params = merged_options(spec_classes, skip=("task",), required=True)
     return _TaskCommand(
         task,
-        params=[*field_options(spec_class, skip=("task",)), *_RUN_ONLY],
+        params=[*params, *_RUN_ONLY],
         callback=_reports_errors(run_task),
-        help=spec_class.__doc__,
+        help=spec_classes[0].__doc__,
     )
 
 
 def _spec_command() -> click.Command:
     """``biasaudit run SPEC.yaml``: the options of every spec, checked by the file's."""
     from biasaudit.cli.options import merged_options
-    from biasaudit.kinds.registry import SPECS, TASK_NAMES
+    from biasaudit.kinds.registry import TASK_NAMES, VARIANTS
+
+    specs = [found for classes in VARIANTS.values() for found in classes]
 
     def run_file(spec_file: Path, **fields: Any) -> None:
         if not spec_file.is_file():
@@ -392,7 +397,7 @@ def _spec_command() -> click.Command:
     spec_file = click.Argument(["spec_file"], metavar="SPEC.yaml", type=click.Path(path_type=Path))
     return click.Command(
         "spec",
-        params=[spec_file, *merged_options(SPECS.values(), skip=("task",)), *_RUN_ONLY],
+        params=[spec_file, *merged_options(specs, skip=("task",)), *_RUN_ONLY],
         callback=_reports_errors(run_file),
         help="Run the audit SPEC.yaml describes; options given here override the file.",
         hidden=True,

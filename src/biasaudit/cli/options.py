@@ -48,25 +48,43 @@ def field_options(
 
 
 def merged_options(
-    models: Iterable[type[BaseModel]], *, skip: Collection[str] = ()
+    models: Iterable[type[BaseModel]], *, skip: Collection[str] = (), required: bool = False
 ) -> list[click.Option]:
-    """The options of every model, once each: a field that two models bound differently
-    becomes plain text, checked by the spec it lands in."""
-    first: dict[str, tuple[FieldInfo, Flag]] = {}
-    differ: set[str] = set()
+    """The options of every model, once each. A field the models declare alike is one
+    option (``required``: required where every model requires it); choices that differ
+    are joined; any other difference becomes plain text, checked by the spec it lands
+    in."""
+    found: dict[str, list[tuple[FieldInfo, Flag]]] = {}
+    models = list(models)
     for model in models:
         for name, field in _own_first(model):
             flag = _flag(field)
             if name in skip or not flag.command_line or _click_type(field) is None:
                 continue
-            if name not in first:
-                first[name] = (field, flag)
-            elif _signature(first[name][0]) != _signature(field):
-                differ.add(name)
-    return [
-        _option(name, field, flag, required=False, loose=name in differ)
-        for name, (field, flag) in first.items()
-    ]
+            found.setdefault(name, []).append((field, flag))
+    options = []
+    for name, declared in found.items():
+        field, flag = declared[0]
+        everywhere = len(declared) == len(models)
+        needed = required and everywhere and all(f.is_required() for f, _ in declared)
+        if all(_signature(f) == _signature(field) for f, _ in declared):
+            options.append(_option(name, field, flag, required=needed))
+            continue
+        types = [_click_type(f) for f, _ in declared]
+        if all(isinstance(t, click.Choice) for t in types):
+            choices = list(dict.fromkeys(c for t in types for c in t.choices))
+            descriptions = list(dict.fromkeys((f.description or "").strip() for f, _ in declared))
+            options.append(
+                click.Option(
+                    [flag.name or "--" + name.replace("_", "-"), name],
+                    type=click.Choice(choices),
+                    required=needed,
+                    help=" / ".join(d for d in descriptions if d),
+                )
+            )
+            continue
+        options.append(_option(name, field, flag, required=needed, loose=True))
+    return options
 
 
 def _own_first(model: type[BaseModel]) -> list[tuple[str, FieldInfo]]:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, get_args
 
 from pydantic import BaseModel
 
@@ -32,16 +32,19 @@ __all__ = [
     "KINDS",
     "SPECS",
     "TASK_NAMES",
+    "VARIANTS",
     "FinishedAudit",
     "Kind",
     "audit_kind",
     "command_specs",
     "kind_of_spec",
     "kind_of_spec_class",
+    "methods_of",
     "plan_requests",
     "read_metrics",
     "run_kind",
     "run_spec",
+    "spec_class",
     "study_kind",
     "table_of",
 ]
@@ -50,6 +53,7 @@ KINDS: dict[str, str] = {
     "allocation": "biasaudit.kinds.allocation.kind",
     "grade-score": "biasaudit.kinds.grade_score.kind",
     "ruted": "biasaudit.kinds.ruted.kind",
+    "listwise": "biasaudit.kinds.listwise.kind",
 }
 """Each audit kind (the manifest's ``kind``) and the module declaring it (its ``KIND``)."""
 AUDIT_KINDS = tuple(KINDS)
@@ -71,18 +75,48 @@ def audit_kind(name: str) -> Kind:
     return kind
 
 
-SPECS: dict[str, type[AuditSpec]] = {
-    spec_class.model_fields["task"].default: spec_class
-    for name in KINDS
-    for spec_class in audit_kind(name).specs
-}
-"""Each task's spec class, by the ``task`` a spec names."""
+VARIANTS: dict[str, tuple[type[AuditSpec], ...]] = {}
+for _name in KINDS:
+    for _class in audit_kind(_name).specs:
+        _task = _class.model_fields["task"].default
+        VARIANTS[_task] = (*VARIANTS.get(_task, ()), _class)
+"""Each task's spec classes, by the ``task`` a spec names: several kinds may take one
+task (resume screening: allocation's pointwise and pairwise methods, listwise), and
+tell their specs apart by its ``method``; the first is the task's default."""
+SPECS: dict[str, type[AuditSpec]] = {task: classes[0] for task, classes in VARIANTS.items()}
+"""Each task's default spec class (the one a spec without a ``method`` is read as)."""
 TASK_NAMES = tuple(SPECS)
 
 
-def command_specs() -> dict[str, type[AuditSpec]]:
+def methods_of(spec_class: type[AuditSpec]) -> tuple[str, ...]:
+    """The ``method`` values a spec class takes (none: it has no ``method``)."""
+    field = spec_class.model_fields.get("method")
+    return () if field is None else tuple(str(v) for v in get_args(field.annotation))
+
+
+def spec_class(task: str, method: Any) -> type[AuditSpec]:
+    """The spec class of ``task`` whose ``method`` is ``method`` (None: the default).
+
+    Raises
+    ------
+    UsageError
+        ``method`` is a string no spec of the task takes.
+    """
+    classes = VARIANTS[task]
+    if method is None or len(classes) == 1:
+        return classes[0]
+    for found in classes:
+        if method in methods_of(found):
+            return found
+    if not isinstance(method, str):
+        return classes[0]  # its validation names the problem
+    allowed = ", ".join(m for found in classes for m in methods_of(found))
+    raise UsageError(f"field 'method': must be one of {allowed}; got {method!r}")
+
+
+def command_specs() -> dict[str, tuple[type[AuditSpec], ...]]:
     """The tasks with a ``biasaudit run <task>`` command, and their specs."""
-    return {task: SPECS[task] for name in KINDS for task in audit_kind(name).commands}
+    return {task: VARIANTS[task] for name in KINDS for task in audit_kind(name).commands}
 
 
 def __getattr__(name: str) -> Any:

@@ -1085,19 +1085,23 @@ class _Selection:
             if reps is not None:
                 rep_rate = pooled(reps)
                 with np.errstate(divide="ignore", invalid="ignore"):
-                    rep_ratio = np.log(rep_rate / rep_rate.max(axis=-2, keepdims=True))
+                    rep_ratio = rep_rate / rep_rate.max(axis=-2, keepdims=True)
             for v, value in enumerate(values):
                 n = int(size[members[value]].sum())
                 for k in range(self.k_max):
                     low = high = math.nan
                     estimate = float(ratio[v, k])
-                    if rep_ratio is not None and estimate > 0:
+                    if rep_ratio is not None:
+                        # A resample that selects none of the value counts as half a
+                        # selection: it widens the interval instead of dropping out.
+                        floor = 0.5 / max(n, 1) / max(float(rate[:, k].max()), 1e-12)
                         column = rep_ratio[:, v, k]
-                        column = column[np.isfinite(column)]
+                        column = np.log(np.maximum(column[~np.isnan(column)], floor))
                         if column.size >= 20:
                             spread = z * float(np.std(column, ddof=1))
-                            low = math.exp(math.log(estimate) - spread)
-                            high = min(1.0, math.exp(math.log(estimate) + spread))
+                            centre = math.log(max(estimate, floor))
+                            low = math.exp(centre - spread)
+                            high = min(1.0, math.exp(centre + spread))
                     rows.append(
                         {"category": category, "value": value, "k": k + 1,
                          "rate": float(rate[v, k]), "ratio": estimate, "low": low, "high": high,

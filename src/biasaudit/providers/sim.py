@@ -23,6 +23,17 @@ How it answers (the prompt is the last user message, or the completions prompt):
   cyclic orders of an item, slot 1 is then chosen in a share p + (1 - p)/n of
   the answers and every other slot in (1 - p)/n, and the best option in
   (1 - p) + p/n: a Grade Score test knows its analytic values.
+- **Listwise rankings** (the prompt introduces three or more items with lines
+  ``<Word> A:``, ``<Word> B:``, ``<Word> C:``, ...; checked before pairwise):
+  each item's utility is the planted log-odds of its section (the last one's
+  runs to the prompt's last blank line), plus :data:`LISTWISE_FIRST_SLOT_BONUS`
+  for the item shown first (1.0 for ``sim/biased``, 0 for ``sim/fair``: a
+  planted position bias), divided by the temperature; the answer is a
+  Plackett-Luce draw from them (Gumbel noise, deterministic per prompt,
+  replicate and sample): all the letters best first, comma-separated, where
+  the prompt asks for them ``best first``, else the best letter only. Its
+  first-token logprobs are the softmax of the utilities over the letters, so a
+  test knows each item's chance of being put first exactly.
 - **Pairwise comparisons** (the prompt introduces two items with lines
   ``<Word> A:`` and ``<Word> B:``, e.g. ``Candidate A:`` / ``Candidate B:``):
   it answers the letter ``A`` or ``B``. Section A runs from its marker to
@@ -127,6 +138,7 @@ DISADVANTAGED_NAMES = frozenset(
 PLANTED_SHIFT = -1.0
 PAIRWISE_POSITION_BIAS = 0.5
 SIM_VARIANTS = {"biased": PLANTED_SHIFT, "fair": 0.0}
+LISTWISE_FIRST_SLOT_BONUS = {"biased": 1.0, "fair": 0.0}
 JUDGE_FIRST_OPTION_RATE = {"biased": 0.4, "fair": 0.0}
 
 STRONG_CUES = ("led", "senior", "certified", "award", "managed", "expert", "published", "promoted")
@@ -206,9 +218,12 @@ class SimProvider(Provider):
         if ruted is not None:
             return ruted
         prompt = _prompt_text(request)
-        labels, probs = self._distribution(prompt)
         p = request.params
         rng = random.Random(_digest(prompt, p.seed, request.replicate, request.sample))
+        items = _listwise_sections(prompt)
+        if items is not None:
+            return self._ranking(request, prompt, items, rng)
+        labels, probs = self._distribution(prompt)
         texts = []
         for _ in range(p.n or 1):
             text = _sample(labels, probs, p.temperature, rng)
@@ -219,6 +234,49 @@ class SimProvider(Provider):
         if p.wants_logprobs:
             logprobs = tuple(
                 _first_token_logprobs(text, labels, probs, p.top_logprobs) for text in texts
+            )
+        return ModelResponse(
+            texts=tuple(texts),
+            logprobs=logprobs,
+            finish_reasons=("stop",) * len(texts),
+            model_version=f"sim-{self.model}-v1 (simulated)",
+            usage=Usage(
+                input_tokens=len(prompt) // 4 + 1,
+                output_tokens=sum(len(t) // 4 + 1 for t in texts),
+            ),
+            simulated=True,
+        )
+
+    def listwise_utilities(self, sections: list[str]) -> list[float]:
+        """The utility of each item of a listwise prompt, in the order shown."""
+        bonus = LISTWISE_FIRST_SLOT_BONUS[self.model.split("-")[0]]
+        return [self.log_odds(text) + (bonus if i == 0 else 0.0) for i, text in enumerate(sections)]
+
+    def _ranking(
+        self, request: ModelRequest, prompt: str, items: list[str], rng: random.Random
+    ) -> ModelResponse:
+        p = request.params
+        t = 1.0 if p.temperature is None else p.temperature
+        utility = self.listwise_utilities(items)
+        letters = [chr(ord("A") + i) for i in range(len(items))]
+        texts = []
+        for _ in range(p.n or 1):
+            if t == 0:
+                drawn = utility
+            else:
+                drawn = [u / t - math.log(-math.log(rng.random() or 1e-300)) for u in utility]
+            order = sorted(range(len(items)), key=lambda i: -drawn[i])
+            full = "best first" in prompt
+            texts.append(", ".join(letters[i] for i in order) if full else letters[order[0]])
+        logprobs = None
+        if p.wants_logprobs:
+            top = max(utility)
+            weights = [math.exp((u - top) / max(t, 1e-6)) for u in utility]
+            total = sum(weights)
+            probs = [w / total for w in weights]
+            logprobs = tuple(
+                _first_token_logprobs(text.split(",")[0], letters, probs, p.top_logprobs)
+                for text in texts
             )
         return ModelResponse(
             texts=tuple(texts),
@@ -294,6 +352,22 @@ def _prompt_text(request: ModelRequest) -> str:
     if isinstance(content, list):  # content parts
         return " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
     return str(content)
+
+
+def _listwise_sections(prompt: str) -> list[str] | None:
+    """The texts of items A, B, C, ... of a listwise prompt (three or more), or None."""
+    first = _PAIR_MARKER.search(prompt)
+    if first is None:
+        return None
+    noun = first.group(1)
+    markers = list(re.finditer(rf"^{noun} ([A-Z]):", prompt, re.MULTILINE))
+    letters = [m.group(1) for m in markers]
+    if len(markers) < 3 or letters != [chr(ord("A") + i) for i in range(len(markers))]:
+        return None
+    ends = [m.start() for m in markers[1:]] + [len(prompt)]
+    sections = [prompt[m.end() : end].strip() for m, end in zip(markers, ends, strict=True)]
+    sections[-1] = sections[-1].rsplit("\n\n", 1)[0].strip()
+    return sections
 
 
 def _pairwise_sections(prompt: str) -> tuple[str, str] | None:

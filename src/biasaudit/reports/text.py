@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from biasaudit.kinds.common import TaskInfo
 
@@ -25,6 +26,7 @@ __all__ = [
     "PlainTable",
     "block_lines",
     "excludes_zero",
+    "impact_table",
     "tasks_listing",
 ]
 
@@ -132,6 +134,45 @@ def _share(point: float | None, bounds: Sequence[float] | None) -> str:
 
 def _percent(value: float | None) -> str:
     return "-" if value is None or math.isnan(value) else f"{100 * value:.1f}%"
+
+
+class ImpactRow(Protocol):
+    category: str
+    value: str
+    n: int
+    rate: float
+    ratio: float
+    ci: list[float] | None
+    flagged: bool
+    beyond_noise: bool
+
+
+def impact_table(rows: Sequence[ImpactRow], k: int) -> PlainTable | None:
+    """Impact ratios (each value's selection rate over the most selected value's, the
+    four-fifths rule), flagged below 0.8, beyond noise or within it; None if none."""
+    cells: list[list[str | Cell]] = []
+    for row in rows:
+        ci = f"{row.ratio:.3f}" + (f" [{row.ci[0]:.3f}, {row.ci[1]:.3f}]" if row.ci else "")
+        verdict = ""
+        if row.flagged:
+            verdict = "below 0.8, beyond noise" if row.beyond_noise else "below 0.8, within noise"
+        cells.append(
+            [row.category, row.value, str(row.n), f"{row.rate:.3f}",
+             Cell(ci, row.beyond_noise), Cell(verdict, row.beyond_noise)]
+        )  # fmt: skip
+    if not cells:
+        return None
+    width = max(6, *(len(str(r[1])) for r in cells))
+    return PlainTable(
+        f"impact ratios at k={k}: selection rate over the most selected value's "
+        "(four-fifths rule: flagged below 0.8)",
+        ["category", "value", "n", "rate", "ratio [CI]", "flag"],
+        cells,
+        widths=[8, width, 6, 6, 22, 0],
+        gaps=[0, 1, 1, 1, 2, 1],
+        right=frozenset({2, 3}),
+        labels=2,
+    )
 
 
 def tasks_listing(tasks: Iterable[TaskInfo]) -> list[str]:

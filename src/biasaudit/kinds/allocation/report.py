@@ -30,6 +30,7 @@ from biasaudit.reports.text import (
     block_lines,
     excludes_zero,
 )
+from biasaudit.reports.text import impact_table as shared_impact_table
 
 __all__ = [
     "allocation_blocks",
@@ -123,33 +124,9 @@ def _rate_lines(metrics: AllocationMetrics) -> list[str]:
 
 
 def impact_table(metrics: AllocationMetrics) -> PlainTable | None:
-    """Impact ratios at the headline k: each category's selection rate over the most
-    selected one's, flagged below 0.8 (the four-fifths rule), beyond noise or not."""
-    rows: list[list[str | Cell]] = []
-    for row in metrics.impact:
-        if row.k != metrics.headline_k:
-            continue
-        ci = f"{row.ratio:.3f}" + (f" [{row.ci[0]:.3f}, {row.ci[1]:.3f}]" if row.ci else "")
-        verdict = ""
-        if row.flagged:
-            verdict = "below 0.8, beyond noise" if row.beyond_noise else "below 0.8, within noise"
-        rows.append(
-            [row.category, row.value, str(row.n), f"{row.rate:.3f}",
-             Cell(ci, row.beyond_noise), Cell(verdict, row.beyond_noise)]
-        )  # fmt: skip
-    if not rows:
-        return None
-    width = max(6, *(len(str(r[1])) for r in rows))
-    return PlainTable(
-        f"impact ratios at k={metrics.headline_k}: selection rate over the most selected "
-        "value's (four-fifths rule: flagged below 0.8)",
-        ["category", "value", "n", "rate", "ratio [CI]", "flag"],
-        rows,
-        widths=[8, width, 6, 6, 22, 0],
-        gaps=[0, 1, 1, 1, 2, 1],
-        right=frozenset({2, 3}),
-        labels=2,
-    )
+    """Impact ratios at the headline k (:func:`biasaudit.reports.text.impact_table`)."""
+    rows = [row for row in metrics.impact if row.k == metrics.headline_k]
+    return shared_impact_table(rows, metrics.headline_k)
 
 
 def _display_name(metrics: AllocationMetrics, group: str) -> str:

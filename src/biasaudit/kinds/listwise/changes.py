@@ -1,0 +1,50 @@
+"""``biasaudit compare`` of two listwise runs: a test of "no change" for every ΔDP
+and the share of first choices in each slot, B - A, from the runs' intervals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from biasaudit.reports.changes import ChangeTest, normal_test
+
+__all__ = ["change_tests"]
+
+
+def change_tests(
+    path_a: Path,
+    path_b: Path,
+    metrics_a: Any,
+    metrics_b: Any,
+    *,
+    rng: np.random.Generator,
+    bootstrap: int,
+    notes: list[str],
+) -> list[ChangeTest]:
+    """One test per group and k (ΔDP) and per slot (first choices), B - A."""
+    tests = []
+    gaps_b = {(g.group, g.k): g for g in metrics_b.gaps}
+    for gap in metrics_a.gaps:
+        other = gaps_b.get((gap.group, gap.k))
+        if other is None:
+            continue
+        test = normal_test(
+            f"dp_gap k={gap.k}", gap.group, gap.dp_gap, gap.ci, other.dp_gap, other.ci,
+            metrics_a.confidence,
+        )  # fmt: skip
+        if test is not None:
+            tests.append(test)
+    slots_b = {s.slot: s for s in metrics_b.slots}
+    for slot in metrics_a.slots:
+        other = slots_b.get(slot.slot)
+        if other is None:
+            continue
+        test = normal_test(
+            "first choice", f"slot {slot.slot}", slot.rate, slot.ci, other.rate, other.ci,
+            metrics_a.confidence,
+        )  # fmt: skip
+        if test is not None:
+            tests.append(test)
+    return tests

@@ -1,0 +1,109 @@
+"""The report of a listwise run, its study page and its compare figures: the terminal's
+tables (one description, :mod:`biasaudit.kinds.listwise.report`) with the sentences
+that say what they mean."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from biasaudit.kinds.common import read_run_metrics
+from biasaudit.kinds.listwise.metrics import ListwiseMetrics
+from biasaudit.kinds.listwise.report import listwise_blocks, study_blocks
+from biasaudit.kinds.listwise.study import ListwiseStudy
+from biasaudit.reports.html._common import audited_section, replay_section, runs_table
+from biasaudit.reports.html._document import Bullets, Document, Paragraph, Section, Table
+from biasaudit.reports.text import Block, PlainTable
+from biasaudit.store.runs import Manifest
+
+if TYPE_CHECKING:
+    from biasaudit.reports.compare import Comparison
+    from biasaudit.reports.html._document import Figure
+
+__all__ = ["compare_figures", "listwise_document", "study_page"]
+
+_DATA_FIELDS = ("jobs", "names", "names_per_group", "resumes", "essays", "topic", "pool_size")
+
+
+def _drawn(blocks: list[Block]) -> list[Any]:
+    """The terminal's blocks as the report's: lines as paragraphs, tables as tables."""
+    drawn: list[Any] = []
+    for block in blocks:
+        if isinstance(block, PlainTable):
+            drawn.append(Table.of(block))
+        elif block:
+            drawn.append(Paragraph(block))
+    return drawn
+
+
+def _headline(metrics: ListwiseMetrics) -> Section:
+    beyond = [i for i in metrics.impact if i.beyond_noise]
+    within = [i for i in metrics.impact if i.flagged and not i.beyond_noise]
+    sentences = []
+    if beyond:
+        sentences.append(
+            "Below four-fifths beyond noise: "
+            + ", ".join(f"{i.value} ({i.category}, ratio {i.ratio:.2f})" for i in beyond)
+            + "."
+        )
+    if within:
+        sentences.append(
+            "Below four-fifths but within noise (the interval reaches 0.8): "
+            + ", ".join(f"{i.value} ({i.category})" for i in within)
+            + "."
+        )
+    if not sentences:
+        sentences.append("No impact ratio is below four-fifths.")
+    first = next((s for s in metrics.slots if s.slot == 1), None)
+    if first is not None:
+        sentences.append(
+            f"The candidate shown first was chosen first in {100 * first.rate:.1f}% of "
+            f"answers ({100 / len(metrics.slots):.1f}% without a position bias)."
+        )
+    return Section("Headline", "headline", [Bullets(sentences)])
+
+
+def _method_rows(metrics: ListwiseMetrics) -> list[tuple[str, str]]:
+    return [
+        ("asked", "a full ranking" if metrics.listwise == "full" else "the top choice only"),
+        ("pools", f"{metrics.pools} of {metrics.pool_size}, each in {metrics.orders_per_pool} "
+                  f"orders ({metrics.orders}), {metrics.samples} answer(s) per order"),
+        ("intervals", f"{100 * metrics.confidence:g}%, multiway-clustered over names, items "
+                      "and pools (Cameron, Gelbach & Miller 2011)"),
+    ]  # fmt: skip
+
+
+def listwise_document(run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -> Document:
+    """The report of the listwise run in ``run_dir``."""
+    metrics: ListwiseMetrics = read_run_metrics(run_dir, ListwiseMetrics)
+    document = Document(
+        f"{metrics.task} listwise audit of {metrics.model}",
+        f"Listwise audit; reference group {metrics.reference_group}; run {manifest.run_id}",
+        metrics.simulated,
+    )
+    document.sections = [
+        audited_section(manifest, spec, _method_rows(metrics), _DATA_FIELDS),
+        _headline(metrics),
+        Section("Rankings, impact ratios, position and consistency", "figures",
+                _drawn(listwise_blocks(metrics)[4:])),
+        replay_section(manifest, run_dir),
+    ]  # fmt: skip
+    return document
+
+
+def study_page(study: ListwiseStudy) -> tuple[str, list[Section], bool]:
+    """The study page: its title, its sections, and whether a run is simulated."""
+    simulated = any(run.metrics.simulated for run in study.runs)
+    runs = runs_table(
+        [(r.label, f"{r.metrics.task}, listwise", r.metrics.simulated, r.path) for r in study.runs]
+    )
+    side = Section("Side by side", "side", _drawn(study_blocks(study)[2:]))
+    return f"Listwise study of {len(study.runs)} runs", [runs, side], simulated
+
+
+def compare_figures(
+    comparison: Comparison, names: Mapping[str, str], reference: str, simulated: bool
+) -> list[Figure]:
+    """The compare page's figures of B - A: none yet (its table of tests says all)."""
+    return []

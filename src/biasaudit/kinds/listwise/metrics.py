@@ -1,0 +1,164 @@
+"""``metrics.json`` of a listwise run, from :func:`biasaudit.metrics.listwise_figures`."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+from pydantic import BaseModel, Field
+
+from biasaudit.kinds.common import RequestCounts
+from biasaudit.metrics import ListwiseFigures
+
+__all__ = ["ListwiseMetrics", "metrics_fields"]
+
+METRICS_SCHEMA_VERSION = 1
+
+
+class Rate(BaseModel):
+    group: str
+    k: int
+    rate: float
+    ci: list[float] | None = None
+    n: int = Field(description="Appearances in answers that ranked at least k.")
+    units: int = Field(description="Names (else items) behind the rate.")
+
+
+class Gap(BaseModel):
+    group: str
+    k: int
+    dp_gap: float
+    ci: list[float] | None = None
+    n: int
+    n_reference: int
+
+
+class Impact(BaseModel):
+    category: str
+    value: str
+    rate: float
+    ratio: float
+    ci: list[float] | None = None
+    n: int
+    flagged: bool
+    beyond_noise: bool
+
+
+class Slot(BaseModel):
+    slot: int
+    rate: float
+    ci: list[float] | None = None
+    n: int
+
+
+class SlotTestResult(BaseModel):
+    statistic: float
+    df: int
+    p: float
+    n: int
+
+
+class AnswerCounts(BaseModel):
+    """What the answers held: rankings read, and their irregularities."""
+
+    answers: int
+    ranked: int
+    unread: int = Field(description="Answers that named no shown candidate.")
+    partial: int = Field(description="Full rankings asked, some candidates left out.")
+    duplicates: int
+    invented: int
+    failed: int = Field(description="Requests that got no answer.")
+
+
+class ListwiseMetrics(BaseModel):
+    """``metrics.json`` of a listwise run."""
+
+    schema_version: int = METRICS_SCHEMA_VERSION
+    task: str
+    model: str
+    simulated: bool
+    model_versions: dict[str, int] = Field(default_factory=dict)
+    reference_group: str
+    group_names: dict[str, str] = Field(default_factory=dict)
+    listwise: str = Field(description="'full' rankings or the 'top1' choice only.")
+    orders: str
+    pool_size: int
+    pools: int
+    orders_per_pool: int
+    samples: int
+    confidence: float
+    k_max: int
+    headline_k: int
+    requests: RequestCounts
+    counts: AnswerCounts
+    rates: list[Rate] = Field(default_factory=list)
+    gaps: list[Gap] = Field(default_factory=list)
+    impact: list[Impact] = Field(default_factory=list)
+    slots: list[Slot] = Field(default_factory=list)
+    slot_entropy: float | None = None
+    slot_entropy_ci: list[float] | None = None
+    slot_test: SlotTestResult | None = None
+    omnibus_p: float | None = None
+    concordance: float | None = None
+    concordance_ci: list[float] | None = None
+    concordance_pools: int = 0
+    top_change: float | None = None
+    top_change_ci: list[float] | None = None
+    top_change_pools: int = 0
+    notes: list[str] = Field(default_factory=list)
+
+
+def _ci(row: Any) -> list[float] | None:
+    low, high = row.low, row.high
+    if low is None or high is None or math.isnan(low) or math.isnan(high):
+        return None
+    return [float(low), float(high)]
+
+
+def _pair(bounds: tuple[float, float] | None) -> list[float] | None:
+    return None if bounds is None else [float(bounds[0]), float(bounds[1])]
+
+
+def _rows(frame: pd.DataFrame) -> list[Any]:
+    return [] if frame.empty else list(frame.itertuples())
+
+
+def metrics_fields(figures: ListwiseFigures) -> dict[str, Any]:
+    """The figures as :class:`ListwiseMetrics` fields."""
+    test = figures.slot_test
+    return {
+        "rates": [
+            Rate(group=str(r.group), k=int(r.k), rate=float(r.rate), ci=_ci(r), n=int(r.n),
+                 units=int(r.units))
+            for r in _rows(figures.rates)
+        ],
+        "gaps": [
+            Gap(group=str(r.group), k=int(r.k), dp_gap=float(r.dp_gap), ci=_ci(r), n=int(r.n),
+                n_reference=int(r.n_reference))
+            for r in _rows(figures.gaps)
+        ],
+        "impact": [
+            Impact(category=str(r.category), value=str(r.value), rate=float(r.rate),
+                   ratio=float(r.ratio), ci=_ci(r), n=int(r.n), flagged=bool(r.flagged),
+                   beyond_noise=bool(r.beyond_noise))
+            for r in _rows(figures.impact)
+            if not math.isnan(r.ratio)
+        ],
+        "slots": [
+            Slot(slot=int(r.slot), rate=float(r.rate), ci=_ci(r), n=int(r.n))
+            for r in _rows(figures.slots)
+        ],
+        "slot_entropy": figures.slot_entropy,
+        "slot_entropy_ci": _pair(figures.slot_entropy_ci),
+        "slot_test": None if test is None else SlotTestResult(
+            statistic=test.statistic, df=test.df, p=test.p, n=test.n
+        ),
+        "omnibus_p": figures.omnibus_p,
+        "concordance": figures.concordance,
+        "concordance_ci": _pair(figures.concordance_ci),
+        "concordance_pools": figures.concordance_pools,
+        "top_change": figures.top_change,
+        "top_change_ci": _pair(figures.top_change_ci),
+        "top_change_pools": figures.top_change_pools,
+    }  # fmt: skip

@@ -1,0 +1,181 @@
+"""The tables of listwise runs and studies, each described once (blocks of lines and
+tables): the command line prints them plain or draws them with rich, the report
+draws the same tables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from biasaudit.kinds.listwise.metrics import ListwiseMetrics
+from biasaudit.kinds.listwise.study import ListwiseStudy
+from biasaudit.reports.text import (
+    SIMULATED,
+    Block,
+    Cell,
+    PlainTable,
+    excludes_zero,
+    impact_table,
+)
+
+__all__ = ["headline", "listwise_blocks", "run_table", "study_blocks"]
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def _interval(value: float, ci: list[float] | None, *, signed: bool = False) -> str:
+    spec = "+.3f" if signed else ".3f"
+    bounds = f" [{ci[0]:{spec}}, {ci[1]:{spec}}]" if ci else ""
+    return f"{value:{spec}}{bounds}"
+
+
+def listwise_blocks(metrics: ListwiseMetrics) -> list[Block]:
+    """What ``biasaudit run ... --method listwise`` prints (without ``run:``)."""
+    model = metrics.model + (f" ({SIMULATED})" if metrics.simulated else "")
+    counts, requests = metrics.counts, metrics.requests
+    asked = "a full ranking" if metrics.listwise == "full" else "the top choice only"
+    blocks: list[Block] = [
+        f"{metrics.task} listwise audit of {model}",
+        f"asked: {asked}; {metrics.pools} pools of {metrics.pool_size} x "
+        f"{metrics.orders_per_pool} orders ({metrics.orders}) x {metrics.samples} "
+        f"answer{'s' if metrics.samples != 1 else ''}",
+        f"requests: {requests.requests} ({requests.sent} sent, {requests.cache_hits} from "
+        f"cache, {requests.failures} failed, {requests.refusals} refused); answers: "
+        f"{counts.ranked} ranked, {counts.unread} unread, {counts.partial} partial, "
+        f"{counts.duplicates} with duplicates, {counts.invented} naming no shown candidate",
+        f"reference: {metrics.reference_group}; intervals: {100 * metrics.confidence:g}%, "
+        "multiway-clustered over names, items and pools",
+    ]
+    if metrics.rates:
+        blocks += ["", _rates_table(metrics), "", _gaps_table(metrics)]
+    impact = impact_table(metrics.impact, metrics.headline_k)
+    if impact is not None:
+        blocks += ["", impact]
+    blocks += ["", *_position_lines(metrics), *_consistency_lines(metrics)]
+    blocks += [f"note: {note}" for note in metrics.notes]
+    return blocks
+
+
+def _rates_table(metrics: ListwiseMetrics) -> PlainTable:
+    ks = range(1, metrics.k_max + 1)
+    found = {(r.group, r.k): r for r in metrics.rates}
+    groups = list(dict.fromkeys(r.group for r in metrics.rates))
+    rows = []
+    for group in groups:
+        first = found.get((group, 1))
+        cells = [
+            _interval(found[(group, k)].rate, found[(group, k)].ci) if (group, k) in found
+            else "-"
+            for k in ks
+        ]  # fmt: skip
+        rows.append([group, str(first.n if first else 0), str(first.units if first else 0), *cells])
+    return PlainTable(
+        "selection rate: share of a group's appearances ranked in the top k",
+        ["group", "n", "units", *(f"k={k} [CI]" for k in ks)],
+        rows,
+        widths=[6, 6, 6, *(22 for _ in ks)],
+        gaps=[0, 1, 1, *(2 for _ in ks)],
+        right=frozenset({1, 2}),
+    )
+
+
+def _gaps_table(metrics: ListwiseMetrics) -> PlainTable:
+    ks = range(1, metrics.k_max + 1)
+    found = {(g.group, g.k): g for g in metrics.gaps}
+    groups = list(dict.fromkeys(g.group for g in metrics.gaps))
+    rows: list[list[str | Cell]] = []
+    for group in groups:
+        cells: list[str | Cell] = []
+        for k in ks:
+            gap = found.get((group, k))
+            cells.append(
+                "-" if gap is None
+                else Cell(_interval(gap.dp_gap, gap.ci, signed=True), excludes_zero(gap.ci))
+            )  # fmt: skip
+        rows.append([group, *cells])
+    return PlainTable(
+        f"ΔDP: selection rate minus {metrics.reference_group}'s, from the rankings",
+        ["group", *(f"k={k} [CI]" for k in ks)],
+        rows,
+        widths=[6, *(24 for _ in ks)],
+        gaps=[0, *(2 for _ in ks)],
+    )
+
+
+def _position_lines(metrics: ListwiseMetrics) -> list[str]:
+    if not metrics.slots:
+        return []
+    slots = "   ".join(f"{s.slot}: {_pct(s.rate)}" for s in metrics.slots)
+    expected = _pct(1 / len(metrics.slots))
+    lines = [f"first choice by slot shown   {slots}   (no position bias: {expected} each)"]
+    entropy = metrics.slot_entropy
+    if entropy is not None:
+        ci = metrics.slot_entropy_ci
+        test = metrics.slot_test
+        lines.append(
+            f"slot entropy {_interval(entropy, ci)} (1: no slot preferred)"
+            + ("" if test is None else f"; χ² = {test.statistic:.1f}, df {test.df}, "
+               f"p = {test.p:.2g}, n = {test.n} answers")
+        )  # fmt: skip
+    if metrics.omnibus_p is not None:
+        lines.append(
+            f"do the groups differ at k=1? p = {metrics.omnibus_p:.2g} (permutation test over "
+            "the names' groups)"
+        )
+    return lines
+
+
+def _consistency_lines(metrics: ListwiseMetrics) -> list[str]:
+    lines = []
+    if metrics.concordance is not None:
+        w = _interval(metrics.concordance, metrics.concordance_ci)
+        lines.append(
+            f"consistency across orders: Kendall's W {w} over {metrics.concordance_pools} "
+            "pools (1: the same ranking in every order)"
+        )
+    if metrics.top_change is not None:
+        lines.append(
+            f"top choice changes between two orders of a pool: "
+            f"{_interval(metrics.top_change, metrics.top_change_ci)} over "
+            f"{metrics.top_change_pools} pools"
+        )
+    return lines
+
+
+def run_table(metrics: ListwiseMetrics, run_dir: Path) -> list[Block]:
+    """What ``biasaudit run`` prints (:func:`listwise_blocks`)."""
+    return listwise_blocks(metrics)
+
+
+def headline(metrics: ListwiseMetrics) -> str:
+    """One line of the figures that matter most, for ``biasaudit history``."""
+    flagged = [f"{i.value}" for i in metrics.impact if i.category == "group" and i.beyond_noise]
+    first = next((s.rate for s in metrics.slots if s.slot == 1), None)
+    return (
+        f"below four-fifths beyond noise: {', '.join(flagged) or 'none'}; "
+        f"first slot chosen {_pct(first)}"
+    )
+
+
+def study_blocks(study: ListwiseStudy) -> list[Block]:
+    """What ``biasaudit study`` prints for listwise runs: each run's top-1 rates,
+    impact ratios flagged beyond noise, and first-slot share side by side."""
+    groups = list(dict.fromkeys(r.group for run in study.runs for r in run.metrics.rates))
+    rows = []
+    for run in study.runs:
+        rates = {r.group: r for r in run.metrics.rates if r.k == 1}
+        first = next((s.rate for s in run.metrics.slots if s.slot == 1), None)
+        rows.append(
+            [run.label, *(f"{rates[g].rate:.3f}" if g in rates else "-" for g in groups),
+             _pct(first)]
+        )  # fmt: skip
+    table = PlainTable(
+        "top-1 selection rate per group, and the share of first choices in slot 1",
+        ["run", *groups, "slot 1"],
+        rows,
+        widths=[max(12, *(len(r[0]) for r in rows)), *(7 for _ in groups), 7],
+        gaps=[0, *(1 for _ in groups), 1],
+        right=frozenset(range(1, len(groups) + 2)),
+    )
+    return [f"listwise study of {len(study.runs)} runs", "", table]

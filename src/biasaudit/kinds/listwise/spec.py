@@ -1,0 +1,64 @@
+"""The listwise audit's specs: its own fields (:class:`ListwiseSpec`) with the data
+fields of resume screening, essay grading or a task of your own
+(:mod:`biasaudit.kinds.candidates.spec`); told apart from the allocation kind's
+specs of the same task by ``method: listwise``."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from biasaudit.kinds.candidates.spec import (
+    CandidatesData,
+    CustomData,
+    EssayData,
+    PromptSpec,
+    ResumeData,
+)
+
+__all__ = ["ListwiseEssaySpec", "ListwiseResumeSpec", "ListwiseSpec", "ListwiseTaskSpec"]
+
+
+class ListwiseSpec(CandidatesData):
+    """A listwise audit's own fields: what is asked, in which orders, how often."""
+
+    method: Literal["listwise"] = Field(
+        "listwise", description="A whole pool ranked in one prompt."
+    )
+    listwise: Literal["full", "top1"] = Field(
+        "full", description="Listwise: ask for a full ranking, or only the top choice."
+    )
+    orders: Literal["latin", "all"] = Field(
+        "latin",
+        description="Listwise: a Latin square of orders (every candidate in every slot "
+        "once), or every order of pools of at most 6.",
+    )
+    pools: int = Field(30, ge=1, le=10_000, description="Pools per subtask.")
+    samples: int = Field(
+        1, ge=1, le=128, description="Listwise: answers sampled per order of a pool."
+    )
+    k_max: int = Field(3, ge=1, le=100, description="Selection rates and ΔDP for k = 1..k_max.")
+    headline_k: int = Field(1, ge=1, le=100, description="The k of the impact ratios.")
+    bootstrap: int = Field(1000, ge=100, le=100_000, description="Bootstrap replicates.")
+    max_tokens: int = Field(
+        60, ge=1, le=32768, description="Listwise: the longest answer (a ranking)."
+    )
+
+
+class ListwiseResumeSpec(ResumeData, ListwiseSpec):
+    """Rank pools of one name per group, every name on the same resume."""
+
+
+class ListwiseEssaySpec(EssayData, ListwiseSpec):
+    """Rank random pools of essays."""
+
+
+class ListwiseTaskSpec(CustomData, ListwiseSpec):
+    """Rank pools of candidates of your own (prompt in ``ranking``)."""
+
+    ranking: PromptSpec | None = Field(
+        None,
+        description="The listwise prompt: system and user with {candidates} and "
+        "{instruction}, candidate with the candidates' columns.",
+    )
