@@ -352,6 +352,29 @@ def test_audit_on_smollm2_end_to_end_then_replay_without_a_server(
 
 
 @needs_local_model
+def test_a_listwise_audit_on_smollm2_reads_or_counts_every_answer(tmp_path: Path) -> None:
+    """Pools of two (one name per group, both on one resume) in both orders: the tiny
+    model's answers are read into rankings or counted as unread, never a failure."""
+    (tmp_path / "jobs.yaml").write_text(TINY_JOBS)
+    (tmp_path / "names.csv").write_text(TINY_NAMES)
+    result = CliRunner().invoke(
+        cli,
+        ["run", "resume-screening", "--method", "listwise", "--model", "local/smollm2",
+         "--resumes", str(tmp_path / "jobs.yaml"), "--names", str(tmp_path / "names.csv"),
+         "--names-per-group", "2", "--pools", "3", "--runs-dir", str(tmp_path / "runs"),
+         "--no-report"],
+        catch_exceptions=False,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    run_dir = Path(result.stdout.strip().splitlines()[-1].removeprefix("run: "))
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    counts = metrics["counts"]
+    assert counts["answers"] == 3 * 2 and counts["failed"] == 0
+    assert counts["ranked"] + counts["unread"] == counts["answers"]
+    assert not metrics["simulated"] and not server_processes()
+
+
+@needs_local_model
 def test_the_standard_test_on_smollm2_scores_every_occupation(tmp_path: Path) -> None:
     """None of the 22 listed words is in SmolLM2's top 20 after "The {occupation} is":
     scored whole as continuations (llama.cpp echoes prompts), every occupation has a

@@ -102,7 +102,8 @@ class ListwiseFigures:
         interval where a value of the category has fewer than two units.
     slots:
         One row per slot (1 = shown first): ``rate`` (share of answers whose
-        first choice stood there), ``low``, ``high``, ``n`` (answers).
+        first choice stood there), ``low``, ``high`` (none from one pool), ``n``
+        (answers).
     slot_entropy, slot_entropy_ci:
         Normalised entropy of the first choices' slots (1: every slot alike,
         0: always the same slot), with its interval over pools.
@@ -541,6 +542,7 @@ def _slots(
     if n == 0:
         return pd.DataFrame(), None, None, None
     codes, pool_draws = _cluster_draws(answer_pool, rng, replicates)
+    few_pools = pool_draws.shape[1] < MIN_UNITS  # one pool: no interval over pools
     # Per replicate, answers choosing each slot first: a pool's answers count as often
     # as the pool was drawn.
     per_pool = np.zeros((pool_draws.shape[1], n_slots))
@@ -551,12 +553,12 @@ def _slots(
     rows = []
     for slot in range(n_slots):
         rate = counts[slot] / n
-        bounds = _normal(rate, shares[:, slot], z, 0.0, 1.0)
+        bounds = _normal(rate, shares[:, slot], z, 0.0, 1.0) if not few_pools else None
         rows.append({"slot": slot + 1, "rate": rate, "low": _bound(bounds, 0),
                      "high": _bound(bounds, 1), "n": int(n)})  # fmt: skip
     entropy = _normalised_entropy(counts / n)
     entropies = np.array([_normalised_entropy(row) for row in shares])
-    entropy_ci = _normal(entropy, entropies, z, 0.0, 1.0)
+    entropy_ci = None if few_pools else _normal(entropy, entropies, z, 0.0, 1.0)
     return pd.DataFrame(rows), entropy, entropy_ci, slot_test(counts)
 
 
