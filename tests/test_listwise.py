@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 
@@ -106,3 +107,52 @@ def test_replay_rebuilds_the_run_from_the_cache(tmp_path: Path) -> None:
     original = next(runs.glob("*-listwise-*"))
     replayed = replay_run(original, runs_dir=tmp_path / "replayed", command=["test"])
     assert replayed.differences == []
+
+
+def test_score_listwise_of_a_runs_own_rankings_gives_its_figures(tmp_path: Path) -> None:
+    """A run's shown.csv, written as a rankings file, scores to the run's own figures."""
+    runs = tmp_path / "runs"
+    metrics = audit(runs, pools=20, bootstrap=200)
+    shown = pd.read_csv(next(runs.glob("*-listwise-*")) / "shown.csv")
+    race = {"W": "White", "B": "Black", "A": "Asian", "H": "Hispanic"}
+    rankings = pd.DataFrame(
+        {"pool": shown["pool"], "order": shown["answer"], "slot": shown["slot"],
+         "candidate": shown["candidate"], "group": shown["group"],
+         "rank": shown["rank"].map(lambda r: "" if pd.isna(r) else str(int(r))),
+         "subtask": shown["subtask"], "name": shown["name"], "item": shown["item"],
+         "race": shown["group"].str[0].map(race),
+         "sex": shown["group"].str[2].map({"M": "male", "F": "female"})}
+    )  # fmt: skip
+    path = tmp_path / "rankings.csv"
+    rankings.to_csv(path, index=False)
+    result = CliRunner().invoke(
+        cli, ["score", "listwise", str(path), "--runs-dir", str(tmp_path / "scored"),
+              "--bootstrap", "200", "--no-report"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    run_dir = Path(result.stdout.rstrip().splitlines()[-1].removeprefix("run: "))
+    scored = ListwiseMetrics.model_validate_json((run_dir / "metrics.json").read_text())
+    assert scored.rates == metrics.rates and scored.gaps == metrics.gaps
+    assert scored.impact == metrics.impact and scored.slots == metrics.slots
+    assert "impact ratios at k=1" in result.stdout
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["kind"] == "listwise" and manifest["endpoint"]["provider"] == "imported"
+
+
+@pytest.mark.parametrize(
+    ("row", "expected"),
+    [
+        ("p1,1,1,c1,W_M,x", "line 3, field 'rank': 'x' is not a whole number from 1"),
+        ("p1,1,2,c1,W_M,2", "line 3, field 'candidate': 'c1' appears twice in one answer"),
+        ("p1,1,,c3,W_M,2", "line 3, field 'slot': empty"),
+    ],
+)
+def test_a_malformed_rankings_file_is_named_before_anything_is_written(
+    tmp_path: Path, row: str, expected: str
+) -> None:
+    path = tmp_path / "rankings.csv"
+    path.write_text(f"pool,order,slot,candidate,group,rank\np1,1,1,c1,W_M,1\n{row}\n")
+    result = CliRunner().invoke(cli, ["score", "listwise", str(path), "--runs-dir",
+                                      str(tmp_path / "runs")])  # fmt: skip
+    assert result.exit_code == 2 and expected in result.stderr, result.stderr
+    assert not (tmp_path / "runs").exists()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from biasaudit.kinds.declare import Kind, Ref
+from biasaudit.kinds.declare import Kind, Ref, Scorer
 from biasaudit.kinds.listwise.spec import ListwiseEssaySpec, ListwiseResumeSpec, ListwiseTaskSpec
 
 _HERE = "biasaudit.kinds.listwise"
@@ -26,4 +26,17 @@ KIND = Kind(
     compared_per="group",
     figure_names={"dp_gap": "ΔDP", "first choice": "first choice"},
     in_points=("dp_gap", "first choice"),
+    scorer=Scorer(
+        argument="RANKINGS_FILE",
+        help="""The listwise figures of RANKINGS_FILE, rankings produced elsewhere.
+
+    One row per candidate shown in an answer: pool, order (which answer of the
+    pool), slot (1 = shown first), candidate, group, rank (1 = best; empty: not
+    ranked); optional subtask, name and item (the units), and race / sex for
+    impact ratios per category. Writes a run directory as an audit does and
+    prints the table; a malformed file exits 2 naming its line and column.
+    """,
+        options=Ref(f"{_HERE}.imported:ListwiseImportOptions"),
+        score=Ref(f"{_HERE}.imported:score_listwise"),
+    ),
 )

@@ -1,0 +1,204 @@
+"""``biasaudit score listwise RANKINGS.csv``: the listwise figures of rankings produced
+elsewhere (another harness, a published audit's stored answers).
+
+The file is CSV with a header, one row per candidate shown in an answer:
+
+- ``pool``: the pool (its answers are its orders);
+- ``order``: which answer of the pool (an order shown, or a repeat of one);
+- ``slot``: where the candidate was shown, 1 = first;
+- ``candidate``: who (unique within an answer);
+- ``group``: the candidate's group;
+- ``rank``: the rank the answer gave, 1 = best; empty: not ranked (a top-1 answer
+  ranks one candidate; an answer that ranked no one counts as unread);
+- optional ``subtask`` (a job), ``name`` and ``item`` (the units intervals
+  resample; without them, the candidate), and ``race`` / ``sex`` (or any other
+  column named with ``--category``) for impact ratios per category.
+
+It writes the run directory a listwise audit writes (``shown.csv``,
+``metrics.json``, the reports); the manifest says the rankings were imported. A
+malformed file stops before anything is written, naming file, line and column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from pydantic import Field, field_validator
+
+from biasaudit.errors import InputError, UsageError
+from biasaudit.kinds._imported import ScoreOptions, finish_imported, imported_manifest
+from biasaudit.kinds.common import NOTHING_SENT
+from biasaudit.kinds.listwise.metrics import AnswerCounts, ListwiseMetrics, metrics_fields
+from biasaudit.metrics import FEW_UNITS, listwise_figures
+from biasaudit.store.runs import Manifest, RunDirectory, read_manifest
+from biasaudit.textfiles import brief, read_table, require_columns, require_values
+
+__all__ = ["ListwiseImportOptions", "ListwiseImportResult", "read_rankings", "score_listwise"]
+
+_REQUIRED = ["pool", "order", "slot", "candidate", "group"]
+
+
+class ListwiseImportOptions(ScoreOptions):
+    """``biasaudit score listwise``'s options."""
+
+    reference_group: str | None = Field(
+        None, description="The group every ΔDP is taken against [default: W_M, else the first]."
+    )
+    k_max: int = Field(3, ge=1, le=100, description="Selection rates and ΔDP for k = 1..k_max.")
+    headline_k: int = Field(1, ge=1, le=100, description="The k of the impact ratios.")
+    category: tuple[str, ...] = Field(
+        ("race", "sex"),
+        description="Columns that give each group's category for impact ratios, "
+        "comma-separated (those present are used).",
+    )
+    bootstrap: int = Field(1000, ge=100, le=100_000, description="Bootstrap replicates.")
+    seed: int = Field(0, ge=0, le=2**32 - 1, description="Seeds the bootstraps.")
+
+    @field_validator("category", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+
+@dataclass(frozen=True)
+class ListwiseImportResult:
+    run_dir: Path
+    manifest: Manifest
+    metrics: ListwiseMetrics
+
+
+def read_rankings(path: Path) -> pd.DataFrame:
+    """The rows of a rankings file as :func:`biasaudit.metrics.listwise_figures` takes
+    them (plus ``candidate`` and any category columns); see the module docstring.
+
+    Raises
+    ------
+    InputError
+        An empty required cell, a slot or rank that is not a whole number from 1, a
+        candidate or slot given twice in one answer, named by line and column.
+    UsageError
+        The file cannot be read or lacks a required column.
+    """
+    frame = read_table(path, "rankings")
+    require_columns(frame, [*_REQUIRED, "rank"], what="rankings", path=path)
+    require_values(frame, _REQUIRED, what="rankings", path=path)
+    slots = _whole(frame, "slot", path, empty_ok=False)
+    ranks = _whole(frame, "rank", path, empty_ok=True)
+    answer = frame["pool"] + "\x1f" + frame["order"]
+    for column in ("candidate", "slot"):
+        repeated = pd.Series(list(zip(answer, frame[column], strict=True))).duplicated()
+        if repeated.any():
+            row = int(repeated.to_numpy().argmax())
+            raise InputError(
+                str(path), row + 2, column,
+                f"{brief(frame[column].iloc[row])} appears twice in one answer "
+                f"(pool {brief(frame['pool'].iloc[row])}, order {brief(frame['order'].iloc[row])})",
+            )  # fmt: skip
+    found = pd.DataFrame(
+        {"answer": answer, "pool": frame["pool"], "group": frame["group"], "slot": slots,
+         "rank": ranks, "candidate": frame["candidate"]}
+    )  # fmt: skip
+    for column in ("subtask", "name", "item"):
+        if column in frame.columns:
+            require_values(frame, [column], what="rankings", path=path)
+            found[column] = frame[column]
+    for column in frame.columns:
+        if column not in found.columns and column not in ("order", "model"):
+            found[column] = frame[column]
+    return found
+
+
+def _whole(frame: pd.DataFrame, column: str, path: Path, *, empty_ok: bool) -> list[float]:
+    values: list[float] = []
+    for row, text in enumerate(frame[column]):
+        if text == "" and empty_ok:
+            values.append(float("nan"))
+        elif text.isdigit() and int(text) >= 1:
+            values.append(float(int(text)))
+        else:
+            raise InputError(
+                str(path), row + 2, column, f"{brief(text)} is not a whole number from 1"
+            )
+    return values
+
+
+def score_listwise(
+    path: str | Path,
+    options: ListwiseImportOptions | None = None,
+    *,
+    command: Sequence[str] | None = None,
+) -> ListwiseImportResult:
+    """The listwise figures of the rankings in ``path``; see the module docstring."""
+    options = options or ListwiseImportOptions()
+    source = Path(path)
+    shown = read_rankings(source)
+    groups = list(dict.fromkeys(shown["group"]))
+    reference = options.reference_group or ("W_M" if "W_M" in groups else groups[0])
+    if reference not in groups:
+        raise UsageError(f"{source}: the reference group {reference!r} is not a group of the file")
+    categories = {}
+    for column in options.category:
+        if column in shown.columns:
+            values = shown.groupby("group")[column].agg(lambda v: sorted(set(v)))
+            mixed = [g for g, found in values.items() if len(found) != 1]
+            if mixed:
+                raise UsageError(
+                    f"{source}: column '{column}' gives group {mixed[0]!r} more than one value"
+                )
+            categories[column] = {g: found[0] for g, found in values.items() if found[0]}
+    sizes = shown.groupby("answer")["slot"].count()
+    figures = None
+    notes = [f"rankings imported with biasaudit score from {source}: no request was sent"]
+    if shown["rank"].notna().any():
+        figures = listwise_figures(
+            shown[[c for c in ("answer", "pool", "group", "slot", "rank", "subtask", "name",
+                               "item") if c in shown.columns]],
+            reference=reference, k_max=min(options.k_max, int(sizes.max())),
+            categories=categories, impact_k=options.headline_k, confidence=options.confidence,
+            replicates=options.bootstrap, permutations=options.bootstrap, seed=options.seed,
+        )  # fmt: skip
+        fewest = int(figures.rates["units"].min())
+        if fewest < FEW_UNITS:
+            notes.append(
+                f"a group has only {fewest} units (names, else items or candidates) behind "
+                "its rates: intervals from so few are too narrow to support a claim"
+            )
+    else:
+        notes.append("no row holds a rank: no figure can be computed")
+    depth = shown.groupby("answer")["rank"].count()
+    run = RunDirectory.create(options.runs_dir, "listwise", options.model)
+    try:
+        manifest = imported_manifest(
+            run, source, kind="listwise", model=options.model,
+            settings={"confidence": options.confidence, "bootstrap": options.bootstrap},
+            command=command, rows=len(shown),
+        )  # fmt: skip
+        shown.to_csv(run.path / "shown.csv", index=False)
+        pools = shown["pool"].nunique()
+        metrics = ListwiseMetrics(
+            task="imported", model=options.model, simulated=False,
+            reference_group=reference, listwise="full" if depth.max() > 1 else "top1",
+            orders="given", pool_size=int(sizes.max()), pools=int(pools),
+            orders_per_pool=round(shown["answer"].nunique() / pools), samples=1,
+            confidence=options.confidence,
+            k_max=min(options.k_max, int(sizes.max())), headline_k=options.headline_k,
+            requests=NOTHING_SENT,
+            counts=AnswerCounts(
+                answers=int(depth.size), ranked=int((depth > 0).sum()),
+                unread=int((depth == 0).sum()), partial=int(((depth > 1) &
+                                                            (depth < sizes)).sum()),
+                duplicates=0, invented=0, failed=0,
+            ),
+            notes=notes, **(metrics_fields(figures) if figures is not None else {}),
+        )  # fmt: skip
+        run.write_json("metrics.json", metrics)
+        finish_imported(run, manifest)
+    finally:
+        run.close()
+    return ListwiseImportResult(run.path, read_manifest(run.path), metrics)
