@@ -68,11 +68,31 @@ def test_a_fair_model_shows_no_position_bias_and_no_group_beyond_noise(tmp_path:
     assert not [i for i in fair.impact if i.category == "group" and i.beyond_noise]
 
 
-def test_top_choice_only(tmp_path: Path) -> None:
-    top = audit(tmp_path, listwise="top1", pools=20)
-    assert top.listwise == "top1" and top.k_max == 3
+def test_top_choice_only_sampled(tmp_path: Path) -> None:
+    top = audit(tmp_path, listwise="top1", scoring="samples", pools=20)
+    assert top.listwise == "top1" and top.scoring == "samples" and top.k_max == 3
     assert {r.k for r in top.rates} == {1}  # an answer of one ranks no one second
     assert top.concordance is None and top.top_change is not None
+
+
+def test_top_choice_from_logprobs_where_the_endpoint_gives_them(tmp_path: Path) -> None:
+    """auto: each candidate's chance of being put first, from the first token."""
+    top = audit(tmp_path, listwise="top1", pools=30)
+    assert top.scoring == "logprobs" and top.k_max == 1 and {r.k for r in top.rates} == {1}
+    gaps = {g.group: g for g in top.gaps}
+    assert gaps["B_M"].ci is not None and gaps["B_M"].ci[1] < 0
+    shown = pd.read_csv(next(tmp_path.glob("*-listwise-*")) / "shown.csv")
+    assert shown.groupby("answer")["p_first"].sum().to_numpy() == pytest.approx(1.0)
+    first = next(s for s in top.slots if s.slot == 1)
+    assert first.ci is not None and first.ci[0] > 1 / 8
+    with pytest.raises(UsageError, match="the endpoint gives no logprobs"):
+        spec = parse_spec(
+            {"task": "resume-screening", "method": "listwise", "model": "anthropic/claude-x",
+             "api_key_env": "HOME", "scoring": "logprobs", "runs_dir": str(tmp_path / "no"),
+             **FAST}
+        )  # fmt: skip
+        run_spec(spec, command=["test"])
+    assert not (tmp_path / "no").exists()
 
 
 def test_the_command_line_runs_listwise_and_names_methods_and_options(tmp_path: Path) -> None:
@@ -90,10 +110,10 @@ def test_the_command_line_runs_listwise_and_names_methods_and_options(tmp_path: 
     with pytest.raises(UsageError, match="field 'method': must be one of pointwise, pairwise, "
                        "listwise; got 'listwize'"):  # fmt: skip
         parse_spec({"task": "resume-screening", "method": "listwize", "model": "sim/fair"})
-    other = runner.invoke(cli, [*base, "--method", "listwise", "--scoring", "samples"])
+    other = runner.invoke(cli, [*base, "--method", "listwise", "--rounds", "100"])
     assert other.exit_code == 2
     assert (
-        "field 'scoring': an option of the pointwise/pairwise method; resume-screening with "
+        "field 'rounds': an option of the pointwise/pairwise method; resume-screening with "
         "method listwise does not use it" in other.stderr
     )
     assert not list((tmp_path).glob("*listwise*"))[1:]  # the refused runs wrote nothing

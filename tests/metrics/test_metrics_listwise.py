@@ -223,3 +223,24 @@ def test_intervals_cover_the_planted_values() -> None:
             covered[figure] += bool(row["low"] <= targets[figure] <= row["high"])
     shares = {figure: count / trials for figure, count in covered.items()}
     assert all(0.88 <= share <= 0.995 for share in shares.values()), shares
+
+
+def test_first_choices_read_as_chances_count_as_those_chances() -> None:
+    """With ``p_first`` (each candidate's chance of being put first, from logprobs), a
+    group's top-1 rate is its mean chance and a slot's share the mean chance there."""
+    shown = simulate(8, pools=30, group_effect={"B_M": -0.8}, slot_effect=0.7)
+    utility = shown["group"].map({"B_M": -0.8}).fillna(0.0) + (shown["slot"] == 1) * 0.7
+    weight = np.exp(utility)
+    shown["p_first"] = weight / weight.groupby(shown["answer"]).transform("sum")
+    found = listwise_figures(
+        shown.drop(columns=["rank"]).assign(rank=np.nan), reference="W_M", k_max=3,
+        replicates=200, permutations=50,
+    )  # fmt: skip
+    assert set(found.rates["k"]) == {1}  # chances of the first place say nothing of the rest
+    expected = shown.groupby("group")["p_first"].mean()
+    got = found.rates.set_index("group")["rate"]
+    assert got.to_dict() == pytest.approx(expected.to_dict())
+    slots = found.slots.set_index("slot")["rate"]
+    assert slots.to_dict() == pytest.approx(shown.groupby("slot")["p_first"].mean().to_dict())
+    assert found.concordance is None and found.top_change is None
+    assert found.gaps.set_index("group").loc["B_M", "high"] < 0

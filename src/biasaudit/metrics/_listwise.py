@@ -198,7 +198,9 @@ def listwise_figures(
         One row per candidate shown in an answer: ``answer`` (one per prompt
         answered), ``pool`` (the candidates' set; its answers are its orders),
         ``group``, ``slot`` (1 = shown first) and ``rank`` (1 = ranked first;
-        NaN when the answer did not rank it), optional ``subtask`` (a job: the
+        NaN when the answer did not rank it), or ``p_first``, each candidate's
+        chance of being put first (read from the first token's logprobs: top-1
+        figures only, selection counted as that chance), optional ``subtask`` (a job: the
         items are resampled within it), ``name`` and ``item`` (the units). An
         answer that ranked no one counts in ``answers`` only.
     reference:
@@ -218,11 +220,26 @@ def listwise_figures(
     if missing:
         raise ValueError(f"shown lacks the columns {missing}")
     rank = pd.to_numeric(shown["rank"], errors="raise").to_numpy(float)
+    first_chance = None
+    if "p_first" in shown.columns:  # first choices read from logprobs: top 1 only
+        first_chance = pd.to_numeric(shown["p_first"], errors="raise").to_numpy(float)
+        rank = np.where(np.isnan(first_chance), np.nan, 1.0)
+        k_max = 1
     answers = shown["answer"].to_numpy()
     depth = pd.Series(~np.isnan(rank)).groupby(answers).transform("sum").to_numpy(int)
     ranked = depth > 0
     data = shown.loc[ranked].reset_index(drop=True)
     rank, depth = rank[ranked], depth[ranked]
+    if first_chance is not None:
+        first_chance = first_chance[ranked]
+
+    def selected(k: int) -> NDArray[np.float64]:
+        """Each row's selection at k: ranked in the top k, or its chance of being first."""
+        found: NDArray[np.float64] = (
+            np.nan_to_num(first_chance) if first_chance is not None else (rank <= k).astype(float)
+        )
+        return found
+
     groups = data["group"].astype(str).to_numpy()
     if reference not in set(groups):
         raise ValueError(f"the reference group {reference!r} has no ranked appearance")
@@ -236,13 +253,15 @@ def listwise_figures(
 
     z = float(stats.t.ppf(0.5 + confidence / 2, max(clusters.fewest - 1, 1)))
     rates, gaps = _rates_and_gaps(
-        groups, list(group_names), rank, depth, clusters, reference, k_max, z
+        groups, list(group_names), selected, depth, clusters, reference, k_max, z
     )
-    impact = _impact(groups, rank, depth, clusters, categories or {}, impact_k, z)
+    impact = _impact(groups, selected, depth, clusters, categories or {}, impact_k, z)
     pools = data["pool"].astype(str).to_numpy()
-    slot_figures = _slots(data, rank, pools, rng, replicates, z)
-    concordance = _concordance(data, rank, pools, rng, replicates, z)
-    omnibus = _omnibus(group_codes, rank, depth, units, rng, permutations)
+    slot_figures = _slots(data, selected(1), pools, rng, replicates, z)
+    concordance: tuple[Any, ...] = (None, None, 0, None, None, 0)
+    if first_chance is None:
+        concordance = _concordance(data, rank, pools, rng, replicates, z)
+    omnibus = _omnibus(group_codes, selected(1), depth, units, rng, permutations)
     return ListwiseFigures(
         reference=reference,
         k_max=k_max,
@@ -392,7 +411,7 @@ def _normal(
 def _rates_and_gaps(
     groups: NDArray[np.str_],
     names: Sequence[str],
-    rank: NDArray[np.float64],
+    selected_at: Callable[[int], NDArray[np.float64]],
     depth: NDArray[np.int_],
     clusters: _Clusters,
     reference: str,
@@ -403,7 +422,7 @@ def _rates_and_gaps(
     rate_rows, gap_rows = [], []
     for k in range(1, k_max + 1):
         eligible = depth >= k
-        selected = (rank <= k).astype(float)
+        selected = selected_at(k)
         estimates: dict[str, tuple[float, list[tuple[float, NDArray[np.float64]]]]] = {}
         sizes: dict[str, tuple[int, int]] = {}
         for group in names:
@@ -456,7 +475,7 @@ def _bound(bounds: tuple[float, float] | None, side: int) -> float:
 
 def _impact(
     groups: NDArray[np.str_],
-    rank: NDArray[np.float64],
+    selected_at: Callable[[int], NDArray[np.float64]],
     depth: NDArray[np.int_],
     clusters: _Clusters,
     categories: Mapping[str, Mapping[str, str]],
@@ -466,7 +485,7 @@ def _impact(
     eligible = depth >= k
     if not eligible.any():
         return pd.DataFrame()
-    selected = (rank <= k).astype(float)
+    selected = selected_at(k)
     rows = []
     by_category = {**{name: dict(values) for name, values in categories.items()},
                    "group": {g: g for g in pd.unique(groups)}}  # fmt: skip
@@ -526,18 +545,21 @@ def _ratio_draws(
 
 def _slots(
     data: pd.DataFrame,
-    rank: NDArray[np.float64],
+    first_weight: NDArray[np.float64],
     pools: NDArray[np.str_],
     rng: np.random.Generator,
     replicates: int,
     z: float,
 ) -> tuple[pd.DataFrame, float | None, tuple[float, float] | None, SlotTest | None]:
-    first = rank == 1
+    # Each row counts as its share of its answer's first choice: 1 or 0 for rankings,
+    # the chance of being put first where that was read from logprobs.
+    first = first_weight > 0
     slots = data["slot"].to_numpy(int)
     n_slots = int(data.groupby("answer")["slot"].max().max())
     answer_pool = pools[first]
     first_slots = slots[first]
-    counts = np.bincount(first_slots - 1, minlength=n_slots).astype(float)
+    weights = first_weight[first]
+    counts = np.bincount(first_slots - 1, weights=weights, minlength=n_slots)
     n = counts.sum()
     if n == 0:
         return pd.DataFrame(), None, None, None
@@ -546,7 +568,7 @@ def _slots(
     # Per replicate, answers choosing each slot first: a pool's answers count as often
     # as the pool was drawn.
     per_pool = np.zeros((pool_draws.shape[1], n_slots))
-    np.add.at(per_pool, (codes, first_slots - 1), 1.0)
+    np.add.at(per_pool, (codes, first_slots - 1), weights)
     replicate_counts = pool_draws @ per_pool
     with np.errstate(invalid="ignore", divide="ignore"):
         shares = replicate_counts / replicate_counts.sum(axis=1, keepdims=True)
@@ -627,7 +649,7 @@ def _mean_with_interval(
 
 def _omnibus(
     group_codes: NDArray[np.intp],
-    rank: NDArray[np.float64],
+    first_weight: NDArray[np.float64],
     depth: NDArray[np.int_],
     units: Units,
     rng: np.random.Generator,
@@ -639,7 +661,7 @@ def _omnibus(
     eligible = depth >= 1
     if permutations == 0 or not eligible.any():
         return None
-    selected = (rank[eligible] == 1).astype(float)
+    selected = first_weight[eligible]
     codes = group_codes[eligible]
     unit_codes = units.units[eligible]
     unit_ids, unit_rows = np.unique(unit_codes, return_inverse=True)

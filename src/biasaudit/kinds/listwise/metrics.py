@@ -82,6 +82,11 @@ class ListwiseMetrics(BaseModel):
     reference_group: str
     group_names: dict[str, str] = Field(default_factory=dict)
     listwise: str = Field(description="'full' rankings or the 'top1' choice only.")
+    scoring: str = Field(
+        "samples",
+        description="'samples': answers read as rankings; 'logprobs': each candidate's "
+        "chance of being put first, from the first answer token (top-1 figures only).",
+    )
     orders: str
     pool_size: int
     pools: int

@@ -19,6 +19,7 @@ import itertools
 import math
 import random
 import string
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +32,8 @@ from biasaudit.kinds.listwise.spec import ListwiseSpec
 from biasaudit.kinds.prompt import PromptTemplate
 from biasaudit.metrics import latin_square
 from biasaudit.probes import Ranking, parse_ranking
-from biasaudit.providers import ModelRequest, Provider, SamplingParams
+from biasaudit.providers import Capabilities, ModelRequest, Provider, SamplingParams
+from biasaudit.providers._types import FirstTokenLogprobs
 from biasaudit.textfiles import PROMPTS_DIR
 
 __all__ = ["INSTRUCTIONS", "ListwisePlan", "Pool", "plan_requests"]
@@ -56,7 +58,13 @@ class Pool:
 class ListwisePlan:
     """Every pool in every order, ``samples`` times; reads the answers as they come."""
 
-    def __init__(self, task: AllocationTask, spec: ListwiseSpec, prompt: PromptTemplate) -> None:
+    def __init__(
+        self,
+        task: AllocationTask,
+        spec: ListwiseSpec,
+        prompt: PromptTemplate,
+        capabilities: Capabilities,
+    ) -> None:
         self.task, self.spec, self.prompt = task, spec, prompt
         self.pools = draw_pools(task, spec)
         size = len(self.pools[0].members)
@@ -64,12 +72,18 @@ class ListwisePlan:
             raise UsageError(f"pools of {size}: a listwise prompt labels at most 26 candidates")
         self.labels = list(string.ascii_uppercase[:size])
         self.orders = _orders(size, spec.orders)
+        self.path = scoring_path(spec, capabilities, size)
         self.requests: list[ModelRequest] = []
         self._asked: dict[str, tuple[Pool, int]] = {}
         params = SamplingParams(
             max_tokens=spec.max_tokens if spec.listwise == "full" else min(spec.max_tokens, 8),
             temperature=spec.temperature,
         )
+        samples = spec.samples
+        if self.path == "logprobs":
+            top = min(capabilities.max_top_logprobs or 20, 20)
+            params = SamplingParams(max_tokens=1, logprobs=True, top_logprobs=top)
+            samples = 1
         for pool in self.pools:
             for k, order in enumerate(self.orders):
                 request_id = f"{pool.id}#{k + 1}"
@@ -78,9 +92,10 @@ class ListwisePlan:
                 self.requests += [
                     ModelRequest(id=request_id, messages=messages, params=params, replicate=r)
                     .asking_effort(spec.reasoning_effort)
-                    for r in range(spec.samples)
+                    for r in range(samples)
                 ]  # fmt: skip
         self._answers: dict[tuple[str, int], tuple[Ranking | None, str | None]] = {}
+        self._chances: dict[tuple[str, int], list[float]] = {}
         self._errors: dict[tuple[str, int], str] = {}
 
     def _messages(self, pool: Pool, order: tuple[int, ...]) -> tuple[dict[str, str], ...]:
@@ -106,6 +121,16 @@ class ListwisePlan:
             self._answers[key] = (None, response.text)
             return {"probe": "listwise", "irregular": 1}
         pool, k = self._asked[result.request.id]
+        if self.path == "logprobs":
+            entries = response.logprobs or ()
+            chances = first_chances(entries[0] if entries else None, self.labels)
+            if chances is None:
+                self._answers[key] = (None, response.text)
+                return {"probe": "listwise", "irregular": 1}
+            self._chances[key] = chances
+            best = max(range(len(chances)), key=chances.__getitem__)
+            self._answers[key] = (Ranking((best,), missing=0), response.text)
+            return {"probe": "listwise", "parsed": self.labels[best], "irregular": 0}
         names = [pool.members[index].name or "" for index in self.orders[k]]
         ranking = parse_ranking(
             response.text, self.labels, names=names, full=self.spec.listwise == "full"
@@ -147,16 +172,56 @@ class ListwisePlan:
                 continue  # no answer: not an answer that ranked no one
             ranking, _ = self._answers.get(key, (None, None))
             ranks = ranking.ranks(len(self.labels)) if ranking is not None else None
+            chances = self._chances.get(key)
             for slot, index in enumerate(self.orders[k]):
                 member = pool.members[index]
-                rank = math.nan if ranks is None else ranks[slot]
-                rows.append(
-                    {"answer": f"{request.id}/{request.replicate}", "pool": pool.id,
-                     "subtask": pool.subtask, "group": member.group, "slot": slot + 1,
-                     "rank": rank, "candidate": member.id, "name": member.name or member.id,
-                     "item": member.item or member.id}
-                )  # fmt: skip
+                row = {"answer": f"{request.id}/{request.replicate}", "pool": pool.id,
+                       "subtask": pool.subtask, "group": member.group, "slot": slot + 1,
+                       "rank": math.nan if ranks is None else ranks[slot],
+                       "candidate": member.id, "name": member.name or member.id,
+                       "item": member.item or member.id}  # fmt: skip
+                if self.path == "logprobs":
+                    row["rank"] = math.nan
+                    row["p_first"] = math.nan if chances is None else chances[slot]
+                rows.append(row)
         return pd.DataFrame(rows)
+
+
+def scoring_path(spec: ListwiseSpec, capabilities: Capabilities, size: int) -> str:
+    """``logprobs`` or ``samples``: what ``spec.scoring`` asks of this endpoint.
+
+    Raises
+    ------
+    UsageError
+        Logprobs asked of an endpoint without them, or of too few alternatives.
+    """
+    can = capabilities.logprobs and (capabilities.max_top_logprobs or 20) >= size
+    if spec.scoring == "logprobs":
+        if not can:
+            raise UsageError(
+                f"--scoring logprobs: the endpoint gives no logprobs of {size} alternatives "
+                "(use --scoring samples)"
+            )
+        return "logprobs"
+    if spec.scoring == "auto" and spec.listwise == "top1" and can:
+        return "logprobs"
+    return "samples"
+
+
+def first_chances(entry: FirstTokenLogprobs | None, labels: Sequence[str]) -> list[float] | None:
+    """Each label's chance of being the first answer token, normalised over the labels
+    (tokenisation variants such as " A" and "A" merged); None without any label."""
+    if entry is None:
+        return None
+    mass = dict.fromkeys(labels, 0.0)
+    for token, logprob in entry.top:
+        key = token.strip().strip(".,:;)*\"'`[](").upper()
+        if key in mass:
+            mass[key] += math.exp(logprob)
+    total = sum(mass.values())
+    if total <= 0:
+        return None
+    return [mass[label] / total for label in labels]
 
 
 def _orders(size: int, scheme: str) -> list[tuple[int, ...]]:
@@ -233,4 +298,5 @@ def plan_requests(spec: Any, provider: Provider) -> list[ModelRequest]:
     from biasaudit.kinds.candidates.tasks import build_task
 
     task = build_task(spec)
-    return list(ListwisePlan(task, spec, listwise_prompt(task, spec)).requests)
+    plan = ListwisePlan(task, spec, listwise_prompt(task, spec), provider.capabilities)
+    return list(plan.requests)

@@ -35,6 +35,8 @@ def listwise_blocks(metrics: ListwiseMetrics) -> list[Block]:
     model = metrics.model + (f" ({SIMULATED})" if metrics.simulated else "")
     counts, requests = metrics.counts, metrics.requests
     asked = "a full ranking" if metrics.listwise == "full" else "the top choice only"
+    if metrics.scoring == "logprobs":
+        asked += ", each candidate's chance of being put first read from the first token's logprobs"
     blocks: list[Block] = [
         f"{metrics.task} listwise audit of {model}",
         f"asked: {asked}; {metrics.pools} pools of {metrics.pool_size} x "

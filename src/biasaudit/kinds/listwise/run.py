@@ -45,8 +45,8 @@ def listwise_audit(
     run directory exists: a usage error leaves nothing behind and sends nothing.
     """
     task = build_task(spec)
-    plan = ListwisePlan(task, spec, listwise_prompt(task, spec))
     provider = provider or spec.resolve_provider()
+    plan = ListwisePlan(task, spec, listwise_prompt(task, spec), provider.capabilities)
 
     async def run() -> ListwiseResult:
         ran = await run_planned(
@@ -70,12 +70,14 @@ def _write_results(
     shown.to_csv(session.run.path / "shown.csv", index=False)
     notes: list[str] = []
     fields = {}
-    if shown.empty or shown["rank"].isna().all():
+    k_max = 1 if plan.path == "logprobs" else min(spec.k_max, len(plan.labels))
+    read = shown["p_first"] if plan.path == "logprobs" and not shown.empty else None
+    if shown.empty or (shown["rank"].isna().all() and (read is None or read.isna().all())):
         notes.append("no answer ranked a shown candidate: no figure can be computed")
     else:
         figures = listwise_figures(
             shown.drop(columns=["candidate"]), reference=task.reference_group,
-            k_max=min(spec.k_max, len(plan.labels)), categories=task.categories,
+            k_max=k_max, categories=task.categories,
             impact_k=spec.headline_k, confidence=spec.confidence, replicates=spec.bootstrap,
             permutations=spec.bootstrap, seed=spec.seed,
         )  # fmt: skip
@@ -102,8 +104,9 @@ def _write_results(
         orders_per_pool=len(plan.orders),
         samples=spec.samples,
         confidence=spec.confidence,
-        k_max=min(spec.k_max, len(plan.labels)),
+        k_max=k_max,
         headline_k=spec.headline_k,
+        scoring=plan.path,
         requests=request_counts(session),
         counts=AnswerCounts(
             answers=int((~failed).sum()),

@@ -29,6 +29,12 @@ class ListwiseSpec(CandidatesData):
     listwise: Literal["full", "top1"] = Field(
         "full", description="Listwise: ask for a full ranking, or only the top choice."
     )
+    scoring: Literal["auto", "logprobs", "samples"] = Field(
+        "auto",
+        description="Listwise: each candidate's chance of being put first from the first "
+        "answer token's logprobs (top-1 figures only), or sampled answers read as rankings; "
+        "auto: logprobs for --listwise top1 where the endpoint gives them.",
+    )
     orders: Literal["latin", "all"] = Field(
         "latin",
         description="Listwise: a Latin square of orders (every candidate in every slot "
