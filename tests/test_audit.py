@@ -178,6 +178,19 @@ def test_pairwise_run_finds_the_planted_group_and_reports_order_effects(tmp_path
     comparisons = pd.read_csv(result.run_dir / "comparisons.csv")
     ordered = set(zip(comparisons["first"], comparisons["second"], strict=True))
     assert all((second, first) in ordered for first, second in ordered)
+    # Impact ratios at k = 1 in the pools compared: a group's mean share of the first
+    # place (ties share it), over the most selected group's.
+    scores = pd.read_csv(result.run_dir / "scores.csv")
+    top = scores.groupby("pool")["score"].transform("max")
+    first = scores["score"] >= top - 1e-12
+    share = first / first.groupby(scores["pool"]).transform("sum")
+    rates = share.groupby(scores["group"]).mean()
+    groups = {r.value: r for r in metrics.impact if r.category == "group"}
+    assert {r.k for r in metrics.impact} == {1} and set(groups) == set(rates.index)
+    for group, rate in rates.items():
+        assert groups[group].rate == pytest.approx(rate)
+        assert groups[group].ratio == pytest.approx(rate / rates.max())
+    assert groups["B_M"].flagged
 
 
 def test_essay_grading_runs_on_the_demo_corpus(tmp_path: Path) -> None:

@@ -77,7 +77,7 @@ do the groups differ at k=1? p = 0.21 (permutation test of the groups' selection
 impact ratios at k=1: selection rate over the most selected value's (four-fifths rule: flagged below 0.8)
 category value       n   rate  ratio [CI]             flag
 group    A_F         8  0.450  0.957 [0.511, 1.000]
-group    B_M         8  0.080  0.170 [0.067, 0.434]   below 0.8, beyond noise
+group    B_M         8  0.080  0.170 [0.000, 0.519]   below 0.8, beyond noise
 group    W_M         8  0.470  1.000 [0.423, 1.000]
 
 ΔDP: selection rate minus W_M's, top k of each pool; 300 balanced simulated pools of 3 (one candidate per group) per subtask x 1 subtask; n = pool appearances; 40 bootstrap replicates

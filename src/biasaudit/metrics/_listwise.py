@@ -502,22 +502,19 @@ def _impact(
             ratio = rates[value] / top if top > 0 else math.nan
 
             ratio_of = functools.partial(_ratio_draws, masks=masks, selected=selected, value=value)
-            # On the log scale, where a ratio's sampling distribution is nearer normal; a
-            # resample that selects none of the value counts as half a selection, so that
-            # it widens the interval instead of dropping out of it.
+            # On the log scale, where a ratio's sampling distribution is nearer normal (a
+            # resample that selects none of the value counts as half a selection), joined
+            # with the interval on the ratio's own scale: where most resamples select
+            # none, the log scale alone would be narrow for want of spread, not of error.
             floor = 0.5 / max(int(masks[value].sum()), 1) / max(top, 1e-12)
-            logged = [
-                (sign, np.log(np.maximum(np.nan_to_num(d, nan=floor), floor)))
-                for sign, d in clusters.draws(ratio_of)
-            ]
-            log_bounds = (
-                clusters.interval(math.log(max(ratio, floor)), logged, z, -math.inf, 0.0)
-                if not few
-                else None
-            )
+            draws = clusters.draws(ratio_of)
             bounds = None
-            if log_bounds is not None:
-                bounds = (math.exp(log_bounds[0]), math.exp(log_bounds[1]))
+            if not few:
+                logged = [(sign, np.log(np.maximum(np.nan_to_num(d, nan=floor), floor)))
+                          for sign, d in draws]  # fmt: skip
+                on_log = clusters.interval(math.log(max(ratio, floor)), logged, z, -math.inf, 0.0)
+                on_ratio = clusters.interval(ratio, draws, z, 0.0, 1.0)
+                bounds = _widest(on_log and (math.exp(on_log[0]), math.exp(on_log[1])), on_ratio)
             low, high = _bound(bounds, 0), _bound(bounds, 1)
             rows.append(
                 {"category": category, "value": value, "rate": rates[value], "ratio": ratio,
@@ -526,6 +523,15 @@ def _impact(
                  "beyond_noise": bool(not math.isnan(high) and high < FOUR_FIFTHS)}
             )  # fmt: skip
     return pd.DataFrame(rows)
+
+
+def _widest(
+    first: tuple[float, float] | None, second: tuple[float, float] | None
+) -> tuple[float, float] | None:
+    """The interval that holds both (either where one is missing)."""
+    if first is None or second is None:
+        return first or second
+    return min(first[0], second[0]), max(first[1], second[1])
 
 
 def _ratio_draws(

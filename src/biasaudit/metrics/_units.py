@@ -1092,16 +1092,19 @@ class _Selection:
                     low = high = math.nan
                     estimate = float(ratio[v, k])
                     if rep_ratio is not None:
-                        # A resample that selects none of the value counts as half a
-                        # selection: it widens the interval instead of dropping out.
+                        # On the log scale (a resample that selects none of the value
+                        # counts as half a selection), joined with the interval on the
+                        # ratio's own scale, as metrics.listwise_figures does.
                         floor = 0.5 / max(n, 1) / max(float(rate[:, k].max()), 1e-12)
                         column = rep_ratio[:, v, k]
-                        column = np.log(np.maximum(column[~np.isnan(column)], floor))
+                        column = column[~np.isnan(column)]
                         if column.size >= 20:
-                            spread = z * float(np.std(column, ddof=1))
+                            logged = np.log(np.maximum(column, floor))
+                            spread = z * float(np.std(logged, ddof=1))
                             centre = math.log(max(estimate, floor))
-                            low = math.exp(centre - spread)
-                            high = min(1.0, math.exp(centre + spread))
+                            linear = z * float(np.std(column, ddof=1))
+                            low = min(math.exp(centre - spread), max(0.0, estimate - linear))
+                            high = min(1.0, max(math.exp(centre + spread), estimate + linear))
                     rows.append(
                         {"category": category, "value": value, "k": k + 1,
                          "rate": float(rate[v, k]), "ratio": estimate, "low": low, "high": high,

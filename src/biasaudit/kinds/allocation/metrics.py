@@ -38,6 +38,7 @@ from biasaudit.metrics import (
     allocation_figures,
     bootstrap_selection_gaps,
     jsd,
+    listwise_figures,
     mann_whitney_p,
     pairwise_preference_gap,
     select_in_pools,
@@ -262,8 +263,8 @@ class AllocationMetrics(BaseModel):
     subtasks: dict[str, SubtaskMetrics] = Field(default_factory=dict)
     impact: list[ImpactRatio] = Field(
         default_factory=list,
-        description="Impact ratios per category (and group) and k, from the simulated "
-        "selection (pointwise runs).",
+        description="Impact ratios per category (and group) and k: from the simulated "
+        "selection (pointwise runs), or at k = 1 in the pools compared (pairwise runs).",
     )
     pairwise: PairwiseSummary | None = None
     notes: list[str] = Field(default_factory=list)
@@ -397,6 +398,9 @@ def allocation_results(
         selection = _simulated_summary(scored, options, figures)
     _unit_notes(figures, options, notes)
     _sign_notes(groups, per_subtask, notes)
+    impact = figures.impact
+    if options.pairwise and "pool" in scored.columns:
+        impact = _pools_impact(scored, options, names, items)
     return AllocationResults(
         groups=groups,
         rates=_rates_of(table[table["subtask"].isna()]),
@@ -420,7 +424,7 @@ def allocation_results(
                 flagged=bool(row.flagged),
                 beyond_noise=bool(row.beyond_noise),
             )
-            for row in figures.impact.itertuples()
+            for row in impact.itertuples()
             if not pd.isna(row.ratio)
         ],
         intervals=IntervalSummary(
@@ -566,6 +570,35 @@ def _pairwise_selection(
             update={"groups": updated, "selection": own_summary}
         )
     return summary.model_copy(update={"draw": "given"})
+
+
+def _pools_impact(
+    scored: pd.DataFrame, options: MetricOptions, names: Any, items: Any
+) -> pd.DataFrame:
+    """Impact ratios at k = 1 in the pools compared (pairwise runs): each candidate's
+    share of its pool's first place (tied top scores share it), its group's mean share
+    its selection rate; intervals multiway-clustered over names, items and pools
+    (:func:`biasaudit.metrics.listwise_figures`)."""
+    frame = pd.DataFrame(
+        {"answer": scored["pool"].astype(str), "pool": scored["pool"].astype(str),
+         "group": scored["group"].astype(str), "score": scored["score"].astype(float),
+         "subtask": scored["subtask"].astype(str)}
+    )  # fmt: skip
+    if names is not None:
+        frame["name"] = np.asarray(names, dtype=str)
+    if items is not None:
+        frame["item"] = np.asarray(items, dtype=str)
+    top = frame.groupby("answer")["score"].transform("max")
+    first = frame["score"] >= top - 1e-12
+    frame["p_first"] = first / first.groupby(frame["answer"]).transform("sum")
+    frame["slot"] = frame.groupby("answer").cumcount() + 1
+    frame["rank"] = np.nan
+    figures = listwise_figures(
+        frame.drop(columns=["score"]), reference=options.reference, k_max=1,
+        categories=options.categories, confidence=options.confidence,
+        replicates=max(options.gap_bootstrap or 200, 100), permutations=0, seed=options.seed,
+    )  # fmt: skip
+    return figures.impact.assign(k=1)
 
 
 def _paper_conventions(
