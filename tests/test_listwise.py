@@ -176,3 +176,19 @@ def test_a_malformed_rankings_file_is_named_before_anything_is_written(
                                       str(tmp_path / "runs")])  # fmt: skip
     assert result.exit_code == 2 and expected in result.stderr, result.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_compare_of_two_listwise_runs_tests_and_draws_every_difference(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    audit(runs, pools=15)
+    audit(runs, model="sim/fair", pools=15)
+    biased = next(runs.glob("*-listwise-sim-biased-*"))
+    fair = next(runs.glob("*-listwise-sim-fair-*"))
+    result = CliRunner().invoke(cli, ["compare", str(biased), str(fair)])
+    assert result.exit_code == 0, result.output
+    assert "tests of no change" in result.stdout
+    folder = next(runs.glob("*-compare-*"))
+    tests = json.loads((folder / "compare.json").read_text())["tests"]
+    assert {t["metric"] for t in tests} >= {"dp_gap k=1", "first choice"}
+    report = (folder / "report.md").read_text()
+    assert "compare_gaps.png" in report and "compare_slots.png" in report

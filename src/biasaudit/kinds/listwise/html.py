@@ -9,10 +9,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from biasaudit.kinds.common import read_run_metrics
+from biasaudit.kinds.listwise.kind import KIND
 from biasaudit.kinds.listwise.metrics import ListwiseMetrics
 from biasaudit.kinds.listwise.report import listwise_blocks, study_blocks
 from biasaudit.kinds.listwise.study import ListwiseStudy
 from biasaudit.reports.html._common import audited_section, replay_section, runs_table
+from biasaudit.reports.html._compare import (
+    Marks,
+    Panel,
+    figure_block,
+    group_label,
+    metric_name,
+    tests_by_key,
+)
 from biasaudit.reports.html._document import Bullets, Document, Paragraph, Section, Table
 from biasaudit.reports.text import Block, PlainTable
 from biasaudit.store.runs import Manifest
@@ -105,5 +114,36 @@ def study_page(study: ListwiseStudy) -> tuple[str, list[Section], bool]:
 def compare_figures(
     comparison: Comparison, names: Mapping[str, str], reference: str, simulated: bool
 ) -> list[Figure]:
-    """The compare page's figures of B - A: none yet (its table of tests says all)."""
-    return []
+    """B - A with its interval: ΔDP per group, a panel per k (percentage points), and
+    the share of first choices per slot shown."""
+    found = tests_by_key(comparison.tests)
+    gap_tests = [t for t in comparison.tests if t.metric.startswith("dp_gap")]
+    groups = list(dict.fromkeys(t.group for t in gap_tests if t.group is not None))
+    figures = []
+    if groups:
+        ks = list(dict.fromkeys(t.metric for t in gap_tests))
+        panels = [
+            Panel(
+                f"{metric_name(metric, KIND.figure_names)}: B - A",
+                "change (points)",
+                [Marks(metric, [found.get((g, metric)) for g in groups], scale=100.0)],
+            )
+            for metric in ks
+        ]
+        labels = [group_label(g, names) for g in groups]
+        figures.append(figure_block(
+            "compare_gaps.png", labels, panels, comparison, simulated,
+            f"Change of ΔDP against {reference} per group and k, with 95% intervals",
+        ))  # fmt: skip
+    slots = list(dict.fromkeys(t.group for t in comparison.tests if t.metric == "first choice"))
+    if slots:
+        panel = Panel(
+            "first choices: B - A",
+            "change (points)",
+            [Marks("first choice", [found.get((s, "first choice")) for s in slots], scale=100.0)],
+        )
+        figures.append(figure_block(
+            "compare_slots.png", [str(s) for s in slots], [panel], comparison, simulated,
+            "Change of the share of first choices per slot shown, with 95% intervals",
+        ))  # fmt: skip
+    return figures
