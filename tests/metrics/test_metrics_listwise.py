@@ -72,7 +72,11 @@ def true_top1(group_effect: dict[str, float], slot_effect: float, draws: int = 4
     slots = np.array([rng.permutation(n) for _ in range(2000)])[rng.integers(0, 2000, draws)]
     utility += np.where(slots == 0, slot_effect, 0.0) + rng.gumbel(size=(draws, n))
     winners = utility.argmax(axis=1)
-    return {g: float((winners == i).mean()) for i, g in enumerate(GROUPS)}
+    found = {g: float((winners == i).mean()) for i, g in enumerate(GROUPS)}
+    reference = GROUPS.index("W_M")
+    for i, g in enumerate(GROUPS):  # RABBI of ranks: P(above W_M) - P(below)
+        found[f"rabbi {g}"] = float(np.sign(utility[:, i] - utility[:, reference]).mean())
+    return found
 
 
 def test_latin_square_puts_every_candidate_in_every_slot_once() -> None:
@@ -197,14 +201,16 @@ def test_a_planted_group_and_position_bias_are_found_and_nothing_where_none() ->
 
 
 def test_intervals_cover_the_planted_values() -> None:
-    """A group's top-1 rate, its ΔDP and its impact ratio, over 120 simulated audits
-    of 40 pools with names of their own effect and a position bias."""
+    """A group's top-1 rate, its ΔDP, its impact ratio and its RABBI of ranks, over 120
+    simulated audits of 40 pools with names of their own effect and a position bias."""
     effect = {"B_M": -0.5, "W_F": 0.2}
     truth = true_top1(effect, 0.4)
+    top1 = {g: truth[g] for g in GROUPS}
     targets = {
         "rate": truth["B_M"],
         "dp_gap": truth["B_M"] - truth["W_M"],
-        "ratio": truth["B_M"] / max(truth.values()),
+        "ratio": truth["B_M"] / max(top1.values()),
+        "rabbi": truth["rabbi B_M"],
     }
     covered = dict.fromkeys(targets, 0)
     trials = 120
@@ -214,10 +220,12 @@ def test_intervals_cover_the_planted_values() -> None:
             reference="W_M", k_max=1, replicates=300, permutations=0,
         )  # fmt: skip
         impact = found.impact[found.impact["category"] == "group"].set_index("value")
+        ranks = found.ranks.set_index("group").loc["B_M"]
         rows = {
             "rate": found.rates.set_index("group").loc["B_M"],
             "dp_gap": found.gaps.set_index("group").loc["B_M"],
             "ratio": impact.loc["B_M"],
+            "rabbi": pd.Series({"low": ranks["rabbi_low"], "high": ranks["rabbi_high"]}),
         }
         for figure, row in rows.items():
             covered[figure] += bool(row["low"] <= targets[figure] <= row["high"])
@@ -244,3 +252,23 @@ def test_first_choices_read_as_chances_count_as_those_chances() -> None:
     assert slots.to_dict() == pytest.approx(shown.groupby("slot")["p_first"].mean().to_dict())
     assert found.concordance is None and found.top_change is None
     assert found.gaps.set_index("group").loc["B_M", "high"] < 0
+
+
+def test_mean_rank_and_rabbi_of_ranks_match_an_independent_computation() -> None:
+    shown = simulate(9, pools=30, group_effect={"B_M": -0.8})
+    found = listwise_figures(shown, reference="W_M", k_max=1, replicates=200, permutations=0)
+    ranks = found.ranks.set_index("group")
+    mean = shown.groupby("group")["rank"].mean()
+    reference = shown[shown["group"] == "W_M"].set_index("answer")["rank"]
+    for group in GROUPS:
+        assert ranks.loc[group, "mean_rank"] == pytest.approx(mean[group])
+        assert (
+            ranks.loc[group, "mean_rank_low"] <= mean[group] <= ranks.loc[group, "mean_rank_high"]
+        )
+        if group == "W_M":
+            assert math.isnan(ranks.loc[group, "rabbi"])
+            continue
+        own = shown[shown["group"] == group].set_index("answer")["rank"]
+        above = (own < reference[own.index]).mean() - (own > reference[own.index]).mean()
+        assert ranks.loc[group, "rabbi"] == pytest.approx(above)
+    assert ranks.loc["B_M", "rabbi_high"] < 0 and ranks.loc["B_M", "mean_rank"] > 2.5

@@ -34,6 +34,18 @@ class Gap(BaseModel):
     n_reference: int
 
 
+class RankFigures(BaseModel):
+    """A group in the full rankings: its mean rank, and its RABBI against the reference
+    (P(ranked above the reference in the same answer) - P(below))."""
+
+    group: str
+    mean_rank: float
+    mean_rank_ci: list[float] | None = None
+    rabbi: float | None = None
+    rabbi_ci: list[float] | None = None
+    n: int
+
+
 class Impact(BaseModel):
     category: str
     value: str
@@ -100,6 +112,7 @@ class ListwiseMetrics(BaseModel):
     rates: list[Rate] = Field(default_factory=list)
     gaps: list[Gap] = Field(default_factory=list)
     impact: list[Impact] = Field(default_factory=list)
+    ranks: list[RankFigures] = Field(default_factory=list)
     slots: list[Slot] = Field(default_factory=list)
     slot_entropy: float | None = None
     slot_entropy_ci: list[float] | None = None
@@ -123,6 +136,12 @@ def _ci(row: Any) -> list[float] | None:
 
 def _pair(bounds: tuple[float, float] | None) -> list[float] | None:
     return None if bounds is None else [float(bounds[0]), float(bounds[1])]
+
+
+def _pair_of(low: float, high: float) -> list[float] | None:
+    if low is None or high is None or math.isnan(low) or math.isnan(high):
+        return None
+    return [float(low), float(high)]
 
 
 def _rows(frame: pd.DataFrame) -> list[Any]:
@@ -149,6 +168,15 @@ def metrics_fields(figures: ListwiseFigures) -> dict[str, Any]:
                    beyond_noise=bool(r.beyond_noise))
             for r in _rows(figures.impact)
             if not math.isnan(r.ratio)
+        ],
+        "ranks": [
+            RankFigures(
+                group=str(r.group), mean_rank=float(r.mean_rank),
+                mean_rank_ci=_pair_of(r.mean_rank_low, r.mean_rank_high),
+                rabbi=None if math.isnan(r.rabbi) else float(r.rabbi),
+                rabbi_ci=_pair_of(r.rabbi_low, r.rabbi_high), n=int(r.n),
+            )
+            for r in _rows(figures.ranks)
         ],
         "slots": [
             Slot(slot=int(r.slot), rate=float(r.rate), ci=_ci(r), n=int(r.n))

@@ -51,6 +51,8 @@ def listwise_blocks(metrics: ListwiseMetrics) -> list[Block]:
     ]
     if metrics.rates:
         blocks += ["", _rates_table(metrics), "", _gaps_table(metrics)]
+    if metrics.ranks:
+        blocks += ["", _ranks_table(metrics)]
     impact = impact_table(metrics.impact, metrics.headline_k)
     if impact is not None:
         blocks += ["", impact]
@@ -102,6 +104,25 @@ def _gaps_table(metrics: ListwiseMetrics) -> PlainTable:
         rows,
         widths=[6, *(24 for _ in ks)],
         gaps=[0, *(2 for _ in ks)],
+    )
+
+
+def _ranks_table(metrics: ListwiseMetrics) -> PlainTable:
+    rows: list[list[str | Cell]] = []
+    for r in metrics.ranks:
+        rabbi = "-" if r.rabbi is None else _interval(r.rabbi, r.rabbi_ci, signed=True)
+        rows.append(
+            [r.group, str(r.n), _interval(r.mean_rank, r.mean_rank_ci),
+             Cell(rabbi, excludes_zero(r.rabbi_ci))]
+        )  # fmt: skip
+    return PlainTable(
+        f"full rankings: mean rank (1 = best), and RABBI: P(above {metrics.reference_group} "
+        "in the same answer) - P(below)",
+        ["group", "n", "mean rank [CI]", "RABBI [CI]"],
+        rows,
+        widths=[6, 6, 22, 0],
+        gaps=[0, 1, 2, 2],
+        right=frozenset({1}),
     )
 
 
