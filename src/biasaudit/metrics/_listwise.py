@@ -43,10 +43,11 @@ are the pools. In simulations of
 listwise answers (names with their own effects, a position bias, 40-80 pools)
 95% intervals covered the planted rates and ΔDP in 92-97% of runs and the
 impact ratios in 93-97%, RABBI of ranks (two candidates of one answer, the
-reference's name one more factor) in 89%, a little short; resampling names and items together (the pigeonhole
-bootstrap of the allocation figures) counts the answers' own noise twice here,
-and gave intervals half again too wide. The slot figures and consistency
-resample pools (every order of a pool is one cluster). The omnibus test
+reference's name one more factor) in 89%, a little short; resampling names and
+items together (the pigeonhole bootstrap of the allocation figures) counts the
+answers' own noise twice here, and gave intervals half again too wide. The
+slot figures and consistency resample pools (every order of a pool is one
+cluster). The omnibus test
 permutes the group labels of the names (Good, "Permutation, Parametric and
 Bootstrap Tests of Hypotheses", 2005).
 """
