@@ -235,6 +235,14 @@ class SimProvider(Provider):
             logprobs = tuple(
                 _first_token_logprobs(text, labels, probs, p.top_logprobs) for text in texts
             )
+        return self._response(prompt, texts, logprobs)
+
+    def _response(
+        self,
+        prompt: str,
+        texts: list[str],
+        logprobs: tuple[FirstTokenLogprobs | None, ...] | None,
+    ) -> ModelResponse:
         return ModelResponse(
             texts=tuple(texts),
             logprobs=logprobs,
@@ -278,17 +286,7 @@ class SimProvider(Provider):
                 _first_token_logprobs(text.split(",")[0], letters, probs, p.top_logprobs)
                 for text in texts
             )
-        return ModelResponse(
-            texts=tuple(texts),
-            logprobs=logprobs,
-            finish_reasons=("stop",) * len(texts),
-            model_version=f"sim-{self.model}-v1 (simulated)",
-            usage=Usage(
-                input_tokens=len(prompt) // 4 + 1,
-                output_tokens=sum(len(t) // 4 + 1 for t in texts),
-            ),
-            simulated=True,
-        )
+        return self._response(prompt, texts, logprobs)
 
     def log_odds(self, prompt: str) -> float:
         """The planted log-odds of a favourable answer for this prompt."""
