@@ -192,3 +192,13 @@ def test_compare_of_two_listwise_runs_tests_and_draws_every_difference(tmp_path:
     assert {t["metric"] for t in tests} >= {"dp_gap k=1", "first choice"}
     report = (folder / "report.md").read_text()
     assert "compare_gaps.png" in report and "compare_slots.png" in report
+
+
+def test_the_readme_rankings_example_scores(tmp_path: Path) -> None:
+    example = Path(__file__).parent / "data" / "listwise_example.csv"
+    result = CliRunner().invoke(
+        cli, ["score", "listwise", str(example), "--reference-group", "W_M",
+              "--runs-dir", str(tmp_path), "--no-report"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "race     Black" in result.stdout and "group    B_M" in result.stdout

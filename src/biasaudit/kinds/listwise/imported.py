@@ -156,13 +156,17 @@ def score_listwise(
     figures = None
     notes = [f"rankings imported with biasaudit score from {source}: no request was sent"]
     if shown["rank"].notna().any():
-        figures = listwise_figures(
-            shown[[c for c in ("answer", "pool", "group", "slot", "rank", "subtask", "name",
-                               "item") if c in shown.columns]],
-            reference=reference, k_max=min(options.k_max, int(sizes.max())),
-            categories=categories, impact_k=options.headline_k, confidence=options.confidence,
-            replicates=options.bootstrap, permutations=options.bootstrap, seed=options.seed,
-        )  # fmt: skip
+        try:
+            figures = listwise_figures(
+                shown[[c for c in ("answer", "pool", "group", "slot", "rank", "subtask", "name",
+                                   "item") if c in shown.columns]],
+                reference=reference, k_max=min(options.k_max, int(sizes.max())),
+                categories=categories, impact_k=options.headline_k,
+                confidence=options.confidence, replicates=options.bootstrap,
+                permutations=options.bootstrap, seed=options.seed,
+            )  # fmt: skip
+        except ValueError as error:
+            raise UsageError(f"{source}: {error}") from None
         fewest = int(figures.rates["units"].min())
         if fewest < FEW_UNITS:
             notes.append(

@@ -75,14 +75,18 @@ def _write_results(
     if shown.empty or (shown["rank"].isna().all() and (read is None or read.isna().all())):
         notes.append("no answer ranked a shown candidate: no figure can be computed")
     else:
-        figures = listwise_figures(
-            shown.drop(columns=["candidate"]), reference=task.reference_group,
-            k_max=k_max, categories=task.categories,
-            impact_k=spec.headline_k, confidence=spec.confidence, replicates=spec.bootstrap,
-            permutations=spec.bootstrap, seed=spec.seed,
-        )  # fmt: skip
-        fields = metrics_fields(figures)
-        fewest = int(figures.rates["units"].min())
+        try:
+            figures = listwise_figures(
+                shown.drop(columns=["candidate"]), reference=task.reference_group,
+                k_max=k_max, categories=task.categories,
+                impact_k=spec.headline_k, confidence=spec.confidence, replicates=spec.bootstrap,
+                permutations=spec.bootstrap, seed=spec.seed,
+            )  # fmt: skip
+        except ValueError as error:  # e.g. the reference never in a ranked answer
+            notes.append(f"no figures: {error}")
+            figures = None
+        fields = metrics_fields(figures) if figures is not None else {}
+        fewest = int(figures.rates["units"].min()) if figures is not None else FEW_UNITS
         if fewest < FEW_UNITS:
             notes.append(
                 f"a group has only {fewest} units (names, else items) behind its rates: "
