@@ -68,7 +68,11 @@ def merged_options(
         everywhere = len(declared) == len(models)
         needed = required and everywhere and all(f.is_required() for f, _ in declared)
         if all(_signature(f) == _signature(field) for f, _ in declared):
-            options.append(_option(name, field, flag, required=needed))
+            option = _option(name, field, flag, required=needed)
+            descriptions = list(dict.fromkeys((f.description or "").strip() for f, _ in declared))
+            if len(descriptions) > 1:  # one option, several meanings: each one's words
+                option.help = " / ".join(d for d in descriptions if d)
+            options.append(option)
             continue
         types = [_click_type(f) for f, _ in declared]
         if all(isinstance(t, click.Choice) for t in types):
@@ -83,7 +87,10 @@ def merged_options(
                 )
             )
             continue
-        options.append(_option(name, field, flag, required=needed, loose=True))
+        option = _option(name, field, flag, required=needed, loose=True)
+        descriptions = list(dict.fromkeys((f.description or "").strip() for f, _ in declared))
+        option.help = " / ".join(d for d in descriptions if d)
+        options.append(option)
     return options
 
 
