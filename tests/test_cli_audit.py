@@ -254,7 +254,8 @@ resume-screening: Screen resumes for four job postings; is a group's applicant p
   resumes:    {DATA_DIR / "resume_screening" / "jobs.yaml"} (4 postings x 6 resumes, written for biasaudit)
   prompt:     {PROMPTS_DIR / "resume-screening.pointwise.yaml"}
   prompt:     {PROMPTS_DIR / "resume-screening.pairwise.yaml"}
-  run:        biasaudit run resume-screening --model MODEL [--names FILE.csv] [--resumes FILE.yaml]
+  prompt:     {PROMPTS_DIR / "resume-screening.listwise.yaml"}
+  run:        biasaudit run resume-screening --model MODEL [--method pointwise|pairwise|listwise] [--names FILE.csv] [--resumes FILE.yaml]
 
 essay-grading: Grade essays 1-5; is a group of writers passed over for the top k?
   groups:     the corpus's 'group' column; reference ENS (or --reference-group)
@@ -263,7 +264,8 @@ essay-grading: Grade essays 1-5; is a group of writers passed over for the top k
   demo:       {DATA_DIR / "essays_demo.csv"} (30 essays, written for biasaudit; --essays demo)
   prompt:     {PROMPTS_DIR / "essay-grading.pointwise.yaml"}
   prompt:     {PROMPTS_DIR / "essay-grading.pairwise.yaml"}
-  run:        biasaudit run essay-grading --essays FILE.csv --model MODEL
+  prompt:     {PROMPTS_DIR / "essay-grading.listwise.yaml"}
+  run:        biasaudit run essay-grading --essays FILE.csv --model MODEL [--method pointwise|pairwise|listwise]
 
 allocation: Your own allocation task: candidates in a CSV, prompts and labels in a spec
   groups:     the column the spec names; reference from the spec

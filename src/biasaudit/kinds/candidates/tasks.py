@@ -19,7 +19,8 @@ __all__ = ["ALLOCATION_TASKS", "TASK_INFOS", "build_task"]
 
 
 def _prompts(task: str) -> tuple[str, ...]:
-    return tuple(str(PROMPTS_DIR / f"{task}.{probe}.yaml") for probe in ("pointwise", "pairwise"))
+    methods = ("pointwise", "pairwise", "listwise")
+    return tuple(str(PROMPTS_DIR / f"{task}.{probe}.yaml") for probe in methods)
 
 
 ALLOCATION_TASKS: dict[str, TaskInfo] = {
@@ -35,7 +36,7 @@ ALLOCATION_TASKS: dict[str, TaskInfo] = {
         ),
         prompts=_prompts("resume-screening"),
         usage="biasaudit run resume-screening --model MODEL "
-              "[--names FILE.csv] [--resumes FILE.yaml]",
+              "[--method pointwise|pairwise|listwise] [--names FILE.csv] [--resumes FILE.yaml]",
     ),
     "essay-grading": TaskInfo(
         name="essay-grading",
@@ -48,7 +49,8 @@ ALLOCATION_TASKS: dict[str, TaskInfo] = {
             ("demo", f"{DEMO_ESSAYS} (30 essays, written for biasaudit; --essays demo)"),
         ),
         prompts=_prompts("essay-grading"),
-        usage="biasaudit run essay-grading --essays FILE.csv --model MODEL",
+        usage="biasaudit run essay-grading --essays FILE.csv --model MODEL "
+              "[--method pointwise|pairwise|listwise]",
     ),
     "allocation": TaskInfo(
         name="allocation",
