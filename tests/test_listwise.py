@@ -202,3 +202,27 @@ def test_the_readme_rankings_example_scores(tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "race     Black" in result.stdout and "group    B_M" in result.stdout
+
+
+def test_essays_in_every_order_of_small_random_pools(tmp_path: Path) -> None:
+    spec = parse_spec(
+        {"task": "essay-grading", "method": "listwise", "model": "sim/biased",
+         "essays": "demo", "pool_size": 4, "orders": "all", "pools": 6, "bootstrap": 200,
+         "runs_dir": str(tmp_path)}
+    )  # fmt: skip
+    finished = run_spec(spec, command=["test"])
+    metrics = finished.metrics
+    assert isinstance(metrics, ListwiseMetrics)
+    assert metrics.pool_size == 4 and metrics.orders_per_pool == 24  # 4! orders
+    assert metrics.counts.ranked == metrics.counts.answers == 6 * 24
+    shown = pd.read_csv(finished.run_dir / "shown.csv")
+    # Every order of a pool puts every essay in every slot equally often.
+    per_slot = shown.groupby(["pool", "candidate"])["slot"].value_counts()
+    assert set(per_slot) == {6}
+    with pytest.raises(UsageError, match="orders: all asks every order of pools of 8"):
+        parse_and_plan = parse_spec(
+            {"task": "resume-screening", "method": "listwise", "model": "sim/biased",
+             "orders": "all", "runs_dir": str(tmp_path / "no"), **FAST}
+        )  # fmt: skip
+        run_spec(parse_and_plan, command=["test"])
+    assert not (tmp_path / "no").exists()

@@ -272,3 +272,31 @@ def test_mean_rank_and_rabbi_of_ranks_match_an_independent_computation() -> None
         above = (own < reference[own.index]).mean() - (own > reference[own.index]).mean()
         assert ranks.loc[group, "rabbi"] == pytest.approx(above)
     assert ranks.loc["B_M", "rabbi_high"] < 0 and ranks.loc["B_M", "mean_rank"] > 2.5
+
+
+def test_the_group_effect_with_position_held_fixed_removes_a_design_that_favours_one() -> None:
+    """No group effect, a strong first-slot bonus, and a design that always shows B_F
+    first: its plain top-1 rate carries the slot's bonus; held at each slot, it does not."""
+    rng = np.random.default_rng(4)
+    rows = []
+    for answer in range(400):
+        others = list(rng.permutation(["W_M", "W_F", "B_M"]))
+        order = ["B_F", *others] if answer % 2 == 0 else [*others, "B_F"]
+        utility = [2.0 if slot == 0 else 0.0 for slot in range(4)] + rng.gumbel(size=4)
+        ranks = np.empty(4)
+        ranks[np.argsort(-np.array(utility))] = np.arange(1, 5)
+        for slot, group in enumerate(order):
+            rows.append(
+                {"answer": answer, "pool": answer // 4, "group": group, "slot": slot + 1,
+                 "rank": ranks[slot], "name": f"{group}-{rng.integers(8)}"}
+            )  # fmt: skip
+    shown = pd.DataFrame(rows)
+    found = listwise_figures(shown, reference="W_M", k_max=1, replicates=300, permutations=0)
+    plain = found.gaps.set_index("group").loc["B_F"]
+    fixed = found.fixed.set_index("group").loc["B_F"]
+    assert plain["low"] > 0  # shown first in half the answers: favoured
+    assert fixed["gap_low"] <= 0 <= fixed["gap_high"]
+    by_slot = (
+        shown[shown["group"] == "B_F"].groupby("slot")["rank"].apply(lambda r: (r == 1).mean())
+    )
+    assert fixed["rate"] == pytest.approx(by_slot.mean())

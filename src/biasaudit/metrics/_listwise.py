@@ -91,6 +91,13 @@ class ListwiseFigures:
     rates:
         One row per (group, k): ``rate``, ``low``, ``high``, ``n`` (appearances
         in answers that ranked at least k), ``units`` (names, else items).
+    fixed:
+        The group effect with the position held fixed, one row per group: ``rate``,
+        the mean over the slots it was shown in of its top-1 rate there, ``low``,
+        ``high``, and ``dp_gap``, the mean over the slots both it and the reference
+        were shown in of the difference of their rates there (so a design that shows
+        a group first more often cannot lend it the first slot's bonus), with
+        ``gap_low`` / ``gap_high``.
     ranks:
         One row per group, from the full rankings only: ``mean_rank`` (1 = best)
         with ``mean_rank_low`` / ``mean_rank_high``, and ``rabbi``, the rank-biserial
@@ -137,6 +144,7 @@ class ListwiseFigures:
     rates: pd.DataFrame
     gaps: pd.DataFrame
     ranks: pd.DataFrame
+    fixed: pd.DataFrame
     impact: pd.DataFrame
     slots: pd.DataFrame
     slot_entropy: float | None
@@ -267,6 +275,8 @@ def listwise_figures(
     )
     impact = _impact(groups, selected, depth, clusters, categories or {}, impact_k, z)
     pools = data["pool"].astype(str).to_numpy()
+    fixed = _fixed(groups, data["slot"].to_numpy(int), selected(1), depth >= 1, clusters,
+                   reference, z)  # fmt: skip
     ranks = pd.DataFrame(columns=RANK_COLUMNS)
     if first_chance is None:
         ranks = _ranks(data, groups, rank, depth, clusters, reference, z, rng, replicates)
@@ -284,6 +294,7 @@ def listwise_figures(
         gaps=gaps,
         impact=impact,
         ranks=ranks,
+        fixed=fixed,
         slots=slot_figures[0],
         slot_entropy=slot_figures[1],
         slot_entropy_ci=slot_figures[2],
@@ -471,6 +482,75 @@ def _rates_and_gaps(
                  "n": sizes[group][0], "n_reference": sizes[reference][0]}
             )  # fmt: skip
     return pd.DataFrame(rate_rows), pd.DataFrame(gap_rows)
+
+
+FIXED_COLUMNS = ["group", "rate", "low", "high", "dp_gap", "gap_low", "gap_high"]
+
+
+def _slot_mean_draws(
+    term: _Term,
+    *,
+    masks: Sequence[NDArray[np.bool_]],
+    selected: NDArray[np.float64],
+) -> NDArray[np.float64]:
+    """Per replicate, the mean over slots of the share selected in each slot's rows."""
+    found: NDArray[np.float64] = np.nanmean(
+        np.vstack([term.rate(mask, selected) for mask in masks]), axis=0
+    )
+    return found
+
+
+def _fixed(
+    groups: NDArray[np.str_],
+    slots: NDArray[np.int_],
+    first: NDArray[np.float64],
+    eligible: NDArray[np.bool_],
+    clusters: _Clusters,
+    reference: str,
+    z: float,
+) -> pd.DataFrame:
+    """The top-1 rate of every group with the position held fixed (see ``fixed``): its
+    rate at each slot it was shown in, averaged over those slots; its ΔDP the mean, over
+    the slots both it and the reference were shown in, of the difference at that slot."""
+    unit_codes = clusters.units.units
+    at_slot: dict[str, dict[int, NDArray[np.bool_]]] = {}
+    for group in pd.unique(groups):
+        own = eligible & (groups == group)
+        at_slot[str(group)] = {int(slot): own & (slots == slot) for slot in np.unique(slots[own])}
+    units = {g: int(np.unique(unit_codes[np.any(list(m.values()), axis=0)]).size)
+             for g, m in at_slot.items() if m}  # fmt: skip
+    rows = []
+    for group, masks in at_slot.items():
+        if not masks:
+            continue
+        rate = float(np.mean([first[mask].mean() for mask in masks.values()]))
+        draws = clusters.draws(
+            functools.partial(_slot_mean_draws, masks=list(masks.values()), selected=first)
+        )
+        few = units[group] < MIN_UNITS
+        bounds = None if few else clusters.interval(rate, draws, z, 0.0, 1.0)
+        gap = gap_bounds = None
+        common = sorted(set(masks) & set(at_slot.get(reference, {})))
+        if group != reference and common:
+            own_masks = [masks[slot] for slot in common]
+            ref_masks = [at_slot[reference][slot] for slot in common]
+            gap = float(np.mean([first[m].mean() - first[r].mean()
+                                 for m, r in zip(own_masks, ref_masks, strict=True)]))  # fmt: skip
+            mine = clusters.draws(
+                functools.partial(_slot_mean_draws, masks=own_masks, selected=first)
+            )
+            theirs = clusters.draws(
+                functools.partial(_slot_mean_draws, masks=ref_masks, selected=first)
+            )
+            differences = [(sign, d - b) for (sign, d), (_, b) in zip(mine, theirs, strict=True)]
+            if not few and units.get(reference, 0) >= MIN_UNITS:
+                gap_bounds = clusters.interval(gap, differences, z, -1.0, 1.0)
+        rows.append(
+            {"group": group, "rate": rate, "low": _bound(bounds, 0), "high": _bound(bounds, 1),
+             "dp_gap": math.nan if gap is None else gap, "gap_low": _bound(gap_bounds, 0),
+             "gap_high": _bound(gap_bounds, 1)}
+        )  # fmt: skip
+    return pd.DataFrame(rows, columns=FIXED_COLUMNS)
 
 
 RANK_COLUMNS = ["group", "mean_rank", "mean_rank_low", "mean_rank_high", "rabbi",

@@ -46,6 +46,16 @@ class RankFigures(BaseModel):
     n: int
 
 
+class FixedPosition(BaseModel):
+    """A group's top-1 rate and ΔDP with the position held fixed (compared slot by slot)."""
+
+    group: str
+    rate: float
+    ci: list[float] | None = None
+    dp_gap: float | None = None
+    dp_gap_ci: list[float] | None = None
+
+
 class Impact(BaseModel):
     category: str
     value: str
@@ -113,6 +123,9 @@ class ListwiseMetrics(BaseModel):
     gaps: list[Gap] = Field(default_factory=list)
     impact: list[Impact] = Field(default_factory=list)
     ranks: list[RankFigures] = Field(default_factory=list)
+    fixed: list[FixedPosition] = Field(
+        default_factory=list, description="Top-1 rates and ΔDP with the position held fixed."
+    )
     slots: list[Slot] = Field(default_factory=list)
     slot_entropy: float | None = None
     slot_entropy_ci: list[float] | None = None
@@ -177,6 +190,14 @@ def metrics_fields(figures: ListwiseFigures) -> dict[str, Any]:
                 rabbi_ci=_pair_of(r.rabbi_low, r.rabbi_high), n=int(r.n),
             )
             for r in _rows(figures.ranks)
+        ],
+        "fixed": [
+            FixedPosition(
+                group=str(r.group), rate=float(r.rate), ci=_pair_of(r.low, r.high),
+                dp_gap=None if math.isnan(r.dp_gap) else float(r.dp_gap),
+                dp_gap_ci=_pair_of(r.gap_low, r.gap_high),
+            )
+            for r in _rows(figures.fixed)
         ],
         "slots": [
             Slot(slot=int(r.slot), rate=float(r.rate), ci=_ci(r), n=int(r.n))

@@ -51,6 +51,8 @@ def listwise_blocks(metrics: ListwiseMetrics) -> list[Block]:
     ]
     if metrics.rates:
         blocks += ["", _rates_table(metrics), "", _gaps_table(metrics)]
+    if metrics.fixed:
+        blocks += ["", _fixed_table(metrics)]
     if metrics.ranks:
         blocks += ["", _ranks_table(metrics)]
     impact = impact_table(metrics.impact, metrics.headline_k)
@@ -104,6 +106,21 @@ def _gaps_table(metrics: ListwiseMetrics) -> PlainTable:
         rows,
         widths=[6, *(24 for _ in ks)],
         gaps=[0, *(2 for _ in ks)],
+    )
+
+
+def _fixed_table(metrics: ListwiseMetrics) -> PlainTable:
+    rows: list[list[str | Cell]] = []
+    for f in metrics.fixed:
+        gap = "-" if f.dp_gap is None else _interval(f.dp_gap, f.dp_gap_ci, signed=True)
+        rows.append([f.group, _interval(f.rate, f.ci), Cell(gap, excludes_zero(f.dp_gap_ci))])
+    return PlainTable(
+        "top-1 with the position held fixed: rates slot by slot, averaged over the slots "
+        f"(ΔDP: at the slots both it and {metrics.reference_group} were shown in)",
+        ["group", "rate [CI]", "ΔDP [CI]"],
+        rows,
+        widths=[6, 22, 0],
+        gaps=[0, 2, 2],
     )
 
 
