@@ -494,9 +494,10 @@ def _slot_mean_draws(
     selected: NDArray[np.float64],
 ) -> NDArray[np.float64]:
     """Per replicate, the mean over slots of the share selected in each slot's rows."""
-    found: NDArray[np.float64] = np.nanmean(
-        np.vstack([term.rate(mask, selected) for mask in masks]), axis=0
-    )
+    stacked = np.vstack([term.rate(mask, selected) for mask in masks])
+    present = (~np.isnan(stacked)).sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        found: NDArray[np.float64] = np.nansum(stacked, axis=0) / present
     return found
 
 
