@@ -8,6 +8,7 @@ return results shuffled, and count batch creations.
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -673,3 +674,22 @@ def test_a_pending_batch_the_provider_no_longer_has_is_sent_directly(
     assert oai.batches.created == 0, "the lost batch's requests were not batched again"
     [lost] = stored_batches(tmp_path / "c.sqlite")
     assert lost.state == "collected" and lost.failed == 6
+
+
+def test_a_listwise_audit_runs_through_the_batch_api(oai: OpenAIServer, tmp_path: Path) -> None:
+    """The fourth kind's requests go through the same batch path: one batch, no direct
+    request, every answer read (the loopback server's answers are counted as unread)."""
+    result = CliRunner().invoke(
+        cli,
+        ["run", "resume-screening", "--method", "listwise", "--model", "openai/test-model",
+         "--base-url", oai.base_url, "--api-key-env", KEY_ENV, "--jobs", "software-engineer",
+         "--names-per-group", "2", "--pools", "2", "--runs-dir", str(tmp_path / "runs"),
+         "--batch", "--batch-poll", "0.01", "--no-report"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert oai.batches.created == 1 and direct_requests(oai) == 0
+    run_dir = Path(result.stdout.strip().splitlines()[-1].removeprefix("run: "))
+    manifest = read_manifest(run_dir)
+    assert manifest.kind == "listwise" and manifest.counts.batched == 2 * 8
+    counts = json.loads((run_dir / "metrics.json").read_text())["counts"]
+    assert counts["failed"] == 0 and counts["ranked"] + counts["unread"] == 16
