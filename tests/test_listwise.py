@@ -226,3 +226,31 @@ def test_essays_in_every_order_of_small_random_pools(tmp_path: Path) -> None:
         )  # fmt: skip
         run_spec(parse_and_plan, command=["test"])
     assert not (tmp_path / "no").exists()
+
+
+def test_score_listwise_takes_first_choice_chances_as_a_logprobs_run_records_them(
+    tmp_path: Path,
+) -> None:
+    runs = tmp_path / "runs"
+    metrics = audit(runs, listwise="top1", pools=12, bootstrap=200)
+    assert metrics.scoring == "logprobs"
+    shown = pd.read_csv(next(runs.glob("*-listwise-*")) / "shown.csv")
+    rankings = pd.DataFrame(
+        {"pool": shown["pool"], "order": shown["answer"], "slot": shown["slot"],
+         "candidate": shown["candidate"], "group": shown["group"], "p_first": shown["p_first"],
+         "subtask": shown["subtask"], "name": shown["name"], "item": shown["item"]}
+    )  # fmt: skip
+    path = tmp_path / "chances.csv"
+    rankings.to_csv(path, index=False)
+    result = CliRunner().invoke(
+        cli, ["score", "listwise", str(path), "--runs-dir", str(tmp_path / "scored"),
+              "--bootstrap", "200", "--category", "none", "--no-report"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    run_dir = Path(result.stdout.rstrip().splitlines()[-1].removeprefix("run: "))
+    scored = ListwiseMetrics.model_validate_json((run_dir / "metrics.json").read_text())
+    assert scored.scoring == "logprobs" and scored.listwise == "top1"
+    assert scored.rates == metrics.rates and scored.gaps == metrics.gaps
+    path.write_text("pool,order,slot,candidate,group,p_first\np1,1,1,c1,W_M,1.5\n")
+    bad = CliRunner().invoke(cli, ["score", "listwise", str(path)])
+    assert bad.exit_code == 2 and "field 'p_first': '1.5' is not a share in [0, 1]" in bad.stderr

@@ -9,7 +9,9 @@ The file is CSV with a header, one row per candidate shown in an answer:
 - ``candidate``: who (unique within an answer);
 - ``group``: the candidate's group;
 - ``rank``: the rank the answer gave, 1 = best; empty: not ranked (a top-1 answer
-  ranks one candidate; an answer that ranked no one counts as unread);
+  ranks one candidate; an answer that ranked no one counts as unread); or, instead,
+  ``p_first``: each candidate's chance of being put first (read from logprobs; a
+  share in [0, 1], an answer's summing to 1; top-1 figures only);
 - optional ``subtask`` (a job), ``name`` and ``item`` (the units intervals
   resample; without them, the candidate), and ``race`` / ``sex`` (or any other
   column named with ``--category``) for impact ratios per category.
@@ -86,10 +88,12 @@ def read_rankings(path: Path) -> pd.DataFrame:
         The file cannot be read or lacks a required column.
     """
     frame = read_table(path, "rankings")
-    require_columns(frame, [*_REQUIRED, "rank"], what="rankings", path=path)
+    chances = "p_first" in frame.columns and "rank" not in frame.columns
+    require_columns(frame, [*_REQUIRED, "p_first" if chances else "rank"], what="rankings",
+                    path=path)  # fmt: skip
     require_values(frame, _REQUIRED, what="rankings", path=path)
     slots = _whole(frame, "slot", path, empty_ok=False)
-    ranks = _whole(frame, "rank", path, empty_ok=True)
+    ranks = [float("nan")] * len(frame) if chances else _whole(frame, "rank", path, empty_ok=True)
     answer = frame["pool"] + "\x1f" + frame["order"]
     for column in ("candidate", "slot"):
         repeated = pd.Series(list(zip(answer, frame[column], strict=True))).duplicated()
@@ -104,6 +108,8 @@ def read_rankings(path: Path) -> pd.DataFrame:
         {"answer": answer, "pool": frame["pool"], "group": frame["group"], "slot": slots,
          "rank": ranks, "candidate": frame["candidate"]}
     )  # fmt: skip
+    if chances:
+        found["p_first"] = _shares(frame, path)
     for column in ("subtask", "name", "item"):
         if column in frame.columns:
             require_values(frame, [column], what="rankings", path=path)
@@ -112,6 +118,21 @@ def read_rankings(path: Path) -> pd.DataFrame:
         if column not in found.columns and column not in ("order", "model"):
             found[column] = frame[column]
     return found
+
+
+def _shares(frame: pd.DataFrame, path: Path) -> list[float]:
+    values: list[float] = []
+    for row, text in enumerate(frame["p_first"]):
+        try:
+            value = float(text) if text != "" else float("nan")
+        except ValueError:
+            value = -1.0
+        if not (value != value or 0.0 <= value <= 1.0):  # NaN (empty) is an unread answer
+            raise InputError(
+                str(path), row + 2, "p_first", f"{brief(text)} is not a share in [0, 1]"
+            )
+        values.append(value)
+    return values
 
 
 def _whole(frame: pd.DataFrame, column: str, path: Path, *, empty_ok: bool) -> list[float]:
@@ -155,11 +176,13 @@ def score_listwise(
     sizes = shown.groupby("answer")["slot"].count()
     figures = None
     notes = [f"rankings imported with biasaudit score from {source}: no request was sent"]
-    if shown["rank"].notna().any():
+    chances = "p_first" in shown.columns
+    read = shown["p_first"] if chances else shown["rank"]
+    if read.notna().any():
         try:
             figures = listwise_figures(
-                shown[[c for c in ("answer", "pool", "group", "slot", "rank", "subtask", "name",
-                                   "item") if c in shown.columns]],
+                shown[[c for c in ("answer", "pool", "group", "slot", "rank", "p_first",
+                                   "subtask", "name", "item") if c in shown.columns]],
                 reference=reference, k_max=min(options.k_max, int(sizes.max())),
                 categories=categories, impact_k=options.headline_k,
                 confidence=options.confidence, replicates=options.bootstrap,
@@ -175,7 +198,7 @@ def score_listwise(
             )
     else:
         notes.append("no row holds a rank: no figure can be computed")
-    depth = shown.groupby("answer")["rank"].count()
+    depth = shown.groupby("answer")["p_first" if "p_first" in shown.columns else "rank"].count()
     run = RunDirectory.create(options.runs_dir, "listwise", options.model)
     try:
         manifest = imported_manifest(
@@ -187,7 +210,9 @@ def score_listwise(
         pools = shown["pool"].nunique()
         metrics = ListwiseMetrics(
             task="imported", model=options.model, simulated=False,
-            reference_group=reference, listwise="full" if depth.max() > 1 else "top1",
+            reference_group=reference,
+            listwise="top1" if chances or depth.max() <= 1 else "full",
+            scoring="logprobs" if chances else "samples",
             orders="given", pool_size=int(sizes.max()), pools=int(pools),
             orders_per_pool=round(shown["answer"].nunique() / pools), samples=1,
             confidence=options.confidence,
