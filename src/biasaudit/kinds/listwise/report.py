@@ -24,6 +24,12 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
 
 
+def _share(value: float | None, ci: list[float] | None) -> str:
+    """``26.9% [22.0%, 31.8%]``; the point alone where there is no interval."""
+    bounds = f" [{_pct(ci[0])}, {_pct(ci[1])}]" if ci else ""
+    return _pct(value) + bounds
+
+
 def _interval(value: float, ci: list[float] | None, *, signed: bool = False) -> str:
     spec = "+.3f" if signed else ".3f"
     bounds = f" [{ci[0]:{spec}}, {ci[1]:{spec}}]" if ci else ""
@@ -146,9 +152,12 @@ def _ranks_table(metrics: ListwiseMetrics) -> PlainTable:
 def _position_lines(metrics: ListwiseMetrics) -> list[str]:
     if not metrics.slots:
         return []
-    slots = "   ".join(f"{s.slot}: {_pct(s.rate)}" for s in metrics.slots)
+    slots = "; ".join(f"{s.slot}: {_share(s.rate, s.ci)}" for s in metrics.slots)
     expected = _pct(1 / len(metrics.slots))
-    lines = [f"first choice by slot shown   {slots}   (no position bias: {expected} each)"]
+    n = metrics.slots[0].n
+    lines = [
+        f"first choice by slot shown (n = {n} answers; no position bias: {expected} each): " + slots
+    ]
     entropy = metrics.slot_entropy
     if entropy is not None:
         ci = metrics.slot_entropy_ci
@@ -191,31 +200,40 @@ def run_table(metrics: ListwiseMetrics, run_dir: Path) -> list[Block]:
 def headline(metrics: ListwiseMetrics) -> str:
     """One line of the figures that matter most, for ``biasaudit history``."""
     flagged = [f"{i.value}" for i in metrics.impact if i.category == "group" and i.beyond_noise]
-    first = next((s.rate for s in metrics.slots if s.slot == 1), None)
+    first = next((s for s in metrics.slots if s.slot == 1), None)
+    shown = "-" if first is None else _share(first.rate, first.ci)
     return (
-        f"below four-fifths beyond noise: {', '.join(flagged) or 'none'}; "
-        f"first slot chosen {_pct(first)}"
+        f"below four-fifths beyond noise: {', '.join(flagged) or 'none'}; first slot chosen {shown}"
     )
 
 
 def study_blocks(study: ListwiseStudy) -> list[Block]:
-    """What ``biasaudit study`` prints for listwise runs: each run's top-1 rates,
-    impact ratios flagged beyond noise, and first-slot share side by side."""
+    """What ``biasaudit study`` prints for listwise runs: each run's top-1 rate per
+    group and its share of first choices in slot 1, with intervals, side by side, and
+    the groups below four-fifths beyond noise."""
     groups = list(dict.fromkeys(r.group for run in study.runs for r in run.metrics.rates))
     rows = []
     for run in study.runs:
         rates = {r.group: r for r in run.metrics.rates if r.k == 1}
-        first = next((s.rate for s in run.metrics.slots if s.slot == 1), None)
+        first = next((s for s in run.metrics.slots if s.slot == 1), None)
         rows.append(
-            [run.label, *(f"{rates[g].rate:.3f}" if g in rates else "-" for g in groups),
-             _pct(first)]
+            [run.label, str(run.metrics.counts.ranked),
+             *(_interval(rates[g].rate, rates[g].ci) if g in rates else "-" for g in groups),
+             "-" if first is None else _share(first.rate, first.ci)]
         )  # fmt: skip
     table = PlainTable(
-        "top-1 selection rate per group, and the share of first choices in slot 1",
-        ["run", *groups, "slot 1"],
+        "top-1 selection rate per group [CI], and the share of first choices in slot 1 "
+        "(n: answers ranked)",
+        ["run", "n", *groups, "slot 1"],
         rows,
-        widths=[max(12, *(len(r[0]) for r in rows)), *(7 for _ in groups), 7],
-        gaps=[0, *(1 for _ in groups), 1],
-        right=frozenset(range(1, len(groups) + 2)),
+        widths=[max(12, *(len(r[0]) for r in rows)), 6, *(21 for _ in groups), 0],
+        gaps=[0, 1, *(2 for _ in groups), 2],
+        right=frozenset({1}),
     )
-    return [f"listwise study of {len(study.runs)} runs", "", table]
+    flagged = [
+        f"{run.label}: below four-fifths beyond noise: "
+        + (", ".join(i.value for i in run.metrics.impact
+                     if i.category == "group" and i.beyond_noise) or "none")
+        for run in study.runs
+    ]  # fmt: skip
+    return [f"listwise study of {len(study.runs)} runs", "", table, *flagged]
