@@ -163,6 +163,7 @@ def test_score_listwise_of_a_runs_own_rankings_gives_its_figures(tmp_path: Path)
     ("row", "expected"),
     [
         ("p1,1,1,c1,W_M,x", "line 3, field 'rank': 'x' is not a whole number from 1"),
+        ("p1,1,2,c2,W_M,2.5", "line 3, field 'rank': '2.5' is not a whole number from 1"),
         ("p1,1,2,c1,W_M,2", "line 3, field 'candidate': 'c1' appears twice in one answer"),
         ("p1,1,,c3,W_M,2", "line 3, field 'slot': empty"),
     ],
@@ -254,3 +255,27 @@ def test_score_listwise_takes_first_choice_chances_as_a_logprobs_run_records_the
     path.write_text("pool,order,slot,candidate,group,p_first\np1,1,1,c1,W_M,1.5\n")
     bad = CliRunner().invoke(cli, ["score", "listwise", str(path)])
     assert bad.exit_code == 2 and "field 'p_first': '1.5' is not a share in [0, 1]" in bad.stderr
+
+
+def test_rankings_written_by_pandas_score_with_a_table_per_subtask(tmp_path: Path) -> None:
+    """A converter that writes ranks with pandas (``2.0``, empty where unranked) is read
+    as it means; with two subtasks each gets its own impact ratios and test."""
+    example = pd.read_csv(Path(__file__).parent / "data" / "listwise_example.csv")
+    pools = sorted(example["pool"].unique())
+    example["subtask"] = example["pool"].map(
+        {pool: ("nurse" if i % 2 else "welder") for i, pool in enumerate(pools)}
+    )
+    example.loc[example.index[:3], "rank"] = float("nan")
+    path = tmp_path / "rankings.csv"
+    example.to_csv(path, index=False)
+    assert ",2.0," in path.read_text()
+    result = CliRunner().invoke(
+        cli, ["score", "listwise", str(path), "--runs-dir", str(tmp_path / "runs"),
+              "--bootstrap", "200", "--no-report"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "by subtask, each from its own answers" in result.stdout
+    run_dir = Path(result.stdout.rstrip().splitlines()[-1].removeprefix("run: "))
+    scored = ListwiseMetrics.model_validate_json((run_dir / "metrics.json").read_text())
+    assert {t.subtask for t in scored.subtask_tests} == {"nurse", "welder"}
+    assert {i.subtask for i in scored.impact_by_subtask} == {"nurse", "welder"}

@@ -300,3 +300,33 @@ def test_the_group_effect_with_position_held_fixed_removes_a_design_that_favours
         shown[shown["group"] == "B_F"].groupby("slot")["rank"].apply(lambda r: (r == 1).mean())
     )
     assert fixed["rate"] == pytest.approx(by_slot.mean())
+
+
+def test_each_subtask_has_its_own_impact_ratios_and_test() -> None:
+    """Two jobs, a bias planted in one: each job's impact ratios and omnibus test come
+    from its own answers (rates as a group-by of that job's rows), so the bias shows in
+    its job only; a file with one job has no per-subtask figures."""
+    biased = simulate(21, pools=60, group_effect={"B_F": -1.2})
+    fair = simulate(22, pools=60)
+    fair["answer"] += biased["answer"].max() + 1
+    fair["pool"] += biased["pool"].max() + 1
+    biased["subtask"], fair["subtask"] = "nurse", "welder"
+    shown = pd.concat([biased, fair], ignore_index=True)
+    found = listwise_figures(
+        shown, reference="W_M", k_max=1, categories={"race": RACE, "sex": SEX},
+        replicates=300, permutations=300,
+    )  # fmt: skip
+    table = found.by_subtask.set_index(["subtask", "category", "value"])
+    for job, rows in shown.groupby("subtask"):
+        rates = (rows["rank"] == 1).groupby(rows["group"]).mean()
+        for group, rate in rates.items():
+            assert table.loc[(job, "group", group), "rate"] == pytest.approx(rate)
+            assert table.loc[(job, "group", group), "ratio"] == pytest.approx(rate / rates.max())
+    beyond = found.by_subtask[found.by_subtask["beyond_noise"]]
+    assert ("nurse", "B_F") in set(zip(beyond["subtask"], beyond["value"], strict=True))
+    assert not (beyond["subtask"] == "welder").any()
+    tests = found.subtask_tests.set_index("subtask")
+    assert tests.loc["nurse", "omnibus_p"] < 0.01 and tests.loc["welder", "omnibus_p"] > 0.05
+    assert list(tests["answers"]) == [biased["answer"].nunique(), fair["answer"].nunique()]
+    one = listwise_figures(biased, reference="W_M", k_max=1, replicates=100, permutations=0)
+    assert one.by_subtask.empty and one.subtask_tests.empty

@@ -54,6 +54,7 @@ Bootstrap Tests of Hypotheses", 2005).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import math
@@ -135,6 +136,14 @@ class ListwiseFigures:
         averaged over pools with at least two answers; interval over pools.
     answers, ranked:
         Answers given, and those with at least a first choice.
+    by_subtask:
+        Where the answers span several subtasks (jobs): the impact ratios of each,
+        computed from its answers alone (its own units, its own intervals), as a
+        Local Law 144 audit reports them per use, with a ``subtask`` column before
+        ``impact``'s; empty otherwise.
+    subtask_tests:
+        Per subtask: ``subtask``, ``answers`` and ``omnibus_p``, the permutation test
+        of "the groups' top-1 rates do not differ" on its answers alone.
     """
 
     reference: str
@@ -159,6 +168,8 @@ class ListwiseFigures:
     top_change_pools: int
     answers: int
     ranked: int
+    by_subtask: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
+    subtask_tests: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
 
 
 def latin_square(size: int) -> list[list[int]]:
@@ -285,6 +296,10 @@ def listwise_figures(
     if first_chance is None:
         concordance = _concordance(data, rank, pools, rng, replicates, z)
     omnibus = _omnibus(group_codes, selected(1), depth, units, rng, permutations)
+    by_subtask, subtask_tests = _per_subtask(
+        data, groups, group_codes.astype(np.intp), selected, depth,
+        categories or {}, impact_k, confidence, rng, replicates, permutations,
+    )  # fmt: skip
     return ListwiseFigures(
         reference=reference,
         k_max=k_max,
@@ -308,7 +323,54 @@ def listwise_figures(
         top_change_pools=concordance[5],
         answers=int(pd.unique(answers).size),
         ranked=int(pd.unique(data["answer"]).size),
+        by_subtask=by_subtask,
+        subtask_tests=subtask_tests,
     )
+
+
+def _per_subtask(
+    data: pd.DataFrame,
+    groups: NDArray[np.str_],
+    group_codes: NDArray[np.intp],
+    selected: Callable[[int], NDArray[np.float64]],
+    depth: NDArray[np.int_],
+    categories: Mapping[str, Mapping[str, str]],
+    impact_k: int,
+    confidence: float,
+    rng: np.random.Generator,
+    replicates: int,
+    permutations: int,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Each subtask's impact ratios and omnibus test, from its own answers and units
+    (none where there is one subtask)."""
+    if "subtask" not in data.columns:
+        return pd.DataFrame(), pd.DataFrame()
+    subtasks = data["subtask"].astype(str).to_numpy()
+    names = list(pd.unique(subtasks))
+    if len(names) < 2:
+        return pd.DataFrame(), pd.DataFrame()
+    from scipy import stats
+
+    tables, tests = [], []
+    for name in names:
+        rows = subtasks == name
+        part = data.loc[rows].reset_index(drop=True)
+        clusters = _Clusters.of(part, group_codes[rows], rng, replicates)
+        z = float(stats.t.ppf(0.5 + confidence / 2, max(clusters.fewest - 1, 1)))
+
+        def selected_here(k: int, rows: NDArray[np.bool_] = rows) -> NDArray[np.float64]:
+            return selected(k)[rows]
+
+        table = _impact(groups[rows], selected_here, depth[rows], clusters, categories, impact_k, z)
+        if not table.empty:
+            table.insert(0, "subtask", name)
+            tables.append(table)
+        p = _omnibus(group_codes[rows], selected(1)[rows], depth[rows], clusters.units, rng,
+                     permutations)  # fmt: skip
+        tests.append({"subtask": name, "answers": int(pd.unique(part["answer"]).size),
+                      "omnibus_p": p})  # fmt: skip
+    by_subtask = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
+    return by_subtask, pd.DataFrame(tests)
 
 
 @dataclass(frozen=True)

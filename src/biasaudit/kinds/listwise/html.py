@@ -4,6 +4,7 @@ that say what they mean."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,7 +24,7 @@ from biasaudit.reports.html._compare import (
     tests_by_key,
 )
 from biasaudit.reports.html._document import Bullets, Document, Paragraph, Section, Table
-from biasaudit.reports.text import Block, PlainTable
+from biasaudit.reports.text import Block, PlainTable, impact_table
 from biasaudit.store.runs import Manifest
 
 if TYPE_CHECKING:
@@ -73,6 +74,28 @@ def _headline(metrics: ListwiseMetrics) -> Section:
     return Section("Headline", "headline", [Bullets(sentences)])
 
 
+def _subtasks_section(metrics: ListwiseMetrics) -> Section | None:
+    """Each subtask's impact ratios in full, from its own answers and units."""
+    if not metrics.subtask_tests:
+        return None
+    content: list[Any] = [
+        Paragraph(
+            "Each subtask (job) on its own: its answers alone, its own units behind the "
+            "intervals. A regulator's audit reports impact ratios per use; a ratio below 0.8 "
+            "whose interval reaches 0.8 is within noise."
+        )
+    ]
+    for test in metrics.subtask_tests:
+        rows = [i for i in metrics.impact_by_subtask if i.subtask == test.subtask]
+        table = impact_table(rows, metrics.headline_k)
+        p = test.omnibus_p
+        differ = "" if p is None else f"; do the groups differ at k=1? p = {p:.2g}"
+        content.append(Paragraph(f"{test.subtask}: {test.answers} answers{differ}"))
+        if table is not None:
+            content.append(Table.of(dataclasses.replace(table, title=None)))
+    return Section("By subtask", "subtasks", content)
+
+
 def _method_rows(metrics: ListwiseMetrics) -> list[tuple[str, str]]:
     return [
         ("asked", "a full ranking" if metrics.listwise == "full" else "the top choice only"),
@@ -96,6 +119,7 @@ def listwise_document(run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]
         _headline(metrics),
         Section("Rankings, impact ratios, position and consistency", "figures",
                 _drawn(listwise_blocks(metrics)[4:])),
+        *([] if (by := _subtasks_section(metrics)) is None else [by]),
         replay_section(manifest, run_dir),
     ]  # fmt: skip
     return document

@@ -140,13 +140,23 @@ def _whole(frame: pd.DataFrame, column: str, path: Path, *, empty_ok: bool) -> l
     for row, text in enumerate(frame[column]):
         if text == "" and empty_ok:
             values.append(float("nan"))
-        elif text.isdigit() and int(text) >= 1:
-            values.append(float(int(text)))
+        elif (whole := _whole_number(text)) is not None and whole >= 1:
+            values.append(float(whole))
         else:
             raise InputError(
                 str(path), row + 2, column, f"{brief(text)} is not a whole number from 1"
             )
     return values
+
+
+def _whole_number(text: str) -> int | None:
+    """``3``, or ``3.0`` as pandas writes a column with empty cells; else None."""
+    if text.isdigit():
+        return int(text)
+    head, dot, tail = text.partition(".")
+    if dot and head.isdigit() and tail and set(tail) == {"0"}:
+        return int(head)
+    return None
 
 
 def score_listwise(

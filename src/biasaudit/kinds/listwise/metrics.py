@@ -67,6 +67,20 @@ class Impact(BaseModel):
     beyond_noise: bool
 
 
+class SubtaskImpact(Impact):
+    """An impact ratio within one subtask (a job), from its answers alone."""
+
+    subtask: str
+
+
+class SubtaskTest(BaseModel):
+    """Within one subtask: do the groups' top-1 rates differ (permutation p)?"""
+
+    subtask: str
+    answers: int
+    omnibus_p: float | None = None
+
+
 class Slot(BaseModel):
     slot: int
     rate: float
@@ -122,6 +136,10 @@ class ListwiseMetrics(BaseModel):
     rates: list[Rate] = Field(default_factory=list)
     gaps: list[Gap] = Field(default_factory=list)
     impact: list[Impact] = Field(default_factory=list)
+    impact_by_subtask: list[SubtaskImpact] = Field(
+        default_factory=list, description="Impact ratios of each subtask (job), where several."
+    )
+    subtask_tests: list[SubtaskTest] = Field(default_factory=list)
     ranks: list[RankFigures] = Field(default_factory=list)
     fixed: list[FixedPosition] = Field(
         default_factory=list, description="Top-1 rates and ΔDP with the position held fixed."
@@ -181,6 +199,19 @@ def metrics_fields(figures: ListwiseFigures) -> dict[str, Any]:
                    beyond_noise=bool(r.beyond_noise))
             for r in _rows(figures.impact)
             if not math.isnan(r.ratio)
+        ],
+        "impact_by_subtask": [
+            SubtaskImpact(subtask=str(r.subtask), category=str(r.category), value=str(r.value),
+                          rate=float(r.rate), ratio=float(r.ratio), ci=_ci(r), n=int(r.n),
+                          flagged=bool(r.flagged), beyond_noise=bool(r.beyond_noise))
+            for r in _rows(figures.by_subtask)
+            if not math.isnan(r.ratio)
+        ],
+        "subtask_tests": [
+            SubtaskTest(subtask=str(r.subtask), answers=int(r.answers),
+                        omnibus_p=None if r.omnibus_p is None or math.isnan(r.omnibus_p)
+                        else float(r.omnibus_p))
+            for r in _rows(figures.subtask_tests)
         ],
         "ranks": [
             RankFigures(

@@ -9,6 +9,7 @@ from pathlib import Path
 from biasaudit.kinds.listwise.metrics import ListwiseMetrics
 from biasaudit.kinds.listwise.study import ListwiseStudy
 from biasaudit.reports.text import (
+    SIGNIFICANT,
     SIMULATED,
     Block,
     Cell,
@@ -64,9 +65,38 @@ def listwise_blocks(metrics: ListwiseMetrics) -> list[Block]:
     impact = impact_table(metrics.impact, metrics.headline_k)
     if impact is not None:
         blocks += ["", impact]
+    if metrics.subtask_tests:
+        blocks += ["", _subtasks_table(metrics)]
     blocks += ["", *_position_lines(metrics), *_consistency_lines(metrics)]
     blocks += [f"note: {note}" for note in metrics.notes]
     return blocks
+
+
+def _subtasks_table(metrics: ListwiseMetrics) -> PlainTable:
+    """Each subtask (job) from its own answers: do its groups differ, and which of its
+    impact ratios fall below four-fifths, beyond noise or within it."""
+    rows: list[list[str | Cell]] = []
+    widest = 12
+    for test in metrics.subtask_tests:
+        own = [i for i in metrics.impact_by_subtask if i.subtask == test.subtask]
+        beyond = [f"{i.value} {i.ratio:.2f}" for i in own if i.beyond_noise]
+        within = [f"{i.value} {i.ratio:.2f}" for i in own if i.flagged and not i.beyond_noise]
+        p = "-" if test.omnibus_p is None else f"{test.omnibus_p:.2g}"
+        widest = max(widest, len(", ".join(beyond)))
+        rows.append(
+            [test.subtask, str(test.answers), Cell(p, test.omnibus_p is not None
+                                                   and test.omnibus_p < SIGNIFICANT),
+             Cell(", ".join(beyond) or "none", bool(beyond)), ", ".join(within) or "none"]
+        )  # fmt: skip
+    return PlainTable(
+        f"by subtask, each from its own answers: do the groups differ at k=1 (permutation p), "
+        f"and impact ratios at k={metrics.headline_k} below 0.8",
+        ["subtask", "answers", "p", "beyond noise", "within noise"],
+        rows,
+        widths=[max(8, *(len(t.subtask) for t in metrics.subtask_tests)), 7, 6, widest, 0],
+        gaps=[0, 1, 2, 2, 2],
+        right=frozenset({1}),
+    )
 
 
 def _rates_table(metrics: ListwiseMetrics) -> PlainTable:
