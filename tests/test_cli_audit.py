@@ -350,9 +350,28 @@ def test_study_compares_runs_of_two_models(tmp_path: Path) -> None:
 
 def test_study_of_a_folder_that_is_not_a_run_is_a_usage_error(tmp_path: Path) -> None:
     code, _, err = invoke("study", str(tmp_path))
-    assert code == 2 and err == f"error: {tmp_path} is not a run (no manifest.json)\n"
+    assert code == 2 and err == (
+        f"error: no audit run among the paths given (skipped {tmp_path}: not a run "
+        "(no manifest.json))\n"
+    )
     code, _, err = invoke("study", str(tmp_path / "nowhere"))
     assert code == 2 and err == f"error: {tmp_path / 'nowhere'} does not exist\n"
+
+
+def test_study_of_a_glob_skips_the_cache_and_earlier_studies_and_works_twice(
+    tmp_path: Path,
+) -> None:
+    """`study runs/*`, run twice: the second time the glob also matches the first study's
+    folder; both times it matches the cache. They are skipped with a note each."""
+    folders = [run.parent for run in runs_of_two_models(tmp_path)]
+    for time in range(2):
+        paths = sorted(str(p) for folder in folders for p in folder.iterdir())
+        code, out, err = invoke("study", *paths, "--ndcg-at", "2")
+        assert code == 0, err
+        assert out == EXPECTED_STUDY
+        for folder in folders:
+            assert f"note: skipped {folder / 'cache.sqlite'}: a file, not a run directory" in err
+        assert err.count("an earlier study's folder, not a run") == time
 
 
 @pytest.mark.parametrize(

@@ -515,10 +515,17 @@ def study(
     models x judge prompts x random option. Given RUTEd runs (one per model): the
     Spearman correlation of each metric between the standard test and each context,
     between contexts, and whether the standard test picks the least biased model.
+
+    What a glob such as runs/* also matches (the cache file, earlier study and
+    compare folders, fan-out runs) is skipped with a note; a missing path is an error.
     """
-    from biasaudit.kinds.registry import audit_kind, study_kind
+    from biasaudit.kinds.registry import audit_kind, runs_to_study, study_kind
     from biasaudit.reports.rich_tables import echo_blocks
 
+    found_runs, skipped = runs_to_study(run_dirs)
+    for note in skipped:
+        click.echo(f"note: {note}", err=True)
+    run_dirs = tuple(found_runs)
     kind = study_kind(run_dirs)
     found = audit_kind(kind)
     echo_blocks(found.study_blocks(found.study(run_dirs, ndcg_at=ndcg_at)))

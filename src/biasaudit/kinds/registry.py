@@ -45,6 +45,7 @@ __all__ = [
     "run_kind",
     "run_spec",
     "spec_class",
+    "runs_to_study",
     "study_kind",
     "table_of",
 ]
@@ -167,6 +168,41 @@ class FinishedAudit:
         """0 when every request got an answer, 1 when some did not."""
         counts = self.manifest.counts
         return 0 if self.manifest.status == "completed" and counts.failures == 0 else 1
+
+
+def runs_to_study(paths: Sequence[str | Path]) -> tuple[list[Path], list[str]]:
+    """The audit runs among ``paths`` (a shell glob such as ``runs/*`` also matches the
+    cache file, earlier study and compare folders and fan-out runs), and a note for each
+    path left out.
+
+    Raises
+    ------
+    UsageError
+        A path that does not exist; no audit run among the paths.
+    """
+    from biasaudit.store.runs import read_manifest
+
+    runs: list[Path] = []
+    skipped: list[str] = []
+    for path in map(Path, paths):
+        if not path.exists():
+            raise UsageError(f"{path} does not exist")
+        if path.is_file():
+            skipped.append(f"skipped {path}: a file, not a run directory")
+        elif (path / "study.json").is_file() or (path / "compare.json").is_file():
+            found = "study" if (path / "study.json").is_file() else "compare"
+            skipped.append(f"skipped {path}: an earlier {found}'s folder, not a run")
+        elif not (path / "manifest.json").is_file():
+            skipped.append(f"skipped {path}: not a run (no manifest.json)")
+        elif (kind := read_manifest(path).kind) not in KINDS:
+            skipped.append(f"skipped {path}: a {kind} run, not an audit run")
+        else:
+            runs.append(path)
+    if not runs:
+        raise UsageError(
+            "no audit run among the paths given" + (f" ({skipped[0]})" if skipped else "")
+        )
+    return runs, skipped
 
 
 def study_kind(run_dirs: Sequence[str | Path]) -> str:
