@@ -489,6 +489,37 @@ def tasks() -> None:
 
 
 @cli.command()
+@click.argument("name", required=False)
+@click.option(
+    "--write",
+    "folder",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Write every schema into FOLDER as NAME.json instead of printing one.",
+)
+@_reports_errors
+def schema(name: str | None, folder: Path | None) -> None:
+    """Print the JSON Schema NAME: of the spec file or of a run file. Without NAME,
+    list the schemas and where the package's copies lie.
+
+    Editors validate a spec with the spec schema (in YAML: a first line
+    '# yaml-language-server: $schema=PATH'); other tools read runs with the others.
+    """
+    import json
+
+    from biasaudit.kinds.schemas import SCHEMA_NAMES, json_schema, shipped_schema, write_schemas
+
+    if folder is not None:
+        for path in write_schemas(folder):
+            click.echo(str(path))
+    elif name is None:
+        for known, what in SCHEMA_NAMES.items():
+            click.echo(f"{known:<20} {what}")
+        click.echo(f"\nshipped in {shipped_schema('spec').parent}")
+    else:
+        click.echo(json.dumps(json_schema(name), indent=2, ensure_ascii=False))
+
+
+@cli.command()
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option(
     "--ndcg-at",

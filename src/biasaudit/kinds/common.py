@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from biasaudit.errors import UsageError
+from biasaudit.store.runs import check_version
 
 if TYPE_CHECKING:
     from biasaudit.engine.session import RunSession
@@ -75,7 +76,9 @@ def read_run_metrics(run_dir: Path, model: type[M]) -> M:
     path = run_dir / "metrics.json"
     if not path.is_file():
         raise UsageError(f"{run_dir} has no metrics.json (the run stopped before its metrics)")
-    return model.model_validate_json(path.read_text(encoding="utf-8"))
+    text = path.read_text(encoding="utf-8")
+    check_version(text, model.model_fields["schema_version"].default, path)
+    return model.model_validate_json(text)
 
 
 def load_study_metrics(path: Path, model: type[M], what: str) -> M:
@@ -89,7 +92,9 @@ def load_study_metrics(path: Path, model: type[M], what: str) -> M:
     """
     source = path / "metrics.json"
     try:
-        return model.model_validate_json(source.read_text(encoding="utf-8"))
+        text = source.read_text(encoding="utf-8")
+        check_version(text, model.model_fields["schema_version"].default, source)
+        return model.model_validate_json(text)
     except OSError:
         raise UsageError(f"{path} is not {what} (no metrics.json)") from None
     except ValidationError as error:

@@ -44,8 +44,8 @@ __all__ = [
     "read_metrics",
     "run_kind",
     "run_spec",
-    "spec_class",
     "runs_to_study",
+    "spec_class",
     "study_kind",
     "table_of",
 ]

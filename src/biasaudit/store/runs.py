@@ -13,7 +13,9 @@
   batches submitted or picked up, with their ids, status and counts.
 
 Every artifact is a versioned pydantic model; ``SCHEMA_VERSION`` goes up
-whenever a shape changes.
+whenever a shape changes (ARCHITECTURE.md, "Run files and their versions", lists
+each version). Older files keep reading (what they lack has a default); a file of a
+newer version than this biasaudit knows is refused by name (:func:`check_version`).
 """
 
 from __future__ import annotations
@@ -44,9 +46,10 @@ __all__ = [
     "RunDirectory",
     "RunResult",
     "TokenUsage",
+    "check_version",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 RunStatus = Literal["running", "completed", "failed", "aborted", "interrupted"]
 # Disk space a run sets aside as it starts (the hidden file ``.reserve``), freed when
 # storage fails so the answers already received and the final manifest still fit.
@@ -308,6 +311,26 @@ def _allocate(path: Path, size: int) -> None:
         os.fsync(handle.fileno())
 
 
+def check_version(text: str, known: int, path: Path) -> None:
+    """Refuse a run file (JSON ``text``) whose ``schema_version`` is newer than ``known``,
+    the newest this biasaudit writes: it cannot tell what such a file means.
+
+    Raises
+    ------
+    UsageError
+        The file's ``schema_version`` is above ``known``.
+    """
+    try:
+        found = json.loads(text).get("schema_version")
+    except (ValueError, AttributeError):
+        return  # not JSON, or not an object: the model's own check names it
+    if isinstance(found, int) and found > known:
+        raise UsageError(
+            f"{path} was written by a newer biasaudit (schema_version {found}; this one "
+            f"reads up to {known}): upgrade biasaudit to read it"
+        )
+
+
 def read_manifest(run_dir: str | Path) -> Manifest:
     """The manifest of ``run_dir``.
 
@@ -319,7 +342,9 @@ def read_manifest(run_dir: str | Path) -> Manifest:
     """
     path = Path(run_dir, "manifest.json")
     try:
-        return Manifest.model_validate_json(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        check_version(text, SCHEMA_VERSION, path)
+        return Manifest.model_validate_json(text)
     except FileNotFoundError:
         raise UsageError(f"{run_dir} is not a run directory (no manifest.json)") from None
     except (OSError, ValueError) as error:

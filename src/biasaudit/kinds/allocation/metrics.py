@@ -57,7 +57,7 @@ __all__ = [
     "allocation_results",
 ]
 
-METRICS_SCHEMA_VERSION = 1
+METRICS_SCHEMA_VERSION = 2
 
 
 class GroupMetrics(BaseModel):

@@ -75,7 +75,7 @@ __all__ = [
     "run_grade_audit",
 ]
 
-GRADE_METRICS_SCHEMA_VERSION = 1
+GRADE_METRICS_SCHEMA_VERSION = 2
 
 
 class Agreement(BaseModel):

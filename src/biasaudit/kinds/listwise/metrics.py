@@ -13,7 +13,7 @@ from biasaudit.metrics import ListwiseFigures
 
 __all__ = ["ListwiseMetrics", "metrics_fields"]
 
-METRICS_SCHEMA_VERSION = 1
+METRICS_SCHEMA_VERSION = 2
 
 
 class Rate(BaseModel):

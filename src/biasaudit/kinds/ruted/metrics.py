@@ -56,7 +56,7 @@ __all__ = [
     "pool_templates",
 ]
 
-RUTED_SCHEMA_VERSION = 1
+RUTED_SCHEMA_VERSION = 2
 METRICS = ("neutrality", "skew", "stereotype")
 _COUNTS = ["male", "female", "none", "tied", "failed", "refused"]
 
