@@ -196,6 +196,7 @@ CONTRACT = {
     "change_tests": ["path_a", "path_b", "metrics_a", "metrics_b", "rng", "bootstrap", "notes"],
     "compare_figures": ["comparison", "names", "reference", "simulated"],
     "headline": ["metrics"],
+    "figures": ["metrics"],
 }
 
 

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     )
     from biasaudit.engine.loop import run_async
     from biasaudit.errors import BiasauditError
+    from biasaudit.frames import export_runs, load_responses, load_runs, load_scores
     from biasaudit.kinds.allocation.run import AuditResult, audit, run_audit
     from biasaudit.kinds.allocation.study import run_study
     from biasaudit.kinds.ruted.run import RutedResult, run_ruted_audit, ruted_audit
@@ -51,6 +52,10 @@ _LAZY = {
     "EngineStats": "biasaudit.engine.core",
     "RequestResult": "biasaudit.engine.core",
     "BiasauditError": "biasaudit.errors",
+    "export_runs": "biasaudit.frames",
+    "load_responses": "biasaudit.frames",
+    "load_runs": "biasaudit.frames",
+    "load_scores": "biasaudit.frames",
     "FanoutOptions": "biasaudit.engine.fanout",
     "FanoutResult": "biasaudit.engine.fanout",
     "fanout": "biasaudit.engine.fanout",
@@ -109,7 +114,11 @@ __all__ = [
     "SamplingParams",
     "__version__",
     "audit",
+    "export_runs",
     "fanout",
+    "load_responses",
+    "load_runs",
+    "load_scores",
     "load_spec",
     "parse_spec",
     "read_prompts",

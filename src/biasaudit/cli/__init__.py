@@ -489,6 +489,49 @@ def tasks() -> None:
 
 
 @cli.command()
+@click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--what",
+    type=click.Choice(["figures", "scores", "responses"]),
+    default="figures",
+    show_default=True,
+    help="figures: every figure, one row each (long form); scores: each run's per-unit "
+    "results; responses: every answer.",
+)
+@click.option(
+    "--format",
+    "file_format",
+    type=click.Choice(["csv", "parquet", "jsonl"]),
+    default="csv",
+    show_default=True,
+    help="Parquet needs pyarrow (pip install 'biasaudit[parquet]').",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The file to write [default: ./biasaudit-WHAT.FORMAT].",
+)
+@_reports_errors
+def export(runs: tuple[Path, ...], what: str, file_format: str, output: Path | None) -> None:
+    """Write the runs' figures, scores or answers as one table (CSV, Parquet or JSON
+    lines), with each row's run, kind, task and model: the same tables as
+    biasaudit.load_runs, load_scores and load_responses.
+
+    RUNS are run directories, folders of them (runs) or globs; what they also match
+    and is not a run (the cache, study and compare folders) is skipped with a note.
+    """
+    from biasaudit.frames import export_runs
+
+    target = output or Path(f"biasaudit-{what}.{file_format}")
+    frame = export_runs(runs, target, what=what, format=file_format)  # type: ignore[arg-type]
+    for note in frame.attrs.get("skipped", []):
+        click.echo(f"note: skipped {note}", err=True)
+    count = frame["run"].nunique()
+    click.echo(f"{len(frame)} rows of {count} run{'s' if count != 1 else ''}: {target}")
+
+
+@cli.command()
 @click.argument("name", required=False)
 @click.option(
     "--write",

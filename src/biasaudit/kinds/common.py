@@ -3,9 +3,11 @@ each ``metrics.json`` carries. No kind imports another; they meet here."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -16,8 +18,10 @@ if TYPE_CHECKING:
     from biasaudit.engine.session import RunSession
 
 __all__ = [
+    "FIGURE_COLUMNS",
     "RequestCounts",
     "TaskInfo",
+    "figure_row",
     "load_study_metrics",
     "read_run_metrics",
     "request_counts",
@@ -57,6 +61,33 @@ def request_counts(session: RunSession) -> RequestCounts:
         failures=stats.failures,
         refusals=stats.refusals,
     )
+
+
+FIGURE_COLUMNS = ("subtask", "unit_type", "unit", "figure", "k", "estimate", "low", "high", "n")
+"""The columns of one figure in long form (``biasaudit.load_runs``): ``subtask`` (empty:
+over the whole run), what the figure is of (``unit_type``: group, category value,
+slot, context, model...; ``unit``), its name, ``k`` where it has one, the estimate, its
+interval (``low``, ``high``; empty where none) and ``n``."""
+
+
+def figure_row(
+    figure: str,
+    estimate: float | None,
+    ci: Sequence[float] | None = None,
+    *,
+    n: int | None = None,
+    unit_type: str = "run",
+    unit: str = "",
+    subtask: str = "",
+    k: int | None = None,
+) -> dict[str, Any]:
+    """One figure as a row of :data:`FIGURE_COLUMNS`."""
+    low, high = (float(ci[0]), float(ci[1])) if ci else (math.nan, math.nan)
+    return {
+        "subtask": subtask, "unit_type": unit_type, "unit": unit, "figure": figure, "k": k,
+        "estimate": math.nan if estimate is None else float(estimate), "low": low,
+        "high": high, "n": n,
+    }  # fmt: skip
 
 
 NOTHING_SENT = RequestCounts(requests=0, sent=0, cache_hits=0, failures=0, refusals=0)

@@ -91,8 +91,14 @@ class Kind:
     page's figures of B - A."""
     headline: Ref
     """``(metrics) -> str``: one line of the figures that matter most (``history``)."""
+    figures: Ref
+    """``(metrics) -> list[dict]``: every figure in long form, one row per figure with
+    :data:`biasaudit.kinds.common.FIGURE_COLUMNS` (``biasaudit.load_runs``, ``export``)."""
     compared_per: str
     """What the compare page shows its differences per: group, figure or context."""
+    scores_file: str
+    """The run file of its per-unit results (candidates, items, occupations, answers
+    shown), which ``biasaudit.load_scores`` reads."""
     compare_note: str = ""
     """Added to the caption of the compare page's table of tests."""
     figure_names: Mapping[str, str] = field(default_factory=dict)

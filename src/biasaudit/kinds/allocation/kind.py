@@ -32,7 +32,9 @@ KIND = Kind(
     change_tests=Ref(f"{_HERE}.changes:change_tests"),
     compare_figures=Ref(f"{_HERE}.html:compare_figures"),
     headline=Ref(f"{_HERE}.report:headline"),
+    figures=Ref(f"{_HERE}.metrics:figure_rows"),
     compared_per="group",
+    scores_file="scores.csv",
     compare_note=" ΔDP and ΔEO in percentage points.",
     figure_names={
         "rabbi": "RABBI",

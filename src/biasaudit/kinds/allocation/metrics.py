@@ -30,7 +30,7 @@ import pandas as pd
 from pydantic import BaseModel, Field
 
 from biasaudit.kinds.candidates.task import PoolDesign
-from biasaudit.kinds.common import RequestCounts
+from biasaudit.kinds.common import RequestCounts, figure_row
 from biasaudit.metrics import (
     FEW_UNITS,
     MIN_UNITS,
@@ -800,3 +800,57 @@ def _select(
         bootstrap=options.gap_bootstrap,
     )
     return gaps, summary
+
+
+_GROUP_FIGURES = ("rabbi", "avg_gap", "jsd", "emd")
+
+
+def figure_rows(metrics: AllocationMetrics) -> list[dict[str, Any]]:
+    """Every figure of an allocation run in long form (:data:`FIGURE_COLUMNS`): per
+    group, headline (subtask empty) and per subtask, then impact ratios and the
+    omnibus tests."""
+    rows = _group_rows(metrics.groups, metrics.rates, "")
+    for subtask, found in metrics.subtasks.items():
+        rows += _group_rows(found.groups, found.rates, subtask)
+    rows += [
+        figure_row("impact_ratio", i.ratio, i.ci, n=i.n, unit_type=i.category, unit=i.value,
+                   k=i.k)
+        for i in metrics.impact
+    ]  # fmt: skip
+    rows += [
+        figure_row("omnibus_p", test.p, k=int(k), unit_type="run")
+        for k, test in metrics.omnibus.items()
+    ]
+    return rows
+
+
+def _group_rows(
+    groups: dict[str, GroupMetrics], rates: dict[str, GroupRates], subtask: str
+) -> list[dict[str, Any]]:
+    rows = []
+    for group, found in groups.items():
+        for base in _GROUP_FIGURES:
+            for name, n in ((base, found.n), (f"{base}_qualified", found.n_qualified)):
+                value = getattr(found, name)
+                if value is None:
+                    continue
+                rows.append(figure_row(name, value, getattr(found, f"{name}_ci"), n=n,
+                                       unit_type="group", unit=group, subtask=subtask))  # fmt: skip
+                p = getattr(found, f"{name}_p", None)
+                if p is not None:
+                    rows.append(figure_row(f"{name}_p", p, n=n, unit_type="group", unit=group,
+                                           subtask=subtask))  # fmt: skip
+        for name in ("dp_gap", "eo_gap"):
+            for k, value in getattr(found, name).items():
+                rows.append(
+                    figure_row(name, value, getattr(found, f"{name}_ci").get(k), n=found.n,
+                               unit_type="group", unit=group, subtask=subtask, k=int(k))
+                )  # fmt: skip
+    for group, rate in rates.items():
+        for name in ("selection_rate", "true_positive_rate"):
+            for k, value in getattr(rate, name).items():
+                rows.append(
+                    figure_row(name, value, getattr(rate, f"{name}_ci").get(k), n=rate.n,
+                               unit_type="group", unit=group, subtask=subtask, k=int(k))
+                )  # fmt: skip
+    return rows

@@ -23,7 +23,9 @@ KIND = Kind(
     change_tests=Ref(f"{_HERE}.changes:change_tests"),
     compare_figures=Ref(f"{_HERE}.html:compare_figures"),
     headline=Ref(f"{_HERE}.report:headline"),
+    figures=Ref(f"{_HERE}.run:figure_rows"),
     compared_per="figure",
+    scores_file="items.csv",
     figure_names={
         "grade_score": "Grade Score",
         "entropy": "entropy score",

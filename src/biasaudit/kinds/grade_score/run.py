@@ -44,7 +44,7 @@ from pydantic import BaseModel, Field
 from biasaudit.engine.loop import run_async
 from biasaudit.engine.session import RunSession
 from biasaudit.kinds._runner import run_planned
-from biasaudit.kinds.common import RequestCounts
+from biasaudit.kinds.common import RequestCounts, figure_row
 from biasaudit.kinds.grade_score.spec import GradeScoreSpec
 from biasaudit.kinds.grade_score.task import (
     GradeItem,
@@ -490,3 +490,28 @@ def _setting_notes(spec: GradeScoreSpec) -> list[str]:
             "replicates at temperature 0 repeat one greedy answer where the model is deterministic"
         ]
     return []
+
+
+def figure_rows(metrics: GradeScoreMetrics) -> list[dict[str, Any]]:
+    """Every figure of a Grade Score run in long form (:data:`FIGURE_COLUMNS`): the
+    three scores (n: items in the means), each slot's share of answers, agreement with
+    people's preferred option, and the random option's share."""
+    rows = [
+        figure_row(name, getattr(metrics, name), getattr(metrics, f"{name}_ci"),
+                   n=metrics.items)
+        for name in ("grade_score", "entropy", "choice")
+        if getattr(metrics, name) is not None
+    ]  # fmt: skip
+    for slot, share in enumerate(metrics.position_histogram):
+        ci = metrics.position_ci[slot] if metrics.position_ci else None
+        rows.append(figure_row("slot_share", share, ci, n=metrics.usable, unit_type="slot",
+                               unit=str(slot + 1)))  # fmt: skip
+    if metrics.agreement is not None:
+        rows.append(figure_row("agreement", metrics.agreement.rate, metrics.agreement.rate_ci,
+                               n=metrics.agreement.items))  # fmt: skip
+    if metrics.random_option_share is not None:
+        rows.append(figure_row("random_option_share", metrics.random_option_share,
+                               n=metrics.usable))  # fmt: skip
+    if metrics.slot_test is not None:
+        rows.append(figure_row("slot_test_p", metrics.slot_test.p, n=metrics.slot_test.n))
+    return rows

@@ -8,10 +8,10 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel, Field
 
-from biasaudit.kinds.common import RequestCounts
+from biasaudit.kinds.common import RequestCounts, figure_row
 from biasaudit.metrics import ListwiseFigures
 
-__all__ = ["ListwiseMetrics", "metrics_fields"]
+__all__ = ["ListwiseMetrics", "figure_rows", "metrics_fields"]
 
 METRICS_SCHEMA_VERSION = 2
 
@@ -247,3 +247,59 @@ def metrics_fields(figures: ListwiseFigures) -> dict[str, Any]:
         "top_change_ci": _pair(figures.top_change_ci),
         "top_change_pools": figures.top_change_pools,
     }  # fmt: skip
+
+
+def figure_rows(metrics: ListwiseMetrics) -> list[dict[str, Any]]:
+    """Every figure of a listwise run in long form (:data:`FIGURE_COLUMNS`)."""
+    rows = [
+        figure_row("selection_rate", r.rate, r.ci, n=r.n, unit_type="group", unit=r.group, k=r.k)
+        for r in metrics.rates
+    ]
+    rows += [
+        figure_row("dp_gap", g.dp_gap, g.ci, n=g.n, unit_type="group", unit=g.group, k=g.k)
+        for g in metrics.gaps
+    ]
+    rows += [
+        figure_row("impact_ratio", i.ratio, i.ci, n=i.n, unit_type=i.category, unit=i.value,
+                   k=metrics.headline_k)
+        for i in metrics.impact
+    ]  # fmt: skip
+    rows += [
+        figure_row("impact_ratio", i.ratio, i.ci, n=i.n, unit_type=i.category, unit=i.value,
+                   k=metrics.headline_k, subtask=i.subtask)
+        for i in metrics.impact_by_subtask
+    ]  # fmt: skip
+    rows += [
+        figure_row("omnibus_p", t.omnibus_p, n=t.answers, k=1, subtask=t.subtask)
+        for t in metrics.subtask_tests
+        if t.omnibus_p is not None
+    ]
+    for r in metrics.ranks:
+        rows.append(figure_row("mean_rank", r.mean_rank, r.mean_rank_ci, n=r.n,
+                               unit_type="group", unit=r.group))  # fmt: skip
+        if r.rabbi is not None:
+            rows.append(figure_row("rabbi_of_ranks", r.rabbi, r.rabbi_ci, n=r.n,
+                                   unit_type="group", unit=r.group))  # fmt: skip
+    for f in metrics.fixed:
+        rows.append(figure_row("fixed_position_rate", f.rate, f.ci, unit_type="group",
+                               unit=f.group, k=1))  # fmt: skip
+        if f.dp_gap is not None:
+            rows.append(figure_row("fixed_position_dp_gap", f.dp_gap, f.dp_gap_ci,
+                                   unit_type="group", unit=f.group, k=1))  # fmt: skip
+    rows += [
+        figure_row("first_choice_share", s.rate, s.ci, n=s.n, unit_type="slot", unit=str(s.slot))
+        for s in metrics.slots
+    ]
+    answers = metrics.counts.ranked
+    if metrics.slot_entropy is not None:
+        rows.append(figure_row("slot_entropy", metrics.slot_entropy, metrics.slot_entropy_ci,
+                               n=answers))  # fmt: skip
+    if metrics.omnibus_p is not None:
+        rows.append(figure_row("omnibus_p", metrics.omnibus_p, n=answers, k=1))
+    if metrics.concordance is not None:
+        rows.append(figure_row("kendall_w", metrics.concordance, metrics.concordance_ci,
+                               n=metrics.concordance_pools))  # fmt: skip
+    if metrics.top_change is not None:
+        rows.append(figure_row("top_change", metrics.top_change, metrics.top_change_ci,
+                               n=metrics.top_change_pools))  # fmt: skip
+    return rows

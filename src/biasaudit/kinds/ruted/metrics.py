@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, Field
 
-from biasaudit.kinds.common import RequestCounts
+from biasaudit.kinds.common import RequestCounts, figure_row
 from biasaudit.metrics import RutedEstimate, neutrality, replicate_similarity, skew, stereotype
 
 if TYPE_CHECKING:
@@ -432,3 +432,25 @@ def mode_collapse_check(
             for name, value in result.by_unit.items()
         ]
     return f"computed with {model.name}", found, pd.DataFrame(rows, columns=empty.columns)
+
+
+def figure_rows(metrics: RutedMetrics) -> list[dict[str, Any]]:
+    """Every figure of a RUTEd run in long form (:data:`FIGURE_COLUMNS`): the three
+    metrics per context (n: occupations), per template where several ran (``subtask``:
+    ``template N``), and the replicates' similarity where it was checked."""
+    rows = []
+    for context, found in metrics.contexts.items():
+        parts = [("", found), *((f"template {t}", own) for t, own in found.by_template.items())]
+        for subtask, part in parts:
+            rows += [
+                figure_row(name, getattr(part, name), getattr(part, f"{name}_ci"),
+                           n=part.occupations, unit_type="context", unit=context,
+                           subtask=subtask)
+                for name in METRICS
+                if getattr(part, name) is not None
+            ]  # fmt: skip
+        if found.similarity is not None:
+            rows.append(figure_row("replicate_similarity", found.similarity.within,
+                                   found.similarity.within_ci, n=found.similarity.occupations,
+                                   unit_type="context", unit=context))  # fmt: skip
+    return rows
