@@ -184,3 +184,27 @@ def test_api_key_never_reaches_cache_run_dir_or_output(tmp_path: Path) -> None:
     )
     for path in written:
         assert CANARY.encode() not in path.read_bytes(), path
+
+
+def test_sigterm_of_several_models_marks_every_run_interrupted(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "biasaudit", "run", "resume-screening", "-m", "vllm/a",
+         "-m", "vllm/b", "--base-url", server.base_url, "--runs-dir", str(runs),
+         "--concurrency", "4", "--jobs", "software-engineer", "--names-per-group", "20"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    wait_until(lambda: sum(server.received().values()) >= 20)
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=30)
+    assert process.returncode == 130, err
+    assert "interrupted" in err
+    run_dirs = [Path(line.removeprefix("run: ")) for line in out.splitlines()
+                if line.startswith("run: ")]  # fmt: skip
+    assert sorted(d.name.split("-allocation-")[1][:-5] for d in run_dirs) == ["vllm-a", "vllm-b"]
+    for run_dir in run_dirs:
+        manifest = read_manifest(run_dir)
+        assert manifest.status == "interrupted" and manifest.ended_at is not None
+        assert 0 < manifest.counts.sent < 960

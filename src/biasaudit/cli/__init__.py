@@ -276,11 +276,16 @@ def _run_audit(fields: dict[str, Any], *, spec_file: Path | None = None) -> None
     budget = {name: spec_fields.pop(name) for name in ("dry_run", "max_cost", "prices")
               if name in spec_fields}  # fmt: skip
     if spec_file is not None:
+        if "model" in spec_fields:  # the command line's models replace the spec's
+            spec_fields["models"] = ()
         spec = load_spec(spec_file, spec_fields)
     else:
         if "model" not in spec_fields:
             raise click.UsageError("Missing option '--model' / '-m'.")
         spec = parse_spec(spec_fields, source="command line")
+    if spec.models:
+        _run_many(spec, budget, report)
+        return
     budgeted = None
     if not spec.replay:
         from biasaudit.cli.runs import check_budget
@@ -295,6 +300,72 @@ def _run_audit(fields: dict[str, Any], *, spec_file: Path | None = None) -> None
     _write_report(finished.run_dir, report and finished.run_dir.joinpath("metrics.json").is_file())
     click.echo(f"run: {finished.run_dir}")
     sys.exit(finished.exit_code)
+
+
+def _run_many(spec: Any, budget: Any, report: bool) -> None:
+    """The audit ``spec`` describes on each of its ``models`` at once (one thread and
+    event loop each, so a slow endpoint does not hold up the others; one cache; one
+    progress board), each run's table, report and ``run:`` line, then the study
+    across them. Exit 0, or 1 when a run stopped or some requests got no answer."""
+    import functools
+
+    from biasaudit.cli.runs import check_budgets
+    from biasaudit.engine.loop import Interrupted, run_in_threads
+    from biasaudit.engine.progress import ProgressBoard
+    from biasaudit.errors import RunAbortedError
+    from biasaudit.kinds.registry import FinishedAudit, run_spec
+    from biasaudit.reports.rich_tables import echo_blocks
+
+    specs = [spec.for_model(model) for model in spec.models]
+    providers = check_budgets(specs, **budget)  # exits after a dry run
+    command = ["biasaudit", *sys.argv[1:]]
+    board = ProgressBoard()
+    jobs = [
+        functools.partial(run_spec, one, provider=provider, stderr=board.stream(one.model),
+                          command=command)
+        for one, provider in zip(specs, providers, strict=True)
+    ]  # fmt: skip
+    try:
+        results = run_in_threads(jobs)
+    except Interrupted as interrupted:
+        board.close()
+        for result in interrupted.results:
+            run_dir = getattr(result, "run_dir", None)
+            if run_dir:
+                click.echo(f"run: {run_dir}")
+        raise
+    finally:
+        board.close()
+    code = 0
+    finished: list[FinishedAudit] = []
+    for one, provider, result in zip(specs, providers, results, strict=True):
+        if isinstance(result, BiasauditError):
+            click.echo(f"error: {one.model}: {redact(str(result))}", err=True)
+            run_dir = getattr(result, "run_dir", None)
+            if run_dir:
+                click.echo(f"run: {run_dir}")
+            code = max(code, 1 if isinstance(result, RunAbortedError) else result.exit_code)
+            continue
+        if isinstance(result, BaseException):
+            raise result
+        echo_blocks(result.blocks)
+        if provider is not None and hasattr(provider, "spent"):
+            click.echo(f"spent: ${provider.spent:.4f} of ${provider.max_cost:g}")
+        metrics = result.run_dir.joinpath("metrics.json").is_file()
+        _write_report(result.run_dir, report and metrics)
+        click.echo(f"run: {result.run_dir}")
+        code = max(code, result.exit_code)
+        if metrics:
+            finished.append(result)
+    if len(finished) >= 2:
+        from biasaudit.kinds.registry import audit_kind
+
+        kind = audit_kind(finished[0].kind)
+        run_dirs = tuple(r.run_dir for r in finished)
+        click.echo("")
+        echo_blocks(kind.study_blocks(kind.study(run_dirs, ndcg_at=3)))
+        _write_study_report(run_dirs, finished[0].kind, 3, None, report)
+    sys.exit(code)
 
 
 def _write_report(run_dir: Path, wanted: bool) -> None:

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from biasaudit.pricing import BudgetedProvider
     from biasaudit.spec import AuditSpec
 
-__all__ = ["COST_NOTICE_ENV", "check_budget", "register"]
+__all__ = ["COST_NOTICE_ENV", "check_budget", "check_budgets", "register"]
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 COST_NOTICE_ENV = "BIASAUDIT_COST_NOTICE"
@@ -82,6 +82,77 @@ def check_budget(
         return None
     assert estimate.price is not None
     return BudgetedProvider(provider, estimate.price, max_cost)
+
+
+def check_budgets(
+    specs: list[AuditSpec],
+    *,
+    dry_run: bool = False,
+    max_cost: float | None = None,
+    prices: Path | None = None,
+) -> list[Any]:
+    """:func:`check_budget` for the runs of several models at once: the provider each
+    run goes through (None: resolved by the run as usual).
+
+    Every model's provider is resolved first, so an unknown provider or a missing key
+    stops them all before anything is sent. A dry run prints each model's estimate and
+    their total, and exits 0. ``max_cost`` holds for the whole: it is shared among
+    the models in proportion to their estimates.
+
+    Raises
+    ------
+    UsageError
+        An unknown provider or missing key; the total estimate exceeds ``max_cost``, or
+        a model has no price and ``max_cost`` is given; nothing is sent.
+    """
+    from biasaudit.engine.loop import run_async
+    from biasaudit.errors import UsageError
+    from biasaudit.pricing import BudgetedProvider, estimate_spec_cost, load_prices
+
+    if specs[0].replay:
+        return [None] * len(specs)
+    for spec in specs:
+        try:
+            run_async(spec.resolve_provider(need_key=not dry_run).aclose())
+        except UsageError as error:
+            raise UsageError(f"{spec.model}: {error}") from None
+    if not dry_run and max_cost is None:
+        return [None] * len(specs)
+    table = load_prices(prices)
+    estimates = []
+    for spec in specs:
+        provider = spec.resolve_provider(need_key=not dry_run)
+        try:
+            estimates.append((provider, estimate_spec_cost(spec, provider, table)))
+        except BaseException:
+            run_async(provider.aclose())
+            raise
+    costs = [estimate.cost for _, estimate in estimates]
+    known = None if any(cost is None for cost in costs) else sum(c or 0.0 for c in costs)
+    if dry_run:
+        for spec, (provider, estimate) in zip(specs, estimates, strict=True):
+            run_async(provider.aclose())
+            click.echo(f"{spec.model}:")
+            for line in estimate.lines():
+                click.echo(f"  {line}")
+        total = "unknown (a model has no price)" if known is None else f"${known:.4f}"
+        click.echo(f"all {len(specs)} models: {total}")
+        sys.exit(0)
+    assert max_cost is not None
+    if known is None or known > max_cost:
+        for provider, _ in estimates:
+            run_async(provider.aclose())
+        why = "a model's price is unknown" if known is None else f"the estimate is ${known:.4f}"
+        raise UsageError(
+            f"--max-cost ${max_cost:g}: not started, {why} for the {len(specs)} models; "
+            "nothing was sent"
+        )
+    budgeted: list[Any] = []
+    for (provider, estimate), cost in zip(estimates, costs, strict=True):
+        assert estimate.price is not None and cost is not None
+        share = max_cost * (cost / known) if known > 0 else max_cost / len(specs)
+        budgeted.append(BudgetedProvider(provider, estimate.price, share))
+    return budgeted
 
 
 def register(group: click.Group, reports_errors: Decorator) -> None:

@@ -47,6 +47,14 @@ class FanoutOptions(RunOptions):
             data["cache"] = data.pop("cache_path")
         return data
 
+    @model_validator(mode="after")
+    def _one_model(self) -> FanoutOptions:
+        if self.models:
+            raise ValueError(
+                "a fan-out sends to one model: run it once per model (they share the cache)"
+            )
+        return self
+
     @property
     def resolved_cache_path(self) -> Path:
         return self.cache_path

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import gc
 import signal
-from collections.abc import Callable, Coroutine
+import threading
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
-__all__ = ["pause_gc_until_run", "run_async"]
+__all__ = ["Interrupted", "pause_gc_until_run", "run_async", "run_in_threads"]
 
 T = TypeVar("T")
 _GC_GEN0_THRESHOLD = 50_000
@@ -61,14 +63,74 @@ def _run(coroutine: Coroutine[Any, Any, T]) -> T:
     with asyncio.Runner(loop_factory=_loop_factory()) as runner:
         loop = runner.get_loop()
         main = loop.create_task(coroutine)
-        # Signal handlers exist only in the main thread, and not on Windows.
-        with contextlib.suppress(NotImplementedError, RuntimeError):
+        with _running_lock:
+            _running[id(main)] = (loop, main)
+        # Signal handlers exist only in the main thread (uvloop says so with ValueError),
+        # and not on Windows.
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(signal.SIGTERM, main.cancel)
         try:
             return runner.run(_await(main))
         finally:
-            with contextlib.suppress(NotImplementedError, RuntimeError):
+            with _running_lock:
+                _running.pop(id(main), None)
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.remove_signal_handler(signal.SIGTERM)
+
+
+_running: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]]] = {}
+_running_lock = threading.Lock()
+
+
+def _cancel_running() -> None:
+    """Cancel every run in progress, in whatever thread its loop runs."""
+    with _running_lock:
+        found = list(_running.values())
+    for loop, task in found:
+        with contextlib.suppress(RuntimeError):  # its loop closed meanwhile
+            loop.call_soon_threadsafe(task.cancel)
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM) during :func:`run_in_threads`: every job was cancelled;
+    ``results`` holds what each returned or raised (a run's error names its directory)."""
+
+    def __init__(self, results: list[Any]) -> None:
+        super().__init__()
+        self.results = results
+
+
+def run_in_threads(jobs: Sequence[Callable[[], T]]) -> list[T | BaseException]:
+    """Run ``jobs`` (each a whole run: it calls :func:`run_async`) at once, one thread
+    and event loop each, so that one slow endpoint does not hold up the others; each
+    job's result, or the exception it raised, in order.
+
+    Ctrl-C (or SIGTERM) cancels every run as it would cancel one: each marks itself
+    interrupted and keeps what arrived; then :class:`Interrupted` is raised here.
+    """
+    if not jobs:
+        return []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+        futures = [pool.submit(job) for job in jobs]
+        previous = None
+        with contextlib.suppress(ValueError):  # not the main thread: no signal handler
+            previous = signal.signal(signal.SIGTERM, _interrupt)
+        try:
+            pending = set(futures)
+            while pending:  # in short waits: a signal is handled between them
+                pending = concurrent.futures.wait(pending, timeout=0.25).not_done
+        except KeyboardInterrupt:
+            _cancel_running()
+            concurrent.futures.wait(futures)
+            raise Interrupted([f.exception() or f.result() for f in futures]) from None
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+    return [f.exception() or f.result() for f in futures]
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 async def _await(task: asyncio.Task[T]) -> T:

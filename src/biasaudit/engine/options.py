@@ -11,9 +11,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 
 from biasaudit.engine.types import EngineSettings
 from biasaudit.providers import Provider, resolve_model
@@ -57,13 +64,35 @@ def header_pairs(pairs: list[str] | tuple[str, ...]) -> dict[str, str] | None:
     return headers or None
 
 
+class ModelEntry(BaseModel):
+    """One of a spec's ``models`` where it needs its own endpoint: a model behind its
+    own server (``base_url``), or with its own key variable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str = Field(description="provider/model.")
+    base_url: str | None = Field(None, description="Its server's API root.")
+    api_key_env: str | None = Field(None, description="The variable holding its key.")
+
+    @field_serializer("base_url", when_used="json")
+    def _masked_url(self, url: str | None) -> str | list[str] | None:
+        return redact_urls(url)
+
+
 class RunOptions(BaseModel):
     """The model, its endpoint, the engine's settings and the storage of a run."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    model: Annotated[str, Flag(short="-m")] = Field(
-        description="provider/model, e.g. openai/gpt-4o-mini, sim/biased."
+    model: Annotated[str, Flag(short="-m", multiple=True)] = Field(
+        description="provider/model, e.g. openai/gpt-4o-mini, sim/biased; again for each "
+        "model to audit: the same audit on each, at once, then the study across them."
+    )
+    models: Annotated[tuple[str | ModelEntry, ...], Flag(command_line=False)] = Field(
+        (),
+        description="Several models (instead of model): the same audit on each, at once, "
+        "one run directory each, then the study across them. Each is provider/model, or "
+        "{model, base_url, api_key_env} for a model with an endpoint of its own.",
     )
     base_url: Annotated[str | tuple[str, ...] | None, Flag(multiple=True)] = Field(
         None,
@@ -130,6 +159,37 @@ class RunOptions(BaseModel):
         description="Seconds before a batch's first status check; doubles up to 60 s.",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _several_models(cls, data: Any) -> Any:
+        # `--model` given again, or a spec's `models: [...]`: the first is `model`, all of
+        # them `models` (one model: no `models`).
+        if not isinstance(data, dict):
+            return data
+        model, models = data.get("model"), data.get("models")
+        if isinstance(model, list | tuple):
+            if models:
+                raise ValueError("give model or models, not both")
+            given = list(model)
+            model, models = (given[0] if given else None), given
+        if isinstance(models, list | tuple) and models:
+            names = [_model_name(m) for m in models]
+            if not all(isinstance(m, str) for m in names):
+                return data  # the field's own check names the value
+            if model is not None and model != names[0]:
+                raise ValueError("give model or models, not both")
+            repeated = sorted({m for m in names if names.count(m) > 1})
+            if repeated:
+                raise ValueError(f"models: {repeated[0]!r} is given twice")
+            model = names[0]
+            if len(models) == 1 and not isinstance(models[0], str):
+                data = {**data, **_entry_fields(models[0])}
+            models = tuple(models) if len(models) > 1 else ()
+        found = {**data, "models": models} if "models" in data or models else dict(data)
+        if model is not None:
+            found["model"] = model
+        return found
+
     @field_validator("base_url", mode="before")
     @classmethod
     def _one_url_is_a_string(cls, value: Any) -> Any:
@@ -153,6 +213,21 @@ class RunOptions(BaseModel):
     @field_serializer("headers", when_used="json")
     def _masked_headers(self, headers: dict[str, str] | None) -> dict[str, str] | None:
         return public_headers(headers)
+
+    def for_model(self, model: str | ModelEntry) -> Self:
+        """These options for one model of ``models`` (with its own endpoint, where the
+        entry gives one): the same in all else."""
+        found = {**self.model_dump(), "models": ()}
+        if isinstance(model, ModelEntry):
+            found |= {k: v for k, v in model.model_dump().items() if v is not None}
+        else:
+            found["model"] = model
+        return self.model_validate(found)
+
+    @property
+    def model_names(self) -> tuple[str, ...]:
+        """The models of the run: ``models``' names, else ``model``."""
+        return tuple(_model_name(m) for m in self.models) or (self.model,)
 
     @property
     def cache_path(self) -> Path:
@@ -187,3 +262,17 @@ class RunOptions(BaseModel):
             batch=self.batch,
             batch_poll=self.batch_poll,
         )
+
+
+def _model_name(entry: Any) -> Any:
+    """A ``models`` entry's model name (as given, where it is not one)."""
+    if isinstance(entry, ModelEntry):
+        return entry.model
+    if isinstance(entry, dict):
+        return entry.get("model")
+    return entry
+
+
+def _entry_fields(entry: Any) -> dict[str, Any]:
+    found = entry.model_dump() if isinstance(entry, ModelEntry) else dict(entry)
+    return {k: v for k, v in found.items() if v is not None}

@@ -247,7 +247,19 @@ def run_spec(
     stderr: TextIO | None = None,
     command: Sequence[str] | None = None,
 ) -> FinishedAudit:
-    """Run the audit ``spec`` describes, whatever its kind."""
+    """Run the audit ``spec`` describes, whatever its kind.
+
+    Raises
+    ------
+    UsageError
+        ``spec`` names several models: run :meth:`~biasaudit.spec.RunSpec.for_model`
+        of each (``biasaudit run`` runs them at once).
+    """
+    if spec.models:
+        raise UsageError(
+            f"the spec names {len(spec.models)} models: run spec.for_model(m) for each "
+            "(biasaudit run runs them at once)"
+        )
     kind = kind_of_spec(spec)
     ran = kind.run(spec, provider=provider, stderr=stderr, command=command)
     blocks = kind.table(ran.metrics, ran.run_dir)
