@@ -262,9 +262,14 @@ def test_study_refuses_to_mix_grade_score_and_allocation_runs(tmp_path: Path) ->
         "fanout", str(fanout_input), "--model", "sim/fair", "--runs-dir", str(tmp_path)
     )
     other = run_dir_of(out)
-    code, _, err = invoke("study", str(grade_run), str(other))
-    assert code == 2
-    assert err == f"error: {other} is a fanout run: a study compares audit runs\n"
+    code, _, err = invoke("study", str(grade_run), str(other), "--no-report")
+    assert code == 0
+    assert f"note: skipped {other}: a fanout run, not an audit run" in err
+    code, out, _ = invoke("run", "resume-screening", "--model", "sim/fair", "--runs-dir",
+                          str(tmp_path), "--names-per-group", "2", "--no-report")  # fmt: skip
+    allocation_run = run_dir_of(out)
+    code, _, err = invoke("study", str(grade_run), str(allocation_run))
+    assert code == 2 and err.startswith("error: a study compares runs of one kind: ")
 
 
 def test_tasks_lists_grade_score_with_its_data_and_prompts() -> None:
