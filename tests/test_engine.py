@@ -242,3 +242,47 @@ def test_identical_requests_in_one_run_are_sent_once(cache: ResponseCache) -> No
     by_id = {r.request.id: r for r in results}
     assert by_id["a"].response == by_id["b"].response and by_id["c"].ok
     assert engine.stats.done == 3 and engine.stats.cache_hits == 1
+
+
+def test_the_token_rate_fills_continuously_and_holds_ten_seconds() -> None:
+    from biasaudit.engine.core import _TokenRate
+
+    now = [0.0]
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    async def go() -> None:
+        rate = _TokenRate(600, sleep, lambda: now[0])  # 10 tokens a second, 100 held
+        await rate.take(100)  # a full bucket: at once
+        assert slept == []
+        await rate.take(50)  # empty: 5 s to refill 50
+        assert slept == [pytest.approx(5.0)]
+        now[0] += 30.0  # idle: refills to the 100 it holds, no more
+        await rate.take(100)
+        assert len(slept) == 1
+        await rate.take(10_000)  # more than it holds: waits for a full bucket
+        assert slept[-1] == pytest.approx(10.0)
+
+    asyncio.run(go())
+
+
+def test_tpm_holds_the_estimated_tokens_of_a_run_to_the_rate(cache: ResponseCache) -> None:
+    """42 requests of 25 estimated tokens against 6,000 a minute (100 a second, 1,000
+    held): the run waits about (1,050 - 1,000) / 100 = 0.5 s in all, not less."""
+    from biasaudit.providers._types import estimate_tokens
+
+    requests = [chat(f"q{i}", "x" * 30 + f"{i:02d}", max_tokens=10) for i in range(42)]
+    assert {sum(estimate_tokens(r)) for r in requests} == {8 + 7 + 10}
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        await asyncio.sleep(seconds)
+
+    engine = Engine(FakeProvider(), cache, EngineSettings(tpm=6000, concurrency=8), sleep=sleep)
+    results = collect(engine, requests)
+    assert all(r.ok for r in results)
+    assert 0.4 <= sum(slept) <= 0.55

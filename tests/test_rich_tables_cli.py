@@ -223,19 +223,18 @@ def fixed_width_cells(line: str, *slices: tuple[int, int | None]) -> list[str]:
 
 def test_providers_on_a_terminal_lists_every_provider(monkeypatch: pytest.MonkeyPatch) -> None:
     plain = off_terminal("providers").splitlines()
-    assert plain[0] == (
-        "provider    base URL                                 key variable        logprobs  note"
-    )
-    assert plain[1] == (
-        "openai      https://api.openai.com/v1                OPENAI_API_KEY      yes (20)  "
-        "reasoning models (o-series, gpt-5): no logprobs, temperature 1 only"
-    )
-    assert plain[3] == (
-        "together    https://api.together.xyz/v1              TOGETHER_API_KEY    yes (20)  "
-    )  # an empty note keeps its trailing spaces, as before
+    header = plain[0]
+    starts = [header.index(name) for name in ("base URL", "key variable", "logprobs", "note")]
+    assert header.split() == ["provider", "base", "URL", "key", "variable", "logprobs", "note"]
+    width = max(len("https://generativelanguage.googleapis.com/v1beta/openai"), len("base URL"))
+    assert starts[1] - starts[0] == width + 1  # each column as wide as its widest cell
+    cells = [plain[1][a:b].strip() for a, b in zip([0, *starts], [*starts, None], strict=True)]
+    assert cells == ["openai", "https://api.openai.com/v1", "OPENAI_API_KEY", "yes (20)",
+                     "reasoning models (o-series, gpt-5): no logprobs, temperature 1 only"]  # fmt: skip
     assert [line.split()[0] for line in plain[1:-1]] == list(KNOWN_PROVIDERS)
     text = on_terminal(monkeypatch, "providers", width=250)
-    columns = (0, 11), (12, 52), (53, 72), (73, 82), (83, None)
+    bounds = [0, *starts]
+    columns = [(bounds[i], bounds[i + 1] - 1) for i in range(4)] + [(starts[3], None)]
     assert_rows(text, [fixed_width_cells(line, *columns) for line in plain[:-1]])
     assert text.splitlines()[-1] == plain[-1]  # "any other name with --base-url: ..."
     assert_no_loss_at(on_terminal(monkeypatch, "providers", width=80), "\n".join(plain), 80)

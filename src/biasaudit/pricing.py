@@ -26,7 +26,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from collections.abc import Callable, Sequence
@@ -38,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from biasaudit.errors import BudgetExceededError, ProviderError, UsageError
 from biasaudit.providers import KNOWN_PROVIDERS, ModelRequest, ModelResponse, Provider
 from biasaudit.providers._batch_api import BatchAPI
-from biasaudit.providers._types import Usage
+from biasaudit.providers._types import DEFAULT_OUTPUT_TOKENS, Usage, estimate_tokens
 from biasaudit.spec import AuditSpec
 from biasaudit.textfiles import load_yaml
 
@@ -60,11 +59,7 @@ __all__ = [
 
 PRICES_PATH = Path(__file__).parent / "data" / "prices.yaml"
 PRICES_ENV = "BIASAUDIT_PRICES"
-DEFAULT_OUTPUT_TOKENS = 512
 BATCH_DISCOUNT = 0.5  # OpenAI's Batch API and Anthropic's Message Batches: half price
-_CHARS_PER_TOKEN = 4
-_TOKENS_PER_MESSAGE = 4
-_REPLY_PRIMING_TOKENS = 3
 _FREE_PROVIDERS = frozenset({"sim", "local"})
 _SNAPSHOT_SUFFIX = re.compile(r"-(latest|\d{4}-\d{2}-\d{2}|\d{8})$")
 
@@ -150,18 +145,6 @@ def _is_free(model_id: str, base_url: str | Sequence[str] | None) -> bool:
         return True
     info = KNOWN_PROVIDERS.get(provider)
     return (info is None and base_url is not None) or (info is not None and info.base_url is None)
-
-
-def estimate_tokens(request: ModelRequest) -> tuple[int, int]:
-    """(input, output) tokens of one request, estimated as the module docstring says."""
-    if request.messages is not None:
-        chars = sum(len(str(message.get("content", ""))) for message in request.messages)
-        overhead = _TOKENS_PER_MESSAGE * len(request.messages) + _REPLY_PRIMING_TOKENS
-    else:
-        chars, overhead = len(request.prompt or ""), 0
-    params = request.params
-    output = (params.max_tokens or DEFAULT_OUTPUT_TOKENS) * (params.n or 1)
-    return math.ceil(chars / _CHARS_PER_TOKEN) + overhead, output
 
 
 @dataclass(frozen=True)

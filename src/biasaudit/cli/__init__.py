@@ -212,26 +212,37 @@ def cache_stats(runs_dir: Path, cache_path: Path | None) -> None:
 
 @cli.command()
 def providers() -> None:
-    """List the provider names biasaudit knows, with what their endpoints can do."""
-    from biasaudit.providers import KNOWN_PROVIDERS
+    """List the provider names biasaudit knows, with what their endpoints can do, and
+    the providers that installed packages add (entry points 'biasaudit.providers')."""
+    from biasaudit.providers import KNOWN_PROVIDERS, ProviderInfo, provider_plugins
 
-    cells = []
-    for name, info in KNOWN_PROVIDERS.items():
+    def row(name: str, info: ProviderInfo, note: str) -> tuple[str, str, str, str, str]:
         caps = info.capabilities
         logprobs = {True: "yes", False: "no", None: "unknown"}[caps.logprobs]
         if caps.logprobs and caps.max_top_logprobs:
             logprobs += f" ({caps.max_top_logprobs})"
         where = info.base_url or _NO_URL.get(info.kind, "(--base-url)")
-        cells.append((name, where, info.key_env or "-", logprobs, info.note))
+        return (name, where, info.key_env or "-", logprobs, note)
+
+    cells = [row(name, info, info.note) for name, info in KNOWN_PROVIDERS.items()]
+    for name, (plugin, package) in provider_plugins().items():
+        if isinstance(plugin, BaseException):
+            cells.append((name, "-", "-", "-", f"plugin of {package}: could not be loaded "
+                          f"({type(plugin).__name__}: {redact(str(plugin))})"))  # fmt: skip
+        elif name in KNOWN_PROVIDERS:
+            cells.append((name, "-", "-", "-", f"plugin of {package}: the built-in name wins"))
+        else:
+            info = ProviderInfo("openai", plugin.base_url, plugin.key_env, plugin.capabilities)
+            own = "its own API" if plugin.build is not None else "OpenAI-compatible"
+            note = f"plugin of {package} ({own})" + (f"; {plugin.note}" if plugin.note else "")
+            cells.append(row(name, info, note))
     other = "any other name with --base-url: an OpenAI-compatible server"
-    lines = [
-        f"{'provider':<11} {'base URL':<40} {'key variable':<19} {'logprobs':<9} note",
-        *("{:<11} {:<40} {:<19} {:<9} {}".format(*row) for row in cells),
-        other,
-    ]
+    headers = ("provider", "base URL", "key variable", "logprobs", "note")
+    widths = [max(len(h), *(len(cell[i]) for cell in cells)) for i, h in enumerate(headers[:4])]
+    line = " ".join(f"{{:<{width}}}" for width in widths) + " {}"
+    lines = [line.format(*headers), *(line.format(*cell) for cell in cells), other]
     from biasaudit.reports.rich_tables import echo_table, listing_view
 
-    headers = ("provider", "base URL", "key variable", "logprobs", "note")
     echo_table(lines, lambda: listing_view(headers, cells, left=5, below=[other]))
 
 

@@ -11,7 +11,8 @@ probes or metrics.
   halves the number of requests in flight (at most once per second, since one
   burst of 429s is one signal), and each run of successes as long as the
   current limit adds one back, up to the ceiling.
-- **Request rate** (``rpm``) is capped with :mod:`asyncio_throttle`.
+- **Request rate** (``rpm``) is capped with :mod:`asyncio_throttle`, and **tokens per
+  minute** (``tpm``, estimated before sending) by a token bucket (:class:`_TokenRate`).
 - **Retries** belong to the engine alone (SDK clients are built with
   ``max_retries=0``): tenacity retries transient failures with capped
   exponential backoff and full jitter, waits as long as ``Retry-After`` /
@@ -54,6 +55,7 @@ from biasaudit.errors import (
     WaitTooLongError,
 )
 from biasaudit.providers import ModelRequest, ModelResponse, Provider, Usage
+from biasaudit.providers._types import estimate_tokens
 from biasaudit.store.cache import ResponseCache
 from biasaudit.store.processes import new_holder, running
 from biasaudit.store.runs import BatchRecord
@@ -358,7 +360,7 @@ class Engine:
         limit = self._limit_here = _AdaptiveLimit(min(settings.concurrency, len(todo)))
         total = limit.limit + self._limit_elsewhere
         self.stats.concurrency_limit = self.stats.lowest_concurrency_limit = total
-        throttler = _throttler(settings.rpm) if settings.rpm else None
+        throttler = _Pace.of(settings, self._sleep)
         tasks = [
             asyncio.create_task(self._worker(i, queue, results, limit, throttler))
             for i in range(limit.ceiling)
@@ -516,7 +518,7 @@ class Engine:
         queue: asyncio.Queue[tuple[ModelRequest, str]],
         results: asyncio.Queue[RequestResult | BaseException],
         limit: _AdaptiveLimit,
-        throttler: Throttler | None,
+        throttler: _Pace | None,
     ) -> None:
         while not queue.empty():
             await limit.wait_turn(index)
@@ -534,7 +536,7 @@ class Engine:
             results.put_nowait(result)
 
     async def _attempt_all(
-        self, request: ModelRequest, key: str, limit: _AdaptiveLimit, throttler: Throttler | None
+        self, request: ModelRequest, key: str, limit: _AdaptiveLimit, throttler: _Pace | None
     ) -> RequestResult:
         result = RequestResult(request, key)
         hintless_429s = 0
@@ -634,11 +636,10 @@ class Engine:
         self._show_limit(limit)
 
     async def _send(
-        self, request: ModelRequest, throttler: Throttler | None
+        self, request: ModelRequest, throttler: _Pace | None
     ) -> tuple[ModelResponse, float]:
         if throttler is not None:
-            async with throttler:
-                pass
+            await throttler.wait(request)
         self.stats.sent += 1
         self.stats.in_flight += 1
         started = time.perf_counter()
@@ -722,6 +723,61 @@ def _rebuild_error(fatal: dict[str, str]) -> BiasauditError:
     if not (isinstance(cls, type) and issubclass(cls, ProviderError)):
         cls = FatalProviderError
     return cls(message)
+
+
+class _TokenRate:
+    """At most ``tpm`` estimated tokens a minute (:func:`estimate_tokens`: the prompt,
+    and the most the answer may take): a bucket that fills continuously and holds ten
+    seconds' worth, so a run starts at once and then keeps to the rate. A request
+    larger than the bucket waits for a full one. Requests are served in turn."""
+
+    def __init__(
+        self,
+        tpm: float,
+        sleep: Callable[[float], Awaitable[None]],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.rate = tpm / 60.0
+        self.capacity = tpm / 6.0
+        self.level = self.capacity
+        self._sleep, self._clock = sleep, clock
+        self._stamp = clock()
+        self._turn = asyncio.Lock()
+
+    async def take(self, tokens: int) -> None:
+        wanted = min(float(tokens), self.capacity)
+        async with self._turn:
+            while True:
+                now = self._clock()
+                self.level = min(self.capacity, self.level + (now - self._stamp) * self.rate)
+                self._stamp = now
+                if self.level >= wanted:
+                    self.level -= wanted
+                    return
+                await self._sleep((wanted - self.level) / self.rate)
+
+
+class _Pace:
+    """What each attempt waits for before it is sent: ``rpm`` and ``tpm``."""
+
+    def __init__(self, throttler: Throttler | None, tokens: _TokenRate | None) -> None:
+        self._throttler, self._tokens = throttler, tokens
+
+    @classmethod
+    def of(
+        cls, settings: EngineSettings, sleep: Callable[[float], Awaitable[None]]
+    ) -> _Pace | None:
+        if not settings.rpm and not settings.tpm:
+            return None
+        throttler = _throttler(settings.rpm) if settings.rpm else None
+        return cls(throttler, _TokenRate(settings.tpm, sleep) if settings.tpm else None)
+
+    async def wait(self, request: ModelRequest) -> None:
+        if self._tokens is not None:
+            await self._tokens.take(sum(estimate_tokens(request)))
+        if self._throttler is not None:
+            async with self._throttler:
+                pass
 
 
 def _throttler(rpm: float) -> Throttler:

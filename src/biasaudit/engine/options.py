@@ -121,6 +121,14 @@ class RunOptions(BaseModel):
     rpm: float | None = Field(
         None, gt=0.0, le=1e7, allow_inf_nan=False, description="Most requests per minute."
     )
+    tpm: float | None = Field(
+        None,
+        gt=0.0,
+        le=1e10,
+        allow_inf_nan=False,
+        description="Most tokens per minute, each request counted before it is sent (its "
+        "prompt's characters / 4 and its max_tokens): providers limit both.",
+    )
     max_retries: int = Field(
         6, ge=0, le=100, description="Retries of a failed request (transient errors only)."
     )
@@ -254,6 +262,7 @@ class RunOptions(BaseModel):
         return EngineSettings(
             concurrency=self.concurrency,
             rpm=self.rpm,
+            tpm=self.tpm,
             max_retries=self.max_retries,
             timeout=self.timeout,
             replay=self.replay,

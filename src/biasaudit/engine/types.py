@@ -27,6 +27,9 @@ class EngineSettings:
         Most requests in flight at once (the ceiling of the adaptive limit).
     rpm:
         Most requests started per minute, or ``None`` for no cap.
+    tpm:
+        Most tokens sent per minute (each request counted before it is sent: its
+        prompt and the most its answer may take), or ``None`` for no cap.
     max_retries:
         Retries after the first attempt of one request.
     timeout:
@@ -42,7 +45,7 @@ class EngineSettings:
         ``False`` asks the endpoint afresh (re-audits) but still stores the answers.
     workers:
         Processes to share the uncached requests among, this one included
-        (each with its share of ``concurrency`` and ``rpm``; the children come
+        (each with its share of ``concurrency``, ``rpm`` and ``tpm``; the children come
         from :mod:`biasaudit.engine.worker_pool`). One process drives one core; beyond
         a few hundred requests a second the SDKs' request building, not the
         endpoint, is the limit, and more workers lift it. Runs of fewer than
@@ -59,6 +62,7 @@ class EngineSettings:
 
     concurrency: int = 16
     rpm: float | None = None
+    tpm: float | None = None
     max_retries: int = 6
     timeout: float = 60.0
     backoff_initial: float = 0.5
@@ -78,6 +82,8 @@ class EngineSettings:
             raise ValueError("concurrency must be at least 1")
         if self.rpm is not None and self.rpm <= 0:
             raise ValueError("rpm must be positive")
+        if self.tpm is not None and self.tpm <= 0:
+            raise ValueError("tpm must be positive")
         if self.max_retries < 0 or self.timeout <= 0:
             raise ValueError("max_retries must be >= 0 and timeout > 0")
         if self.workers < 1:
@@ -91,6 +97,7 @@ class EngineSettings:
             self,
             concurrency=max(1, math.ceil(self.concurrency / workers)),
             rpm=self.rpm / workers if self.rpm else None,
+            tpm=self.tpm / workers if self.tpm else None,
             workers=1,
             read_cache=False,  # the parent has already served what the cache holds
             replay=False,

@@ -10,7 +10,9 @@ any other name given with ``--base-url``; ``sim/…`` is the offline simulated m
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
@@ -31,6 +33,7 @@ from biasaudit.secrets import read_api_key, read_headers, redact_url
 
 __all__ = [
     "KNOWN_PROVIDERS",
+    "PLUGIN_GROUP",
     "Capabilities",
     "EchoedToken",
     "FirstTokenLogprobs",
@@ -39,11 +42,13 @@ __all__ = [
     "ModelResponse",
     "Provider",
     "ProviderInfo",
+    "ProviderPlugin",
     "SamplingParams",
     "Usage",
     "classify_status",
     "openai_reasoning_model",
     "parse_retry_after",
+    "provider_plugins",
     "provider_spec",
     "resolve_model",
 ]
@@ -53,11 +58,19 @@ __all__ = [
 class ProviderInfo:
     """What biasaudit knows in advance about a provider name."""
 
-    kind: str  # "openai" (OpenAI-compatible), "anthropic", "sim" or "local"
+    kind: str  # "openai" (OpenAI-compatible), "azure", "anthropic", "sim" or "local"
     base_url: str | None  # None: the user must give --base-url
     key_env: str | None  # None: keyless unless --api-key-env is given
     capabilities: Capabilities
     note: str = ""
+    url_hint: str | None = None
+    """What to say where ``base_url`` is None and none was given (the default: a
+    self-hosted server's address)."""
+    base_url_env: str | None = None
+    """The SDK's variable for another address of the same API (``OPENAI_BASE_URL``),
+    read where no ``--base-url`` is given."""
+    plugin: str | None = None
+    """The package whose entry point declared it (``biasaudit.providers``)."""
 
 
 _UNKNOWN_LOGPROBS = Capabilities(logprobs=None, max_top_logprobs=None)
@@ -69,6 +82,7 @@ KNOWN_PROVIDERS: dict[str, ProviderInfo] = {
         "openai", "https://api.openai.com/v1", "OPENAI_API_KEY",
         Capabilities(max_top_logprobs=20, batch=True, max_stop=4),
         "reasoning models (o-series, gpt-5): no logprobs, temperature 1 only",
+        base_url_env="OPENAI_BASE_URL",
     ),
     "anthropic": ProviderInfo(
         "anthropic", "https://api.anthropic.com", "ANTHROPIC_API_KEY",
@@ -77,6 +91,41 @@ KNOWN_PROVIDERS: dict[str, ProviderInfo] = {
             batch=True,
         ),
         "no logprobs, no n: sampled replicates",
+        base_url_env="ANTHROPIC_BASE_URL",
+    ),
+    "azure": ProviderInfo(
+        "azure", None, "AZURE_OPENAI_API_KEY",
+        Capabilities(completions=False, max_top_logprobs=20, max_stop=4),
+        "the model is your deployment; the key goes in the api-key header",
+        url_hint="azure/DEPLOYMENT needs your resource's address: --base-url "
+        "https://RESOURCE.openai.azure.com/openai/v1 (or a deployment's URL ending in "
+        "?api-version=...)",
+    ),
+    "gemini": ProviderInfo(
+        "openai", "https://generativelanguage.googleapis.com/v1beta/openai", "GEMINI_API_KEY",
+        Capabilities(completions=False, logprobs=None, max_top_logprobs=None, max_stop=5),
+        "Google's OpenAI-compatible endpoint; logprobs depend on the model",
+    ),
+    "mistral": ProviderInfo(
+        "openai", "https://api.mistral.ai/v1", "MISTRAL_API_KEY",
+        Capabilities(completions=False, logprobs=False, max_top_logprobs=0, seed=False),
+        "no logprobs: sampled replicates",
+    ),
+    "deepseek": ProviderInfo(
+        "openai", "https://api.deepseek.com/v1", "DEEPSEEK_API_KEY",
+        Capabilities(completions=False, max_top_logprobs=20, n=False, seed=False),
+        "deepseek-reasoner: no logprobs",
+    ),
+    "xai": ProviderInfo(
+        "openai", "https://api.x.ai/v1", "XAI_API_KEY",
+        Capabilities(completions=False, logprobs=None, max_top_logprobs=None),
+    ),
+    "bedrock": ProviderInfo(
+        "openai", None, None, _UNKNOWN_LOGPROBS,
+        "through an OpenAI-compatible gateway (LiteLLM's proxy, Bedrock Access Gateway)",
+        url_hint="bedrock/ models are reached through an OpenAI-compatible gateway (Bedrock's "
+        "own API is not OpenAI's): run one, e.g. LiteLLM's proxy, and give its address with "
+        "--base-url and its key with --api-key-env",
     ),
     "together": ProviderInfo(
         "openai", "https://api.together.xyz/v1", "TOGETHER_API_KEY",
@@ -117,6 +166,71 @@ KNOWN_PROVIDERS: dict[str, ProviderInfo] = {
         "local/smollm2 or local/PATH.gguf; needs the [local] extra; one process",
     ),
 }  # fmt: skip
+
+
+PLUGIN_GROUP = "biasaudit.providers"
+"""The entry-point group a package registers providers in: each entry is named after the
+provider (``echo = "my_package:PLUGIN"``) and points at a :class:`ProviderPlugin`."""
+
+
+@dataclass(frozen=True)
+class ProviderPlugin:
+    """A provider another package adds (entry point group :data:`PLUGIN_GROUP`).
+
+    Without ``build`` it is an OpenAI-compatible host: requests go to ``base_url``
+    (or the ``--base-url`` given) with the key in ``key_env``, and ``capabilities``
+    say what the endpoint can do. With ``build``, ``build(model, base_url=...,
+    api_key=..., max_connections=..., headers=...)`` returns the
+    :class:`Provider` itself (its own API, or none).
+    """
+
+    capabilities: Capabilities = _UNKNOWN_LOGPROBS
+    base_url: str | None = None
+    key_env: str | None = None
+    note: str = ""
+    build: Callable[..., Provider] | None = None
+
+
+@functools.cache
+def provider_plugins() -> dict[str, tuple[ProviderPlugin | BaseException, str]]:
+    """Every provider plugin installed: its name -> (the plugin, or why it could not be
+    loaded; the package that declared it). Built-in names are not overridden."""
+    from importlib.metadata import entry_points
+
+    found: dict[str, tuple[ProviderPlugin | BaseException, str]] = {}
+    for entry in sorted(entry_points(group=PLUGIN_GROUP), key=lambda e: e.name):
+        package = entry.dist.name if entry.dist is not None else entry.value
+        try:
+            plugin = entry.load()
+            if not isinstance(plugin, ProviderPlugin):
+                raise TypeError(f"{entry.value} is a {type(plugin).__name__}, not a ProviderPlugin")
+        except Exception as error:  # a broken plugin is named, never a traceback
+            found[entry.name] = (error, package)
+            continue
+        found[entry.name] = (plugin, package)
+    return found
+
+
+def _plugin_info(name: str) -> tuple[ProviderInfo, ProviderPlugin] | None:
+    """The plugin called ``name`` as a :class:`ProviderInfo`, or None.
+
+    Raises
+    ------
+    UnknownProviderError
+        The plugin is installed but could not be loaded.
+    """
+    found = provider_plugins().get(name)
+    if found is None or name in KNOWN_PROVIDERS:
+        return None
+    plugin, package = found
+    if isinstance(plugin, BaseException):
+        raise UnknownProviderError(
+            f"provider plugin '{name}' (package {package}) could not be loaded: "
+            f"{type(plugin).__name__}: {plugin}"
+        )
+    info = ProviderInfo("openai", plugin.base_url, plugin.key_env, plugin.capabilities,
+                        plugin.note, plugin=package)  # fmt: skip
+    return info, plugin
 
 
 def resolve_model(
@@ -196,8 +310,11 @@ def _build(
             "e.g. openai/gpt-4o-mini or sim/biased"
         )
     info = KNOWN_PROVIDERS.get(provider_name)
+    plugin = None
+    if info is None and (declared := _plugin_info(provider_name)) is not None:
+        info, plugin = declared
     if info is None and base_url is None:
-        known = ", ".join(sorted(KNOWN_PROVIDERS))
+        known = ", ".join(sorted({*KNOWN_PROVIDERS, *provider_plugins()}))
         raise UnknownProviderError(
             f"unknown provider '{provider_name}' (known: {known}); for any other "
             "OpenAI-compatible server give --base-url"
@@ -211,9 +328,18 @@ def _build(
     if info is not None and info.kind == "local":
         return _build_local(model, base_url, info.capabilities, max_connections)
     info = info or ProviderInfo("openai", None, None, _UNKNOWN_LOGPROBS)
-    url = _check_url(base_url or info.base_url, provider_name)
+    if plugin is not None and plugin.build is not None:  # its own API, or none
+        key_env = api_key_env or info.key_env
+        api_key = read_api_key(key_env, provider=provider_name) if key_env and need_key else None
+        return _built_by(plugin, info, model, base_url or info.base_url, api_key,
+                         max_connections, headers)  # fmt: skip
+    own_api = base_url is None  # the provider's own API, at its address or the SDK's variable's
+    if base_url is None and info.base_url_env:
+        base_url = os.environ.get(info.base_url_env) or None
+    url = _check_url(base_url or info.base_url, provider_name, info.url_hint)
     key_env = api_key_env or info.key_env
     api_key = read_api_key(key_env, provider=provider_name) if key_env and need_key else None
+
     if info.kind == "anthropic":
         from biasaudit.providers.anthropic import AnthropicProvider
 
@@ -223,12 +349,14 @@ def _build(
         )  # fmt: skip
     from biasaudit.providers.openai_compatible import OpenAICompatibleProvider
 
+    if info.kind == "azure":
+        url, headers = _azure(url, api_key, headers)
     capabilities = info.capabilities
-    if provider_name == "openai" and base_url is None and not _openai_completions_model(model):
+    if provider_name == "openai" and own_api and not _openai_completions_model(model):
         # OpenAI's own API answers /v1/completions only for its few legacy models;
         # a chat model there gets a 404, so probes must not choose that path.
         capabilities = capabilities.model_copy(update={"completions": False})
-    if provider_name == "openai" and base_url is None and openai_reasoning_model(model):
+    if provider_name == "openai" and own_api and openai_reasoning_model(model):
         capabilities = capabilities.model_copy(update=_OPENAI_REASONING)
     return OpenAICompatibleProvider(
         provider_name,
@@ -237,8 +365,9 @@ def _build(
         api_key=api_key,
         capabilities=capabilities,
         max_connections=max_connections,
-        uses_max_completion_tokens=provider_name == "openai" and base_url is None,
+        uses_max_completion_tokens=provider_name == "openai" and own_api,
         headers=headers,
+        bearer=info.kind != "azure",
     )
 
 
@@ -296,10 +425,61 @@ def _build_local(
     return LocalProvider(model, capabilities=capabilities, max_connections=max_connections)
 
 
-def _check_url(url: str | None, provider_name: str) -> str:
+def _built_by(
+    plugin: ProviderPlugin,
+    info: ProviderInfo,
+    model: str,
+    url: str | None,
+    api_key: str | None,
+    max_connections: int,
+    headers: dict[str, str],
+) -> Provider:
+    assert plugin.build is not None
+    try:
+        provider = plugin.build(model, base_url=url, api_key=api_key,
+                                max_connections=max_connections, headers=headers)  # fmt: skip
+    except Exception as error:
+        raise UnknownProviderError(
+            f"provider plugin (package {info.plugin}) failed to build {model!r}: "
+            f"{type(error).__name__}: {error}"
+        ) from None
+    if not isinstance(provider, Provider):
+        raise UnknownProviderError(
+            f"provider plugin (package {info.plugin}) built a {type(provider).__name__}, "
+            "not a biasaudit Provider"
+        )
+    return provider
+
+
+AZURE_API_VERSION_ENV = "OPENAI_API_VERSION"
+"""The openai SDK's variable for Azure's ``api-version``, which a deployment's URL needs."""
+
+
+def _azure(url: str, api_key: str | None, headers: dict[str, str]) -> tuple[str, dict[str, str]]:
+    """Azure OpenAI: the key in the ``api-key`` header (and no bearer token), and a
+    deployment's URL (``.../openai/deployments/NAME``) with its ``api-version``, from the
+    URL or ``OPENAI_API_VERSION``. The v1 API (``.../openai/v1``) takes none."""
+    parsed = urlparse(url)
+    if "/deployments/" in parsed.path and "api-version=" not in parsed.query:
+        version = os.environ.get(AZURE_API_VERSION_ENV)
+        if not version:
+            raise ConfigurationError(
+                f"an Azure deployment's URL needs its api-version: end --base-url with "
+                f"?api-version=YYYY-MM-DD, set {AZURE_API_VERSION_ENV}, or use the v1 API "
+                "(https://RESOURCE.openai.azure.com/openai/v1), which takes none"
+            )
+        url += ("&" if parsed.query else "?") + f"api-version={version}"
+    found = dict(headers)
+    if api_key:
+        found["api-key"] = api_key
+    return url, found
+
+
+def _check_url(url: str | None, provider_name: str, hint: str | None = None) -> str:
     if url is None:
         raise ConfigurationError(
-            f"{provider_name}/ is a self-hosted server: give its address with "
+            hint
+            or f"{provider_name}/ is a self-hosted server: give its address with "
             "--base-url, e.g. --base-url http://127.0.0.1:8000/v1"
         )
     parsed = urlparse(url)

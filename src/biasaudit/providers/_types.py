@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
+    "DEFAULT_OUTPUT_TOKENS",
     "Capabilities",
     "FirstTokenLogprobs",
     "ModelRequest",
     "ModelResponse",
     "SamplingParams",
     "Usage",
+    "estimate_tokens",
 ]
 
 ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
@@ -251,3 +254,25 @@ class Capabilities(BaseModel):
         "max_tokens. It samples only at temperature 1 and takes no stop sequences. "
         "None: not a reasoning model.",
     )
+
+
+DEFAULT_OUTPUT_TOKENS = 512
+"""The output tokens a request without ``max_tokens`` is counted for, before it runs."""
+_CHARS_PER_TOKEN = 4
+_TOKENS_PER_MESSAGE = 4
+_REPLY_PRIMING_TOKENS = 3
+
+
+def estimate_tokens(request: ModelRequest) -> tuple[int, int]:
+    """(input, output) tokens of one request before it is sent (for the cost estimate
+    and ``--tpm``): the prompt's characters / 4, rounded up (OpenAI's rule of thumb
+    for English), plus 4 per chat message and 3 to prime the reply; output:
+    ``max_tokens`` (``DEFAULT_OUTPUT_TOKENS`` when unset) times ``n``, an upper bound."""
+    if request.messages is not None:
+        chars = sum(len(str(message.get("content", ""))) for message in request.messages)
+        overhead = _TOKENS_PER_MESSAGE * len(request.messages) + _REPLY_PRIMING_TOKENS
+    else:
+        chars, overhead = len(request.prompt or ""), 0
+    params = request.params
+    output = (params.max_tokens or DEFAULT_OUTPUT_TOKENS) * (params.n or 1)
+    return math.ceil(chars / _CHARS_PER_TOKEN) + overhead, output

@@ -93,6 +93,7 @@ class OpenAICompatibleProvider(SDKProvider):
         max_connections: int = 64,
         uses_max_completion_tokens: bool = False,
         headers: Mapping[str, str] | None = None,
+        bearer: bool = True,
     ) -> None:
         self.name, self.model = name, model
         self._endpoint = EndpointURL(base_url)
@@ -106,6 +107,8 @@ class OpenAICompatibleProvider(SDKProvider):
         self._http: Any = None
         self._batcher: PromptBatcher | None = None
         self._templates: dict[tuple[str, float], Any] = {}
+        # False: no "Authorization: Bearer" header (Azure: the key goes in api-key alone).
+        self._bearer = bearer
 
     def __repr__(self) -> str:  # never show the key
         return f"OpenAICompatibleProvider({self.model_id!r}, base_url={self.base_url!r})"
@@ -243,10 +246,14 @@ class OpenAICompatibleProvider(SDKProvider):
         """
         template = self._templates.get((path, timeout))
         if template is None:
-            template = _request_options(client, path, timeout)
+            headers = None if self._bearer else {"Authorization": _omitted()}
+            template = _request_options(client, path, timeout, headers)
             if template is None:  # an SDK without the pieces used here
+                options: dict[str, Any] = {"timeout": timeout}
+                if headers is not None:
+                    options["headers"] = headers
                 return await client.post(
-                    path, cast_to=self._http.Response, body=payload, options={"timeout": timeout}
+                    path, cast_to=self._http.Response, body=payload, options=options
                 )
             self._templates[(path, timeout)] = template
         options = template.model_copy(update={"json_data": payload})
@@ -325,17 +332,28 @@ def _client_class() -> Any:
     return AsyncOpenAI
 
 
-def _request_options(client: Any, path: str, timeout: float) -> Any:
-    """The SDK's request options for a JSON POST to ``path``, as its ``post`` builds them."""
+def _request_options(
+    client: Any, path: str, timeout: float, headers: dict[str, Any] | None = None
+) -> Any:
+    """The SDK's request options for a JSON POST to ``path``, as its ``post`` builds them
+    (with ``headers`` of this request, where given)."""
     try:
         from openai._models import FinalRequestOptions
     except ImportError:
         return None
     base = client.base_url  # the SDK's own join: base URL (ending in "/") + relative path
     url = str(base.copy_with(raw_path=base.raw_path + path.lstrip("/").encode("ascii")))
-    return FinalRequestOptions.construct(
+    options = FinalRequestOptions.construct(
         method="post", url=url, json_data=None, content=None, files=None, timeout=timeout
     )
+    return options if headers is None else options.model_copy(update={"headers": headers})
+
+
+def _omitted() -> Any:
+    """The SDK's marker for a header it must not send (its documented ``Omit``)."""
+    import openai
+
+    return openai.Omit()
 
 
 _SAMPLING_FIELDS = ("temperature", "top_p", "n", "seed", "reasoning_effort")
