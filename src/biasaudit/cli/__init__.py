@@ -232,7 +232,8 @@ def providers() -> None:
         elif name in KNOWN_PROVIDERS:
             cells.append((name, "-", "-", "-", f"plugin of {package}: the built-in name wins"))
         else:
-            info = ProviderInfo("openai", plugin.base_url, plugin.key_env, plugin.capabilities)
+            kind = "plugin" if plugin.build is not None else "openai"
+            info = ProviderInfo(kind, plugin.base_url, plugin.key_env, plugin.capabilities)
             own = "its own API" if plugin.build is not None else "OpenAI-compatible"
             note = f"plugin of {package} ({own})" + (f"; {plugin.note}" if plugin.note else "")
             cells.append(row(name, info, note))
@@ -737,7 +738,11 @@ def _add_run_commands() -> None:
 _add_run_commands()
 
 
-_NO_URL = {"sim": "(offline, in-process)", "local": "(starts its own llama.cpp server)"}
+_NO_URL = {
+    "sim": "(offline, in-process)",
+    "local": "(starts its own llama.cpp server)",
+    "plugin": "(the plugin's own)",
+}
 
 
 def _human_bytes(size: float) -> str:
