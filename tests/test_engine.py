@@ -286,3 +286,17 @@ def test_tpm_holds_the_estimated_tokens_of_a_run_to_the_rate(cache: ResponseCach
     results = collect(engine, requests)
     assert all(r.ok for r in results)
     assert 0.4 <= sum(slept) <= 0.55
+
+
+def test_an_endpoint_that_answers_few_at_once_gets_no_more_in_flight(
+    cache: ResponseCache,
+) -> None:
+    """A provider that declares ``answers_at_once`` (a local server: one each) is never
+    sent more, whatever --concurrency says: the progress line's "in flight" and each
+    request's latency are then the endpoint's own, not a queue's."""
+    provider = FakeProvider(delay=0.005)
+    provider.answers_at_once = 2
+    engine = Engine(provider, cache, EngineSettings(concurrency=16))
+    collect(engine, [chat(f"q{i}", f"{i}") for i in range(30)])
+    assert provider.max_in_flight == 2
+    assert engine.stats.concurrency_limit == 2

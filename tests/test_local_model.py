@@ -102,7 +102,7 @@ def test_local_path_model_is_keyed_on_the_file_hash_and_runs_in_one_process(
     "outcome",
     [subprocess.TimeoutExpired("python", 60), subprocess.CompletedProcess([], 0, "not json", "")],
 )
-def test_a_chat_template_that_cannot_be_read_is_a_configuration_error(
+def test_metadata_that_cannot_be_read_is_a_configuration_error(
     fake_gguf: Path, monkeypatch: pytest.MonkeyPatch, outcome: object
 ) -> None:
     """A child that hangs or answers nonsense: a clean error naming the file, no traceback."""
@@ -115,7 +115,7 @@ def test_a_chat_template_that_cannot_be_read_is_a_configuration_error(
     monkeypatch.setattr(local, "_require_llama_cpp", lambda: None)
     monkeypatch.setattr(subprocess, "run", run)
     provider = resolve_model(f"local/{fake_gguf}")
-    with pytest.raises(ConfigurationError, match=r"reading the chat template of .*tiny\.gguf"):
+    with pytest.raises(ConfigurationError, match=r"reading the metadata of .*tiny\.gguf"):
         provider.chat_template()
 
 
@@ -509,3 +509,66 @@ def wait_for_answers(biasaudit: subprocess.Popen[str], runs: Path) -> psutil.Pro
     children = psutil.Process(biasaudit.pid).children()
     [server] = [p for p in children if "llama_cpp.server" in p.cmdline()]
     return server
+
+
+# --- the servers' settings --------------------------------------------------------------
+
+
+def test_server_settings_come_from_a_spec_s_local_group_or_flags(
+    fake_gguf: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from biasaudit.spec import parse_spec
+
+    spec = parse_spec({"task": "ruted", "model": f"local/{fake_gguf}",
+                       "local": {"n_ctx": 8192, "n_threads": 3, "parallel": 2}})  # fmt: skip
+    provider = spec.resolve_provider()
+    assert isinstance(provider, local.LocalProvider)
+    assert provider.server_options == {"n_ctx": 8192, "n_threads": 3, "parallel": 2}
+    assert provider.answers_at_once == 2
+    # Unset: the model's own context (its metadata), the cores shared among the servers.
+    monkeypatch.setattr(local.LocalProvider, "_read_metadata",
+                        lambda self: {"context_length": 16384})  # fmt: skip
+    monkeypatch.setattr(local.os, "cpu_count", lambda: 8)
+    found = parse_spec({"task": "ruted", "model": f"local/{fake_gguf}", "parallel": 2})
+    assert found.resolve_provider().server_options == {  # type: ignore[attr-defined]
+        "n_ctx": 16384,
+        "n_threads": 4,
+        "parallel": 2,
+    }
+    monkeypatch.setattr(local.LocalProvider, "_read_metadata", lambda self: {})
+    fallback = parse_spec({"task": "ruted", "model": f"local/{fake_gguf}"}).resolve_provider()
+    assert fallback.server_options["n_ctx"] == local.DEFAULT_N_CTX  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [({"model": "sim/fair", "n_ctx": 4096}, "n_ctx sets up a local/ model's server; sim/fair"),
+     ({"model": "local/smollm2", "local": {"threads": 2}}, "local: unknown setting 'threads'"),
+     ({"model": "local/smollm2", "parallel": 0}, "field 'parallel'")],
+)  # fmt: skip
+def test_server_settings_that_cannot_hold_are_named(fields: dict[str, Any], message: str) -> None:
+    from biasaudit.errors import UsageError
+    from biasaudit.spec import parse_spec
+
+    with pytest.raises(UsageError, match=message):
+        parse_spec({"task": "ruted", **fields})
+
+
+@needs_local_model
+def test_two_servers_answer_at_once_with_the_model_s_own_context(tmp_path: Path) -> None:
+    (tmp_path / "jobs.yaml").write_text(TINY_JOBS)
+    (tmp_path / "names.csv").write_text(TINY_NAMES)
+    result = CliRunner().invoke(
+        cli,
+        ["run", "resume-screening", "--model", "local/smollm2", "--parallel", "2",
+         "--resumes", str(tmp_path / "jobs.yaml"), "--names", str(tmp_path / "names.csv"),
+         "--names-per-group", "2", "--runs-dir", str(tmp_path / "runs"), "--no-report"],
+        catch_exceptions=False,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    run_dir = Path(result.stdout.strip().splitlines()[-1].removeprefix("run: "))
+    endpoint = read_manifest(run_dir).endpoint
+    # SmolLM2 was trained for 8,192 tokens: a whole OpenAssistant answer fits.
+    assert endpoint["servers_started"]["n_ctx"] == 8192
+    assert endpoint["servers_started"]["parallel"] == 2
+    assert not server_processes()

@@ -357,7 +357,8 @@ class Engine:
         for pair in todo:
             queue.put_nowait(pair)
         results: asyncio.Queue[RequestResult | BaseException] = asyncio.Queue()
-        limit = self._limit_here = _AdaptiveLimit(min(settings.concurrency, len(todo)))
+        most = self.provider.answers_at_once or settings.concurrency
+        limit = self._limit_here = _AdaptiveLimit(min(settings.concurrency, most, len(todo)))
         total = limit.limit + self._limit_elsewhere
         self.stats.concurrency_limit = self.stats.lowest_concurrency_limit = total
         throttler = _Pace.of(settings, self._sleep)

@@ -121,6 +121,26 @@ class RunOptions(BaseModel):
     rpm: float | None = Field(
         None, gt=0.0, le=1e7, allow_inf_nan=False, description="Most requests per minute."
     )
+    n_ctx: Annotated[int | None, Flag(name="--n-ctx", metavar="TOKENS")] = Field(
+        None,
+        ge=256,
+        le=1 << 20,
+        description="local/ models: the server's context in tokens [default: the model's own].",
+    )
+    n_threads: Annotated[int | None, Flag(name="--threads")] = Field(
+        None,
+        ge=1,
+        le=1024,
+        description="local/ models: threads per server [default: the machine's cores, shared "
+        "among the servers].",
+    )
+    parallel: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="local/ models: servers to start, each answering one request at a time "
+        "(each holds the model in memory).",
+    )
     tpm: float | None = Field(
         None,
         gt=0.0,
@@ -198,6 +218,34 @@ class RunOptions(BaseModel):
             found["model"] = model
         return found
 
+    @model_validator(mode="before")
+    @classmethod
+    def _local_mapping(cls, data: Any) -> Any:
+        # A spec's `local: {n_ctx, n_threads, parallel}` is these fields, grouped.
+        if isinstance(data, dict) and isinstance(data.get("local"), dict):
+            data = dict(data)
+            group = data.pop("local")
+            unknown = sorted(set(group) - {"n_ctx", "n_threads", "parallel"})
+            if unknown:
+                raise ValueError(
+                    f"local: unknown setting {unknown[0]!r} (n_ctx, n_threads, parallel)"
+                )
+            for name, value in group.items():
+                data.setdefault(name, value)
+        return data
+
+    @model_validator(mode="after")
+    def _local_only(self) -> Self:
+        given = [name for name in ("n_ctx", "n_threads") if getattr(self, name) is not None]
+        given += ["parallel"] if self.parallel != 1 else []
+        models = self.model_names
+        if given and not all(m.startswith("local/") for m in models):
+            other = next(m for m in models if not m.startswith("local/"))
+            raise ValueError(
+                f"{given[0]} sets up a local/ model's server; {other} is not a local/ model"
+            )
+        return self
+
     @field_validator("base_url", mode="before")
     @classmethod
     def _one_url_is_a_string(cls, value: Any) -> Any:
@@ -255,6 +303,7 @@ class RunOptions(BaseModel):
             max_connections=self.concurrency,
             need_key=not self.replay if need_key is None else need_key,
             headers=self.headers,
+            local={"n_ctx": self.n_ctx, "n_threads": self.n_threads, "parallel": self.parallel},
         )
 
     def engine_settings(self) -> EngineSettings:

@@ -56,7 +56,7 @@ from typing import Literal
 from biasaudit.errors import UsageError
 from biasaudit.probes._continuation import continuation_logprob
 from biasaudit.probes._generation import choices_for, replicate_requests
-from biasaudit.probes._pointwise import canonical_label
+from biasaudit.probes._pointwise import canonical_label, top_logprobs_for
 from biasaudit.probes._pronouns import Gender
 from biasaudit.providers import Capabilities, ModelRequest, ModelResponse, SamplingParams
 
@@ -209,7 +209,7 @@ class NextWordProbe:
         endpoint echoes prompts with logprobs, takes legacy completions
         logprobs where it has completions, chat logprobs otherwise, and sampled
         first words where it gives no logprobs. ``top_logprobs`` defaults to
-        20, or what the endpoint allows.
+        20, or what the endpoint allows; one given is asked for as it is.
 
         Raises
         ------
@@ -230,8 +230,7 @@ class NextWordProbe:
             path = "continuation"
         else:
             path = "completions" if capabilities.completions else "chat"
-        wanted = top_logprobs or _MAX_TOP_LOGPROBS
-        top = min(wanted, capabilities.max_top_logprobs or _MAX_TOP_LOGPROBS)
+        top = top_logprobs_for(capabilities, top_logprobs, _MAX_TOP_LOGPROBS)
         return cls(
             path,
             top_logprobs=top,

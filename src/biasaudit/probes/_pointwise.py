@@ -68,6 +68,29 @@ _MAX_TOP_LOGPROBS = 20  # what OpenAI and vLLM's default allow
 # label; more alternatives cost response size (measured: 20 instead of 5 makes a
 # loopback audit a third slower) for mass that is almost always negligible.
 _MIN_TOP_LOGPROBS = 10
+
+
+def top_logprobs_for(capabilities: Capabilities, given: int | None, default: int) -> int:
+    """The alternatives a probe asks for: ``given`` as it is, where the endpoint gives that
+    many (one of unknown make is tried: llama.cpp gives more than 20), else ``default``
+    capped at what the endpoint gives (and at 20, which every host with logprobs gives).
+
+    Raises
+    ------
+    UsageError
+        ``given`` is above the most the endpoint is known to give.
+    """
+    most = capabilities.max_top_logprobs
+    if given is not None:
+        if most is not None and given > most:
+            raise UsageError(
+                f"this endpoint gives at most {most} top logprobs; --top-logprobs {given} "
+                "asks for more"
+            )
+        return given
+    return min(default, _MAX_TOP_LOGPROBS, most or _MAX_TOP_LOGPROBS)
+
+
 # Enough for "Yes." or "4/5" when sampling; the label is the first word.
 _SAMPLE_MAX_TOKENS = 3
 _FIRST_WORD = re.compile(r"[^\W_]+")
@@ -185,7 +208,8 @@ class PointwiseProbe:
         to give no logprobs (or no alternatives); an endpoint of unknown make
         is tried with logprobs, and a run it refuses stops with a message
         naming ``--scoring samples``. ``top_logprobs`` defaults to three per
-        label, at least 10, at most what the endpoint allows (and 20).
+        label, at least 10, at most what the endpoint allows (and 20); one given
+        is asked for as it is (:func:`top_logprobs_for`).
         ``scoring="continuation"`` is never chosen by ``auto`` (it costs one
         request per label) and needs ``template``.
 
@@ -193,7 +217,8 @@ class PointwiseProbe:
         ------
         UsageError
             ``scoring="logprobs"`` for an endpoint known to give none;
-            ``"continuation"`` for one without legacy completions or logprobs.
+            ``"continuation"`` for one without legacy completions or logprobs;
+            ``top_logprobs`` above what the endpoint gives.
         """
         no_logprobs = capabilities.logprobs is False or capabilities.max_top_logprobs == 0
         if scoring == "logprobs" and no_logprobs:
@@ -206,8 +231,8 @@ class PointwiseProbe:
                 )
             return cls(labels, path="continuation", template=template)
         path: ScoringPath = "samples" if scoring == "samples" or no_logprobs else "logprobs"
-        wanted = top_logprobs or max(_MIN_TOP_LOGPROBS, 3 * len(labels))
-        top = min(wanted, _MAX_TOP_LOGPROBS, capabilities.max_top_logprobs or _MAX_TOP_LOGPROBS)
+        default = max(_MIN_TOP_LOGPROBS, 3 * len(labels))
+        top = top_logprobs_for(capabilities, top_logprobs, default)
         return cls(labels, path=path, samples=samples, temperature=temperature, top_logprobs=top)
 
     @property

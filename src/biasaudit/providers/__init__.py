@@ -241,8 +241,12 @@ def resolve_model(
     max_connections: int = 64,
     need_key: bool = True,
     headers: Mapping[str, str] | None = None,
+    local: Mapping[str, int | None] | None = None,
 ) -> Provider:
     """Build the provider for ``provider/model``.
+
+    ``local`` sets up a ``local/`` model's servers (``n_ctx``, ``n_threads``,
+    ``parallel``: :class:`~biasaudit.providers.local.LocalProvider`).
 
     Several base URLs are replicas of one self-hosted model (:mod:`.replicas`).
     ``headers`` go with every request; a value ``$NAME`` is read from the
@@ -270,6 +274,9 @@ def resolve_model(
             ),
         )  # fmt: skip
     extra = read_headers(headers, need_values=need_key)
+    if model_id.startswith("local/"):
+        return _build_local(model_id.partition("/")[2], base_url, KNOWN_PROVIDERS["local"]
+                            .capabilities, max_connections, local or {}, bool(extra))  # fmt: skip
     provider = _build(model_id, base_url, api_key_env, max_connections, need_key, extra)
     # Without a spec the engine runs no worker processes: each would start a local
     # model's server of its own, and that server computes one request at a time.
@@ -413,8 +420,19 @@ def openai_reasoning_model(model: str) -> bool:
 
 
 def _build_local(
-    model: str, base_url: str | None, capabilities: Capabilities, max_connections: int
+    model: str,
+    base_url: str | None,
+    capabilities: Capabilities,
+    max_connections: int,
+    settings: Mapping[str, int | None] = {},
+    headers: bool = False,
 ) -> Provider:
+    if headers:
+        raise ConfigurationError("local/ models send no HTTP requests: no --header")
+    if not model:
+        raise UnknownProviderError(
+            "model 'local/' must be written local/smollm2 or local/PATH.gguf"
+        )
     if base_url is not None:
         raise ConfigurationError(
             "local/ models start their own server, so --base-url has no place here; "
@@ -422,7 +440,11 @@ def _build_local(
         )
     from biasaudit.providers.local import LocalProvider
 
-    return LocalProvider(model, capabilities=capabilities, max_connections=max_connections)
+    return LocalProvider(
+        model, capabilities=capabilities, max_connections=max_connections,
+        n_ctx=settings.get("n_ctx"), n_threads=settings.get("n_threads"),
+        parallel=settings.get("parallel") or 1,
+    )  # fmt: skip
 
 
 def _built_by(

@@ -50,6 +50,10 @@ class Provider(ABC):
     base_url: str | None = None
     capabilities: Capabilities = Capabilities()
     simulated: bool = False
+    # Most requests the endpoint answers at once, where it is known to be few (local
+    # servers: one each). The engine keeps no more in flight, so a request's latency and
+    # the progress line's "in flight" are the endpoint's, not a queue's. None: no limit.
+    answers_at_once: int | None = None
     # The resolve_model() arguments that rebuild this provider in a worker
     # process (never a key: workers read keys from the environment).
     spec: dict[str, Any] | None = None

@@ -42,7 +42,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Literal
 
 import httpx
 
@@ -65,23 +64,28 @@ STARTUP_TIMEOUT_S = 120.0
 _STOP_GRACE_S = 5.0
 _LOG_TAIL_LINES = 15
 _TEMPLATE_TIMEOUT_S = 60.0
-# Run in a child process: prints the GGUF file's chat template and BOS/EOS texts as JSON.
-_READ_TEMPLATE = """
+# Run in a child process: prints the GGUF file's chat template, BOS/EOS texts and the
+# context it was trained for (its metadata's ``<architecture>.context_length``) as JSON.
+_READ_METADATA = """
 import json, sys
 from llama_cpp import Llama
 model = Llama(model_path=sys.argv[1], vocab_only=True, verbose=False)
 def text(token):
     return model._model.token_get_text(token) if token != -1 else ""
+meta = model.metadata
+arch = meta.get("general.architecture", "")
 print(json.dumps({
-    "source": model.metadata.get("tokenizer.chat_template"),
+    "source": meta.get("tokenizer.chat_template"),
     "bos": text(model.token_bos()),
     "eos": text(model.token_eos()),
+    "context_length": meta.get(arch + ".context_length"),
 }))
 """
-# The server computes one request at a time; more in flight only queue inside it,
+DEFAULT_N_CTX = 4096
+"""The context a server gets where neither ``n_ctx`` nor the model's metadata says one."""
+# One server computes one request at a time; more in flight only queue inside it,
 # where the wait counts against each request's timeout. (Measured: 2 in flight
-# answer no faster than 1.)
-_IN_FLIGHT = 1
+# answer no faster than 1.) ``parallel`` servers answer that many at once.
 
 
 class BundledModel:
@@ -168,6 +172,12 @@ class LocalProvider(Provider):
         Size of the HTTP connection pool of the inner OpenAI-compatible provider.
     startup_timeout:
         Seconds the server may take to load the model and answer.
+    n_ctx:
+        The servers' context in tokens [default: the model's own, from its metadata].
+    n_threads:
+        Threads per server [default: the machine's cores, shared among the servers].
+    parallel:
+        Servers to start, each answering one request at a time (each holds the model).
     """
 
     name = "local"
@@ -179,21 +189,29 @@ class LocalProvider(Provider):
         capabilities: Capabilities,
         max_connections: int = 64,
         startup_timeout: float = STARTUP_TIMEOUT_S,
+        n_ctx: int | None = None,
+        n_threads: int | None = None,
+        parallel: int = 1,
     ) -> None:
+        if parallel < 1 or (n_ctx is not None and n_ctx < 1) or (n_threads or 1) < 1:
+            raise ConfigurationError("local/: n_ctx, n_threads and parallel must be at least 1")
         self.model = model
         self.gguf = locate_gguf(model)
         self.sha256 = gguf_sha256(self.gguf)
         self.base_url = None  # the server's URL is known once it runs: see server_url
         self.capabilities = capabilities
         self.version = f"{self.gguf.name}@sha256:{self.sha256}"
+        self.answers_at_once = parallel
+        self._n_ctx, self._n_threads, self._parallel = n_ctx, n_threads, parallel
         self._max_connections = max_connections
         self._startup_timeout = startup_timeout
-        self._server: LlamaServer | None = None
-        self._inner: OpenAICompatibleProvider | None = None
+        self._servers: list[LlamaServer] = []
+        self._inners: list[OpenAICompatibleProvider] = []
+        self._idle: asyncio.Queue[OpenAICompatibleProvider] | None = None
         self._start_error: ProviderError | None = None
         self._starting = asyncio.Lock()
-        self._in_flight = asyncio.Semaphore(_IN_FLIGHT)
-        self._chat_template: ModelChatTemplate | Literal[False] | None = None
+        self._metadata: dict[str, object] | None = None
+        self._started_with: dict[str, int] = {}
 
     def __repr__(self) -> str:
         return f"LocalProvider({self.model_id!r}, gguf={str(self.gguf)!r})"
@@ -204,30 +222,42 @@ class LocalProvider(Provider):
 
     @property
     def server_url(self) -> str | None:
-        """The running server's ``.../v1`` root, or ``None`` before the first request."""
-        return self._inner.base_url if self._inner is not None else None
+        """The (first) running server's ``.../v1`` root, or ``None`` before the first request."""
+        return self._inners[0].base_url if self._inners else None
 
-    def chat_template(self) -> ModelChatTemplate | None:
-        """The GGUF file's own chat template (``tokenizer.chat_template``) with its BOS and
-        EOS texts, read by llama-cpp-python in a child process (it loads the vocabulary
-        only, and its log lines stay there); None where the file has none.
+    @property
+    def server_options(self) -> dict[str, int]:
+        """What each server is started with: ``n_ctx`` (given, else the model's own
+        context), ``n_threads`` (given, else the cores shared among the servers) and the
+        number of servers, ``parallel``. Reads the model's metadata where needed."""
+        n_ctx = self._n_ctx
+        if n_ctx is None:
+            own = str(self._read_metadata().get("context_length") or "")  # GGUF gives text
+            n_ctx = int(own) if own.isdigit() and int(own) > 0 else DEFAULT_N_CTX
+        threads = self._n_threads or max(1, (os.cpu_count() or 1) // self._parallel)
+        return {"n_ctx": n_ctx, "n_threads": threads, "parallel": self._parallel}
+
+    def _read_metadata(self) -> dict[str, object]:
+        """The GGUF file's chat template, BOS and EOS texts and trained context, read by
+        llama-cpp-python in a child process (it loads the vocabulary only, and its log
+        lines stay there).
 
         Raises
         ------
         ConfigurationError
             llama-cpp-python is not installed, or cannot read the file.
         """
-        if self._chat_template is None:
+        if self._metadata is None:
             _require_llama_cpp()
             try:
                 done = subprocess.run(
-                    [sys.executable, "-c", _READ_TEMPLATE, str(self.gguf)],
+                    [sys.executable, "-c", _READ_METADATA, str(self.gguf)],
                     capture_output=True, text=True, timeout=_TEMPLATE_TIMEOUT_S, check=False,
                 )  # fmt: skip
             except subprocess.TimeoutExpired:
                 raise ConfigurationError(
-                    f"reading the chat template of {self.gguf}: no answer in "
-                    f"{_TEMPLATE_TIMEOUT_S:g} s (give --chat-template)"
+                    f"reading the metadata of {self.gguf}: no answer in "
+                    f"{_TEMPLATE_TIMEOUT_S:g} s (give --chat-template and --n-ctx)"
                 ) from None
             tail = " ".join(done.stderr.strip().splitlines()[-2:])
             try:
@@ -235,59 +265,93 @@ class LocalProvider(Provider):
             except ValueError:
                 found = None
             if not isinstance(found, dict):
-                raise ConfigurationError(f"reading the chat template of {self.gguf}: {tail}")
-            self._chat_template = (
-                ModelChatTemplate(found["source"], found["bos"], found["eos"])
-                if found["source"]
-                else False
-            )
-        return self._chat_template or None
+                raise ConfigurationError(f"reading the metadata of {self.gguf}: {tail}")
+            self._metadata = found
+        return self._metadata
+
+    def chat_template(self) -> ModelChatTemplate | None:
+        """The GGUF file's own chat template (``tokenizer.chat_template``) with its BOS and
+        EOS texts (:meth:`_read_metadata`); None where the file has none.
+
+        Raises
+        ------
+        ConfigurationError
+            llama-cpp-python is not installed, or cannot read the file.
+        """
+        found = self._read_metadata()
+        source = found.get("source")
+        if not isinstance(source, str) or not source:
+            return None
+        return ModelChatTemplate(source, str(found.get("bos", "")), str(found.get("eos", "")))
 
     async def complete(self, request: ModelRequest, *, timeout: float) -> ModelResponse:
-        inner = await self._ready()
-        async with self._in_flight:
+        idle = await self._ready()
+        inner = await idle.get()  # a server of its own: none answers two at once
+        try:
             response = await inner.complete(request, timeout=timeout)
+        finally:
+            idle.put_nowait(inner)
         return response.model_copy(update={"model_version": self.version})
 
-    async def _ready(self) -> OpenAICompatibleProvider:
-        """Start the server on the first call; later calls (and concurrent ones) reuse it."""
+    async def _ready(self) -> asyncio.Queue[OpenAICompatibleProvider]:
+        """Start the servers on the first call (at once); later calls reuse them."""
         async with self._starting:
             if self._start_error is not None:
                 raise self._start_error
-            if self._inner is None:
-                server = LlamaServer(self.gguf, alias=self.model, timeout=self._startup_timeout)
-                self._server = server
+            if self._idle is None:
+                options = await asyncio.to_thread(lambda: self.server_options)
+                servers = [
+                    LlamaServer(self.gguf, alias=self.model, timeout=self._startup_timeout,
+                                n_ctx=options["n_ctx"], n_threads=options["n_threads"])
+                    for _ in range(self._parallel)
+                ]  # fmt: skip
+                self._servers = servers
+                self._started_with = dict(servers[0].options)
                 try:
-                    url = await server.start()
+                    urls = await asyncio.gather(*(server.start() for server in servers))
                 except ProviderError as error:
                     self._start_error = error
+                    for server in servers:
+                        server.stop()
                     raise
-                self._inner = OpenAICompatibleProvider(
-                    self.name, self.model, base_url=url, api_key=None,
-                    capabilities=self.capabilities, max_connections=self._max_connections,
-                )  # fmt: skip
-            return self._inner
+                idle: asyncio.Queue[OpenAICompatibleProvider] = asyncio.Queue()
+                for url in urls:
+                    inner = OpenAICompatibleProvider(
+                        self.name, self.model, base_url=url, api_key=None,
+                        capabilities=self.capabilities, max_connections=self._max_connections,
+                    )  # fmt: skip
+                    self._inners.append(inner)
+                    idle.put_nowait(inner)
+                self._idle = idle
+            return self._idle
 
     def classify(self, error: BaseException) -> ProviderError:
         if isinstance(error, ProviderError):
             return error
-        if self._server is not None and self._server.exited:
+        dead = next((server for server in self._servers if server.exited), None)
+        if dead is not None:
             # Retrying against a dead server cannot help: stop the run and say why.
-            return FatalProviderError(self._server.failure("stopped during the run"))
-        if self._inner is not None:
-            return self._inner.classify(error)
+            return FatalProviderError(dead.failure("stopped during the run"))
+        if self._inners:
+            return self._inners[0].classify(error)
         return super().classify(error)
 
     async def aclose(self) -> None:
-        """Close the connections, then stop the server (if one was started)."""
+        """Close the connections, then stop the servers (those started)."""
         try:
-            if self._inner is not None:
-                await self._inner.aclose()
+            for inner in self._inners:
+                await inner.aclose()
         finally:
-            self._inner = None
-            if self._server is not None:
-                self._server.stop()
-                self._server = None
+            self._inners, self._idle = [], None
+            for server in self._servers:
+                server.stop()
+            self._servers = []
+
+    def run_report(self) -> dict[str, object]:
+        """The servers as they were started (none where the run sent nothing)."""
+        if not self._started_with:
+            return {}
+        return {"servers_started": {**self._started_with, "parallel": self._parallel}}
 
     def describe(self) -> dict[str, object]:
         bundled = BUNDLED_MODELS.get(self.model)
@@ -297,7 +361,12 @@ class LocalProvider(Provider):
             "gguf_sha256": self.sha256,
             "model_version": self.version,
             "server": "llama_cpp.server on a free 127.0.0.1 port, started at the first "
-            "request and stopped with the run (" + " ".join(LlamaServer.OPTIONS) + ")",
+            "request and stopped with the run",
+            "server_options": {
+                "n_ctx": self._n_ctx or "the model's own",
+                "n_threads": self._n_threads or "the machine's cores, shared",
+                "parallel": self._parallel,
+            },
             "workers": "always 1: one local server per run",
             "note": bundled.note if bundled is not None else "a local GGUF model",
         }
@@ -312,10 +381,17 @@ class LlamaServer:
     ``atexit`` hook until :meth:`stop`.
     """
 
-    OPTIONS = ("--n_ctx", "2048", "--n_threads", "1", "--logits_all", "true")
-
-    def __init__(self, gguf: Path, *, alias: str, timeout: float = STARTUP_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        gguf: Path,
+        *,
+        alias: str,
+        timeout: float = STARTUP_TIMEOUT_S,
+        n_ctx: int = DEFAULT_N_CTX,
+        n_threads: int = 1,
+    ) -> None:
         self.gguf, self.alias, self.timeout = gguf, alias, timeout
+        self.options = {"n_ctx": n_ctx, "n_threads": n_threads}
         self.process: subprocess.Popen[bytes] | None = None
         self.port: int | None = None
         self._log: Path | None = None
@@ -332,7 +408,8 @@ class LlamaServer:
         return [
             sys.executable, "-m", "llama_cpp.server", "--model", str(self.gguf),
             "--model_alias", self.alias, "--host", "127.0.0.1", "--port", str(self.port),
-            *self.OPTIONS,
+            "--n_ctx", str(self.options["n_ctx"]), "--n_threads", str(self.options["n_threads"]),
+            "--n_threads_batch", str(self.options["n_threads"]), "--logits_all", "true",
         ]  # fmt: skip
 
     async def start(self) -> str:

@@ -67,7 +67,11 @@ class AllocationSpec(CandidatesData):
         20, ge=1, le=128, description="Sampled answers per candidate when sampling."
     )
     top_logprobs: int | None = Field(
-        None, ge=1, le=20, description="Alternatives asked for (default: 3 per label, >= 10)."
+        None,
+        ge=1,
+        le=100,
+        description="Alternatives asked for (default: 3 per label, >= 10); above 20 where "
+        "the endpoint gives more (llama.cpp, local/ models).",
     )
     k_max: int = Field(5, ge=1, le=100, description="Selections simulated: k = 1..k_max.")
     headline_k: int = Field(

@@ -53,7 +53,11 @@ class RutedSpec(RunSpec):
         "sampled words.",
     )
     top_logprobs: int | None = Field(
-        None, ge=1, le=20, description="Next-word alternatives asked for [default: 20]."
+        None,
+        ge=1,
+        le=100,
+        description="Next-word alternatives asked for [default: 20]; above 20 where the "
+        "endpoint gives more (llama.cpp, local/ models).",
     )
     mode_collapse: Literal["auto", "on", "off"] = Field(
         "auto",
