@@ -463,3 +463,58 @@ def test_study_gives_the_papers_full_views(tmp_path: Path) -> None:
     mine = result.shapes[result.shapes["model"] == "sim/biased"].set_index("group")
     assert mine.loc["B_M", "skewness"] == pytest.approx(expected.loc["B_M", "skewness"])
     assert mine.loc["B_M", "kurtosis"] == pytest.approx(expected.loc["B_M", "kurtosis"])
+
+
+def write_jobs_task(folder: Path, system: str, *, pairwise: bool) -> Path:
+    """Applicants for two jobs, each row with its job's description (``jd``)."""
+    with open(folder / "applicants.csv", "w", newline="") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(["id", "group", "name", "statement", "score", "job", "jd"])
+        number = 0
+        for job, jd in (("nurse", "Night shifts on a cardiac ward."),
+                        ("welder", "Pipe welding on site.")):  # fmt: skip
+            for group, names in FIRST_NAMES.items():
+                for name, (statement, score) in zip(names[:4], STATEMENTS, strict=False):
+                    number += 1
+                    writer.writerow([f"a{number:02d}", group, name, statement, score, job, jd])
+    method = (
+        f"pairwise:\n  system: '{system}'\n  candidate: '{{name}}: {{statement}}'\n"
+        "  user: \"A:\\n{first}\\n\\nB:\\n{second}\\n\\nWho fits better? Answer A or B.\"\n"
+        if pairwise
+        else f"pointwise:\n  system: '{system}'\n"
+        "  user: \"{name}: {statement}\\nShortlist? Answer Yes or No.\"\n"
+    )
+    spec = folder / "spec.yaml"
+    spec.write_text(
+        "task: allocation\nname: jobs\nmodel: sim/biased\ncandidates: applicants.csv\n"
+        "id_column: id\nname_column: name\nsubtask_column: job\nreference_group: W_M\n"
+        'labels: {"Yes": 1, "No": 0}\n'
+        + ("method: pairwise\npools: 2\n" if pairwise else "")
+        + method
+        + f"runs_dir: {folder / 'runs'}\n"
+    )
+    return spec
+
+
+@pytest.mark.parametrize("pairwise", [False, True])
+def test_a_job_s_own_column_fills_the_system_turn(tmp_path: Path, pairwise: bool) -> None:
+    from biasaudit.kinds.registry import plan_requests
+    from biasaudit.providers import resolve_model
+    from biasaudit.spec import load_spec
+
+    spec = write_jobs_task(tmp_path, "You hire for this job: {jd}", pairwise=pairwise)
+    code, _, err = invoke("run", str(spec), "--no-report")
+    assert code == 0, err
+    requests = plan_requests(load_spec(spec), resolve_model("sim/biased"))
+    systems = {r.messages[0]["content"] for r in requests if r.messages}
+    assert systems == {"You hire for this job: Night shifts on a cardiac ward.",
+                       "You hire for this job: Pipe welding on site."}  # fmt: skip
+
+
+def test_a_candidate_s_own_column_in_a_shared_system_turn_is_named(tmp_path: Path) -> None:
+    spec = write_jobs_task(tmp_path, "Judge {statement}", pairwise=True)
+    code, _, err = invoke("run", str(spec))
+    assert code == 2
+    assert "field 'system': {statement} differs between the candidates shown together" in err
+    assert "put it in 'candidate'" in err and "(jd, job)" in err
+    assert not (tmp_path / "runs").exists()

@@ -177,12 +177,69 @@ class AllocationTask:
         context = set().union(*(set(c) for c in self.context.values())) if self.context else set()
         own = set(self.candidates[0].fields)
         if self.pointwise_prompt is not None:
-            self.pointwise_prompt.check("system", context)
+            # One candidate per prompt: its columns fill the system turn as well.
+            self.pointwise_prompt.check("system", context | own)
             self.pointwise_prompt.check("user", context | own)
         if self.pairwise_prompt is not None:
-            self.pairwise_prompt.check("system", context)
-            self.pairwise_prompt.check("user", context | {"first", "second"})
+            self.check_shared(self.pairwise_prompt, "system", context)
+            self.check_shared(self.pairwise_prompt, "user", context | {"first", "second"})
             self.pairwise_prompt.check("candidate", own)
+
+    def check_shared(
+        self, prompt: PromptTemplate, part: Literal["system", "user"], available: set[str]
+    ) -> None:
+        """Check a turn that shows several candidates at once (pairwise, listwise): it takes
+        ``available`` and the columns every candidate of a subtask shares (a job's text);
+        a column that differs within a subtask is named, with where it belongs.
+
+        Raises
+        ------
+        UsageError
+            An unknown placeholder, or one whose column differs between candidates shown
+            together.
+        """
+        shared = self.shared_columns()
+        differing = sorted((prompt.placeholders(part) - available - shared) & set(self.fields))
+        if differing:
+            raise UsageError(
+                f"{prompt.source}, field '{part}': {{{differing[0]}}} differs between the "
+                f"candidates shown together in one prompt; put it in 'candidate' (each "
+                f"candidate's own text), or use columns shared by a subtask's candidates here"
+                + (f" ({', '.join(sorted(shared))})" if shared else "")
+            )
+        prompt.check(part, available | shared)
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The candidates' columns."""
+        return tuple(self.candidates[0].fields)
+
+    def shared_columns(self) -> set[str]:
+        """The columns whose value is the same for every candidate of each subtask (a job
+        description, say): a prompt that shows several candidates may use them anywhere."""
+        return set(self._shared()[0])
+
+    def shared_fields(self, subtask: str) -> dict[str, str]:
+        """:meth:`shared_columns` with their values in ``subtask``."""
+        return self._shared()[1].get(subtask, {})
+
+    def _shared(self) -> tuple[tuple[str, ...], dict[str, dict[str, str]]]:
+        memo: tuple[tuple[str, ...], dict[str, dict[str, str]]] | None = self.__dict__.get(
+            "_shared_memo"
+        )
+        if memo is None:
+            memo = self._find_shared()
+            object.__setattr__(self, "_shared_memo", memo)  # a frozen task: computed once
+        return memo
+
+    def _find_shared(self) -> tuple[tuple[str, ...], dict[str, dict[str, str]]]:
+        found = set(self.fields)
+        firsts: dict[str, Candidate] = {}
+        for candidate in self.candidates:
+            first = firsts.setdefault(candidate.subtask, candidate)
+            found = {f for f in found if candidate.fields.get(f) == first.fields.get(f)}
+        values = {sub: {f: first.fields[f] for f in found} for sub, first in firsts.items()}
+        return tuple(sorted(found)), values
 
     def prompt(self, method: Literal["pointwise", "pairwise"]) -> PromptTemplate:
         """The prompt of ``method``; raises if the task has none."""
@@ -207,6 +264,7 @@ class AllocationTask:
         """The messages that compare two candidates, ``first`` shown first."""
         prompt = self.prompt("pairwise")
         fields = {
+            **self.shared_fields(first.subtask),
             **self._context(first),
             "first": prompt.block(first.fields),
             "second": prompt.block(second.fields),

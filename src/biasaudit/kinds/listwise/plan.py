@@ -66,6 +66,10 @@ class ListwisePlan:
         capabilities: Capabilities,
     ) -> None:
         self.task, self.spec, self.prompt = task, spec, prompt
+        context = set().union(*(set(c) for c in task.context.values())) if task.context else set()
+        task.check_shared(prompt, "system", context)
+        task.check_shared(prompt, "user", context | {"candidates", "instruction"})
+        prompt.check("candidate", set(task.fields) | {"label"})
         self.pools = draw_pools(task, spec)
         size = len(self.pools[0].members)
         if size > len(string.ascii_uppercase):
@@ -107,7 +111,8 @@ class ListwisePlan:
         example = ", ".join(self.labels[: min(3, len(self.labels))]) + ", ..."
         instruction = INSTRUCTIONS[self.spec.listwise].format(noun=noun, example=example)
         context = self.task.context.get(pool.subtask, {})
-        fields = {**context, "candidates": "\n\n".join(blocks), "instruction": instruction}
+        fields = {**self.task.shared_fields(pool.subtask), **context,
+                  "candidates": "\n\n".join(blocks), "instruction": instruction}  # fmt: skip
         return self.prompt.messages(fields)
 
     def annotate(self, result: RequestResult) -> dict[str, Any]:
