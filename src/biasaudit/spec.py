@@ -17,6 +17,7 @@ A bad spec fails before anything is sent, naming the field at fault.
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeVar, get_args
@@ -102,8 +103,9 @@ AuditSpec = RunSpec
 
 
 def relative_path(value: str, folder: Path) -> str:
-    """``value`` as a path from ``folder`` unless it is absolute."""
-    return value if Path(value).is_absolute() else str(folder / value)
+    """``value`` as a path from ``folder`` unless it is absolute, without ``..`` steps
+    (``specs/../runs`` is ``runs``: what every message then shows)."""
+    return value if Path(value).is_absolute() else os.path.normpath(folder / value)
 
 
 def parse_spec(data: Mapping[str, Any], *, source: str = "spec") -> AuditSpec:

@@ -69,6 +69,12 @@ def _name(metrics: AllocationMetrics, group: str) -> str:
     return metrics.group_names.get(group) or group
 
 
+def _named(metrics: AllocationMetrics, group: str) -> str:
+    """``White male (W_M)``; the code alone where the group has no other name."""
+    name = _name(metrics, group)
+    return group if name == group else f"{name} ({group})"
+
+
 def _plural(metrics: AllocationMetrics, group: str) -> str:
     name = _name(metrics, group)
     return f"{name} candidates" if name != group else f"candidates of group {group}"
@@ -108,8 +114,8 @@ def _headlines(metrics: AllocationMetrics) -> Section:
     k = headline_k(metrics)
     blocks: list[Any] = [
         Paragraph(
-            f"Each group against the reference group, {_name(metrics, metrics.reference_group)} "
-            f"({metrics.reference_group}), when the model's scores pick the top {k} of each pool. "
+            f"Each group against the reference group, {_named(metrics, metrics.reference_group)}, "
+            f"when the model's scores pick the top {k} of each pool. "
             "ΔDP compares selection rates; ΔEO compares them among qualified candidates; RABBI "
             "(rank-biserial correlation, -1 to +1) says how often a group's scores rank above "
             "the reference's."
@@ -149,7 +155,7 @@ def _headlines(metrics: AllocationMetrics) -> Section:
 def _group_figure(metrics: AllocationMetrics) -> Figure:
     k = headline_k(metrics)
     groups = list(metrics.groups)
-    labels = [f"{_name(metrics, g)} ({g})" if _name(metrics, g) != g else g for g in groups]
+    labels = [_named(metrics, g) for g in groups]
     figures = [metrics.groups[g] for g in groups]
 
     def series(name: str, values: list[Any], bounds: list[Any], scale: float) -> Series:
@@ -457,7 +463,7 @@ def _method_rows(metrics: AllocationMetrics) -> list[tuple[str, str]]:
     counts = metrics.candidates
     return [
         ("probe and scoring path", f"{scoring.describe()} [path: {scoring.path}]"),
-        ("reference group", f"{metrics.reference_group} {_name(metrics, metrics.reference_group)}"),
+        ("reference group", _named(metrics, metrics.reference_group)),
         (
             "sample sizes",
             f"{counts.total} candidates ({counts.scored} scored) in "

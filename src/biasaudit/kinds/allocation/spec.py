@@ -18,7 +18,7 @@ from biasaudit.kinds.candidates.spec import (
     QualifiedSpec,
     ResumeData,
 )
-from biasaudit.spec import MAX_ROUNDS
+from biasaudit.spec import MAX_ROUNDS, relative_path
 
 __all__ = [
     "AllocationSpec",
@@ -44,7 +44,7 @@ class AllocationSpec(CandidatesData):
         for key in ("pointwise", "pairwise"):
             prompt = resolved.get(key)
             if isinstance(prompt, dict) and isinstance(prompt.get("file"), str):
-                resolved[key] = {**prompt, "file": str(folder / prompt["file"])}
+                resolved[key] = {**prompt, "file": relative_path(prompt["file"], folder)}
         return resolved
 
     method: Method = Field(
