@@ -518,3 +518,18 @@ def test_a_candidate_s_own_column_in_a_shared_system_turn_is_named(tmp_path: Pat
     assert "field 'system': {statement} differs between the candidates shown together" in err
     assert "put it in 'candidate'" in err and "(jd, job)" in err
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_spec_in_a_folder_shows_clean_paths_and_plain_group_codes(tmp_path: Path) -> None:
+    """runs_dir: ../runs from specs/ prints runs/..., not specs/../runs/...; groups without
+    display names read "W_M", never "W_M (W_M)"."""
+    folder = tmp_path / "specs"
+    folder.mkdir()
+    spec = write_task(folder)
+    spec.write_text(spec.read_text().replace("runs_dir: runs", "runs_dir: ../runs"))
+    code, out, err = invoke("run", str(spec))
+    assert code == 0, err
+    run_dir = run_dir_of(out)
+    assert ".." not in str(run_dir) and run_dir.parent == tmp_path / "runs"
+    report = (run_dir / "report.md").read_text()
+    assert "W_M (W_M)" not in report and "reference group, W_M," in report
