@@ -479,10 +479,10 @@ def write_jobs_task(folder: Path, system: str, *, pairwise: bool) -> Path:
                     writer.writerow([f"a{number:02d}", group, name, statement, score, job, jd])
     method = (
         f"pairwise:\n  system: '{system}'\n  candidate: '{{name}}: {{statement}}'\n"
-        "  user: \"A:\\n{first}\\n\\nB:\\n{second}\\n\\nWho fits better? Answer A or B.\"\n"
+        '  user: "A:\\n{first}\\n\\nB:\\n{second}\\n\\nWho fits better? Answer A or B."\n'
         if pairwise
         else f"pointwise:\n  system: '{system}'\n"
-        "  user: \"{name}: {statement}\\nShortlist? Answer Yes or No.\"\n"
+        '  user: "{name}: {statement}\\nShortlist? Answer Yes or No."\n'
     )
     spec = folder / "spec.yaml"
     spec.write_text(

@@ -87,11 +87,14 @@ def test_dry_run_counts_cache_hits_as_free_and_sends_nothing(
     code, out, _ = invoke(*base, "--dry-run", "--prices", str(prices))
     assert code == 0 and server.request_count == 0 and not list(tmp_path.glob("2*"))
     lines = out.splitlines()
-    assert lines[0] == "dry run of vllm/test-model: 48 requests, 0 in the cache (free), 48 to send"
+    cache = tmp_path / "cache.sqlite"
+    assert lines[0] == (
+        f"dry run of vllm/test-model: 48 requests, 0 in the cache {cache} (free), 48 to send"
+    )
     assert lines[2].startswith("estimated cost: $0.0") and "prices change" in lines[2]
     assert invoke(*base)[0] == 0 and server.request_count == 48
     code, out, _ = invoke(*base, "--dry-run", "--prices", str(prices))
-    assert out.splitlines()[0].endswith("48 in the cache (free), 0 to send")
+    assert out.splitlines()[0].endswith(f"48 in the cache {cache} (free), 0 to send")
     assert "estimated cost: $0.0000" in out
     code, out, _ = invoke(*base, "--dry-run")  # self-hosted, no price file: free, and says so
     assert out.splitlines()[-1] == "estimated cost: $0.00 (local or self-hosted model)"
@@ -146,3 +149,19 @@ def test_spend_crossing_the_budget_stops_the_run_cleanly(
     rerun = run_spec(spec, command=["test"])  # the answers that arrived are cached
     assert rerun.exit_code == 0 and server.request_count == 48
     assert rerun.manifest.counts.cache_hits == sent
+
+
+def test_a_dry_run_says_why_an_endpoint_without_logprobs_or_n_costs_so_many_calls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    code, out, _ = invoke("run", "resume-screening", "--model", "anthropic/claude-3-5-haiku-latest",
+                          "--runs-dir", str(tmp_path), *SMALL, "--samples", "5", "--dry-run")  # fmt: skip
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].startswith("dry run of anthropic/claude-3-5-haiku-latest: 240 requests")
+    assert lines[1] == (
+        "why so many: 48 prompts x 5 sampled answers each; this endpoint has no n, so each "
+        "answer is a call of its own (5 a prompt) (sampled answers stand in for logprobs: the "
+        "endpoint gives none, or sampling was asked for); --samples N lowers it"
+    )

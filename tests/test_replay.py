@@ -121,3 +121,26 @@ def test_cli_replay_of_something_else_is_a_usage_error(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["replay", str(tmp_path)])
     assert result.exit_code == 2
     assert "is not a run directory (no manifest.json)" in result.output
+
+
+def test_from_another_directory_a_replay_names_the_cache_and_creates_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run elsewhere, the default cache is ./runs/cache.sqlite: a replay that finds none
+    names it and leaves nothing behind; one that finds it incomplete also names it, before
+    any run folder exists; cache stats names it too."""
+    monkeypatch.chdir(tmp_path)
+    args = ["run", "resume-screening", "-m", "sim/biased", "--jobs", "software-engineer",
+            "--names-per-group", "2", "--no-report"]  # fmt: skip
+    result = CliRunner().invoke(cli, [*args, "--replay"])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: replay: no cache at runs/cache.sqlite")
+    assert list(tmp_path.iterdir()) == []
+    stats = CliRunner().invoke(cli, ["cache", "stats"])
+    assert stats.exit_code == 2 and "no cache at runs/cache.sqlite" in stats.stderr
+    assert CliRunner().invoke(cli, args).exit_code == 0
+    more = [a if a != "2" else "3" for a in args]
+    result = CliRunner().invoke(cli, [*more, "--replay"])
+    assert result.exit_code == 2
+    assert "prompts are not in the cache runs/cache.sqlite" in result.stderr
+    assert len([p for p in (tmp_path / "runs").iterdir() if p.is_dir()]) == 1

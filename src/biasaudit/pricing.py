@@ -165,6 +165,10 @@ class CostEstimate:
         The model's price, ``None`` when the price table does not know it.
     free_reason:
         Why the run costs nothing (sim, local, self-hosted), if it does not.
+    cache_path:
+        The cache the hits were looked up in.
+    why:
+        Where the number of calls comes from, when it is not one call per prompt.
     """
 
     model: str
@@ -174,6 +178,8 @@ class CostEstimate:
     output_tokens: int
     price: ModelPrice | None
     free_reason: str | None = None
+    cache_path: str | None = None
+    why: str | None = None
     batch: bool = False
     reasoning_tokens: int = 0
 
@@ -191,9 +197,11 @@ class CostEstimate:
 
     def lines(self) -> list[str]:
         """The dry run's report."""
+        where = f" {self.cache_path}" if self.cache_path else ""
         lines = [
-            f"dry run of {self.model}: {self.requests} requests, {self.cache_hits} in the cache "
-            f"(free), {self.to_send} to send",
+            f"dry run of {self.model}: {self.requests} requests, {self.cache_hits} in the cache"
+            f"{where} (free), {self.to_send} to send",
+            *([f"why so many: {self.why}"] if self.why else []),
             f"estimated tokens to send: {self.input_tokens} input (prompt characters / 4 + "
             f"chat overhead), at most {self.output_tokens} output (max_tokens x n"
             + (
@@ -225,17 +233,30 @@ def estimate_cost(
     cached_keys: set[str] | None = None,
     units: Sequence[ModelRequest] | None = None,
     key: Callable[[ModelRequest], str] | None = None,
+    keys: Sequence[str] | None = None,
 ) -> CostEstimate:
     """Estimate the cost of sending ``units`` (the engine's calls) of ``requests``.
 
-    ``key`` computes a call's cache key and ``cached_keys`` holds the keys in the
-    cache; calls found there are free.
+    ``key`` computes a call's cache key (or ``keys`` gives them, in the calls' order)
+    and ``cached_keys`` holds the keys in the cache; calls found there are free.
     """
     calls = list(units if units is not None else requests)
     cached = cached_keys or set()
-    hits = [call for call in calls if key is not None and key(call) in cached]
-    to_send = [call for call in calls if key is None or key(call) not in cached]
-    tokens = [estimate_tokens(call) for call in to_send]
+    to_send = calls
+    if cached and (keys is not None or key is not None):
+        found = keys if keys is not None else [key(call) for call in calls]  # type: ignore[misc]
+        to_send = [call for call, k in zip(calls, found, strict=True) if k not in cached]
+    hits = len(calls) - len(to_send)
+    # Replicates of one prompt share its messages: each text is counted once.
+    counted: dict[tuple[int, int | None, int], tuple[int, int]] = {}
+    tokens = []
+    for call in to_send:
+        shape = (id(call.messages if call.messages is not None else call.prompt),
+                 call.params.max_tokens, call.params.n or 1)  # fmt: skip
+        found_tokens = counted.get(shape)
+        if found_tokens is None:
+            found_tokens = counted[shape] = estimate_tokens(call)
+        tokens.append(found_tokens)
     reasoning = provider.capabilities.reasoning_tokens or 0
     model_id = provider.model_id
     price = prices.price(model_id, base_url=provider.base_url)
@@ -245,7 +266,7 @@ def estimate_cost(
     return CostEstimate(
         model=model_id,
         requests=len(calls),
-        cache_hits=len(hits),
+        cache_hits=hits,
         input_tokens=sum(t[0] for t in tokens),
         output_tokens=sum(t[1] for t in tokens) + reasoning * len(to_send),
         price=price,
@@ -323,12 +344,35 @@ def estimate_spec_cost(spec: AuditSpec, provider: Provider, prices: PriceTable) 
     engine = Engine(provider, None, spec.engine_settings())
     units = engine.calls(requests)
     cached: set[str] = set()
+    keys: list[str] | None = None
     if spec.cache_path.is_file() and not spec.fresh:
+        keys = [engine.key(unit) for unit in units]
         with ResponseCache(spec.cache_path, readonly=True) as store:
-            cached = store.keys_present(engine.key(unit) for unit in units)
+            cached = store.keys_present(keys)
     estimate = estimate_cost(
-        provider, requests, prices=prices, cached_keys=cached, units=units, key=engine.key
+        provider, requests, prices=prices, cached_keys=cached, units=units, keys=keys
     )
+    estimate = replace(estimate, cache_path=str(spec.cache_path), why=_why(spec, requests, units))
     if spec.batch and provider.batch_api() is not None:
         estimate = replace(estimate, batch=True)
     return estimate
+
+
+def _why(spec: AuditSpec, requests: Sequence[ModelRequest], units: Sequence[ModelRequest]) -> str:
+    """Where the calls come from, where a prompt costs more than one call (sampled answers
+    at an endpoint without logprobs or ``n``), with the option that lowers it; else ""."""
+    sampled = max((r.params.n or 1 for r in requests), default=1)
+    if sampled == 1 and len(units) == len(requests):
+        return ""
+    per = len(units) / max(len(requests), 1)
+    knob = next((f"--{name} N" for name in ("samples", "replicates")
+                 if name in type(spec).model_fields), None)  # fmt: skip
+    text = f"{len(requests)} prompts x {sampled} sampled answers each"
+    if len(units) > len(requests):
+        text += f"; this endpoint has no n, so each answer is a call of its own ({per:g} a prompt)"
+    else:
+        text += ", asked for in one call each (n)"
+    if not any(r.params.wants_logprobs for r in requests):
+        text += " (sampled answers stand in for logprobs: the endpoint gives none, or sampling "
+        text += "was asked for)"
+    return text + (f"; {knob} lowers it" if knob else "")

@@ -177,11 +177,15 @@ def cache() -> None:
 @_reports_errors
 def cache_stats(runs_dir: Path, cache_path: Path | None) -> None:
     """Entries, size and hit counts by model."""
+    from biasaudit.errors import UsageError
     from biasaudit.store.cache import ResponseCache
 
     path = cache_path or runs_dir / "cache.sqlite"
     if not path.exists():
-        raise BiasauditError(f"no cache at {path}")
+        raise UsageError(
+            f"no cache at {path} (a run keeps its answers in the cache of its --runs-dir, "
+            "runs/cache.sqlite by default, relative to where it ran; give --runs-dir or --cache)"
+        )
     with ResponseCache(path, readonly=True) as store:
         rows = store.stats()
     size = path.stat().st_size + sum(

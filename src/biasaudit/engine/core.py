@@ -157,6 +157,21 @@ class Engine:
         p = self.provider
         return request.cache_key(provider=p.name, model=p.model, base_url=p.cache_scope)
 
+    def check_replay(self, requests: Sequence[ModelRequest]) -> None:
+        """Before a replay starts: every answer it needs is in the cache.
+
+        Raises
+        ------
+        ReplayMissError
+            Some are not (how many, which, and the cache's path).
+        """
+        keyed = [(unit, self.key(unit)) for unit in self.calls(requests)]
+        in_cache = self._cached_keys([key for _, key in keyed])
+        if len(in_cache) < len(keyed):
+            missing = [unit.id for unit, key in keyed if key not in in_cache]
+            path = str(self.cache.path) if self.cache is not None else "(no cache)"
+            raise ReplayMissError(len(missing), len(keyed), path, missing)
+
     async def run(self, requests: Sequence[ModelRequest]) -> AsyncIterator[RequestResult]:
         """Yield one :class:`RequestResult` per request, cached ones first.
 
@@ -177,7 +192,7 @@ class Engine:
         in_cache = self._cached_keys([key for _, key in keyed])
         if self.settings.replay and len(in_cache) < len(keyed):
             missing = [unit.id for unit, key in keyed if key not in in_cache]
-            path = str(self.cache.path) if self.cache else "(no cache)"
+            path = str(self.cache.path) if self.cache is not None else "(no cache)"
             raise ReplayMissError(len(missing), len(keyed), path, missing)
         merger = _SampleMerger(requests, self.key)
         hits = [(unit, key) for unit, key in keyed if key in in_cache]

@@ -100,11 +100,19 @@ class RunSession:
         check_requests(provider, requests, name_request)
         if settings.batch and not settings.replay:
             require_batch_api(provider)  # before the run directory exists
+        if settings.replay and not Path(cache_path).is_file():
+            raise UsageError(
+                f"replay: no cache at {cache_path} (a run keeps its answers in the cache of "
+                "its --runs-dir, runs/cache.sqlite by default, relative to where it ran; give "
+                "--runs-dir or --cache)"
+            )
         # A replay writes nothing to the cache but hit counts: a read-only one will do.
         cache = (
             ResponseCache.for_reading(cache_path) if settings.replay else ResponseCache(cache_path)
         )
         try:
+            if settings.replay and requests:  # a replay that cannot finish creates nothing
+                Engine(provider, cache, settings).check_replay(requests)
             run = RunDirectory.create(runs_dir, kind, provider.model_id)
         except BiasauditError:
             cache.close()
