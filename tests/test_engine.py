@@ -300,3 +300,27 @@ def test_an_endpoint_that_answers_few_at_once_gets_no_more_in_flight(
     collect(engine, [chat(f"q{i}", f"{i}") for i in range(30)])
     assert provider.max_in_flight == 2
     assert engine.stats.concurrency_limit == 2
+
+
+def test_time_waiting_and_time_answering_are_recorded_apart(cache: ResponseCache) -> None:
+    """A request held by --tpm waits, then is answered: latency_s is the answer's time
+    alone, waited_s what came before it."""
+    provider = FakeProvider(delay=0.01)
+    requests = [chat(f"q{i}", "x" * 30 + f"{i:02d}", max_tokens=10) for i in range(42)]
+    results = collect(Engine(provider, cache, EngineSettings(tpm=6000, concurrency=1)), requests)
+    assert all(r.latency_s is not None and 0.005 < r.latency_s < 0.5 for r in results)
+    waits = [r.waited_s for r in results]
+    assert all(w is not None and w >= 0 for w in waits)
+    assert results[0].waited_s is not None and results[0].waited_s < 0.01  # a full bucket
+    assert max(w for w in waits if w is not None) > 0.02  # the last ones waited for tokens
+
+
+def test_rates_and_durations_read_as_people_read_them() -> None:
+    from biasaudit.engine.progress import format_duration, format_rate
+
+    assert [format_rate(r) for r in (0.0, 0.0432, 0.43, 4.25, 37.6)] == [
+        "0 req/s", "0.043 req/s", "0.43 req/s", "4.2 req/s", "38 req/s"
+    ]  # fmt: skip
+    assert [format_duration(s) for s in (4.4, 65, 3599, 7260)] == [
+        "4s", "1m05s", "59m59s", "2h01m"
+    ]  # fmt: skip

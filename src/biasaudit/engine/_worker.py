@@ -76,6 +76,7 @@ def encode(result: RequestResult) -> dict[str, Any]:
         "error_type": result.error_type,
         "attempts": result.attempts,
         "latency_s": result.latency_s,
+        "waited_s": result.waited_s,
     }
 
 

@@ -556,6 +556,7 @@ class Engine:
     ) -> RequestResult:
         result = RequestResult(request, key)
         hintless_429s = 0
+        began = time.perf_counter()
 
         async def attempt() -> tuple[ModelResponse, float]:
             nonlocal hintless_429s
@@ -593,6 +594,8 @@ class Engine:
                 )
                 return result
         result.response, result.latency_s = response, latency
+        # Everything before the answering attempt: --rpm / --tpm, failed attempts, backoff.
+        result.waited_s = max(0.0, time.perf_counter() - began - latency)
         self._successes += 1
         limit.succeeded()
         self._show_limit(limit)
@@ -721,6 +724,7 @@ def _decode_result(request: ModelRequest, key: str, data: dict[str, Any]) -> Req
         error_type=data.get("error_type"),
         attempts=data.get("attempts", 0),
         latency_s=data.get("latency_s"),
+        waited_s=data.get("waited_s"),
     )
 
 
@@ -851,4 +855,6 @@ def _merge(parent: ModelRequest, key: str, parts: list[RequestResult]) -> Reques
     )
     latencies = [p.latency_s for p in parts if p.latency_s is not None]
     merged.latency_s = max(latencies) if latencies else None
+    waits = [p.waited_s for p in parts if p.waited_s is not None]
+    merged.waited_s = max(waits) if waits else None
     return merged

@@ -16,7 +16,32 @@ if TYPE_CHECKING:
 
     from biasaudit.engine.progress_bar import ProgressBar
 
-__all__ = ["ProgressBoard", "ProgressPrinter", "describe_progress"]
+__all__ = [
+    "ProgressBoard",
+    "ProgressPrinter",
+    "describe_progress",
+    "format_duration",
+    "format_rate",
+]
+
+
+def format_rate(rate: float) -> str:
+    """Requests a second, with the digits a slow endpoint needs (``0.43 req/s``)."""
+    if rate <= 0:
+        return "0 req/s"
+    if rate < 10:
+        return f"{rate:.2g} req/s"
+    return f"{rate:.0f} req/s"
+
+
+def format_duration(seconds: float) -> str:
+    """``45s``, ``12m05s``, ``3h20m``."""
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
 
 
 def describe_progress(stats: EngineStats) -> str:
@@ -25,7 +50,7 @@ def describe_progress(stats: EngineStats) -> str:
     fresh = stats.done - stats.cache_hits
     rate = fresh / elapsed
     remaining = stats.total - stats.done
-    eta = f"{remaining / rate:.0f}s" if rate > 0 and remaining else "-"
+    eta = format_duration(remaining / rate) if rate > 0 and remaining else "-"
     limited = (
         f", limit {stats.concurrency_limit}"
         if stats.rate_limited and stats.concurrency_limit
@@ -35,7 +60,7 @@ def describe_progress(stats: EngineStats) -> str:
         (
             f"{stats.done}/{stats.total} done ({stats.cache_hits} cached, {stats.retries} retries, "
             f"{stats.failures} failed, {stats.in_flight} in flight{limited}) "
-            f"{rate:.0f} req/s, ETA {eta}"
+            f"{format_rate(rate)}, ETA {eta}"
         )
         + (f"; {stats.batch_status}" if stats.batch_status else "")
         + _waiting(stats)

@@ -16,6 +16,7 @@ from rich.console import Console, RenderableType
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.text import Text
 
+from biasaudit.engine.progress import format_rate
 from biasaudit.engine.types import EngineStats
 
 __all__ = ["ProgressBar", "progress_details"]
@@ -49,7 +50,7 @@ def progress_details(stats: EngineStats) -> str:
     return (
         (
             f"{stats.cache_hits} cached · {stats.retries} retries · {failed} · "
-            f"{stats.in_flight} in flight{limit} · {_rate(stats):.0f} req/s"
+            f"{stats.in_flight} in flight{limit} · {format_rate(_rate(stats))}"
         )
         + (f"\n{stats.batch_status}" if stats.batch_status else "")
         + (

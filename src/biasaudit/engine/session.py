@@ -323,6 +323,7 @@ def response_record(result: RequestResult) -> ResponseRecord:
         "cached": result.cached,
         "attempts": result.attempts,
         "latency_s": round(result.latency_s, 4) if result.latency_s is not None else None,
+        "waited_s": round(result.waited_s, 4) if result.waited_s is not None else None,
         "error": result.error,
         "error_type": result.error_type,
     }

@@ -123,6 +123,7 @@ class RequestResult:
     cached: bool = False
     attempts: int = 0
     latency_s: float | None = None
+    waited_s: float | None = None
 
     @property
     def ok(self) -> bool:

@@ -163,7 +163,14 @@ class ResponseRecord(BaseModel):
     system_fingerprint: str | None = None
     cached: bool = False
     attempts: int = 0
-    latency_s: float | None = None
+    latency_s: float | None = Field(
+        None, description="Seconds the answering attempt took, from sending to the last byte."
+    )
+    waited_s: float | None = Field(
+        None,
+        description="Seconds before that attempt: waiting for --rpm / --tpm, failed attempts "
+        "and their backoff.",
+    )
     refusal: str | None = None
     error: str | None = None
     error_type: str | None = None
