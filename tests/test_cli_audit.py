@@ -533,3 +533,18 @@ def test_a_spec_in_a_folder_shows_clean_paths_and_plain_group_codes(tmp_path: Pa
     assert ".." not in str(run_dir) and run_dir.parent == tmp_path / "runs"
     report = (run_dir / "report.md").read_text()
     assert "W_M (W_M)" not in report and "reference group, W_M," in report
+
+
+def test_a_selection_note_speaks_of_the_command_line_s_options() -> None:
+    """The metrics say "increase n_rounds or pool_size" (their arguments); a run's note
+    names the option that gives more pools."""
+    from types import SimpleNamespace
+
+    from biasaudit.kinds.allocation.metrics import _advice
+
+    error = ValueError("no candidate of group 'B_M' appeared in any pool, so its rate is "
+                       "undefined; increase n_rounds or pool_size")  # fmt: skip
+    pairwise = _advice(error, SimpleNamespace(pairwise=True))  # type: ignore[arg-type]
+    pointwise = _advice(error, SimpleNamespace(pairwise=False))  # type: ignore[arg-type]
+    assert pairwise.endswith("give --pools N (more pools)") and "n_rounds" not in pairwise
+    assert pointwise.endswith("give --rounds N (more simulated pools)")

@@ -292,3 +292,19 @@ def test_rich_tables_add_bold_and_never_colour(
         out = off_terminal(*args)
         assert "\x1b[1m" in out  # the header row, the first line
         assert not COLOUR.search(out), COLOUR.search(out)
+
+
+def test_a_wide_table_on_a_narrower_terminal_is_drawn_in_parts_none_folded(
+    runs: dict[str, list[Path]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ΔDP table of k = 1..5 needs more than 120 columns: at 120 it is drawn in two
+    parts, each with the group column, and every interval stays on one line."""
+    args = ("replay", str(runs["allocation"][0]), "--no-report")
+    plain = off_terminal(*args)
+    interval = re.compile(r"[-+]\d\.\d{3} \[[-+]\d\.\d{3}, [-+]\d\.\d{3}\]")
+    assert max(len(line) for line in plain.splitlines() if interval.search(line)) > 120
+    text = on_terminal(monkeypatch, *args, width=120)
+    table_lines = [line for line in text.splitlines() if interval.search(line)]
+    assert all(len(line) <= 120 for line in table_lines)
+    assert len(interval.findall(text)) == len(interval.findall(plain))
+    assert text.count("ΔDP: selection rate minus") == 1  # one title over the parts

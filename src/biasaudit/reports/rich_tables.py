@@ -66,7 +66,7 @@ def echo_blocks(blocks: Sequence[Block]) -> None:
     """Print a study's lines and tables: :func:`blocks_view` on a terminal, else the plain lines."""
     from biasaudit.reports.text import block_lines
 
-    echo_table(block_lines(blocks), lambda: blocks_view(blocks))
+    echo_table(block_lines(blocks), lambda: blocks_view(blocks, width=terminal_width()))
 
 
 def new_table(*headers: str, left: int = 1) -> Table:
@@ -103,7 +103,12 @@ def audit_view(metrics: Any, run_dir: Path, kind: str) -> RenderableType:
     """The rich view of an audit's table, whatever its kind."""
     from biasaudit.kinds.registry import audit_kind
 
-    return blocks_view(audit_kind(kind).table(metrics, run_dir))
+    return blocks_view(audit_kind(kind).table(metrics, run_dir), width=terminal_width())
+
+
+def terminal_width() -> int:
+    """The width rich draws at on standard output (``COLUMNS`` where set)."""
+    return Console(file=sys.stdout).width
 
 
 def comparison_view(comparison: Comparison, *, show_all: bool = False) -> RenderableType:
@@ -141,9 +146,11 @@ def _test_cells(test: ChangeTest, alpha: float) -> list[Text]:
     ]
 
 
-def blocks_view(blocks: Sequence[Block]) -> RenderableType:
+def blocks_view(blocks: Sequence[Block], *, width: int | None = None) -> RenderableType:
     """Lines (the first in bold) and tables, each with its notes under it: an audit's
-    table, a study's."""
+    table, a study's. A table wider than ``width`` is drawn in parts, its label columns
+    repeated in each (:meth:`~biasaudit.reports.text.PlainTable.fitted`), so no interval
+    folds onto two lines."""
     from biasaudit.reports.text import Cell
 
     parts: list[RenderableType] = []
@@ -151,12 +158,13 @@ def blocks_view(blocks: Sequence[Block]) -> RenderableType:
         if isinstance(block, str):
             parts.append(Text(block, style="" if parts else "bold"))
             continue
-        table = new_table(*block.header, left=block.labels)
-        for row in block.rows:
-            add_row(table, [styled_cell(c.text, c.strong) if isinstance(c, Cell) else c
-                            for c in row])  # fmt: skip
-        title = [] if block.title is None else [Text(block.title)]
-        parts += [*title, table, *styled_lines(block.notes)]
+        for piece in block.fitted(width) if width else [block]:
+            table = new_table(*piece.header, left=piece.labels)
+            for row in piece.rows:
+                add_row(table, [styled_cell(c.text, c.strong) if isinstance(c, Cell) else c
+                                for c in row])  # fmt: skip
+            title = [] if piece.title is None else [Text(piece.title)]
+            parts += [*title, table, *styled_lines(piece.notes)]
     return Group(*parts)
 
 

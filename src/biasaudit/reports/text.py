@@ -71,6 +71,46 @@ class PlainTable:
     right: frozenset[int] = frozenset()
     gaps: Sequence[int] = ()
 
+    def fitted(self, width: int, *, padding: int = 2) -> list[PlainTable]:
+        """This table in parts no wider than ``width`` (each column as wide as its widest
+        cell, ``padding`` between columns): its label columns repeated in each, the other
+        columns in turn; the title over the first part, the notes under the last. One part
+        where it fits, or where even one column beside the labels would not."""
+        cells = [self.header, *self.rows]
+        need = [max(len(str(row[i])) for row in cells) + padding for i in range(len(self.header))]
+        labels = list(range(min(self.labels, len(need))))
+        rest = list(range(len(labels), len(need)))
+        base = sum(need[i] for i in labels)
+        if base + sum(need[i] for i in rest) <= width or not rest:
+            return [self]
+        chunks: list[list[int]] = [[]]
+        used = base
+        for index in rest:
+            if chunks[-1] and used + need[index] > width:
+                chunks.append([])
+                used = base
+            chunks[-1].append(index)
+            used += need[index]
+        if len(chunks) == 1:
+            return [self]
+        gaps = list(self.gaps) or [0] * len(self.widths)
+        parts = []
+        for number, chunk in enumerate(chunks):
+            keep = labels + chunk
+            parts.append(
+                PlainTable(
+                    self.title if number == 0 else None,
+                    [self.header[i] for i in keep],
+                    [[row[i] for i in keep] for row in self.rows],
+                    [self.widths[i] for i in keep],
+                    labels=len(labels),
+                    notes=self.notes if number == len(chunks) - 1 else (),
+                    right=frozenset(j for j, i in enumerate(keep) if i in self.right),
+                    gaps=[gaps[i] for i in keep],
+                )
+            )
+        return parts
+
     def lines(self) -> list[str]:
         """The title, the header and the rows as padded lines, then the notes."""
         gaps = self.gaps or [0] * len(self.widths)

@@ -617,6 +617,10 @@ def _validity(study: StudyResult, simulated: bool) -> Section:
 
 def _ndcg(study: StudyResult, simulated: bool, ndcg_at: int) -> Section:
     selection = study.selection
+    # The cutoff used: the one asked for, at most the models a setting has (as the
+    # terminal's table says it).
+    if len(selection):
+        ndcg_at = int(selection["at"].iloc[0])
     section = Section(f"Model selection: NDCG@{ndcg_at}", "ndcg")
     if selection.empty or selection["ndcg"].isna().all():
         section.blocks.append(

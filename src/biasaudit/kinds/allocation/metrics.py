@@ -746,15 +746,24 @@ def _selection(
     try:
         return _select(scored, options, qualified)
     except ValueError as error:
-        if qualified is None or "qualified" not in str(error):
-            notes.append(f"no selection gaps: {error}")
+        first = error
+    if qualified is not None and "qualified" in str(first):
+        try:
+            found = _select(scored, options, None)
+        except ValueError as error:  # one note: the same cause stops ΔDP and ΔEO
+            notes.append(f"no selection gaps: {_advice(error, options)}")
             return None
-        notes.append(f"no ΔEO: {error}")
-    try:
-        return _select(scored, options, None)
-    except ValueError as error:
-        notes.append(f"no selection gaps: {error}")
-        return None
+        notes.append(f"no ΔEO: {_advice(first, options)}")
+        return found
+    notes.append(f"no selection gaps: {_advice(first, options)}")
+    return None
+
+
+def _advice(error: ValueError, options: MetricOptions) -> str:
+    """The metrics' message in the command line's words (its options, not the function's
+    arguments)."""
+    more = "--pools N (more pools)" if options.pairwise else "--rounds N (more simulated pools)"
+    return str(error).replace("increase n_rounds or pool_size", f"give {more}")
 
 
 def _groups_in_every_subtask(

@@ -139,8 +139,14 @@ def _error(value: Number, low: Number, high: Number) -> tuple[float, float] | No
     return max(value - low, 0.0), max(high - value, 0.0)
 
 
-def _legend(axes: Axes, count: int) -> None:
+def _legend(axes: Axes, count: int, *, outside_from: int | None = None) -> None:
+    """The panel's legend: inside where matplotlib finds room, or beside the panel from
+    ``outside_from`` series on (eight lines leave no corner free of data)."""
     if count > 1 and axes.get_legend_handles_labels()[1]:
+        if outside_from is not None and count >= outside_from:
+            axes.legend(fontsize=7, frameon=False, loc="upper left",
+                        bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)  # fmt: skip
+            return
         axes.legend(fontsize=8, frameon=True, framealpha=0.9)
 
 
@@ -264,7 +270,7 @@ def _line_panel(axes: Axes, panel: LinePanel) -> None:
     axes.set_xlabel(panel.xlabel, fontsize=9)
     axes.set_ylabel(panel.ylabel, fontsize=9)
     _style(axes)
-    _legend(axes, count)
+    _legend(axes, count, outside_from=5)
 
 
 def distributions(
