@@ -97,7 +97,8 @@ def test_replay_without_cached_answers_fails_clearly(tmp_path: Path) -> None:
         "--runs-dir", str(tmp_path),
     )  # fmt: skip
     assert code == 2 and out == ""
-    assert "replay: 64 of 64 prompts are not in the cache" in err
+    assert f"replay: no cache at {tmp_path / 'cache.sqlite'}" in err
+    assert list(tmp_path.iterdir()) == []  # nothing created
 
 
 EXPECTED_SPEC_RUN_HEAD = """\
@@ -213,19 +214,34 @@ items: demo (16 items)
 asked: cyclic orders x 1 replicate(s), temperature 0.3
 
 Grade Score: harmonic mean of the entropy and choice scores; mean ± half the 95% interval
-model         prompt 1          prompt 1 +random  prompt 2
-sim/biased    0.822 ±0.092      0.763 ±0.091      -
-sim/fair      -                 -                 1.000 ±0.000
+model       prompt 1      prompt 1 +random  prompt 2
+sim/biased  0.822 ±0.092  0.763 ±0.091      -
+sim/fair    -             -                 1.000 ±0.000
 
 entropy score: 1 = no favourite slot, 0 = always the same slot; mean ± half the 95% interval
-model         prompt 1          prompt 1 +random  prompt 2
-sim/biased    0.816 ±0.098      0.764 ±0.094      -
-sim/fair      -                 -                 1.000 ±0.000
+model       prompt 1      prompt 1 +random  prompt 2
+sim/biased  0.816 ±0.098  0.764 ±0.094      -
+sim/fair    -             -                 1.000 ±0.000
 
 choice score: share of answers naming the item's most chosen option; mean ± half the 95% interval
-model         prompt 1          prompt 1 +random  prompt 2
-sim/biased    0.828 ±0.086      0.762 ±0.088      -
-sim/fair      -                 -                 1.000 ±0.000
+model       prompt 1      prompt 1 +random  prompt 2
+sim/biased  0.828 ±0.086  0.762 ±0.088      -
+sim/fair    -             -                 1.000 ±0.000
+
+agreement with people's preferred option: mean over items of the share of answers choosing it ± half its interval (items that name one)
+model       prompt 1      prompt 1 +random  prompt 2
+sim/biased  0.828 ±0.086  0.637 ±0.156      -
+sim/fair    -             -                 1.000 ±0.000
+
+answers naming no option, of all asked (refusals included)
+model       prompt 1      prompt 1 +random  prompt 2
+sim/biased  0.0% of 64    0.0% of 80        -
+sim/fair    -             -                 0.0% of 64
+
+the unrelated (random) option chosen, of usable answers
+model       prompt 1      prompt 1 +random  prompt 2
+sim/biased  -             17.5% of 80       -
+sim/fair    -             -                 -
 """
 
 
@@ -247,7 +263,7 @@ def test_study_lays_models_prompts_and_random_option_side_by_side(tmp_path: Path
     code, out, _ = invoke("study", *runs)  # a repeated setting gets a row of its own
     assert code == 0
     rows = [line.split("  ")[0] for line in out.splitlines()[5:8]]
-    assert rows == ["model", "sim/biased", "sim/fair"] and len(out.splitlines()) == 21
+    assert rows == ["model", "sim/biased", "sim/fair"] and len(out.splitlines()) == 39
     assert out.splitlines()[8].startswith(f"sim/fair ({Path(runs[3]).name})  ")
 
 
@@ -292,3 +308,55 @@ grade-score: A judge picks the best of an item's options, shown in every cyclic 
 """
         in out
     )
+
+
+def test_a_study_of_many_runs_shows_every_run_and_labels_only_simulated_ones(
+    tmp_path: Path,
+) -> None:
+    """Runs on two item files get rows of their own; a prompt file's column is headed by
+    its name; all 13 runs are drawn (no silent cap); with a real run among them (imported
+    answers), only the simulated rows say SIMULATED and the page is not tagged as a whole."""
+    from biasaudit.textfiles import DATA_DIR, PROMPTS_DIR
+
+    prompts = tmp_path / "prompts"
+    prompts.mkdir()
+    (prompts / "red.yaml").write_text((PROMPTS_DIR / "grade-score.1.yaml").read_text())
+    items = tmp_path / "few.jsonl"
+    demo = (DATA_DIR / "grade_items_demo.jsonl").read_text().splitlines()
+    items.write_text("\n".join(demo[:4]) + "\n")
+    runs = []
+    for extra in (*(["--prompt", str(p)] for p in (1, 2, 3, 4)),
+                  *(["--prompt", str(p), "--random-option"] for p in (1, 2, 3, 4))):  # fmt: skip
+        for model in ("sim/biased",):
+            code, out, err = invoke("run", "grade-score", "--items", "demo", "--model", model,
+                                    *extra, "--runs-dir", str(tmp_path), "--no-report")  # fmt: skip
+            assert code == 0, err
+            runs.append(str(run_dir_of(out)))
+    for model, extra in (("sim/biased", ["--items", "demo", "--prompt", str(prompts / "red.yaml")]),
+                         ("sim/biased", ["--items", str(items)]),
+                         ("sim/fair", ["--items", "demo"]),
+                         ("sim/fair", ["--items", "demo", "--prompt", "2"])):  # fmt: skip
+        args = ["--model", model, *extra]
+        code, out, err = invoke("run", "grade-score", *args, "--runs-dir", str(tmp_path),
+                                "--no-report")  # fmt: skip
+        assert code == 0, err
+        runs.append(str(run_dir_of(out)))
+    trials = tmp_path / "trials.csv"
+    trials.write_text("item,shown,slot\nq1,A B C,1\nq1,B C A,2\nq1,C A B,3\n"
+                      "q2,A B C,1\nq2,B C A,1\nq2,C A B,1\n")  # fmt: skip
+    code, out, err = invoke("score", "grade-score", str(trials), "--runs-dir", str(tmp_path),
+                            "--no-report")  # fmt: skip
+    assert code == 0, err
+    runs.append(str(run_dir_of(out)))
+    code, out, err = invoke("study", *runs)
+    assert code == 0, err
+    header = next(line for line in out.splitlines() if line.startswith("model"))
+    assert "prompt red" in header and "prompt red.yaml" not in header
+    rows = [line.split("  ")[0] for line in out.splitlines()[:40] if line.startswith("sim/")]
+    assert "sim/biased on demo" in rows and "sim/biased on few" in rows
+    report = Path(err.strip().splitlines()[-1].removeprefix("report: "))
+    markdown = report.with_name("report.md").read_text()
+    assert "Position histograms of all 13 runs" in markdown
+    assert "## Runs compared — SIMULATED" not in markdown  # a real run is among them
+    assert "Some runs are of a SIMULATED model" in markdown
+    assert "| sim/biased on demo (SIMULATED) |" in markdown

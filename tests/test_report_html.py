@@ -254,8 +254,9 @@ def test_a_real_model_is_not_labelled_simulated(runs: dict[str, Path], tmp_path:
     [
         ("allocation", ["allocation", "allocation_fair"],
          ["runs", "validity", "ndcg", "rankings", "views"],
-         ["Pearson r", "NDCG@3", "Model fairness", "NDCG@N for N = 1"]),
-        ("grade-score", ["grade"], ["runs", "tables", "positions"], ["prompt 1", "Grade Score"]),
+         ["Pearson r", "NDCG@2", "Model fairness", "NDCG@N for N = 1"]),
+        ("grade-score", ["grade"], ["runs", "tables", "shares", "positions"],
+         ["prompt 1", "Grade Score", "Answers naming no option"]),
         ("ruted", ["ruted sim/biased", "ruted sim/fair"], ["runs", "correlations"],
          ["Spearman rho with the standard test", "least biased model"]),
     ],

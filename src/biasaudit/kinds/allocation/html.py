@@ -515,7 +515,7 @@ GAP_NAMES = {"dp": "ΔDP", "eo": "ΔEO"}
 
 def study_page(study: StudyResult) -> tuple[str, list[Section], bool]:
     """The study page: its title, its sections, and whether a run is simulated."""
-    simulated = any(run.metrics.simulated for run in study.runs)
+    simulated = all(run.metrics.simulated for run in study.runs)  # some: the runs table says
     title = f"Allocation study of {len(study.runs)} runs"
     return title, _study_sections(study, simulated, study.ndcg_at), simulated
 

@@ -7,7 +7,8 @@ per-item table, unparsed and failed answers, and the replay commands.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +18,7 @@ from biasaudit.kinds.common import read_run_metrics
 from biasaudit.kinds.grade_score.kind import KIND
 from biasaudit.kinds.grade_score.report import unusable_warning
 from biasaudit.kinds.grade_score.run import GradeScoreMetrics, judge_settings
-from biasaudit.kinds.grade_score.study import SCORES, GradeStudyResult
+from biasaudit.kinds.grade_score.study import SCORES, GradeStudyResult, GradeStudyRun
 from biasaudit.reports.html._common import (
     audited_section,
     interval,
@@ -313,7 +314,7 @@ def grade_document(run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -
 
 def study_page(study: GradeStudyResult) -> tuple[str, list[Section], bool]:
     """The study page: its title, its sections, and whether a run is simulated."""
-    simulated = any(run.metrics.simulated for run in study.runs)
+    simulated = all(run.metrics.simulated for run in study.runs)  # some: the runs table says
     title = f"Grade Score study of {len(study.runs)} runs"
     return title, _study_sections(study, simulated), simulated
 
@@ -323,7 +324,7 @@ def _study_sections(study: GradeStudyResult, simulated: bool) -> list[Section]:
         [
             (
                 r.label,
-                f"prompt {r.metrics.prompt}, random option "
+                f"items {r.metrics.items_source}, prompt {r.metrics.prompt}, random option "
                 f"{'on' if r.metrics.random_option else 'off'}",
                 r.metrics.simulated,
                 r.path,
@@ -331,37 +332,35 @@ def _study_sections(study: GradeStudyResult, simulated: bool) -> list[Section]:
             for r in study.runs
         ]
     )
-    tables = []
     table = study.table
+    header = ["model", *(f"prompt {p}{' +random' if r else ''}" for p, r in study.settings)]
+    tables = []
     for score in SCORES:
-        rows = []
-        for model in dict.fromkeys(table["model"]):
-            cells = [str(model)]
-            for prompt, random in study.settings:
-                found = table[
-                    (table["model"] == model)
-                    & (table["prompt"] == prompt)
-                    & (table["random_option"] == random)
-                ]
-                if found.empty:
-                    cells.append("-")
-                    continue
-                row = found.iloc[0]
-                bounds = row[f"{score}_ci"]
-                bounds = bounds if isinstance(bounds, list) else None
-                cells.append(interval(row[score], bounds, 3, sign=False) + f" (n={row['items']})")
-            rows.append(cells)
-        tables.append(
-            Table(
-                ["model", *(f"prompt {p}{' +random' if r else ''}" for p, r in study.settings)],
-                rows,
-                caption=f"{SCORE_NAMES[score]}: mean over items [interval] (n = items).",
-            )
+        rows = _study_rows(study, functools.partial(_score_cell, score=score))
+        caption = f"{SCORE_NAMES[score]}: mean over items [interval] (n = items)."
+        tables.append(Table(header, rows, caption=caption))
+    shares: list[Any] = []
+    if table["agreement"].notna().any():
+        rows = _study_rows(study, _agreement_cell)
+        caption = (
+            "Agreement with people's preferred option: mean over items of the share of answers "
+            "choosing it [interval] (n = items that name one)."
         )
-    labels = [
-        f"{r.label} / prompt {r.metrics.prompt}{' +random' if r.metrics.random_option else ''}"
-        for r in study.runs
-    ]
+        shares.append(Table(header, rows, caption=caption))
+    rows = _study_rows(study, lambda row: f"{percent(row['unparsed_share'])} of {row['trials']}")
+    shares.append(Table(header, rows, caption="Answers naming no option, of all asked."))
+    if table["random_share"].notna().any():
+        rows = _study_rows(
+            study,
+            lambda row: "-" if pd.isna(row["random_share"])
+            else f"{percent(row['random_share'])} of {row['usable']}",
+        )  # fmt: skip
+        shares.append(
+            Table(header, rows, caption="The unrelated (random) option chosen, of usable answers.")
+        )
+    # Where every run is simulated the page says so once; in a mixed study each says so.
+    mark = not simulated
+    labels = [_run_label(r, mark=mark) for r in study.runs]
     values = [r.metrics.grade_score for r in study.runs]
     bounds = [r.metrics.grade_score_ci for r in study.runs]
     figure = Figure(
@@ -373,18 +372,60 @@ def _study_sections(study: GradeStudyResult, simulated: bool) -> list[Section]:
     panels = [
         position_bars(label, {"answers": r.metrics.position_histogram}, r.metrics.n_options)
         for label, r in zip(labels, study.runs, strict=True)
-    ][:12]
+    ]
     histograms = Figure(
         "positions.png",
-        bar_panels(panels, simulated=simulated, columns=3),
-        "Position histograms: share of answers naming each slot",
+        bar_panels(panels, simulated=simulated, columns=4),
+        f"Position histograms of all {len(panels)} runs: share of answers naming each slot",
         "The dashed line is what a judge with no position bias gives.",
     )
     return [
         runs,
         Section("Grade Score tables", "tables", [figure, *tables]),
+        Section("Agreement, unparsed answers and the random option", "shares", shares),
         Section("Position histograms", "positions", [histograms]),
     ]
+
+
+def _run_label(run: GradeStudyRun, *, mark: bool) -> str:
+    """A run as the figures name it: its row, its column, and (``mark``) SIMULATED where
+    it is."""
+    sim = " (SIMULATED)" if mark and run.metrics.simulated else ""
+    random = " +random" if run.metrics.random_option else ""
+    return f"{run.label}{sim} / prompt {run.prompt}{random}"
+
+
+def _study_rows(study: GradeStudyResult, cell: Callable[[Any], str]) -> list[list[str]]:
+    """One row per (model, item set), one cell per setting; "-" where no run is. In a study
+    of real and simulated runs, a simulated row says so."""
+    table = study.table
+    mixed = bool(table["simulated"].any()) and not bool(table["simulated"].all())
+    rows = []
+    for model in dict.fromkeys(table["model"]):
+        simulated = mixed and bool(table[table["model"] == model]["simulated"].any())
+        cells = [f"{model} (SIMULATED)" if simulated else str(model)]
+        for prompt, random in study.settings:
+            found = table[
+                (table["model"] == model)
+                & (table["prompt"] == prompt)
+                & (table["random_option"] == random)
+            ]
+            cells.append("-" if found.empty else cell(found.iloc[0]))
+        rows.append(cells)
+    return rows
+
+
+def _score_cell(row: Any, score: str) -> str:
+    bounds = row[f"{score}_ci"]
+    bounds = bounds if isinstance(bounds, list) else None
+    return interval(row[score], bounds, 3, sign=False) + f" (n={row['items']})"
+
+
+def _agreement_cell(row: Any) -> str:
+    if row["agreement"] is None or pd.isna(row["agreement"]):
+        return "-"
+    bounds = row["agreement_ci"] if isinstance(row["agreement_ci"], list) else None
+    return interval(row["agreement"], bounds, 3, sign=False) + f" (n={row['agreement_items']})"
 
 
 def _grade_panel(values: list[float | None], bounds: list[list[float] | None]) -> DotPanel:

@@ -234,15 +234,56 @@ def grade_study_blocks(study: GradeStudyResult) -> list[Block]:
     blocks += _settings_lines(study)
     header = ["model", *(_setting_name(prompt, random) for prompt, random in study.settings)]
     models = list(dict.fromkeys(study.table["model"]))
-    widths = [max(12, *(len(model) for model in models)) + 2, *([18] * len(study.settings))]
+    tables: list[tuple[str, list[list[str]]]] = []
     for score in SCORES:
         title = f"{_SCORE_TITLES[score]}; mean ± half the {_level(study)} interval"
         rows = [
             [model, *(_cell(study.table, model, setting, score) for setting in study.settings)]
             for model in models
         ]
+        tables.append((title, rows))
+    for column, title in _SHARES.items():
+        if study.table[column].isna().all():
+            continue
+        rows = [
+            [model, *(_share_cell(study.table, model, setting, column)
+                      for setting in study.settings)]
+            for model in models
+        ]  # fmt: skip
+        tables.append((title, rows))
+    # One width per column over every table, so the tables line up under each other.
+    widths = [
+        max(len(header[i]), *(len(row[i]) for _, rows in tables for row in rows)) + 2
+        for i in range(len(header))
+    ]
+    for title, rows in tables:
         blocks += ["", PlainTable(title, header, rows, widths)]
     return blocks
+
+
+_SHARES = {
+    "agreement": "agreement with people's preferred option: mean over items of the share of "
+    "answers choosing it ± half its interval (items that name one)",
+    "unparsed_share": "answers naming no option, of all asked (refusals included)",
+    "random_share": "the unrelated (random) option chosen, of usable answers",
+}
+
+
+def _share_cell(table: pd.DataFrame, model: str, setting: tuple[str, bool], column: str) -> str:
+    prompt, random = setting
+    rows = table[
+        (table["model"] == model) & (table["prompt"] == prompt) & (table["random_option"] == random)
+    ]
+    if rows.empty or rows.iloc[0][column] is None or pd.isna(rows.iloc[0][column]):
+        return "-"
+    row = rows.iloc[0]
+    if column == "agreement":
+        bounds = row["agreement_ci"]
+        if isinstance(bounds, list):
+            return f"{row[column]:.3f} ±{(bounds[1] - bounds[0]) / 2:.3f}"
+        return f"{row[column]:.3f} (n={row['agreement_items']})"
+    total = row["trials"] if column == "unparsed_share" else row["usable"]
+    return f"{100 * row[column]:.1f}% of {total}"
 
 
 def _level(result: GradeStudyResult) -> str:
@@ -271,8 +312,7 @@ def _described(result: GradeStudyResult) -> dict[str, list[str]]:
 
 
 def _setting_name(prompt: str, random: bool) -> str:
-    name = f"prompt {prompt}" if len(prompt) <= 8 else f"prompt {prompt[-8:]}"
-    return name + (" +random" if random else "")
+    return f"prompt {prompt}" + (" +random" if random else "")
 
 
 def _cell(table: pd.DataFrame, model: str, setting: tuple[str, bool], score: str) -> str:

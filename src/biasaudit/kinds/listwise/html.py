@@ -127,7 +127,7 @@ def listwise_document(run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]
 
 def study_page(study: ListwiseStudy) -> tuple[str, list[Section], bool]:
     """The study page: its title, its sections, and whether a run is simulated."""
-    simulated = any(run.metrics.simulated for run in study.runs)
+    simulated = all(run.metrics.simulated for run in study.runs)  # some: the runs table says
     runs = runs_table(
         [(r.label, f"{r.metrics.task}, listwise", r.metrics.simulated, r.path) for r in study.runs]
     )

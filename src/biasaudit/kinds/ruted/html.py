@@ -326,7 +326,7 @@ def ruted_document(run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -
 
 def study_page(study: RutedStudyResult) -> tuple[str, list[Section], bool]:
     """The study page: its title, its sections, and whether a run is simulated."""
-    simulated = any(run.metrics.simulated for run in study.runs)
+    simulated = all(run.metrics.simulated for run in study.runs)  # some: the runs table says
     return f"RUTEd study of {len(study.runs)} runs", _study_sections(study, simulated), simulated
 
 

@@ -151,8 +151,12 @@ def _legend(axes: Axes, count: int, *, outside_from: int | None = None) -> None:
 
 
 def dot_panels(labels: Sequence[str], panels: Sequence[DotPanel], *, simulated: bool) -> bytes:
-    """Side-by-side panels of values with intervals, rows labelled by ``labels`` (top down)."""
-    width = min(4.2 * len(panels) + 1.6, 13.0)
+    """Side-by-side panels of values with intervals, rows labelled by ``labels`` (top down).
+
+    The figure widens for long labels (about 0.075 inch a character at 9 points), so
+    constrained layout can fit them beside the panels rather than cut them off."""
+    room = 0.075 * max((len(label) for label in labels), default=0)
+    width = min(4.2 * len(panels) + 1.6, 13.0) + max(0.0, room - 1.2)
     figure = _figure(width, 0.42 * len(labels) + 1.5)
     axes_list = figure.subplots(1, len(panels), sharey=True, squeeze=False)[0]
     for axes, panel in zip(axes_list, panels, strict=True):

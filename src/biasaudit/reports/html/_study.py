@@ -29,6 +29,20 @@ def study_document(folder: Path) -> Document:
     title, sections, simulated = found.study_sections(
         found.study(runs, ndcg_at=int(study.get("ndcg_at", 3)))
     )
-    document = Document(title, f"Study folder {folder.name}", simulated)
+    subtitle = f"Study folder {folder.name}"
+    if not simulated and any(_simulated(run) for run in runs):
+        subtitle += (
+            ". Some runs are of a SIMULATED model, not a real one: the runs table marks them"
+        )
+    document = Document(title, subtitle, simulated)
     document.sections = sections
     return document
+
+
+def _simulated(run: Path) -> bool:
+    from biasaudit.store.runs import read_manifest
+
+    try:
+        return read_manifest(run).simulated
+    except UsageError:
+        return False
