@@ -75,10 +75,19 @@ def test_replay_miss_fails_clearly(tmp_path: Path) -> None:
         "fanout", str(EXAMPLE), "--model", "sim/fair", "--runs-dir", str(tmp_path), "--replay"
     )
     assert code == 2
+    assert f"replay: no cache at {tmp_path / 'cache.sqlite'}" in err
+    assert list(tmp_path.iterdir()) == []  # a replay that cannot finish creates nothing
+    prompts = tmp_path.parent / f"{tmp_path.name}-two.jsonl"
+    prompts.write_text("".join(EXAMPLE.read_text().splitlines(keepends=True)[:2]))
     assert (
-        "replay: 6 of 7 prompts are not in the cache" in err
-        or "prompts are not in the cache" in err
+        run_cli("fanout", str(prompts), "--model", "sim/fair", "--runs-dir", str(tmp_path))[0] == 0
     )
+    code, _, err = run_cli(
+        "fanout", str(EXAMPLE), "--model", "sim/fair", "--runs-dir", str(tmp_path), "--replay"
+    )
+    assert code == 2
+    assert f"prompts are not in the cache {tmp_path / 'cache.sqlite'}" in err
+    assert len([p for p in tmp_path.iterdir() if p.is_dir()]) == 1
 
 
 @pytest.mark.parametrize(

@@ -89,8 +89,7 @@ def test_replay_names_the_missing_answers_and_computes_nothing(tmp_path: Path) -
     before = set(tmp_path.iterdir())
     with pytest.raises(UsageError, match=r"3 of 96 answers are missing from the cache .*e\.g\. "):
         replay_run(original)
-    (failed,) = set(tmp_path.iterdir()) - before
-    assert read_manifest(failed).status == "failed" and not (failed / "metrics.json").exists()
+    assert set(tmp_path.iterdir()) == before  # stopped before any run folder
 
 
 def test_no_cache_anywhere_names_the_places_looked_at(tmp_path: Path) -> None:
