@@ -198,6 +198,7 @@ CONTRACT = {
     "headline": ["metrics"],
     "figures": ["metrics"],
 }
+OPTIONAL = {"power": ["spec", "cost_at"]}
 
 
 @pytest.mark.parametrize("kind", ["allocation", "grade-score", "ruted", "listwise"])
@@ -215,13 +216,15 @@ def test_each_kind_declares_every_step_in_its_own_folder(kind: str) -> None:
     refs = {name: getattr(declared, name) for name in (*CONTRACT, "tasks", "metrics")}
     if declared.scorer is not None:
         refs |= {"score": declared.scorer.score, "options": declared.scorer.options}
+    if declared.power is not None:
+        refs["power"] = declared.power
     for name, ref in refs.items():
         assert isinstance(ref, Ref), name
         assert ref.target.startswith((home + ".", *shared)), (name, ref.target)
         target = ref.load()
-        if name in CONTRACT:
+        if name in CONTRACT or name in OPTIONAL:
             parameters = list(inspect.signature(target).parameters)
-            assert parameters == CONTRACT[name], (name, ref.target, parameters)
+            assert parameters == {**CONTRACT, **OPTIONAL}[name], (name, ref.target, parameters)
     assert issubclass(refs["metrics"].load(), BaseModel)
     assert set(declared.commands) <= {info.name for info in refs["tasks"].load()}
     if declared.scorer is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterator
 from pathlib import Path
@@ -165,3 +166,39 @@ def test_a_dry_run_says_why_an_endpoint_without_logprobs_or_n_costs_so_many_call
         "answer is a call of its own (5 a prompt) (sampled answers stand in for logprobs: the "
         "endpoint gives none, or sampling was asked for); --samples N lowers it"
     )
+
+
+def test_a_dry_run_plans_the_names_that_detect_a_gap_from_a_pilot(tmp_path: Path) -> None:
+    """A pilot of 6 names per group, then --dry-run --detect: the power as configured,
+    and the names per group for 80% and 95% with their requests; the sizes follow from the
+    pilot's intervals (SE scaled by 1/sqrt(names))."""
+    from scipy import stats
+
+    from biasaudit.metrics import VarianceModel
+
+    base = ["run", "resume-screening", "--model", "sim/biased", "--jobs", "software-engineer",
+            "--runs-dir", str(tmp_path)]  # fmt: skip
+    code, out, err = invoke(*base, "--names-per-group", "6", "--no-report")
+    assert code == 0, err
+    pilot = Path(out.strip().splitlines()[-1].removeprefix("run: "))
+    code, out, err = invoke(*base, "--names-per-group", "10", "--dry-run", "--detect", "0.1",
+                            "--like", str(pilot))  # fmt: skip
+    assert code == 0, err
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("power to detect"))
+    assert lines[start].startswith("power to detect |ΔDP| >= 0.1 at k=1 against W_M")
+    assert lines[start + 1].startswith("  as configured (10 names per group): ")
+    metrics = json.loads((pilot / "metrics.json").read_text())
+    z = stats.norm.ppf(0.975)
+    sizes = []
+    for group in metrics["groups"].values():
+        low, high = group["dp_gap_ci"]["1"]
+        se = (high - low) / (2 * z)
+        sizes.append(
+            VarianceModel(se * se * group["units"], 0.0, group["units"]).names_for(0.1, 0.8)
+        )
+    names = max(n for n in sizes if n is not None)
+    assert lines[start + 2].startswith(f"  80% power: {names} names per group, ")
+    assert lines[start + 3].startswith("  95% power: ")
+    code, _, err = invoke(*base, "--dry-run", "--detect", "0.1")
+    assert code == 2 and "--detect needs --like RUN" in err

@@ -61,8 +61,11 @@ def check_budget(
         run_async(provider.aclose())
         raise
     if dry_run:
-        run_async(provider.aclose())
-        for line in estimate.lines():
+        try:
+            lines = estimate.lines() + _power_lines(spec, provider, table)
+        finally:
+            run_async(provider.aclose())
+        for line in lines:
             click.echo(line)
         sys.exit(0)
     notice = float(os.environ.get(COST_NOTICE_ENV) or 1.0)
@@ -82,6 +85,25 @@ def check_budget(
         return None
     assert estimate.price is not None
     return BudgetedProvider(provider, estimate.price, max_cost)
+
+
+def _power_lines(spec: AuditSpec, provider: Any, table: Any) -> list[str]:
+    """The dry run's power lines where the spec asks (``--detect``) and its kind plans them."""
+    if getattr(spec, "detect", None) is None:
+        return []
+    from biasaudit.kinds.registry import kind_of_spec
+    from biasaudit.pricing import estimate_spec_cost
+
+    planner = kind_of_spec(spec).power
+    if planner is None:
+        return ["power: --detect is planned for allocation audits only, for now"]
+
+    def cost_at(sized: AuditSpec) -> tuple[int, float | None]:
+        estimate = estimate_spec_cost(sized, provider, table)
+        return estimate.to_send, estimate.cost
+
+    found: list[str] = planner(spec, cost_at)
+    return found
 
 
 def check_budgets(

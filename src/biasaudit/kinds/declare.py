@@ -107,6 +107,9 @@ class Kind:
     """The figures of its change tests shown in percentage points (shares)."""
     scorer: Scorer | None = None
     """``biasaudit score <name>``, where the kind reads outputs produced elsewhere."""
+    power: Ref | None = None
+    """``(spec, cost_at) -> list[str]``: the dry run's power lines for a spec's ``detect``
+    (``cost_at(spec)``: requests to send and cost of a spec), where the kind plans them."""
 
     def owns(self, spec: RunSpec) -> bool:
         """Whether a run of ``spec`` is of this kind."""

@@ -24,6 +24,10 @@ bias, consistency across orders), :func:`latin_square`, :func:`kendall_w`.
 
 Grade Score (Iourovitski): :func:`grade_score`, :func:`grade_score_summary`.
 
+Planning an audit's size: :func:`detection_power` (the chance an interval excludes 0
+for a gap of a given size) and :class:`VarianceModel` (how the SE shrinks with names,
+:func:`variance_model` / :func:`fit_components` fitting it from two sizes).
+
 RUTEd evaluation (Lum et al.): :func:`neutrality`, :func:`skew`,
 :func:`stereotype`, :func:`gender_shares`, and :func:`spearman` /
 :func:`spearman_matrix` for comparing models across contexts;
@@ -64,6 +68,12 @@ from biasaudit.metrics._pairwise import (
     PairwiseScores,
     pairwise_preference_gap,
     pairwise_ranking_scores,
+)
+from biasaudit.metrics._power import (
+    VarianceModel,
+    detection_power,
+    fit_components,
+    variance_model,
 )
 from biasaudit.metrics._ruted import (
     GenderShares,
@@ -128,13 +138,16 @@ __all__ = [
     "SelectionResult",
     "SlotTest",
     "Units",
+    "VarianceModel",
     "allocation_figures",
     "avg_score_gap",
     "bootstrap_selection_gaps",
+    "detection_power",
     "distribution_shape",
     "dp_gap",
     "emd",
     "eo_gap",
+    "fit_components",
     "gender_shares",
     "grade_score",
     "grade_score_summary",
@@ -167,4 +180,5 @@ __all__ = [
     "stereotype",
     "top_k_shares",
     "unit_similarity",
+    "variance_model",
 ]

@@ -35,6 +35,7 @@ KIND = Kind(
     figures=Ref(f"{_HERE}.metrics:figure_rows"),
     compared_per="group",
     scores_file="scores.csv",
+    power=Ref(f"{_HERE}.power:plan_power"),
     compare_note=" ΔDP and ΔEO in percentage points.",
     figure_names={
         "rabbi": "RABBI",

@@ -1,0 +1,151 @@
+"""Power before spending: the chance an audit of a given size detects a gap of a given
+size, and the size that reaches a target chance.
+
+A figure's interval is ``estimate ± z · SE``; a gap is *detected* when its interval
+excludes 0. With the estimate near normal around the true gap ``d`` and SE its
+sampling standard deviation, the chance of that is (the two-sided power of a z-test;
+Cohen, *Statistical Power Analysis for the Behavioral Sciences*, 1988, ch. 1)
+
+    power(d, SE) = Φ(|d|/SE - z) + Φ(-|d|/SE - z),   z = Φ⁻¹(1 - alpha/2)
+
+with alpha = 1 - confidence.
+
+How SE shrinks as an audit grows is a matter of its variance components. Adding names
+(the units that vary within each group) shrinks the part that comes from names; the
+part from a task's fixed items (its resumes, its essays) does not shrink, however many
+names are added. With ``n`` names per group
+
+    SE(n)² = A / n + B,
+
+``A`` the names' share and ``B`` the items' (and the model's own noise averaged over
+a fixed set of prompts). :func:`variance_model` finds A and B from the SE of one
+audit at two sizes: its own, and the same audit with half its names
+(:func:`fit_components` of a run's figures computed on a random half of its names,
+averaged over a few halves). The size that reaches a target power is then the
+smallest ``n`` with ``power(d, SE(n)) ≥ target``; where ``B`` alone keeps the power
+below the target, no number of names reaches it and the answer says so.
+
+The SE is the one the audit's own interval implies (half-width / z), so the planned
+power is the chance of the event the report calls "beyond noise". Where the interval
+is conservative (wider than the estimate's spread), the real chance is higher; the
+tests check the planning by simulation (``tests/metrics/test_metrics_power.py``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from biasaudit.metrics._validate import check_confidence
+
+__all__ = ["VarianceModel", "detection_power", "fit_components", "variance_model"]
+
+
+def _z(confidence: float) -> float:
+    from scipy import stats
+
+    return float(stats.norm.ppf(0.5 + confidence / 2))
+
+
+def _phi(x: float) -> float:
+    return 0.5 * math.erfc(-x / math.sqrt(2.0))
+
+
+def detection_power(effect: float, se: float, *, confidence: float = 0.95) -> float:
+    """The chance that an interval at ``confidence`` around an estimate of true value
+    ``effect`` (sampling SD ``se``) excludes 0; see the module docstring.
+
+    Raises
+    ------
+    ValueError
+        ``se`` is not positive and finite, or ``effect`` is not finite.
+    """
+    check_confidence(confidence)
+    if not (math.isfinite(se) and se > 0) or not math.isfinite(effect):
+        raise ValueError(f"se must be positive and finite and effect finite, got {se}, {effect}")
+    z = _z(confidence)
+    ratio = abs(effect) / se
+    return _phi(ratio - z) + _phi(-ratio - z)
+
+
+@dataclass(frozen=True)
+class VarianceModel:
+    """``SE(n)² = names / n + fixed`` (see the module docstring): ``names`` the variance
+    that more names shrink (A), ``fixed`` what they do not (B); ``n_now`` the names per
+    group of the audit it was fitted on."""
+
+    names: float
+    fixed: float
+    n_now: int
+
+    def se(self, n: float) -> float:
+        """The SE with ``n`` names per group."""
+        return math.sqrt(self.names / n + self.fixed)
+
+    def power(self, effect: float, n: float, *, confidence: float = 0.95) -> float:
+        return detection_power(effect, self.se(n), confidence=confidence)
+
+    def ceiling(self, effect: float, *, confidence: float = 0.95) -> float:
+        """The power no number of names exceeds (the items' share alone): 1 if none."""
+        if self.fixed <= 0:
+            return 1.0
+        return detection_power(effect, math.sqrt(self.fixed), confidence=confidence)
+
+    def names_for(
+        self, effect: float, power: float, *, confidence: float = 0.95, most: int = 1_000_000
+    ) -> int | None:
+        """The fewest names per group whose power reaches ``power``; None where no number
+        up to ``most`` does (the fixed part keeps it below)."""
+        if not 0 < power < 1:
+            raise ValueError(f"power must be in (0, 1), got {power}")
+        if self.ceiling(effect, confidence=confidence) < power:
+            return None
+        if self.power(effect, 1, confidence=confidence) >= power:
+            return 1
+        low, high = 1, 2
+        while self.power(effect, high, confidence=confidence) < power:
+            low, high = high, high * 2
+            if high > most:
+                return None
+        while high - low > 1:
+            middle = (low + high) // 2
+            if self.power(effect, middle, confidence=confidence) >= power:
+                high = middle
+            else:
+                low = middle
+        return high
+
+
+def variance_model(se_full: float, n_full: int, se_half: float, n_half: int) -> VarianceModel:
+    """A and B from the SE at ``n_full`` and at ``n_half`` names per group (two
+    equations ``SE² = A/n + B``). A negative B (noise in the two SEs) is taken as 0 and A
+    refitted on the full audit alone; a negative A as no names' share at all.
+
+    Raises
+    ------
+    ValueError
+        The SEs are not positive, or the sizes are not distinct positive counts.
+    """
+    if not (se_full > 0 and se_half > 0) or not (0 < n_half < n_full):
+        raise ValueError("need positive SEs at two sizes, n_half < n_full")
+    v_full, v_half = se_full**2, se_half**2
+    names = (v_half - v_full) / (1 / n_half - 1 / n_full)
+    fixed = v_full - names / n_full
+    if names <= 0:
+        return VarianceModel(0.0, v_full, n_full)
+    if fixed < 0:
+        return VarianceModel(v_full * n_full, 0.0, n_full)
+    return VarianceModel(names, fixed, n_full)
+
+
+def fit_components(
+    se_full: float, n_full: int, se_halves: Sequence[float], n_half: int
+) -> VarianceModel:
+    """:func:`variance_model` with the SE at half size averaged over several random
+    halves of the names (as variances: the mean of SE²)."""
+    found = [s for s in se_halves if s > 0 and math.isfinite(s)]
+    if not found:
+        raise ValueError("no usable SE at half size")
+    mean_half = math.sqrt(sum(s * s for s in found) / len(found))
+    return variance_model(se_full, n_full, mean_half, n_half)

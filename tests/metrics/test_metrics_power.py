@@ -1,0 +1,96 @@
+"""Power before spending: the detection chance checked against its formula, the variance
+model against the components it was built from, and the planning against simulation:
+audits sized for 80% power by a pilot's intervals detect the planted gap about 80% of
+the time (names with their own effects, resumes with theirs, the allocation figures'
+own intervals)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from biasaudit.metrics import VarianceModel, allocation_figures, detection_power, variance_model
+
+
+def test_detection_power_is_the_two_sided_z_test_s() -> None:
+    z = stats.norm.ppf(0.975)
+    assert detection_power(0.0, 0.1) == pytest.approx(0.05)  # no gap: the false-alarm rate
+    assert detection_power(0.3, 0.1) == pytest.approx(detection_power(-0.3, 0.1))
+    planned = (z + stats.norm.ppf(0.8)) * 0.05  # |d|/SE = z + z_0.8: 80% (+ the other tail)
+    expected = stats.norm.cdf(planned / 0.05 - z) + stats.norm.cdf(-planned / 0.05 - z)
+    assert detection_power(planned, 0.05) == pytest.approx(expected)
+    assert detection_power(planned, 0.05) == pytest.approx(0.8, abs=1e-3)
+    assert detection_power(0.1, 0.05, confidence=0.99) < detection_power(0.1, 0.05)
+    with pytest.raises(ValueError, match="se must be positive"):
+        detection_power(0.1, 0.0)
+
+
+def test_the_variance_model_finds_its_components_and_the_names_that_reach_a_power() -> None:
+    truth = VarianceModel(names=0.4, fixed=0.002, n_now=40)
+    fitted = variance_model(truth.se(40), 40, truth.se(20), 20)
+    assert fitted.names == pytest.approx(0.4) and fitted.fixed == pytest.approx(0.002)
+    n = fitted.names_for(0.2, 0.8)
+    assert n is not None and fitted.power(0.2, n) >= 0.8 > fitted.power(0.2, n - 1)
+    # The resumes' share alone caps the power: no number of names reaches 95% here.
+    assert fitted.ceiling(0.1) < 0.95 and fitted.names_for(0.1, 0.95) is None
+    # Noise that makes the fixed part negative is read as none.
+    assert variance_model(0.1, 40, 0.16, 20).fixed == 0.0
+
+
+RESUMES = np.random.default_rng(7).normal(0, 0.5, 6)
+"""Each resume's own effect: the same six resumes in every audit, as a task's shipped
+resumes are; the names are drawn afresh."""
+
+
+def simulate(names: int, seed: int, gap: float = -0.3) -> tuple[np.ndarray, ...]:
+    """Scores of two groups on six resumes: each name's own effect (SD 0.5), each resume's
+    (:data:`RESUMES`), the answer's noise (SD 0.5), and the planted gap on the log-odds
+    scale."""
+    rng = np.random.default_rng(seed)
+    items = RESUMES
+    scores, groups, who, what = [], [], [], []
+    for group in ("W_M", "B_M"):
+        for name in range(names):
+            own = rng.normal(0, 0.5) + (gap if group == "B_M" else 0.0)
+            for item in range(6):
+                logit = own + items[item] + rng.normal(0, 0.5)
+                scores.append(1 / (1 + math.exp(-logit)))
+                groups.append(group)
+                who.append(f"{group}-{name}")
+                what.append(f"r{item}")
+    return np.array(scores), np.array(groups), np.array(who), np.array(what)
+
+
+def dp_gap(names: int, seed: int) -> tuple[float, float, float]:
+    scores, groups, who, what = simulate(names, seed)
+    figures = allocation_figures(
+        scores, groups, reference="W_M", names=who, items=what, k_max=1, n_bootstrap=200,
+        n_gap_bootstrap=200, n_permutations=20, n_omnibus=20, seed=seed,
+    )  # fmt: skip
+    table = figures.table
+    row = table[(table["figure"] == "dp_gap") & table["subtask"].isna()].iloc[0]
+    return float(row["estimate"]), float(row["low"]), float(row["high"])
+
+
+@pytest.mark.slow
+def test_audits_planned_at_80_percent_power_detect_the_gap_about_80_percent_of_the_time() -> None:
+    """The true ΔDP comes from many audits; each of four pilots (40 names per group) sizes
+    an audit for 80% power from its own interval (SE scaled by 1/sqrt(names)); repeated
+    audits of that size, new names on the same resumes, detect the gap in 75-85% of runs
+    overall. (Measured: 83%.)"""
+    true_gap = float(np.mean([dp_gap(60, 10_000 + s)[0] for s in range(60)]))
+    z = stats.norm.ppf(0.975)
+    detected = runs = 0
+    for pilot in range(4):
+        _, low, high = dp_gap(40, 900 + pilot)
+        se = (high - low) / (2 * z)
+        size = VarianceModel(se * se * 40, 0.0, 40).names_for(true_gap, 0.8)
+        assert size is not None
+        for seed in range(60):
+            _, low, high = dp_gap(size, 20_000 + 100 * pilot + seed)
+            detected += high < 0 or low > 0
+            runs += 1
+    assert 0.75 <= detected / runs <= 0.85, detected / runs
