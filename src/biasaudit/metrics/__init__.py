@@ -26,7 +26,9 @@ Grade Score (Iourovitski): :func:`grade_score`, :func:`grade_score_summary`.
 
 Planning an audit's size: :func:`detection_power` (the chance an interval excludes 0
 for a gap of a given size) and :class:`VarianceModel` (how the SE shrinks with names,
-:func:`variance_model` / :func:`fit_components` fitting it from two sizes).
+:func:`variance_model` / :func:`fit_components` fitting it from two sizes); for
+audits that stop when they know enough, intervals valid at every look
+(:func:`sequence_interval`, an asymptotic confidence sequence).
 
 RUTEd evaluation (Lum et al.): :func:`neutrality`, :func:`skew`,
 :func:`stereotype`, :func:`gender_shares`, and :func:`spearman` /
@@ -90,6 +92,11 @@ from biasaudit.metrics._selection import (
     select_in_pools,
     simulate_selection,
     top_k_shares,
+)
+from biasaudit.metrics._sequential import (
+    sequence_interval,
+    sequence_multiplier,
+    tightest_at,
 )
 from biasaudit.metrics._similarity import (
     ReplicateSimilarity,
@@ -172,12 +179,15 @@ __all__ = [
     "replicate_similarity",
     "rms",
     "select_in_pools",
+    "sequence_interval",
+    "sequence_multiplier",
     "simulate_selection",
     "skew",
     "slot_test",
     "spearman",
     "spearman_matrix",
     "stereotype",
+    "tightest_at",
     "top_k_shares",
     "unit_similarity",
     "variance_model",
