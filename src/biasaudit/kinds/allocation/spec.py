@@ -5,9 +5,9 @@ grading, a task of your own)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from biasaudit.kinds.candidates.spec import (
     CandidatesData,
@@ -36,6 +36,26 @@ Method = Literal["pointwise", "pairwise"]
 class AllocationSpec(CandidatesData):
     """An allocation audit's own fields: the method and its scoring, the reference group,
     the selection simulated (k, pools, rounds) and its bootstraps."""
+
+    @field_validator("until")
+    @classmethod
+    def _until(cls, value: str | None) -> str | None:
+        if value is None or value == "decided":
+            return value
+        kind, _, number = value.partition(":")
+        try:
+            width = float(number)
+        except ValueError:
+            width = -1.0
+        if kind != "precise" or not 0 < width <= 1:
+            raise ValueError("must be 'decided' or 'precise:H' with 0 < H <= 1, e.g. precise:0.03")
+        return value
+
+    @model_validator(mode="after")
+    def _until_needs(self) -> Self:
+        if self.until == "decided" and self.detect is None:
+            raise ValueError("--until decided needs --detect D: the gap that matters")
+        return self
 
     @classmethod
     def relative_to(cls, data: dict[str, Any], folder: Path) -> dict[str, Any]:
@@ -87,6 +107,21 @@ class AllocationSpec(CandidatesData):
         None,
         description="A previous run of this task (a small pilot, say) whose intervals give "
         "the variance that --detect plans with.",
+    )
+    until: str | None = Field(
+        None,
+        description="Run in rounds of more names until the answer is known: "
+        "'precise:H' (every group's ΔDP interval at headline_k at most ±H) or 'decided' "
+        "(every group's interval excludes 0, or lies within ±--detect); intervals valid "
+        "at every look (a confidence sequence). Resume screening.",
+    )
+    round_names: int | None = Field(
+        None, ge=1, le=10_000,
+        description="--until: names per group added each round [default: the first "
+        "round's, --names-per-group].",
+    )  # fmt: skip
+    max_names: int = Field(
+        100, ge=1, le=100_000, description="--until: the most names per group to reach."
     )
     k_max: int = Field(5, ge=1, le=100, description="Selections simulated: k = 1..k_max.")
     headline_k: int = Field(

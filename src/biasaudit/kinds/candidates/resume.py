@@ -110,8 +110,10 @@ def read_names(path: str | Path) -> dict[str, list[str]]:
 
 
 def _sample_names(
-    names: dict[str, list[str]], per_group: int, seed: int, path: Path
+    names: dict[str, list[str]], per_group: int, seed: int, path: Path, *, nested: bool = False
 ) -> dict[str, list[str]]:
+    """``per_group`` names of each group, drawn with ``seed``; ``nested``: the first of a
+    seeded order of each group's names, so a larger draw holds every name of a smaller one."""
     rng = np.random.default_rng(seed)
     chosen = {}
     for group, pool in names.items():
@@ -120,7 +122,10 @@ def _sample_names(
                 f"names {path}: group {group} has {len(pool)} names, fewer than "
                 f"--names-per-group {per_group}"
             )
-        picked = sorted(rng.choice(len(pool), size=per_group, replace=False))
+        if nested:
+            picked = sorted(rng.permutation(len(pool))[:per_group])
+        else:
+            picked = sorted(rng.choice(len(pool), size=per_group, replace=False))
         chosen[group] = [pool[i] for i in picked]
     return chosen
 
@@ -144,7 +149,8 @@ def build_resume_screening(spec: ResumeData) -> AllocationTask:
     """The resume-screening task for ``spec``: every resume x name pair a candidate."""
     names_path = spec.names or NAMES_PATH
     jobs = _select_jobs(read_jobs(spec.resumes or JOBS_PATH), spec.jobs)
-    names = _sample_names(read_names(names_path), spec.names_per_group, spec.seed, names_path)
+    names = _sample_names(read_names(names_path), spec.names_per_group, spec.seed, names_path,
+                          nested=spec.names_drawn == "nested")  # fmt: skip
     groups = _ordered_groups(list(names))
     candidates = [
         Candidate(

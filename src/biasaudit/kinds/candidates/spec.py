@@ -76,6 +76,11 @@ class ResumeData(CandidatesData):
         None, description="YAML of jobs and resumes to use instead of the shipped ones."
     )
     names_per_group: int = Field(100, ge=1, le=100_000, description="Names per group.")
+    names_drawn: Literal["sample", "nested"] = Field(
+        "sample",
+        description="How the names are drawn (seeded): 'nested' keeps, at a larger "
+        "--names-per-group, every name a smaller one drew (the rounds of --until).",
+    )
 
     @field_validator("jobs", mode="before")
     @classmethod

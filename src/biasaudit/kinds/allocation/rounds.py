@@ -1,0 +1,201 @@
+"""``--until``: a resume-screening audit that grows by names until its answer is known.
+
+Round 1 audits ``--names-per-group`` names; each later round adds ``--round-names``
+more (drawn nested: a round keeps every name of the rounds before it, so their answers
+come from the cache and are paid for once), until the rule holds:
+
+- ``precise:H``: every group's ΔDP interval at the headline k is at most ±H;
+- ``decided``: every group's interval excludes 0 (a gap beyond noise) or lies within
+  ±D (``--detect D``: no gap that matters).
+
+The rule reads intervals valid at every look, however many rounds there are
+(:func:`biasaudit.metrics.sequence_interval`, an asymptotic confidence sequence over
+the names per group, tightest at half of ``--max-names``), so stopping when it holds
+keeps their coverage. Each round is an ordinary run directory; the last one also holds
+``rounds.json``: every round (names, requests sent, each group's estimate and both
+intervals), why the audit stopped, and the size and requests of the fixed-size audit of
+the same precision (``precise``) or the one the power analysis recommends for D at 80%
+(``decided``). ``replay`` of the last round reproduces it exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from pydantic import BaseModel, Field
+
+from biasaudit.errors import UsageError
+from biasaudit.kinds.allocation.metrics import AllocationMetrics
+from biasaudit.kinds.allocation.run import AuditResult, audit
+from biasaudit.metrics import VarianceModel, sequence_interval
+from biasaudit.providers import Provider
+
+__all__ = ["ROUNDS_FILE", "RoundsRecord", "audit_until", "read_rounds"]
+
+ROUNDS_FILE = "rounds.json"
+
+
+class GroupLook(BaseModel):
+    """One group's ΔDP at the headline k in one round."""
+
+    estimate: float
+    interval: list[float] = Field(description="Valid at every look (the rule reads it).")
+    fixed_interval: list[float] = Field(description="The run's own, for this size alone.")
+    names: int
+
+
+class Round(BaseModel):
+    names: int = Field(description="Names per group.")
+    run_dir: str
+    requests: int
+    sent: int
+    groups: dict[str, GroupLook]
+
+
+class RoundsRecord(BaseModel):
+    """``rounds.json`` of an audit run with ``--until``."""
+
+    schema_version: int = 1
+    until: str
+    detect: float | None = None
+    k: int
+    confidence: float
+    tightest_at: float = Field(description="Names per group where the sequence is tightest.")
+    rounds: list[Round]
+    stopped: str = Field(description="Why the audit stopped.")
+    sent: int = Field(description="Requests sent over every round.")
+    fixed_names: int | None = Field(
+        None,
+        description="The fixed-size audit to compare with: of the same precision "
+        "(precise), or the one the power analysis recommends at 80% for D (decided).",
+    )
+    fixed_requests: int | None = None
+
+
+def read_rounds(run_dir: Path) -> RoundsRecord | None:
+    """The run's ``rounds.json``, or None where it ran at one size."""
+    path = run_dir / ROUNDS_FILE
+    if not path.is_file():
+        return None
+    return RoundsRecord.model_validate_json(path.read_text(encoding="utf-8"))
+
+
+def _z(confidence: float) -> float:
+    from scipy import stats
+
+    return float(stats.norm.ppf(0.5 + confidence / 2))
+
+
+def _looks(metrics: AllocationMetrics, k: int, target: float) -> dict[str, GroupLook]:
+    z = _z(metrics.confidence)
+    found = {}
+    for group, figures in metrics.groups.items():
+        bounds = figures.dp_gap_ci.get(str(k))
+        estimate = figures.dp_gap.get(str(k))
+        names = figures.units or 0
+        if bounds is None or estimate is None or names < 2:
+            continue
+        se = (bounds[1] - bounds[0]) / (2 * z)
+        low, high = sequence_interval(estimate, se, names, target_n=target,
+                                      confidence=metrics.confidence)  # fmt: skip
+        found[group] = GroupLook(estimate=estimate, interval=[low, high],
+                                 fixed_interval=list(bounds), names=names)  # fmt: skip
+    return found
+
+
+def _settled(spec: Any, looks: dict[str, GroupLook]) -> str | None:
+    """Why the rule holds, or None."""
+    if not looks:
+        return None
+    if spec.until == "decided":
+        d = spec.detect
+        for look in looks.values():
+            low, high = look.interval
+            if not (low > 0 or high < 0 or (low > -d and high < d)):
+                return None
+        return f"decided: every group's gap is beyond noise or within ±{d:g}"
+    width = float(spec.until.partition(":")[2])
+    if all((look.interval[1] - look.interval[0]) / 2 <= width for look in looks.values()):
+        return f"precise: every group's interval is within ±{width:g}"
+    return None
+
+
+def _fixed_size(spec: Any, last: Round, confidence: float) -> int | None:
+    """The fixed-size audit to compare with (see :class:`RoundsRecord`)."""
+    z = _z(confidence)
+    sizes = []
+    for look in last.groups.values():
+        se = (look.fixed_interval[1] - look.fixed_interval[0]) / (2 * z)
+        if se <= 0:
+            continue
+        model = VarianceModel(se * se * look.names, 0.0, look.names)
+        if spec.until == "decided":
+            needed = model.names_for(spec.detect, 0.8, confidence=confidence)
+        else:
+            width = float(spec.until.partition(":")[2])
+            needed = math.ceil(model.names * (z / width) ** 2)
+        if needed is None:
+            return None
+        sizes.append(needed)
+    return max(sizes) if sizes else None
+
+
+def audit_until(
+    spec: Any,
+    *,
+    provider: Provider | None = None,
+    stderr: TextIO | None = None,
+    command: Sequence[str] | None = None,
+) -> AuditResult:
+    """Run ``spec`` in rounds until its ``until`` rule holds; see the module docstring.
+
+    Raises
+    ------
+    UsageError
+        The task does not grow by names (only resume screening does).
+    RunAbortedError
+        A round stopped (the endpoint, storage, the budget, Ctrl-C); the rounds before
+        it are kept as they are.
+    """
+    if "names_per_group" not in type(spec).model_fields:
+        raise UsageError(
+            "--until grows an audit by names per group: resume screening only, for now"
+        )
+    if spec.names_per_group > spec.max_names:
+        raise UsageError("--names-per-group is above --max-names")
+    provider = provider or spec.resolve_provider()
+    step = spec.round_names or spec.names_per_group
+    target = max(spec.max_names / 2, spec.names_per_group)
+    names = spec.names_per_group
+    rounds: list[Round] = []
+    sent = 0
+    while True:
+        sized = spec.model_copy(
+            update={"names_per_group": names, "names_drawn": "nested", "until": None}
+        )
+        result = audit(sized, provider=provider, stderr=stderr, command=command)
+        counts = result.manifest.counts
+        sent += counts.sent
+        looks = _looks(result.metrics, spec.headline_k, target)
+        rounds.append(Round(names=names, run_dir=str(result.run_dir), requests=counts.requests,
+                            sent=counts.sent, groups=looks))  # fmt: skip
+        reason = _settled(spec, looks)
+        if reason is None and names >= spec.max_names:
+            reason = f"reached --max-names {spec.max_names} before the rule held"
+        if reason is not None:
+            break
+        names = min(names + step, spec.max_names)
+    last = rounds[-1]
+    fixed = _fixed_size(spec, last, result.metrics.confidence)
+    record = RoundsRecord(
+        until=spec.until, detect=spec.detect, k=spec.headline_k,
+        confidence=result.metrics.confidence, tightest_at=target, rounds=rounds,
+        stopped=reason, sent=sent, fixed_names=fixed,
+        fixed_requests=None if fixed is None else math.ceil(last.requests * fixed / last.names),
+    )  # fmt: skip
+    (result.run_dir / ROUNDS_FILE).write_text(record.model_dump_json(indent=2) + "\n",
+                                              encoding="utf-8")  # fmt: skip
+    return result

@@ -1,0 +1,101 @@
+"""--until: a resume-screening audit that grows by names until every group's answer is
+known, on intervals valid at every look; each round pays only for its new names; the
+record says why it stopped and what a fixed-size audit would have cost; the last round
+replays exactly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from biasaudit.cli import cli
+from biasaudit.kinds.allocation.rounds import read_rounds
+from biasaudit.metrics import sequence_interval
+from biasaudit.replay import replay_run
+
+BASE = ["run", "resume-screening", "--model", "sim/biased", "--jobs", "software-engineer",
+        "--names-per-group", "5", "--no-report"]  # fmt: skip
+
+
+def invoke(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def last_run(out: str) -> Path:
+    return Path(out.strip().splitlines()[-1].removeprefix("run: "))
+
+
+def test_until_decided_grows_by_new_names_and_stops_when_every_group_is_settled(
+    tmp_path: Path,
+) -> None:
+    code, out, err = invoke(*BASE, "--until", "decided", "--detect", "0.1", "--max-names", "60",
+                            "--runs-dir", str(tmp_path))  # fmt: skip
+    assert code == 0, err
+    run_dir = last_run(out)
+    record = read_rounds(run_dir)
+    assert record is not None and record.stopped.startswith("decided")
+    assert [r.names for r in record.rounds] == list(range(5, 5 * len(record.rounds) + 1, 5))
+    per_round = 5 * 8 * 6  # new names x groups x resumes: earlier names come from the cache
+    assert all(r.sent == per_round for r in record.rounds) and record.sent == per_round * len(
+        record.rounds
+    )
+    last = record.rounds[-1]
+    for look in last.groups.values():  # the rule held at the last look, on the sequence
+        low, high = look.interval
+        assert low > 0 or high < 0 or (low > -0.1 and high < 0.1)
+        half = (look.fixed_interval[1] - look.fixed_interval[0]) / 2
+        assert (high - low) / 2 > half  # wider than the fixed-size interval
+    # B_M carries the planted bias: its gap is declared, beyond noise.
+    assert last.groups["B_M"].interval[1] < 0
+    earlier = record.rounds[-2]
+    assert any(not (lo > 0 or hi < 0 or (lo > -0.1 and hi < 0.1))
+               for lo, hi in (g.interval for g in earlier.groups.values()))  # fmt: skip
+    assert record.fixed_names is not None and record.fixed_requests is not None
+    assert "--until decided: ΔDP at k=1 each round" in out
+    assert f"stopped: {record.stopped}; {record.sent} requests sent in all" in out
+    replayed = replay_run(run_dir)
+    assert replayed.differences == []
+
+
+def test_until_precise_stops_at_the_width_or_at_max_names(tmp_path: Path) -> None:
+    code, out, err = invoke(*BASE, "--until", "precise:0.5", "--runs-dir", str(tmp_path))
+    assert code == 0, err
+    record = read_rounds(last_run(out))
+    assert record is not None and len(record.rounds) == 1  # ±0.5 holds at once
+    assert record.stopped.startswith("precise")
+    code, out, err = invoke(*BASE, "--until", "precise:0.001", "--max-names", "10",
+                            "--runs-dir", str(tmp_path / "b"))  # fmt: skip
+    assert code == 0, err
+    record = read_rounds(last_run(out))
+    assert record is not None and record.stopped == ("reached --max-names 10 before the rule held")
+    assert [r.names for r in record.rounds] == [5, 10]
+    look = record.rounds[-1].groups["B_M"]
+    assert look.interval == pytest.approx(
+        list(sequence_interval(look.estimate, (look.fixed_interval[1] - look.fixed_interval[0])
+                               / 2 / 1.959963984540054, look.names, target_n=record.tightest_at))
+    )  # fmt: skip
+    json.loads((last_run(out) / "rounds.json").read_text())
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [(["--until", "decided"], "--until decided needs --detect D"),
+     (["--until", "soon"], "field 'until': must be 'decided' or 'precise:H'"),
+     (["--until", "precise:0.1", "--max-names", "3"], "--names-per-group is above --max-names")],
+)  # fmt: skip
+def test_until_that_cannot_run_is_named_before_anything_is_sent(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    code, _, err = invoke(*BASE, *args, "--runs-dir", str(tmp_path / "runs"))
+    assert code == 2 and message in err, err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_until_is_for_tasks_that_grow_by_names(tmp_path: Path) -> None:
+    code, _, err = invoke("run", "essay-grading", "--essays", "demo", "--model", "sim/biased",
+                          "--until", "precise:0.1", "--runs-dir", str(tmp_path / "runs"))  # fmt: skip
+    assert code == 2 and "resume screening only" in err
