@@ -99,3 +99,12 @@ def test_until_is_for_tasks_that_grow_by_names(tmp_path: Path) -> None:
     code, _, err = invoke("run", "essay-grading", "--essays", "demo", "--model", "sim/biased",
                           "--until", "precise:0.1", "--runs-dir", str(tmp_path / "runs"))  # fmt: skip
     assert code == 2 and "resume screening only" in err
+
+
+def test_a_dry_run_of_until_gives_the_ceiling_of_its_rounds(tmp_path: Path) -> None:
+    code, out, err = invoke(*BASE, "--until", "decided", "--detect", "0.1", "--max-names", "60",
+                            "--runs-dir", str(tmp_path), "--dry-run")  # fmt: skip
+    assert code == 0, err
+    assert out.splitlines()[0].startswith("dry run of sim/biased: 240 requests")
+    ceiling = next(line for line in out.splitlines() if line.startswith("--until decided"))
+    assert "at most 60 names per group: 2880 requests" in ceiling

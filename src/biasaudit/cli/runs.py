@@ -88,15 +88,16 @@ def check_budget(
 
 
 def _power_lines(spec: AuditSpec, provider: Any, table: Any) -> list[str]:
-    """The dry run's power lines where the spec asks (``--detect``) and its kind plans them."""
-    if getattr(spec, "detect", None) is None:
+    """The dry run's planning lines where the spec asks (``--detect``, ``--until``) and its
+    kind plans them."""
+    if getattr(spec, "detect", None) is None and getattr(spec, "until", None) is None:
         return []
     from biasaudit.kinds.registry import kind_of_spec
     from biasaudit.pricing import estimate_spec_cost
 
     planner = kind_of_spec(spec).power
     if planner is None:
-        return ["power: --detect is planned for allocation audits only, for now"]
+        return ["--detect and --until are planned for allocation audits only, for now"]
 
     def cost_at(sized: AuditSpec) -> tuple[int, float | None]:
         estimate = estimate_spec_cost(sized, provider, table)

@@ -112,29 +112,43 @@ def names_needed(like: Path, detect: float, k: int, target: float) -> int | None
 
 
 def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) -> list[str]:
-    """The power lines of ``spec`` (``detect``, ``like``, ``headline_k``): ``cost_at(spec)``
-    gives the requests to send and the cost of a spec; none where ``detect`` is unset.
+    """The dry run's planning lines of ``spec``: the ceiling of ``until``'s rounds, and the
+    power for ``detect`` (``like``, ``headline_k``); ``cost_at(spec)`` gives the requests to
+    send and the cost of a spec. None where neither is set.
 
     Raises
     ------
     UsageError
         ``detect`` without ``like``, or ``like`` unusable (:func:`group_models`).
     """
+    lines: list[str] = []
+    names_now = getattr(spec, "names_per_group", None)
+    if getattr(spec, "until", None) is not None and names_now is not None:
+        most = spec.model_copy(update={"names_per_group": spec.max_names, "until": None,
+                                       "detect": None, "names_drawn": "nested"})  # fmt: skip
+        requests, cost = cost_at(most)
+        price = "cost unknown" if cost is None else f"${cost:.2f}"
+        lines.append(
+            f"--until {spec.until}: the estimate above is the first round; rounds of "
+            f"{spec.round_names or names_now} more names per group run until the rule holds, "
+            f"at most {spec.max_names} names per group: {requests} requests, {price}"
+        )
     if spec.detect is None:
-        return []
+        return lines
+    if spec.like is None and spec.until is not None:  # --detect is --until's threshold here
+        return [*lines, "power: give --like RUN (a pilot) to plan the names for --detect too"]
     if spec.like is None:
         raise UsageError(
             "--detect needs --like RUN: a previous run of this task (a pilot of a few names "
             "per group will do) whose intervals give the variance to plan with"
         )
-    names_now = getattr(spec, "names_per_group", None)
     sized = None
     if names_now is not None:
 
         def sized(n: int) -> tuple[int, float | None]:
             return cost_at(spec.model_copy(update={"names_per_group": n, "detect": None}))
 
-    lines = power_lines(Path(spec.like), spec.detect, spec.headline_k, names_now, sized)
+    lines += power_lines(Path(spec.like), spec.detect, spec.headline_k, names_now, sized)
     if names_now is None:
         lines.append(
             "  this task's candidates are given in its file: more names per group means more "

@@ -37,6 +37,14 @@ class AllocationSpec(CandidatesData):
     """An allocation audit's own fields: the method and its scoring, the reference group,
     the selection simulated (k, pools, rounds) and its bootstraps."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _nested_names(cls, data: Any) -> Any:
+        # --until grows by names: every round keeps the names of the rounds before it.
+        if isinstance(data, dict) and data.get("until") and "names_drawn" in cls.model_fields:
+            data = {**data, "names_drawn": data.get("names_drawn") or "nested"}
+        return data
+
     @field_validator("until")
     @classmethod
     def _until(cls, value: str | None) -> str | None:
