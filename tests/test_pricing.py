@@ -202,3 +202,37 @@ def test_a_dry_run_plans_the_names_that_detect_a_gap_from_a_pilot(tmp_path: Path
     assert lines[start + 3].startswith("  95% power: ")
     code, _, err = invoke(*base, "--dry-run", "--detect", "0.1")
     assert code == 2 and "--detect needs --like RUN" in err
+
+
+@pytest.mark.parametrize(
+    ("pilot", "audit", "unit", "what"),
+    [(["grade-score", "--items", "demo"], ["grade-score", "--items", "demo"], "items",
+      "a change of the score"),
+     (["ruted", "--contexts", "standard,bedtime"], ["ruted", "--contexts", "standard,bedtime"],
+      "occupations", "a skew"),
+     (["resume-screening", "--method", "listwise", "--jobs", "software-engineer", "--pools", "6"],
+      ["resume-screening", "--method", "listwise", "--jobs", "software-engineer", "--pools",
+       "10"], "pools per subtask", "|ΔDP|")],
+)  # fmt: skip
+def test_every_kind_plans_its_own_unit_from_a_pilot(
+    tmp_path: Path, pilot: list[str], audit: list[str], unit: str, what: str
+) -> None:
+    code, out, err = invoke("run", *pilot, "--model", "sim/biased", "--runs-dir", str(tmp_path),
+                            "--no-report")  # fmt: skip
+    assert code == 0, err
+    like = out.strip().splitlines()[-1].removeprefix("run: ")
+    code, out, err = invoke("run", *audit, "--model", "sim/biased", "--runs-dir", str(tmp_path),
+                            "--dry-run", "--detect", "0.1", "--like", like)  # fmt: skip
+    assert code == 0, err
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("power to detect"))
+    assert lines[start].startswith(f"power to detect {what} >= 0.1")
+    assert f"SE scaled by 1/sqrt({unit})" in lines[start]
+    for target, line in zip(("80%", "95%"), lines[start + 2 : start + 4], strict=True):
+        assert line.startswith(f"  {target} power: ") and f" {unit}, " in line
+        assert "requests to send" in line
+    other = next(p for p in tmp_path.glob("2*") if p.is_dir())
+    mismatch = invoke("run", "resume-screening", "--model", "sim/biased", "--runs-dir",
+                      str(tmp_path), "--dry-run", "--detect", "0.1", "--like", str(other))  # fmt: skip
+    if "allocation" not in other.name:
+        assert mismatch[0] == 2 and "not an allocation run" in mismatch[2]

@@ -91,7 +91,7 @@ class RunSpec(RunOptions):
         """``data`` read from a spec file in ``folder``, its relative paths made that
         folder's (a kind's spec adds the paths of its own fields)."""
         resolved = dict(data)
-        for key in cls.PATHS:
+        for key in (*cls.PATHS, *(["like"] if "like" in cls.model_fields else [])):
             value = resolved.get(key)
             if isinstance(value, str) and value != "demo":
                 resolved[key] = relative_path(value, folder)

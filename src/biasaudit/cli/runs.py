@@ -97,7 +97,7 @@ def _power_lines(spec: AuditSpec, provider: Any, table: Any) -> list[str]:
 
     planner = kind_of_spec(spec).power
     if planner is None:
-        return ["--detect and --until are planned for allocation audits only, for now"]
+        return ["--detect and --until are not planned for this kind of audit"]
 
     def cost_at(sized: AuditSpec) -> tuple[int, float | None]:
         estimate = estimate_spec_cost(sized, provider, table)

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
+from biasaudit.kinds._planning import PlanningFields
 from biasaudit.kinds.candidates.spec import (
     CandidatesData,
     CustomData,
@@ -33,7 +34,7 @@ __all__ = [
 Method = Literal["pointwise", "pairwise"]
 
 
-class AllocationSpec(CandidatesData):
+class AllocationSpec(CandidatesData, PlanningFields):
     """An allocation audit's own fields: the method and its scoring, the reference group,
     the selection simulated (k, pools, rounds) and its bootstraps."""
 
@@ -69,8 +70,6 @@ class AllocationSpec(CandidatesData):
     def relative_to(cls, data: dict[str, Any], folder: Path) -> dict[str, Any]:
         """Also the prompt files a spec's ``pointwise`` / ``pairwise`` name."""
         resolved = super().relative_to(data, folder)
-        if isinstance(resolved.get("like"), str):
-            resolved["like"] = relative_path(resolved["like"], folder)
         for key in ("pointwise", "pairwise"):
             prompt = resolved.get(key)
             if isinstance(prompt, dict) and isinstance(prompt.get("file"), str):
@@ -102,19 +101,6 @@ class AllocationSpec(CandidatesData):
         le=100,
         description="Alternatives asked for (default: 3 per label, >= 10); above 20 where "
         "the endpoint gives more (llama.cpp, local/ models).",
-    )
-    detect: float | None = Field(
-        None,
-        gt=0.0,
-        le=1.0,
-        description="With --dry-run: the smallest |ΔDP| at headline_k worth detecting; prints "
-        "the chance this audit detects it (power) and the names per group that reach 80% and "
-        "95%, from --like RUN.",
-    )
-    like: Path | None = Field(
-        None,
-        description="A previous run of this task (a small pilot, say) whose intervals give "
-        "the variance that --detect plans with.",
     )
     until: str | None = Field(
         None,

@@ -26,6 +26,7 @@ KIND = Kind(
     figures=Ref(f"{_HERE}.run:figure_rows"),
     compared_per="figure",
     scores_file="items.csv",
+    power=Ref(f"{_HERE}.power:plan_power"),
     figure_names={
         "grade_score": "Grade Score",
         "entropy": "entropy score",

@@ -7,6 +7,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
+from biasaudit.kinds._planning import PlanningFields
 from biasaudit.spec import RunSpec, relative_path
 
 __all__ = ["GRADE_SCORE_PROMPTS", "GradeScoreSpec"]
@@ -14,7 +15,7 @@ __all__ = ["GRADE_SCORE_PROMPTS", "GradeScoreSpec"]
 GRADE_SCORE_PROMPTS = ("1", "2", "3", "4")
 
 
-class GradeScoreSpec(RunSpec):
+class GradeScoreSpec(RunSpec, PlanningFields):
     """Grade Score: does a judge choose among options by position or by content?
 
     Each item's options are shown in every cyclic order; prints the mean Grade

@@ -26,6 +26,7 @@ KIND = Kind(
     figures=Ref(f"{_HERE}.metrics:figure_rows"),
     compared_per="group",
     scores_file="shown.csv",
+    power=Ref(f"{_HERE}.power:plan_power"),
     figure_names={"dp_gap": "ΔDP", "first choice": "first choice"},
     in_points=("dp_gap", "first choice"),
     scorer=Scorer(

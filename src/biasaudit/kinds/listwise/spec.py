@@ -9,6 +9,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from biasaudit.kinds._planning import PlanningFields
 from biasaudit.kinds.candidates.spec import (
     CandidatesData,
     CustomData,
@@ -20,7 +21,7 @@ from biasaudit.kinds.candidates.spec import (
 __all__ = ["ListwiseEssaySpec", "ListwiseResumeSpec", "ListwiseSpec", "ListwiseTaskSpec"]
 
 
-class ListwiseSpec(CandidatesData):
+class ListwiseSpec(CandidatesData, PlanningFields):
     """A listwise audit's own fields: what is asked, in which orders, how often."""
 
     method: Literal["listwise"] = Field(

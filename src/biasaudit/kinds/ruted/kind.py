@@ -26,6 +26,7 @@ KIND = Kind(
     figures=Ref(f"{_HERE}.metrics:figure_rows"),
     compared_per="context",
     scores_file="occupations.csv",
+    power=Ref(f"{_HERE}.power:plan_power"),
     scorer=Scorer(
         argument="OUTPUTS_FILE",
         help="""The RUTEd metrics of OUTPUTS_FILE, a CSV of gendered outputs.

@@ -7,6 +7,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
+from biasaudit.kinds._planning import PlanningFields
 from biasaudit.spec import RunSpec
 
 __all__ = ["RUTED_CONTEXTS", "RutedContext", "RutedSpec"]
@@ -15,7 +16,7 @@ RutedContext = Literal["standard", "bedtime", "personas", "esl"]
 RUTED_CONTEXTS: tuple[RutedContext, ...] = ("standard", "bedtime", "personas", "esl")
 
 
-class RutedSpec(RunSpec):
+class RutedSpec(RunSpec, PlanningFields):
     """RUTEd: gender-occupation bias in a next-word trick test and in long-form text.
 
     Neutrality, skew and stereotype with 95% intervals in the standard test

@@ -1,0 +1,127 @@
+"""What every kind's ``--dry-run --detect D --like RUN`` prints: the chance of
+detecting a difference of size D with the audit as configured, and the size (in the
+kind's own unit: names per group, pools, items, occupations) that reaches 80% and 95%,
+each with its requests and cost.
+
+A kind reads its previous run (``--like``) into one :class:`~biasaudit.metrics.
+VarianceModel` per figure that matters (:func:`model_of`: the figure's interval there
+gives its SE, which shrinks with the square root of the unit) and hands them here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from biasaudit.metrics import VarianceModel
+
+__all__ = ["TARGETS", "Planned", "PlanningFields", "model_of", "power_lines"]
+
+
+class PlanningFields(BaseModel):
+    """The fields of ``--dry-run --detect D --like RUN``, in every kind's spec."""
+
+    detect: float | None = Field(
+        None,
+        gt=0.0,
+        le=1.0,
+        description="With --dry-run: the smallest difference worth detecting (allocation and "
+        "listwise: |ΔDP| at headline_k; Grade Score: a change of the score; RUTEd: the "
+        "skew); prints the chance this audit detects it (power) and the size that reaches "
+        "80% and 95%, from --like RUN.",
+    )
+    like: Path | None = Field(
+        None,
+        description="A previous run of this task (a small pilot, say) whose intervals give "
+        "the variance that --detect plans with.",
+    )
+
+
+TARGETS = (0.8, 0.95)
+
+
+@dataclass(frozen=True)
+class Planned:
+    """The figures a plan is for: ``what`` they are (``|ΔDP|``) and ``where`` (`` at k=1
+    against W_M``), the ``unit`` that grows (``names per group``), one model per figure
+    (by its label), the previous run's confidence and name."""
+
+    what: str
+    unit: str
+    models: Mapping[str, VarianceModel]
+    confidence: float
+    source: str
+    where: str = ""
+
+
+def model_of(bounds: Sequence[float] | None, units: int, confidence: float) -> VarianceModel | None:
+    """A figure's model from its interval (``estimate ± z · SE``) over ``units``; None
+    where it has none or too few units."""
+    from scipy import stats
+
+    if bounds is None or units < 2:
+        return None
+    se = (bounds[1] - bounds[0]) / (2 * float(stats.norm.ppf(0.5 + confidence / 2)))
+    return VarianceModel(se * se * units, 0.0, units) if se > 0 else None
+
+
+def power_lines(
+    planned: Planned,
+    detect: float,
+    now: int | None,
+    cost_at: Callable[[int], tuple[int, float | None]] | None,
+) -> list[str]:
+    """The power as configured (``now`` units; per figure, and the weakest), and the units
+    for each of :data:`TARGETS` with ``cost_at(units)`` (requests to send, cost)."""
+    confidence = planned.confidence
+    level = f"{100 * (1 - confidence):g}%"
+    lines = [
+        f"power to detect {planned.what} >= {detect:g}{planned.where} (its interval excluding 0; "
+        f"two-sided, {level} level), from {planned.source}: SE scaled by "
+        f"1/sqrt({planned.unit})"
+    ]
+    models = planned.models
+    if now is not None:
+        powers = {label: m.power(detect, now, confidence=confidence) for label, m in models.items()}
+        shown = ", ".join(f"{label} {p:.0%}" for label, p in powers.items())
+        lines.append(
+            f"  as configured ({now} {planned.unit}): {min(powers.values()):.0%} for the "
+            f"weakest ({shown})"
+        )
+    for target in TARGETS:
+        needed = [m.names_for(detect, target, confidence=confidence) for m in models.values()]
+        if any(n is None for n in needed):
+            lines.append(f"  {target:.0%} power: no number of {planned.unit} reaches it")
+            continue
+        size = max(n for n in needed if n is not None)
+        text = f"  {target:.0%} power: {size} {planned.unit}"
+        if cost_at is not None:
+            requests, cost = cost_at(size)
+            price = "cost unknown" if cost is None else f"${cost:.2f}"
+            text += f", {requests} requests to send, {price}"
+        lines.append(text)
+    return lines
+
+
+def scaled_cost(
+    spec: Any, cost_at: Callable[[Any], tuple[int, float | None]], now: int
+) -> Callable[[int], tuple[int, float | None]]:
+    """``(size) -> (requests to send, cost)`` where requests grow in proportion to a unit
+    the spec cannot resize itself (items or occupations in a file): from the spec as it
+    is (its cached answers stay free) and as if nothing were cached (the price of one
+    request)."""
+    to_send, _ = cost_at(spec.model_copy(update={"detect": None}))
+    total, total_cost = cost_at(spec.model_copy(update={"detect": None, "fresh": True}))
+    cached = total - to_send
+    now = max(now, 1)
+
+    def sized(size: int) -> tuple[int, float | None]:
+        sending = max(0, round(total * size / now) - cached)
+        each = None if total_cost is None else total_cost / max(total, 1)
+        return sending, None if each is None else each * sending
+
+    return sized

@@ -1,0 +1,53 @@
+"""``--dry-run --detect D --like RUN`` for Grade Score audits: the chance of telling a
+Grade Score (and its entropy and choice scores) apart from one D away, and the items
+that reach 80% and 95% power. Each score's interval in the previous run gives its SE
+over items, which shrinks with the square root of the items; requests grow in
+proportion to them. Items come from a file, so the sizes say how many items the file
+needs; see :mod:`biasaudit.kinds._planning`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from biasaudit.errors import UsageError
+from biasaudit.kinds._planning import Planned, model_of, power_lines
+from biasaudit.kinds._planning import scaled_cost as _scaled
+from biasaudit.kinds.common import read_run_metrics
+from biasaudit.kinds.grade_score.run import GradeScoreMetrics
+from biasaudit.store.runs import read_manifest
+
+__all__ = ["plan_power"]
+
+
+def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) -> list[str]:
+    """The power lines of a Grade Score spec's ``detect`` (none where it is unset).
+
+    Raises
+    ------
+    UsageError
+        ``detect`` without ``like``, or ``like`` not a Grade Score run with intervals.
+    """
+    if spec.detect is None:
+        return []
+    if spec.like is None:
+        raise UsageError("--detect needs --like RUN: a previous Grade Score run")
+    like = Path(spec.like)
+    manifest = read_manifest(like)
+    if manifest.kind != "grade-score":
+        raise UsageError(f"--like {like}: a {manifest.kind} run, not a Grade Score run")
+    metrics = read_run_metrics(like, GradeScoreMetrics)
+    models = {}
+    for name in ("grade_score", "entropy", "choice"):
+        model = model_of(getattr(metrics, f"{name}_ci"), metrics.items, metrics.confidence)
+        if model is not None:
+            models[name.replace("_", " ")] = model
+    if not models:
+        raise UsageError(f"--like {like}: no score has an interval (too few items)")
+    sized = _scaled(spec, cost_at, metrics.items_total)
+
+    planned = Planned("a change of the score", "items", models, metrics.confidence, like.name)
+    lines = power_lines(planned, spec.detect, metrics.items_total, sized)
+    return [*lines, "  items come from the items file: add items there to reach a size"]

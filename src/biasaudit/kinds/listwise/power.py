@@ -1,0 +1,62 @@
+"""``--dry-run --detect D --like RUN`` for listwise audits: the chance of detecting a
+|ΔDP| of D at the headline k, and the pools per subtask that reach 80% and 95% power
+(each group's ΔDP interval in the previous run gives its SE, which shrinks with the
+square root of the pools: each pool brings new names); see :mod:`biasaudit.kinds._planning`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from biasaudit.errors import UsageError
+from biasaudit.kinds._planning import Planned, model_of, power_lines
+from biasaudit.kinds.common import read_run_metrics
+from biasaudit.kinds.listwise.metrics import ListwiseMetrics
+from biasaudit.store.runs import read_manifest
+
+__all__ = ["plan_power"]
+
+
+def _planned(like: Path, k: int) -> Planned:
+    manifest = read_manifest(like)
+    if manifest.kind != "listwise":
+        raise UsageError(f"--like {like}: a {manifest.kind} run, not a listwise run")
+    metrics = read_run_metrics(like, ListwiseMetrics)
+    try:
+        pools = int(json.loads((like / "spec.json").read_text(encoding="utf-8"))["pools"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pools = 0  # an imported run: its pools are not the audit's unit
+    models = {}
+    for gap in metrics.gaps:
+        if gap.k == k and (model := model_of(gap.ci, pools, metrics.confidence)) is not None:
+            models[gap.group] = model
+    if not models:
+        raise UsageError(
+            f"--like {like}: no group has a ΔDP interval at k={k} from a listwise audit's "
+            "pools; run a pilot of a few pools per subtask"
+        )
+    where = f" at k={k} against {metrics.reference_group}"
+    return Planned("|ΔDP|", "pools per subtask", models, metrics.confidence, like.name, where)
+
+
+def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) -> list[str]:
+    """The power lines of a listwise spec's ``detect`` (none where it is unset).
+
+    Raises
+    ------
+    UsageError
+        ``detect`` without ``like``, or ``like`` unusable.
+    """
+    if spec.detect is None:
+        return []
+    if spec.like is None:
+        raise UsageError("--detect needs --like RUN: a previous listwise run of this task")
+
+    def sized(pools: int) -> tuple[int, float | None]:
+        return cost_at(spec.model_copy(update={"pools": pools, "detect": None}))
+
+    planned = _planned(Path(spec.like), spec.headline_k)
+    return power_lines(planned, spec.detect, spec.pools, sized)

@@ -1,0 +1,53 @@
+"""``--dry-run --detect D --like RUN`` for RUTEd audits: the chance of telling each
+context's skew apart from one D away, and the occupations that reach 80% and 95% power.
+Each context's skew interval in the previous run gives its SE over occupations, which
+shrinks with the square root of the occupations; requests grow in proportion to them.
+Occupations come from a file (40 shipped), so the sizes say how many it needs; see
+:mod:`biasaudit.kinds._planning`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from biasaudit.errors import UsageError
+from biasaudit.kinds._planning import Planned, model_of, power_lines
+from biasaudit.kinds._planning import scaled_cost as _scaled
+from biasaudit.kinds.common import read_run_metrics
+from biasaudit.kinds.ruted.metrics import RutedMetrics
+from biasaudit.store.runs import read_manifest
+
+__all__ = ["plan_power"]
+
+
+def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) -> list[str]:
+    """The power lines of a RUTEd spec's ``detect`` (none where it is unset).
+
+    Raises
+    ------
+    UsageError
+        ``detect`` without ``like``, or ``like`` not a RUTEd run with skew intervals.
+    """
+    if spec.detect is None:
+        return []
+    if spec.like is None:
+        raise UsageError("--detect needs --like RUN: a previous RUTEd run")
+    like = Path(spec.like)
+    manifest = read_manifest(like)
+    if manifest.kind != "ruted":
+        raise UsageError(f"--like {like}: a {manifest.kind} run, not a RUTEd run")
+    metrics = read_run_metrics(like, RutedMetrics)
+    models = {}
+    for context, found in metrics.contexts.items():
+        model = model_of(found.skew_ci, found.occupations, metrics.confidence)
+        if model is not None:
+            models[context] = model
+    if not models:
+        raise UsageError(f"--like {like}: no context has a skew interval")
+    sized = _scaled(spec, cost_at, metrics.occupations)
+
+    planned = Planned("a skew", "occupations", models, metrics.confidence, like.name)
+    lines = power_lines(planned, spec.detect, metrics.occupations, sized)
+    return [*lines, "  occupations come from --occupations FILE: add rows there to reach a size"]
