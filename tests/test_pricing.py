@@ -236,3 +236,21 @@ def test_every_kind_plans_its_own_unit_from_a_pilot(
                       str(tmp_path), "--dry-run", "--detect", "0.1", "--like", str(other))  # fmt: skip
     if "allocation" not in other.name:
         assert mismatch[0] == 2 and "not an allocation run" in mismatch[2]
+
+
+def test_a_pilot_is_run_and_planned_from_when_asked(tmp_path: Path) -> None:
+    base = ["run", "resume-screening", "--model", "sim/biased", "--jobs", "software-engineer",
+            "--runs-dir", str(tmp_path), "--names-per-group", "20", "--dry-run",
+            "--detect", "0.1"]  # fmt: skip
+    code, out, err = invoke(*base, "--pilot", "300")
+    assert code == 0, err
+    pilot = next(line for line in out.splitlines() if line.startswith("pilot: "))
+    assert pilot.startswith("pilot: 6 names per group, 288 requests sent")  # 48 a name
+    run_dir = Path(pilot.rsplit(": ", 1)[1])
+    assert (run_dir / "metrics.json").is_file()
+    assert any(line.startswith("power to detect |ΔDP| >= 0.1") and run_dir.name in line
+               for line in out.splitlines())  # fmt: skip
+    code, _, err = invoke("run", "essay-grading", "--essays", "demo", "--model", "sim/biased",
+                          "--runs-dir", str(tmp_path / "e"), "--dry-run", "--detect", "0.1",
+                          "--pilot", "100")  # fmt: skip
+    assert code == 2 and "--pilot chooses names per group: resume screening only" in err

@@ -39,6 +39,13 @@ class PlanningFields(BaseModel):
         description="A previous run of this task (a small pilot, say) whose intervals give "
         "the variance that --detect plans with.",
     )
+    pilot: int | None = Field(
+        None,
+        ge=1,
+        le=1_000_000,
+        description="With --dry-run --detect: run a pilot of about N requests first (sent, "
+        "and cached: the audit reuses them) and plan from it; resume screening.",
+    )
 
 
 TARGETS = (0.8, 0.95)

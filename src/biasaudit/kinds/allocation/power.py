@@ -86,6 +86,10 @@ def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) ->
         )
     if spec.detect is None:
         return lines
+    if spec.pilot is not None:
+        like, line = _run_pilot(spec, cost_at)
+        spec = spec.model_copy(update={"like": like})
+        lines.append(line)
     if spec.like is None and spec.until is not None:  # --detect is --until's threshold here
         return [*lines, "power: give --like RUN (a pilot) to plan the names for --detect too"]
     if spec.like is None:
@@ -106,3 +110,32 @@ def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) ->
             "rows there"
         )
     return lines
+
+
+def _run_pilot(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) -> tuple[Path, str]:
+    """Run a pilot of about ``spec.pilot`` requests (at least 3 names per group, drawn
+    nested, so the audit drawn the same way reuses its answers); its run and a line
+    saying what it sent.
+
+    Raises
+    ------
+    UsageError
+        The task does not grow by names (a pilot needs a size to choose).
+    """
+    from biasaudit.kinds.allocation.run import audit
+
+    if "names_per_group" not in type(spec).model_fields:
+        raise UsageError("--pilot chooses names per group: resume screening only; give --like")
+    per_name, _ = cost_at(spec.model_copy(update={"names_per_group": 1, "fresh": True,
+                                                  "detect": None, "pilot": None}))  # fmt: skip
+    names = min(max(3, round(spec.pilot / max(per_name, 1))), spec.names_per_group)
+    pilot = spec.model_copy(update={"names_per_group": names, "names_drawn": "nested",
+                                    "detect": None, "pilot": None, "until": None,
+                                    "like": None})  # fmt: skip
+    result = audit(pilot)
+    sent = result.manifest.counts.sent
+    line = (
+        f"pilot: {names} names per group, {sent} requests sent (cached: the audit reuses them "
+        f"when its names are drawn the same way, --names-drawn nested): {result.run_dir}"
+    )
+    return result.run_dir, line
