@@ -13,11 +13,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 
+from biasaudit.errors import UsageError
+from biasaudit.kinds.common import read_run_metrics
 from biasaudit.metrics import VarianceModel
+from biasaudit.store.runs import read_manifest
+
+M = TypeVar("M", bound=BaseModel)
 
 __all__ = ["TARGETS", "Planned", "PlanningFields", "model_of", "power_lines"]
 
@@ -132,3 +137,21 @@ def scaled_cost(
         return sending, None if each is None else each * sending
 
     return sized
+
+
+def like_metrics(spec: Any, kind: str, model: type[M], what: str) -> tuple[Path, M]:
+    """The ``--like`` run of a spec with ``--detect``, and its metrics as ``model``;
+    ``what`` names the run a kind wants (``a Grade Score run``).
+
+    Raises
+    ------
+    UsageError
+        No ``--like``, or a run of another kind.
+    """
+    if spec.like is None:
+        raise UsageError(f"--detect needs --like RUN: {what} of this task (a pilot will do)")
+    like = Path(spec.like)
+    manifest = read_manifest(like)
+    if manifest.kind != kind:
+        raise UsageError(f"--like {like}: a {manifest.kind} run, not {what}")
+    return like, read_run_metrics(like, model)

@@ -19,26 +19,21 @@ from pathlib import Path
 from typing import Any
 
 from biasaudit.errors import UsageError
-from biasaudit.kinds._planning import Planned, model_of, power_lines
+from biasaudit.kinds._planning import Planned, like_metrics, model_of, power_lines
 from biasaudit.kinds.allocation.metrics import AllocationMetrics
-from biasaudit.kinds.common import read_run_metrics
-from biasaudit.store.runs import read_manifest
 
-__all__ = ["names_needed", "plan_power", "planned"]
+__all__ = ["plan_power", "planned"]
 
 
-def planned(like: Path, k: int) -> Planned:
-    """Each group's ΔDP at ``k`` in the run ``like`` as a plan's figures.
+def planned(spec: Any, k: int) -> Planned:
+    """Each group's ΔDP at ``k`` in the spec's ``--like`` run as a plan's figures.
 
     Raises
     ------
     UsageError
-        ``like`` is not an allocation run, or none of its groups has an interval at ``k``.
+        No ``--like``, not an allocation run, or no group with an interval at ``k``.
     """
-    manifest = read_manifest(like)
-    if manifest.kind != "allocation":
-        raise UsageError(f"--like {like}: a {manifest.kind} run, not an allocation run")
-    metrics = read_run_metrics(like, AllocationMetrics)
+    like, metrics = like_metrics(spec, "allocation", AllocationMetrics, "an allocation run")
     models = {}
     for group, found in metrics.groups.items():
         model = model_of(found.dp_gap_ci.get(str(k)), found.units or 0, metrics.confidence)
@@ -51,15 +46,6 @@ def planned(like: Path, k: int) -> Planned:
         )
     where = f" at k={k} against {metrics.reference_group}"
     return Planned("|ΔDP|", "names per group", models, metrics.confidence, like.name, where)
-
-
-def names_needed(like: Path, detect: float, k: int, target: float) -> int | None:
-    """The names per group at which every group reaches ``target`` power (None: none)."""
-    found = planned(like, k)
-    needed = [
-        m.names_for(detect, target, confidence=found.confidence) for m in found.models.values()
-    ]
-    return None if any(n is None for n in needed) else max(n for n in needed if n is not None)
 
 
 def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) -> list[str]:
@@ -103,7 +89,7 @@ def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) ->
         def sized(n: int) -> tuple[int, float | None]:
             return cost_at(spec.model_copy(update={"names_per_group": n, "detect": None}))
 
-    lines += power_lines(planned(Path(spec.like), spec.headline_k), spec.detect, names_now, sized)
+    lines += power_lines(planned(spec, spec.headline_k), spec.detect, names_now, sized)
     if names_now is None:
         lines.append(
             "  this task's candidates are given in its file: more names per group means more "

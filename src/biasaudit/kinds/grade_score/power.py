@@ -9,15 +9,12 @@ needs; see :mod:`biasaudit.kinds._planning`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from biasaudit.errors import UsageError
-from biasaudit.kinds._planning import Planned, model_of, power_lines
+from biasaudit.kinds._planning import Planned, like_metrics, model_of, power_lines
 from biasaudit.kinds._planning import scaled_cost as _scaled
-from biasaudit.kinds.common import read_run_metrics
 from biasaudit.kinds.grade_score.run import GradeScoreMetrics
-from biasaudit.store.runs import read_manifest
 
 __all__ = ["plan_power"]
 
@@ -32,13 +29,7 @@ def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) ->
     """
     if spec.detect is None:
         return []
-    if spec.like is None:
-        raise UsageError("--detect needs --like RUN: a previous Grade Score run")
-    like = Path(spec.like)
-    manifest = read_manifest(like)
-    if manifest.kind != "grade-score":
-        raise UsageError(f"--like {like}: a {manifest.kind} run, not a Grade Score run")
-    metrics = read_run_metrics(like, GradeScoreMetrics)
+    like, metrics = like_metrics(spec, "grade-score", GradeScoreMetrics, "a Grade Score run")
     models = {}
     for name in ("grade_score", "entropy", "choice"):
         model = model_of(getattr(metrics, f"{name}_ci"), metrics.items, metrics.confidence)

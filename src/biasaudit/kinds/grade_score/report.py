@@ -269,14 +269,24 @@ _SHARES = {
 }
 
 
-def _share_cell(table: pd.DataFrame, model: str, setting: tuple[str, bool], column: str) -> str:
+def _run_row(
+    table: pd.DataFrame, model: str, setting: tuple[str, bool], column: str
+) -> pd.Series | None:
+    """The study row of ``model`` in ``setting``, where it has a value in ``column``."""
     prompt, random = setting
     rows = table[
         (table["model"] == model) & (table["prompt"] == prompt) & (table["random_option"] == random)
     ]
     if rows.empty or rows.iloc[0][column] is None or pd.isna(rows.iloc[0][column]):
+        return None
+    found: pd.Series = rows.iloc[0]
+    return found
+
+
+def _share_cell(table: pd.DataFrame, model: str, setting: tuple[str, bool], column: str) -> str:
+    row = _run_row(table, model, setting, column)
+    if row is None:
         return "-"
-    row = rows.iloc[0]
     if column == "agreement":
         bounds = row["agreement_ci"]
         if isinstance(bounds, list):
@@ -316,13 +326,9 @@ def _setting_name(prompt: str, random: bool) -> str:
 
 
 def _cell(table: pd.DataFrame, model: str, setting: tuple[str, bool], score: str) -> str:
-    prompt, random = setting
-    rows = table[
-        (table["model"] == model) & (table["prompt"] == prompt) & (table["random_option"] == random)
-    ]
-    if rows.empty or rows.iloc[0][score] is None or pd.isna(rows.iloc[0][score]):
+    row = _run_row(table, model, setting, score)
+    if row is None:
         return "-"
-    row = rows.iloc[0]
     bounds = row[f"{score}_ci"]
     if bounds is None or (isinstance(bounds, float) and math.isnan(bounds)):
         return f"{row[score]:.3f} (too few: n={row['items']})"

@@ -8,23 +8,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from biasaudit.errors import UsageError
-from biasaudit.kinds._planning import Planned, model_of, power_lines
-from biasaudit.kinds.common import read_run_metrics
+from biasaudit.kinds._planning import Planned, like_metrics, model_of, power_lines
 from biasaudit.kinds.listwise.metrics import ListwiseMetrics
-from biasaudit.store.runs import read_manifest
 
 __all__ = ["plan_power"]
 
 
-def _planned(like: Path, k: int) -> Planned:
-    manifest = read_manifest(like)
-    if manifest.kind != "listwise":
-        raise UsageError(f"--like {like}: a {manifest.kind} run, not a listwise run")
-    metrics = read_run_metrics(like, ListwiseMetrics)
+def _planned(spec: Any, k: int) -> Planned:
+    like, metrics = like_metrics(spec, "listwise", ListwiseMetrics, "a listwise run")
     try:
         pools = int(json.loads((like / "spec.json").read_text(encoding="utf-8"))["pools"])
     except (OSError, ValueError, KeyError, TypeError):
@@ -52,11 +46,9 @@ def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) ->
     """
     if spec.detect is None:
         return []
-    if spec.like is None:
-        raise UsageError("--detect needs --like RUN: a previous listwise run of this task")
 
     def sized(pools: int) -> tuple[int, float | None]:
         return cost_at(spec.model_copy(update={"pools": pools, "detect": None}))
 
-    planned = _planned(Path(spec.like), spec.headline_k)
+    planned = _planned(spec, spec.headline_k)
     return power_lines(planned, spec.detect, spec.pools, sized)

@@ -9,15 +9,12 @@ Occupations come from a file (40 shipped), so the sizes say how many it needs; s
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from biasaudit.errors import UsageError
-from biasaudit.kinds._planning import Planned, model_of, power_lines
+from biasaudit.kinds._planning import Planned, like_metrics, model_of, power_lines
 from biasaudit.kinds._planning import scaled_cost as _scaled
-from biasaudit.kinds.common import read_run_metrics
 from biasaudit.kinds.ruted.metrics import RutedMetrics
-from biasaudit.store.runs import read_manifest
 
 __all__ = ["plan_power"]
 
@@ -32,13 +29,7 @@ def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) ->
     """
     if spec.detect is None:
         return []
-    if spec.like is None:
-        raise UsageError("--detect needs --like RUN: a previous RUTEd run")
-    like = Path(spec.like)
-    manifest = read_manifest(like)
-    if manifest.kind != "ruted":
-        raise UsageError(f"--like {like}: a {manifest.kind} run, not a RUTEd run")
-    metrics = read_run_metrics(like, RutedMetrics)
+    like, metrics = like_metrics(spec, "ruted", RutedMetrics, "a RUTEd run")
     models = {}
     for context, found in metrics.contexts.items():
         model = model_of(found.skew_ci, found.occupations, metrics.confidence)
