@@ -9,7 +9,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, TextIO
 
-from biasaudit.engine.types import EngineStats
+from biasaudit.engine.types import EngineStats, format_duration, format_rate
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -23,25 +23,6 @@ __all__ = [
     "format_duration",
     "format_rate",
 ]
-
-
-def format_rate(rate: float) -> str:
-    """Requests a second, with the digits a slow endpoint needs (``0.43 req/s``)."""
-    if rate <= 0:
-        return "0 req/s"
-    if rate < 10:
-        return f"{rate:.2g} req/s"
-    return f"{rate:.0f} req/s"
-
-
-def format_duration(seconds: float) -> str:
-    """``45s``, ``12m05s``, ``3h20m``."""
-    whole = round(seconds)
-    if whole < 60:
-        return f"{whole}s"
-    if whole < 3600:
-        return f"{whole // 60}m{whole % 60:02d}s"
-    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
 
 
 def describe_progress(stats: EngineStats) -> str:

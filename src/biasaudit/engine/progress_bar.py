@@ -16,8 +16,7 @@ from rich.console import Console, RenderableType
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.text import Text
 
-from biasaudit.engine.progress import format_rate
-from biasaudit.engine.types import EngineStats
+from biasaudit.engine.types import EngineStats, format_rate
 
 __all__ = ["ProgressBar", "progress_details"]
 

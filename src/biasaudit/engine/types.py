@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 
 from biasaudit.providers import ModelRequest, ModelResponse
 
-__all__ = ["EngineSettings", "EngineStats", "RequestResult"]
+__all__ = ["EngineSettings", "EngineStats", "RequestResult", "format_duration", "format_rate"]
 
 
 @dataclass(frozen=True)
@@ -159,3 +159,22 @@ class EngineStats:
             self.model_versions[response.model_version] += 1
         if response.system_fingerprint:
             self.system_fingerprints[response.system_fingerprint] += 1
+
+
+def format_rate(rate: float) -> str:
+    """Requests a second, with the digits a slow endpoint needs (``0.43 req/s``)."""
+    if rate <= 0:
+        return "0 req/s"
+    if rate < 10:
+        return f"{rate:.2g} req/s"
+    return f"{rate:.0f} req/s"
+
+
+def format_duration(seconds: float) -> str:
+    """``45s``, ``12m05s``, ``3h20m``."""
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"

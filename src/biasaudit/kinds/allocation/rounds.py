@@ -33,7 +33,7 @@ from biasaudit.kinds.allocation.run import AuditResult, audit
 from biasaudit.metrics import VarianceModel, sequence_interval
 from biasaudit.providers import Provider
 
-__all__ = ["ROUNDS_FILE", "RoundsRecord", "audit_until", "read_rounds"]
+__all__ = ["ROUNDS_FILE", "RoundsRecord", "audit_spec", "audit_until", "read_rounds"]
 
 ROUNDS_FILE = "rounds.json"
 
@@ -199,3 +199,17 @@ def audit_until(
     (result.run_dir / ROUNDS_FILE).write_text(record.model_dump_json(indent=2) + "\n",
                                               encoding="utf-8")  # fmt: skip
     return result
+
+
+def audit_spec(
+    spec: Any,
+    *,
+    provider: Provider | None = None,
+    stderr: TextIO | None = None,
+    command: Sequence[str] | None = None,
+) -> AuditResult:
+    """The allocation kind's run: in rounds where the spec has ``until``
+    (:func:`audit_until`), else at its one size (:func:`biasaudit.kinds.allocation.run.audit`)."""
+    if getattr(spec, "until", None) is not None:
+        return audit_until(spec, provider=provider, stderr=stderr, command=command)
+    return audit(spec, provider=provider, stderr=stderr, command=command)

@@ -63,12 +63,8 @@ def audit(
     stderr: TextIO | None = None,
     command: Sequence[str] | None = None,
 ) -> AuditResult:
-    """Run the audit ``spec`` describes; see :func:`run_audit` (``until``: in rounds,
-    :func:`biasaudit.kinds.allocation.rounds.audit_until`)."""
-    if getattr(spec, "until", None) is not None:
-        from biasaudit.kinds.allocation.rounds import audit_until
-
-        return audit_until(spec, provider=provider, stderr=stderr, command=command)
+    """Run the audit ``spec`` describes, at its one size; see :func:`run_audit` (in
+    rounds until a rule holds: :func:`biasaudit.kinds.allocation.rounds.audit_until`)."""
     return run_async(run_audit(spec, provider=provider, stderr=stderr, command=command))
 
 
