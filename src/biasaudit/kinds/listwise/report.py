@@ -5,6 +5,7 @@ draws the same tables."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from biasaudit.kinds.listwise.metrics import ListwiseMetrics
 from biasaudit.kinds.listwise.study import ListwiseStudy
@@ -72,6 +73,12 @@ def listwise_blocks(metrics: ListwiseMetrics) -> list[Block]:
     return blocks
 
 
+def _ratio(impact: Any) -> str:
+    """``B_M 0.44 [0.31, 0.60]``: an impact ratio with its interval."""
+    ci = f" [{impact.ci[0]:.2f}, {impact.ci[1]:.2f}]" if impact.ci else ""
+    return f"{impact.value} {impact.ratio:.2f}{ci}"
+
+
 def _subtasks_table(metrics: ListwiseMetrics) -> PlainTable:
     """Each subtask (job) from its own answers: do its groups differ, and which of its
     impact ratios fall below four-fifths, beyond noise or within it."""
@@ -79,8 +86,8 @@ def _subtasks_table(metrics: ListwiseMetrics) -> PlainTable:
     widest = 12
     for test in metrics.subtask_tests:
         own = [i for i in metrics.impact_by_subtask if i.subtask == test.subtask]
-        beyond = [f"{i.value} {i.ratio:.2f}" for i in own if i.beyond_noise]
-        within = [f"{i.value} {i.ratio:.2f}" for i in own if i.flagged and not i.beyond_noise]
+        beyond = [_ratio(i) for i in own if i.beyond_noise]
+        within = [_ratio(i) for i in own if i.flagged and not i.beyond_noise]
         p = "-" if test.omnibus_p is None else f"{test.omnibus_p:.2g}"
         widest = max(widest, len(", ".join(beyond)))
         rows.append(
@@ -90,7 +97,8 @@ def _subtasks_table(metrics: ListwiseMetrics) -> PlainTable:
         )  # fmt: skip
     return PlainTable(
         f"by subtask, each from its own answers: do the groups differ at k=1 (permutation p), "
-        f"and impact ratios at k={metrics.headline_k} below 0.8",
+        f"and impact ratios at k={metrics.headline_k} below 0.8 [interval] (n: the subtask's "
+        "answers)",
         ["subtask", "answers", "p", "beyond noise", "within noise"],
         rows,
         widths=[max(8, *(len(t.subtask) for t in metrics.subtask_tests)), 7, 6, widest, 0],
