@@ -721,7 +721,7 @@ def _write_study_report(
 )
 @_reports_errors
 def report_command(run_dir: Path, report_format: str) -> None:
-    """Write the report of a run (allocation, grade-score, ruted), a study or a compare folder.
+    """Write the report of a run (any kind of audit), a study or a compare folder.
 
     The HTML file stands alone: figures embedded, no network needed to read it.
     A simulated model is labelled as such in every section.
