@@ -167,3 +167,28 @@ def test_export_names_what_it_cannot_do(runs_dir: Path, tmp_path: Path,
     assert result.exit_code == 2
     assert "needs pyarrow: pip install 'biasaudit[parquet]'" in result.stderr
     assert not (tmp_path / "x.parquet").exists()
+
+
+def test_damaged_run_files_are_left_out_and_named_not_a_traceback(
+    runs_dir: Path, tmp_path: Path
+) -> None:
+    import shutil
+
+    copy = tmp_path / "runs"
+    shutil.copytree(runs_dir, copy)
+    allocation = run_of(copy, "allocation")
+    (allocation / "scores.csv").write_bytes(b'a,b\n"unclosed,1\n' + b"\x00" * 10)
+    listwise = run_of(copy, "listwise")
+    with open(listwise / "responses.jsonl", "a") as handle:
+        handle.write('{"id": "cut sho')
+    ruted = run_of(copy, "ruted")
+    (ruted / "manifest.json").write_text("{not json")
+    scores = biasaudit.load_scores(copy)
+    assert "allocation" not in set(scores["kind"])
+    assert any("scores.csv cannot be read" in note for note in scores.attrs["skipped"])
+    responses = biasaudit.load_responses(copy)
+    assert any("responses.jsonl: line" in note for note in responses.attrs["skipped"])
+    assert (responses["kind"] == "listwise").sum() > 0
+    figures = biasaudit.load_runs(copy)
+    assert "ruted" not in set(figures["kind"])
+    assert any(str(ruted) in note for note in figures.attrs["skipped"])

@@ -123,3 +123,9 @@ def test_a_run_of_schema_version_1_still_reads_and_a_newer_one_is_refused(
         f"{newer / 'metrics.json'} was written by a newer biasaudit (schema_version 99; "
         "this one reads up to 2): upgrade biasaudit to read it"
     ) in result.stderr
+
+
+def test_writing_schemas_where_it_cannot_is_named(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")
+    result = CliRunner().invoke(cli, ["schema", "--write", str(tmp_path / "a-file" / "x")])
+    assert result.exit_code == 2 and "cannot write there" in result.stderr

@@ -100,7 +100,11 @@ def _runs(paths: Paths, *, audits_only: bool) -> tuple[list[_Run], list[str]]:
             what = "a file" if path.is_file() else "a folder without manifest.json"
             skipped.append(f"{path}: {what}, not a run")
             continue
-        manifest = read_manifest(path)
+        try:
+            manifest = read_manifest(path)
+        except UsageError as error:  # a damaged manifest: that run is left out, named
+            skipped.append(f"{path}: {error}")
+            continue
         model = str(manifest.endpoint.get("model", ""))
         if manifest.kind not in KINDS:
             if audits_only:
@@ -181,7 +185,11 @@ def load_scores(paths: Paths) -> pd.DataFrame:
         if not source.is_file():
             skipped.append(f"{run.path}: no {source.name}")
             continue
-        part = pd.read_csv(source, keep_default_na=True)
+        try:
+            part = pd.read_csv(source, keep_default_na=True)
+        except (OSError, ValueError) as error:  # pandas' parser errors are ValueErrors
+            skipped.append(f"{run.path}: its {source.name} cannot be read ({type(error).__name__})")
+            continue
         part = part.rename(columns={c: _RENAMED.get(c, f"{c}_of_unit") for c in part.columns
                                     if c in RUN_COLUMNS})  # fmt: skip
         for name, value in reversed(run.columns().items()):
@@ -203,12 +211,15 @@ def load_responses(paths: Paths) -> pd.DataFrame:
         if not source.is_file():
             skipped.append(f"{run.path}: no responses.jsonl")
             continue
-        with open(source, encoding="utf-8") as handle:
-            records = [
-                ResponseRecord.model_validate_json(line).model_dump(mode="json")
-                for line in handle
-                if line.strip()
-            ]
+        records = []
+        with open(source, encoding="utf-8", errors="replace") as handle:
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                try:
+                    records.append(ResponseRecord.model_validate_json(line).model_dump(mode="json"))
+                except ValueError:  # a line cut short by a crash: named, the rest kept
+                    skipped.append(f"{source}: line {number} cannot be read")
         part = pd.DataFrame(records, columns=list(ResponseRecord.model_fields))
         for name, value in reversed(run.columns().items()):
             part.insert(0, name, value)

@@ -639,7 +639,13 @@ def schema(name: str | None, folder: Path | None) -> None:
     from biasaudit.kinds.schemas import SCHEMA_NAMES, json_schema, shipped_schema, write_schemas
 
     if folder is not None:
-        for path in write_schemas(folder):
+        from biasaudit.errors import UsageError
+
+        try:
+            written = write_schemas(folder)
+        except OSError as error:
+            raise UsageError(f"{folder}: cannot write there ({error.strerror or error})") from None
+        for path in written:
             click.echo(str(path))
     elif name is None:
         for known, what in SCHEMA_NAMES.items():
