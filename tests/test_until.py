@@ -108,3 +108,33 @@ def test_a_dry_run_of_until_gives_the_ceiling_of_its_rounds(tmp_path: Path) -> N
     assert out.splitlines()[0].startswith("dry run of sim/biased: 240 requests")
     ceiling = next(line for line in out.splitlines() if line.startswith("--until decided"))
     assert "at most 60 names per group: 2880 requests" in ceiling
+
+
+def test_until_decided_with_a_power_plan_runs_a_group_sequential_design(tmp_path: Path) -> None:
+    """With --like, the power analysis sizes the design: five looks up to 1.1 times the
+    names that give 80% power for D, each read on its O'Brien-Fleming-type boundary."""
+    from biasaudit.metrics import spending_boundaries
+
+    code, out, err = invoke(*BASE, "--names-per-group", "6", "--runs-dir", str(tmp_path))
+    assert code == 0, err
+    pilot = last_run(out)
+    code, out, err = invoke(*BASE, "--names-per-group", "6", "--until", "decided",
+                            "--detect", "0.1", "--like", str(pilot),
+                            "--runs-dir", str(tmp_path))  # fmt: skip
+    assert code == 0, err
+    record = read_rounds(last_run(out))
+    assert record is not None and record.design == "group sequential"
+    sizes = [r.names for r in record.rounds]
+    assert sizes == sorted(set(sizes)) and len(sizes) <= 5
+    assert record.boundaries is not None and record.boundaries == sorted(
+        record.boundaries, reverse=True
+    )
+    assert "group-sequential boundaries" in out
+    for look, bound in zip(record.rounds, record.boundaries, strict=False):
+        for found in look.groups.values():
+            fixed_half = (found.fixed_interval[1] - found.fixed_interval[0]) / 2
+            half = (found.interval[1] - found.interval[0]) / 2
+            assert half == pytest.approx(fixed_half * bound / 1.959963984540054, rel=1e-6)
+    last = record.boundaries[-1]
+    assert 1.96 < last < 2.2
+    assert spending_boundaries([1.0])[0] < last

@@ -63,3 +63,60 @@ def test_the_sequence_covers_at_every_look_and_stopping_on_it_keeps_the_level() 
     assert covered / seeds >= 0.95, covered / seeds
     assert alarms / seeds <= 0.05, alarms / seeds
     assert naive_covered / seeds < 0.85 and naive_alarms / seeds > 0.15  # why it is needed
+
+
+def test_spending_boundaries_spend_the_alpha_they_promise() -> None:
+    """Five equally spaced looks: the first boundary is z/sqrt(t) (all that O'Brien-
+    Fleming-type spending allows so early), the last near 2, and with no gap the chance
+    of crossing at each look is what the spending function spends there (Monte Carlo)."""
+    from biasaudit.metrics import spending_boundaries
+
+    fractions = [0.2, 0.4, 0.6, 0.8, 1.0]
+    bounds = np.array(spending_boundaries(fractions))
+    z = stats.norm.ppf(0.975)
+    assert bounds[0] == pytest.approx(z / math.sqrt(0.2), abs=0.01)
+    assert list(bounds) == sorted(bounds, reverse=True) and 2.0 < bounds[-1] < 2.1
+    assert spending_boundaries([1.0])[0] == pytest.approx(z, abs=0.01)
+    rng = np.random.default_rng(1)
+    steps = rng.normal(0, 1, (200_000, 5)) * np.sqrt(np.diff([0.0, *fractions]))
+    looks = np.cumsum(steps, axis=1) / np.sqrt(fractions)
+    crossed = np.abs(looks) >= bounds
+    first = np.where(crossed.any(axis=1), crossed.argmax(axis=1), -1)
+    spent = [2 * (1 - stats.norm.cdf(z / math.sqrt(t))) for t in fractions]
+    for look, expected in enumerate(np.diff([0.0, *spent])):
+        assert (first == look).mean() == pytest.approx(expected, abs=0.0015)
+    assert crossed.any(axis=1).mean() == pytest.approx(0.05, abs=0.003)
+
+
+def group_sequential(gap: float, seed: int, most: int, detect: float) -> tuple[int, bool, bool]:
+    """One audit with five planned looks up to ``most`` names per group: it stops when
+    the repeated interval excludes 0 or lies within ±detect. Its size, whether it
+    declared a gap, and whether the interval it stopped on holds the truth."""
+    from biasaudit.metrics import spending_boundaries
+
+    rng = np.random.default_rng(seed)
+    reference, group = rng.normal(0, 0.55, most), gap + rng.normal(0, 0.55, most)
+    sizes = [math.ceil(most * j / 5) for j in range(1, 6)]
+    for n, bound in zip(sizes, spending_boundaries([n / most for n in sizes]), strict=True):
+        a, b = group[:n], reference[:n]
+        estimate = a.mean() - b.mean()
+        half = bound * math.sqrt(a.var(ddof=1) / n + b.var(ddof=1) / n)
+        low, high = estimate - half, estimate + half
+        if low > 0 or high < 0 or (-detect < low and high < detect):
+            break
+    return n, bool(low > 0 or high < 0), bool(low <= gap <= high)
+
+
+def test_a_group_sequential_audit_spends_less_than_the_fixed_one_and_keeps_its_level() -> None:
+    """Against a gap of exactly D, planned as the power analysis plans (80% for D; five
+    looks up to 1.1 times that size), the audit stops on average well before the fixed
+    size, detects the gap at least as often, and keeps 95% coverage and its 5% level."""
+    detect, spread = 0.2, 0.55 * math.sqrt(2)
+    fixed = math.ceil((spread * (stats.norm.ppf(0.975) + stats.norm.ppf(0.8)) / detect) ** 2)
+    most = math.ceil(1.1 * fixed)
+    runs = [group_sequential(detect, seed, most, detect) for seed in range(1500)]
+    assert np.mean([n for n, _, _ in runs]) < 0.9 * fixed
+    assert np.mean([found for _, found, _ in runs]) >= 0.78
+    assert np.mean([held for _, _, held in runs]) >= 0.94
+    null = [group_sequential(0.0, 50_000 + seed, most, detect) for seed in range(1500)]
+    assert np.mean([found for _, found, _ in null]) <= 0.065

@@ -96,6 +96,7 @@ from biasaudit.metrics._selection import (
 from biasaudit.metrics._sequential import (
     sequence_interval,
     sequence_multiplier,
+    spending_boundaries,
     tightest_at,
 )
 from biasaudit.metrics._similarity import (
@@ -186,6 +187,7 @@ __all__ = [
     "slot_test",
     "spearman",
     "spearman_matrix",
+    "spending_boundaries",
     "stereotype",
     "tightest_at",
     "top_k_shares",

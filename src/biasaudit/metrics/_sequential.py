@@ -22,11 +22,12 @@ as one likes. Here n counts the units that grow (names per group).
 
 from __future__ import annotations
 
+import itertools
 import math
 
 from biasaudit.metrics._validate import check_confidence
 
-__all__ = ["sequence_interval", "sequence_multiplier", "tightest_at"]
+__all__ = ["sequence_interval", "sequence_multiplier", "spending_boundaries", "tightest_at"]
 
 
 def tightest_at(target_n: float, *, confidence: float = 0.95) -> float:
@@ -62,3 +63,67 @@ def sequence_interval(
     """The confidence sequence's interval at ``n`` units: ``estimate ± se · m(n)``."""
     half = se * sequence_multiplier(n, target_n=target_n, confidence=confidence)
     return estimate - half, estimate + half
+
+
+def spending_boundaries(fractions: list[float], *, confidence: float = 0.95) -> list[float]:
+    """Two-sided group-sequential critical values for looks at information ``fractions``
+    (increasing, the last 1): Lan & DeMets' O'Brien-Fleming-type alpha spending,
+    alpha(t) = 2 (1 - Phi(z_{alpha/2} / sqrt t)) ("Discrete sequential boundaries for
+    clinical trials", Biometrika 70, 1983), each look's value found so that the chance
+    of crossing there first, with no gap, is the alpha spent since the look before
+    (recursive numerical integration of the Brownian motion the looks sample; Armitage,
+    McPherson & Rowe 1969). ``estimate ± c_k · SE_k`` at the looks are then repeated
+    confidence intervals (Jennison & Turnbull 1989): all of them hold at once with
+    ``confidence``, whatever the look at which the audit stops. Early values are large,
+    the last near the fixed-size 1.96.
+
+    Raises
+    ------
+    ValueError
+        Fractions not increasing in (0, 1], or not ending at 1.
+    """
+    import numpy as np
+    from scipy import stats
+
+    check_confidence(confidence)
+    if not fractions or any(b <= a for a, b in itertools.pairwise(fractions)):
+        raise ValueError("fractions must increase")
+    if not (fractions[0] > 0 and abs(fractions[-1] - 1.0) < 1e-12):
+        raise ValueError("fractions must lie in (0, 1] and end at 1")
+    alpha = 1.0 - confidence
+    z_half = float(stats.norm.ppf(1 - alpha / 2))
+
+    def spent(t: float) -> float:
+        return float(2 * (1 - stats.norm.cdf(z_half / math.sqrt(t))))
+
+    step = 0.005
+    grid = np.arange(-12.0, 12.0 + step / 2, step)
+    boundaries: list[float] = []
+    density = None
+    previous_t, previous_spent = 0.0, 0.0
+    for t in fractions:
+        if density is None:
+            unrestricted = stats.norm.pdf(grid, scale=math.sqrt(t))
+        else:
+            spread = math.sqrt(t - previous_t)
+            half = math.ceil(9 * spread / step)
+            kernel = stats.norm.pdf(np.arange(-half, half + 1) * step, scale=spread) * step
+            unrestricted = np.convolve(density, kernel, mode="same")
+        target = spent(t) - previous_spent
+        tail = np.cumsum(unrestricted[::-1])[::-1] * step  # P(S >= grid[i]), by symmetry x2
+
+        def exit_above(b: float, tail: np.ndarray = tail) -> float:
+            return 2.0 * float(np.interp(b, grid, tail))
+
+        low, high = 0.0, 12.0
+        for _ in range(80):
+            middle = (low + high) / 2
+            if exit_above(middle) > target:
+                low = middle
+            else:
+                high = middle
+        bound = (low + high) / 2
+        boundaries.append(bound / math.sqrt(t))
+        density = np.where(np.abs(grid) < bound, unrestricted, 0.0)
+        previous_t, previous_spent = t, spent(t)
+    return boundaries

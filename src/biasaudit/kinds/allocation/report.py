@@ -385,7 +385,7 @@ def run_table(metrics: AllocationMetrics, run_dir: Path) -> list[Block]:
         rows.append(cells)
     table = PlainTable(
         f"--until {record.until}: ΔDP at k={record.k} each round, with intervals valid at "
-        "every look (a confidence sequence)",
+        + _design_words(record.design, record.boundaries),
         ["names", "sent", *groups],
         rows,
         widths=[6, 7, *(24 for _ in groups)],
@@ -412,3 +412,11 @@ def headline(metrics: AllocationMetrics) -> str:
     p_value = metrics.groups[worst].rabbi_p
     shown = "-" if p_value is None else f"{p_value:.2g}"
     return f"lowest RABBI {worst} {rabbis[worst]:+.3f} (p {shown})"
+
+
+def _design_words(design: str, boundaries: list[float] | None) -> str:
+    """How an --until audit's intervals hold, in its table's title."""
+    if design == "confidence sequence":
+        return "every look (a confidence sequence)"
+    shown = ", ".join(f"{c:.2f}" for c in boundaries or [])
+    return f"all five planned looks at once (group-sequential boundaries {shown})"

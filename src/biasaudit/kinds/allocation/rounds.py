@@ -20,8 +20,9 @@ the same precision (``precise``) or the one the power analysis recommends for D 
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -30,7 +31,7 @@ from pydantic import BaseModel, Field
 from biasaudit.errors import UsageError
 from biasaudit.kinds.allocation.metrics import AllocationMetrics
 from biasaudit.kinds.allocation.run import AuditResult, audit
-from biasaudit.metrics import VarianceModel, sequence_interval
+from biasaudit.metrics import VarianceModel, sequence_multiplier, spending_boundaries
 from biasaudit.providers import Provider
 
 __all__ = ["ROUNDS_FILE", "RoundsRecord", "audit_spec", "audit_until", "read_rounds"]
@@ -63,6 +64,14 @@ class RoundsRecord(BaseModel):
     detect: float | None = None
     k: int
     confidence: float
+    design: str = Field(
+        "confidence sequence",
+        description="'confidence sequence' (looks at will), or 'group sequential' (five "
+        "planned looks with O'Brien-Fleming-type boundaries, from --like's power plan).",
+    )
+    boundaries: list[float] | None = Field(
+        None, description="Group sequential: each look's critical value (SEs)."
+    )
     tightest_at: float = Field(description="Names per group where the sequence is tightest.")
     rounds: list[Round]
     stopped: str = Field(description="Why the audit stopped.")
@@ -89,7 +98,11 @@ def _z(confidence: float) -> float:
     return float(stats.norm.ppf(0.5 + confidence / 2))
 
 
-def _looks(metrics: AllocationMetrics, k: int, target: float) -> dict[str, GroupLook]:
+def _looks(
+    metrics: AllocationMetrics, k: int, multiplier: Callable[[int], float]
+) -> dict[str, GroupLook]:
+    """Each group's ΔDP at ``k`` with the interval the rule reads: ``estimate ±
+    multiplier(names) · SE`` (the SE from the run's own interval)."""
     z = _z(metrics.confidence)
     found = {}
     for group, figures in metrics.groups.items():
@@ -98,12 +111,31 @@ def _looks(metrics: AllocationMetrics, k: int, target: float) -> dict[str, Group
         names = figures.units or 0
         if bounds is None or estimate is None or names < 2:
             continue
-        se = (bounds[1] - bounds[0]) / (2 * z)
-        low, high = sequence_interval(estimate, se, names, target_n=target,
-                                      confidence=metrics.confidence)  # fmt: skip
-        found[group] = GroupLook(estimate=estimate, interval=[low, high],
+        half = (bounds[1] - bounds[0]) / (2 * z) * multiplier(names)
+        found[group] = GroupLook(estimate=estimate, interval=[estimate - half, estimate + half],
                                  fixed_interval=list(bounds), names=names)  # fmt: skip
     return found
+
+
+def _constant(value: float, names: int) -> float:
+    return value
+
+
+def _design(spec: Any, confidence: float) -> tuple[list[int], list[float]] | None:
+    """A group-sequential design for ``decided`` where the power analysis can size one
+    (``--like``): five looks up to 1.1 times the names that give 80% power for D, with
+    their boundaries; None otherwise (the confidence sequence is used)."""
+    if spec.until != "decided" or spec.like is None:
+        return None
+    from biasaudit.kinds.allocation.power import planned
+
+    plan = planned(spec, spec.headline_k)
+    needed = [m.names_for(spec.detect, 0.8, confidence=confidence) for m in plan.models.values()]
+    if any(n is None for n in needed):
+        return None
+    most = min(spec.max_names, math.ceil(1.1 * max(n for n in needed if n is not None)))
+    looks = sorted({max(spec.names_per_group, math.ceil(most * j / 5)) for j in range(1, 6)})
+    return looks, spending_boundaries([n / looks[-1] for n in looks], confidence=confidence)
 
 
 def _settled(spec: Any, looks: dict[str, GroupLook]) -> str | None:
@@ -169,29 +201,45 @@ def audit_until(
     provider = provider or spec.resolve_provider()
     step = spec.round_names or spec.names_per_group
     target = max(spec.max_names / 2, spec.names_per_group)
-    names = spec.names_per_group
+    design = _design(spec, spec.confidence)
+    names = design[0][0] if design else spec.names_per_group
     rounds: list[Round] = []
     sent = 0
     while True:
         sized = spec.model_copy(
-            update={"names_per_group": names, "names_drawn": "nested", "until": None}
-        )
+            update={"names_per_group": names, "names_drawn": "nested", "until": None,
+                    "like": None}
+        )  # fmt: skip
         result = audit(sized, provider=provider, stderr=stderr, command=command)
         counts = result.manifest.counts
         sent += counts.sent
-        looks = _looks(result.metrics, spec.headline_k, target)
+        confidence = result.metrics.confidence
+        if design is not None:
+            boundary = design[1][len(rounds)]
+            looks = _looks(result.metrics, spec.headline_k,
+                           functools.partial(_constant, boundary))  # fmt: skip
+        else:
+            looks = _looks(result.metrics, spec.headline_k, functools.partial(
+                sequence_multiplier, target_n=target, confidence=confidence))  # fmt: skip
         rounds.append(Round(names=names, run_dir=str(result.run_dir), requests=counts.requests,
                             sent=counts.sent, groups=looks))  # fmt: skip
         reason = _settled(spec, looks)
-        if reason is None and names >= spec.max_names:
-            reason = f"reached --max-names {spec.max_names} before the rule held"
+        last_look = design[0][-1] if design else spec.max_names
+        if reason is None and names >= last_look:
+            reason = (
+                f"reached the design's last look ({last_look} names per group) with some "
+                "group undecided" if design
+                else f"reached --max-names {spec.max_names} before the rule held"
+            )  # fmt: skip
         if reason is not None:
             break
-        names = min(names + step, spec.max_names)
+        names = design[0][len(rounds)] if design else min(names + step, spec.max_names)
     last = rounds[-1]
     fixed = _fixed_size(spec, last, result.metrics.confidence)
     record = RoundsRecord(
         until=spec.until, detect=spec.detect, k=spec.headline_k,
+        design="group sequential" if design else "confidence sequence",
+        boundaries=design[1] if design else None,
         confidence=result.metrics.confidence, tightest_at=target, rounds=rounds,
         stopped=reason, sent=sent, fixed_names=fixed,
         fixed_requests=None if fixed is None else math.ceil(last.requests * fixed / last.names),
