@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from biasaudit.providers import ModelRequest, SamplingParams
 from biasaudit.providers.sim import PAIRWISE_POSITION_BIAS, PLANTED_SHIFT, SimProvider
 
@@ -82,3 +84,22 @@ def test_sim_settings_that_change_answers_change_the_cache_key() -> None:
         request.cache_key(provider=p.name, model=p.model, base_url=p.base_url) for p in providers
     }
     assert len(cache_keys) == 2
+
+
+def test_names_with_their_own_effects_are_named_apart_and_drawn_per_world() -> None:
+    """SimProvider(name_sd, world, shift): each name's own effect, a fresh draw in each
+    world; every setting is in the model's name, so cached answers never mix."""
+    plain = SimProvider("biased")
+    own = SimProvider("biased", name_sd=0.5, world=3, shift=-0.5)
+    assert own.model == "biased-shift-0.5-names0.5-world3"
+    assert plain.name_effect("Greg Baker") == 0.0
+    effects = [SimProvider("biased", name_sd=0.5, world=w).name_effect("Greg Baker")
+               for w in range(200)]  # fmt: skip
+    assert len(set(effects)) == 200 and abs(sum(effects) / 200) < 0.1
+    text = f"Name: Greg Baker\n{RESUME}"
+    assert own.log_odds(text) != plain.log_odds(text)
+    assert own.log_odds(text) == SimProvider("biased", name_sd=0.5, world=3, shift=-0.5).log_odds(
+        text
+    )
+    with pytest.raises(ValueError, match="name_sd"):
+        SimProvider(name_sd=-1.0)

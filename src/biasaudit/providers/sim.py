@@ -77,6 +77,11 @@ first names of the Black male (``B_M``) names shipped in
 other group's names contain those words. Audits of ``sim/biased`` must
 therefore find ``B_M`` disadvantaged, and every other group unaffected.
 
+Names with their own effects (``SimProvider(name_sd=s, world=w)``; the calibration
+tests of issue 22): each name read from a ``Name:`` line adds its own draw from
+N(0, s²) to the log-odds, and ``w`` seeds those draws and every prompt's noise, so
+each world is a repeated audit on fresh names. ``shift`` sets the planted shift.
+
 The planted gender lean (RUTEd; Lum et al., "Bias in Language Models: Beyond
 Trick Tests and Towards RUTEd Evaluation"): in context c, occupation o is
 referred to as male with probability
@@ -146,6 +151,7 @@ WEAK_CUES = ("no experience", "incomplete", "beginner", "dismissed", "unrelated"
 _RATING = re.compile(r"\b1\s*(?:to|-|\u2013|through)\s*(\d{1,2})\b")  # \u2013: en dash
 _WORD = re.compile(r"[A-Za-z']+")
 _PAIR_MARKER = re.compile(r"^([A-Z][a-z]+) A:", re.MULTILINE)
+_NAME_LINE = re.compile(r"^Name: (.+)$", re.MULTILINE)
 _OPTION_MARKER = re.compile(r"^Option (\d{1,2}):", re.MULTILINE)
 # Share of a label's probability that each tokenisation variant carries.
 _VARIANTS: tuple[tuple[Callable[[str], str], float], ...] = (
@@ -172,6 +178,20 @@ class SimProvider(Provider):
         Strength of the planted gender-occupation lean of RUTEd prompts
         [default: 1 for ``sim/biased``, 0 for ``sim/fair``]; another value
         names the model ``sim/<variant>-lean<x>``, so its answers are cached apart.
+    shift:
+        The planted shift of the log-odds of prompts naming a ``B_M`` first name
+        [default: :data:`PLANTED_SHIFT` for ``sim/biased``, 0 for ``sim/fair``].
+    name_sd:
+        Each name's own effect on the log-odds, drawn once per name (read from the
+        prompt's or section's ``Name:`` line) from N(0, name_sd²) [default 0: none]:
+        names of one group then differ as real names do, and an audit's names are a
+        sample of a population (the simulations of issue 22).
+    world:
+        Seeds the names' own effects and every prompt's noise [default 0]: each world
+        is a fresh draw of both, as a repeated audit on new names would meet.
+
+    Each setting other than its default is part of the model's name
+    (``sim/biased-shift-0.3-names0.5-world7``), and so of every cache key.
     """
 
     simulated = True
@@ -183,6 +203,9 @@ class SimProvider(Provider):
         logprobs: bool = True,
         first_option_rate: float | None = None,
         gender_lean: float | None = None,
+        shift: float | None = None,
+        name_sd: float = 0.0,
+        world: int = 0,
     ) -> None:
         if variant not in SIM_VARIANTS:
             raise UnknownProviderError(
@@ -195,7 +218,10 @@ class SimProvider(Provider):
             if logprobs
             else Capabilities(logprobs=False, max_top_logprobs=0)
         )
-        self._shift = SIM_VARIANTS[variant]
+        self._shift = SIM_VARIANTS[variant] if shift is None else float(shift)
+        if not (math.isfinite(self._shift) and name_sd >= 0 and math.isfinite(name_sd)):
+            raise ValueError(f"shift must be finite and name_sd >= 0, got {shift}, {name_sd}")
+        self.name_sd, self.world = float(name_sd), int(world)
         rate = JUDGE_FIRST_OPTION_RATE[variant] if first_option_rate is None else first_option_rate
         if not 0.0 <= rate <= 1.0:
             raise ValueError(f"first_option_rate must be between 0 and 1, got {rate}")
@@ -208,6 +234,12 @@ class SimProvider(Provider):
             self.model = f"{self.model}-lean{self.gender_lean:g}"
         if rate != JUDGE_FIRST_OPTION_RATE[variant]:
             self.model = f"{self.model}-first{rate:g}"
+        if self._shift != SIM_VARIANTS[variant]:
+            self.model = f"{self.model}-shift{self._shift:g}"
+        if self.name_sd:
+            self.model = f"{self.model}-names{self.name_sd:g}"
+        if self.world:
+            self.model = f"{self.model}-world{self.world}"
 
     async def complete(self, request: ModelRequest, *, timeout: float) -> ModelResponse:
         return self.answer(request)
@@ -292,10 +324,21 @@ class SimProvider(Provider):
         """The planted log-odds of a favourable answer for this prompt."""
         lowered = prompt.lower()
         cues = sum(lowered.count(c) for c in STRONG_CUES) - sum(lowered.count(c) for c in WEAK_CUES)
-        noise = random.Random(_digest("noise", prompt)).gauss(0.0, 0.3)
+        seed = _digest("noise", prompt) if not self.world else _digest("noise", self.world, prompt)
+        noise = random.Random(seed).gauss(0.0, 0.3)
         names = set(_WORD.findall(prompt))
         shift = self._shift if names & DISADVANTAGED_NAMES else 0.0
-        return max(-3.0, min(3.0, 0.6 * cues)) + noise + shift
+        own = 0.0
+        if self.name_sd:
+            own = sum(self.name_effect(name) for name in _NAME_LINE.findall(prompt))
+        return max(-3.0, min(3.0, 0.6 * cues)) + noise + shift + own
+
+    def name_effect(self, name: str) -> float:
+        """The name's own effect on the log-odds (``name_sd``; 0 where it is 0)."""
+        if not self.name_sd:
+            return 0.0
+        draw = random.Random(_digest("name", self.world, name.strip()))
+        return draw.gauss(0.0, self.name_sd)
 
     def _distribution(self, prompt: str) -> tuple[list[str], list[float]]:
         options = _option_sections(prompt)
