@@ -11,7 +11,8 @@ estimate of a gap is the difference of the two groups' mean name scores, SD 0.55
 name), the smallest gap worth detecting D = 0.2. The fixed-size audit has the names
 per group that give 80% power for D. The group-sequential audit (``--until decided``
 with a power plan) looks five times, up to 1.1 times that size, each look on its
-O'Brien-Fleming-type boundary (``biasaudit.metrics.spending_boundaries``), and stops
+O'Brien-Fleming-type boundary (``biasaudit.metrics.spending_boundaries``, read on the t
+scale of the look's names as the audit does: ``biasaudit.metrics.t_boundary``), and stops
 when the repeated interval excludes 0 or lies within ±D. For each true gap the table
 gives the mean names per group it used (as a share of the fixed size), how often it
 declared a gap, and how often the interval it stopped on held the true gap; beside
@@ -28,7 +29,7 @@ import time
 import numpy as np
 from scipy import stats
 
-from biasaudit.metrics import spending_boundaries
+from biasaudit.metrics import spending_boundaries, t_boundary
 
 SPREAD = 0.55
 DETECT = 0.2
@@ -41,7 +42,7 @@ def audit(gap: float, seed: int, most: int, bounds: list[float]) -> tuple[int, b
     for n, bound in zip(sizes, bounds, strict=True):
         a, b = group[:n], reference[:n]
         estimate = a.mean() - b.mean()
-        half = bound * math.sqrt(a.var(ddof=1) / n + b.var(ddof=1) / n)
+        half = t_boundary(bound, n - 1) * math.sqrt(a.var(ddof=1) / n + b.var(ddof=1) / n)
         low, high = estimate - half, estimate + half
         if low > 0 or high < 0 or (low > -DETECT and high < DETECT):
             break

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from scipy import stats
 
 from biasaudit.cli import cli
 from biasaudit.kinds.allocation.rounds import read_rounds
@@ -131,10 +132,12 @@ def test_until_decided_with_a_power_plan_runs_a_group_sequential_design(tmp_path
     )
     assert "group-sequential boundaries" in out
     for look, bound in zip(record.rounds, record.boundaries, strict=False):
-        for found in look.groups.values():
+        for found in look.groups.values():  # the boundary on the t scale of the look's names
             fixed_half = (found.fixed_interval[1] - found.fixed_interval[0]) / 2
             half = (found.interval[1] - found.interval[0]) / 2
-            assert half == pytest.approx(fixed_half * bound / 1.959963984540054, rel=1e-6)
+            times = float(stats.t.ppf(stats.norm.cdf(bound), found.names - 1))
+            assert found.multiplier == pytest.approx(times) and times > bound
+            assert half == pytest.approx(fixed_half * times / 1.959963984540054, rel=1e-6)
     last = record.boundaries[-1]
     assert 1.96 < last < 2.2
     assert spending_boundaries([1.0])[0] < last

@@ -120,3 +120,15 @@ def test_a_group_sequential_audit_spends_less_than_the_fixed_one_and_keeps_its_l
     assert np.mean([held for _, _, held in runs]) >= 0.94
     null = [group_sequential(0.0, 50_000 + seed, most, detect) for seed in range(1500)]
     assert np.mean([found for _, found, _ in null]) <= 0.065
+
+
+def test_a_boundary_on_the_t_scale_is_wider_for_few_units_and_the_same_for_many() -> None:
+    from scipy import stats
+
+    from biasaudit.metrics import t_boundary
+
+    assert t_boundary(1.959963984540054, 9) == pytest.approx(stats.t.ppf(0.975, 9))
+    assert t_boundary(2.5, 5) > t_boundary(2.5, 50) > 2.5
+    assert t_boundary(2.5, 1e7) == pytest.approx(2.5, abs=1e-4)
+    with pytest.raises(ValueError, match="df must be positive"):
+        t_boundary(2.0, 0)

@@ -97,6 +97,7 @@ from biasaudit.metrics._sequential import (
     sequence_interval,
     sequence_multiplier,
     spending_boundaries,
+    t_boundary,
     tightest_at,
 )
 from biasaudit.metrics._similarity import (
@@ -189,6 +190,7 @@ __all__ = [
     "spearman_matrix",
     "spending_boundaries",
     "stereotype",
+    "t_boundary",
     "tightest_at",
     "top_k_shares",
     "unit_similarity",

@@ -11,7 +11,12 @@ come from the cache and are paid for once), until the rule holds:
 The rule reads intervals valid at every look, however many rounds there are
 (:func:`biasaudit.metrics.sequence_interval`, an asymptotic confidence sequence over
 the names per group, tightest at half of ``--max-names``), so stopping when it holds
-keeps their coverage. Each round is an ordinary run directory; the last one also holds
+keeps their coverage. With ``decided`` and a power plan (``--like``), the rounds follow
+a group-sequential design instead: five looks up to 1.1 times the names that give 80%
+power for D, each read on its O'Brien-Fleming-type boundary
+(:func:`biasaudit.metrics.spending_boundaries`, Lan & DeMets 1983), on the t scale of
+the look's names (:func:`biasaudit.metrics.t_boundary`, Jennison & Turnbull 2000, 3.8).
+Each round is an ordinary run directory; the last one also holds
 ``rounds.json``: every round (names, requests sent, each group's estimate and both
 intervals), why the audit stopped, and the size and requests of the fixed-size audit of
 the same precision (``precise``) or the one the power analysis recommends for D at 80%
@@ -31,7 +36,12 @@ from pydantic import BaseModel, Field
 from biasaudit.errors import UsageError
 from biasaudit.kinds.allocation.metrics import AllocationMetrics
 from biasaudit.kinds.allocation.run import AuditResult, audit
-from biasaudit.metrics import VarianceModel, sequence_multiplier, spending_boundaries
+from biasaudit.metrics import (
+    VarianceModel,
+    sequence_multiplier,
+    spending_boundaries,
+    t_boundary,
+)
 from biasaudit.providers import Provider
 
 __all__ = ["ROUNDS_FILE", "RoundsRecord", "audit_spec", "audit_until", "read_rounds"]
@@ -46,6 +56,9 @@ class GroupLook(BaseModel):
     interval: list[float] = Field(description="Valid at every look (the rule reads it).")
     fixed_interval: list[float] = Field(description="The run's own, for this size alone.")
     names: int
+    multiplier: float | None = Field(
+        None, description="The SEs on each side of the estimate that ``interval`` spans."
+    )
 
 
 class Round(BaseModel):
@@ -111,14 +124,18 @@ def _looks(
         names = figures.units or 0
         if bounds is None or estimate is None or names < 2:
             continue
-        half = (bounds[1] - bounds[0]) / (2 * z) * multiplier(names)
+        times = multiplier(names)
+        half = (bounds[1] - bounds[0]) / (2 * z) * times
         found[group] = GroupLook(estimate=estimate, interval=[estimate - half, estimate + half],
-                                 fixed_interval=list(bounds), names=names)  # fmt: skip
+                                 fixed_interval=list(bounds), names=names,
+                                 multiplier=times)  # fmt: skip
     return found
 
 
-def _constant(value: float, names: int) -> float:
-    return value
+def _t_scaled(boundary: float, names: int) -> float:
+    """A group-sequential boundary read on the t scale of an SE from ``names`` names
+    (:func:`biasaudit.metrics.t_boundary`, ``names - 1`` degrees of freedom)."""
+    return t_boundary(boundary, max(names - 1, 1))
 
 
 def _design(spec: Any, confidence: float) -> tuple[list[int], list[float]] | None:
@@ -214,13 +231,12 @@ def audit_until(
         counts = result.manifest.counts
         sent += counts.sent
         confidence = result.metrics.confidence
-        if design is not None:
-            boundary = design[1][len(rounds)]
-            looks = _looks(result.metrics, spec.headline_k,
-                           functools.partial(_constant, boundary))  # fmt: skip
+        if design is not None:  # the look's boundary, on the t scale of its names' SE
+            multiplier = functools.partial(_t_scaled, design[1][len(rounds)])
         else:
-            looks = _looks(result.metrics, spec.headline_k, functools.partial(
-                sequence_multiplier, target_n=target, confidence=confidence))  # fmt: skip
+            multiplier = functools.partial(
+                sequence_multiplier, target_n=target, confidence=confidence)  # fmt: skip
+        looks = _looks(result.metrics, spec.headline_k, multiplier)
         rounds.append(Round(names=names, run_dir=str(result.run_dir), requests=counts.requests,
                             sent=counts.sent, groups=looks))  # fmt: skip
         reason = _settled(spec, looks)
