@@ -34,8 +34,17 @@ def test_the_variance_model_finds_its_components_and_the_names_that_reach_a_powe
     assert fitted.names == pytest.approx(0.4) and fitted.fixed == pytest.approx(0.002)
     n = fitted.names_for(0.2, 0.8)
     assert n is not None and fitted.power(0.2, n) >= 0.8 > fitted.power(0.2, n - 1)
-    # The resumes' share alone caps the power: no number of names reaches 95% here.
-    assert fitted.ceiling(0.1) < 0.95 and fitted.names_for(0.1, 0.95) is None
+    # The resumes' share alone keeps the interval at least ±z·sqrt(B) = ±0.088 wide: a
+    # gap of 0.1 is reached with enough names, one of 0.08 never.
+    assert fitted.ceiling(0.1) == 1.0 and fitted.names_for(0.1, 0.95) is not None
+    assert fitted.ceiling(0.08) == 0.0 and fitted.names_for(0.08, 0.5) is None
+    # The estimate spreads by the names' share alone; the interval is wider by B.
+    n = 50
+    se, spread = fitted.se(n), math.sqrt(fitted.names / n)
+    z = stats.norm.ppf(0.975)
+    expected = stats.norm.cdf((0.2 - z * se) / spread) + stats.norm.cdf((-0.2 - z * se) / spread)
+    assert fitted.power(0.2, n) == pytest.approx(expected)
+    assert fitted.power(0.2, n) > detection_power(0.2, se)
     # Noise that makes the fixed part negative is read as none.
     assert variance_model(0.1, 40, 0.16, 20).fixed == 0.0
 

@@ -60,7 +60,8 @@ TARGETS = (0.8, 0.95)
 class Planned:
     """The figures a plan is for: ``what`` they are (``|ΔDP|``) and ``where`` (`` at k=1
     against W_M``), the ``unit`` that grows (``names per group``), one model per figure
-    (by its label), the previous run's confidence and name."""
+    (by its label), the previous run's confidence and name, and ``how`` the SE grows
+    with the unit [default: scaled by 1/sqrt(unit)]."""
 
     what: str
     unit: str
@@ -68,6 +69,7 @@ class Planned:
     confidence: float
     source: str
     where: str = ""
+    how: str = ""
 
 
 def model_of(bounds: Sequence[float] | None, units: int, confidence: float) -> VarianceModel | None:
@@ -93,8 +95,8 @@ def power_lines(
     level = f"{100 * (1 - confidence):g}%"
     lines = [
         f"power to detect {planned.what} >= {detect:g}{planned.where} (its interval excluding 0; "
-        f"two-sided, {level} level), from {planned.source}: SE scaled by "
-        f"1/sqrt({planned.unit})"
+        f"two-sided, {level} level), from {planned.source}: "
+        f"{planned.how or f'SE scaled by 1/sqrt({planned.unit})'}"
     ]
     models = planned.models
     if now is not None:

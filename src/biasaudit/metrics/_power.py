@@ -22,13 +22,23 @@ a fixed set of prompts). :func:`variance_model` finds A and B from the SE of one
 audit at two sizes: its own, and the same audit with half its names
 (:func:`fit_components` of a run's figures computed on a random half of its names,
 averaged over a few halves). The size that reaches a target power is then the
-smallest ``n`` with ``power(d, SE(n)) ≥ target``; where ``B`` alone keeps the power
-below the target, no number of names reaches it and the answer says so.
+smallest ``n`` whose power (below) reaches it; where ``B`` alone keeps the interval
+wider than the gap, no number of names reaches it and the answer says so.
 
-The SE is the one the audit's own interval implies (half-width / z), so the planned
-power is the chance of the event the report calls "beyond noise". Where the interval
-is conservative (wider than the estimate's spread), the real chance is higher; the
-tests check the planning by simulation (``tests/metrics/test_metrics_power.py``).
+The interval's width is ``z · SE(n)``, both parts. The estimate itself, over repeated
+audits of the same task (new names on the same resumes), spreads by the names' part
+alone, ``sqrt(A / n)``: the items are the same in every such audit, and the interval
+counts them as random only so that its claim reaches resumes like these. The chance
+that the interval excludes 0 is then
+
+    power = Φ((|d| - z·SE(n)) / sqrt(A/n)) + Φ((-|d| - z·SE(n)) / sqrt(A/n)),
+
+the formula above where B = 0. As n grows it tends to 1 where |d| > z·sqrt(B) and to 0
+where |d| < z·sqrt(B): no number of names narrows the interval below the items' share.
+The planned power is the chance of the event the report calls "beyond noise". The
+tests check the planning by simulation, at the metrics level
+(``tests/metrics/test_metrics_power.py``) and end to end against the simulated model
+(``tests/test_power_calibration.py``).
 """
 
 from __future__ import annotations
@@ -52,9 +62,13 @@ def _phi(x: float) -> float:
     return 0.5 * math.erfc(-x / math.sqrt(2.0))
 
 
-def detection_power(effect: float, se: float, *, confidence: float = 0.95) -> float:
-    """The chance that an interval at ``confidence`` around an estimate of true value
-    ``effect`` (sampling SD ``se``) excludes 0; see the module docstring.
+def detection_power(
+    effect: float, se: float, *, confidence: float = 0.95, spread: float | None = None
+) -> float:
+    """The chance that an interval at ``confidence``, ``estimate ± z · se``, around an
+    estimate of true value ``effect`` excludes 0; see the module docstring. The estimate
+    spreads with SD ``spread`` [default: ``se``]: ``Φ((|d| - z·se)/spread) +
+    Φ((-|d| - z·se)/spread)``.
 
     Raises
     ------
@@ -64,9 +78,11 @@ def detection_power(effect: float, se: float, *, confidence: float = 0.95) -> fl
     check_confidence(confidence)
     if not (math.isfinite(se) and se > 0) or not math.isfinite(effect):
         raise ValueError(f"se must be positive and finite and effect finite, got {se}, {effect}")
+    spread = se if spread is None else spread
+    if not (math.isfinite(spread) and spread > 0):
+        raise ValueError(f"spread must be positive and finite, got {spread}")
     z = _z(confidence)
-    ratio = abs(effect) / se
-    return _phi(ratio - z) + _phi(-ratio - z)
+    return _phi((abs(effect) - z * se) / spread) + _phi((-abs(effect) - z * se) / spread)
 
 
 @dataclass(frozen=True)
@@ -84,13 +100,21 @@ class VarianceModel:
         return math.sqrt(self.names / n + self.fixed)
 
     def power(self, effect: float, n: float, *, confidence: float = 0.95) -> float:
-        return detection_power(effect, self.se(n), confidence=confidence)
+        """The chance the interval excludes 0 with ``n`` names per group: its width from
+        :meth:`se`, the estimate's spread from the names' share alone (the items are the
+        same in every audit of the task; see the module docstring)."""
+        spread = math.sqrt(self.names / n) if self.names > 0 else self.se(n)
+        return detection_power(effect, self.se(n), confidence=confidence, spread=spread)
 
     def ceiling(self, effect: float, *, confidence: float = 0.95) -> float:
-        """The power no number of names exceeds (the items' share alone): 1 if none."""
+        """The power that many names approach: 1 where the interval can narrow below
+        ``|effect|`` (no items' share, or ``|effect| > z·sqrt(fixed)``), else 0 (where
+        the spread is all items' share, the power at that share)."""
         if self.fixed <= 0:
             return 1.0
-        return detection_power(effect, math.sqrt(self.fixed), confidence=confidence)
+        if self.names <= 0:
+            return detection_power(effect, math.sqrt(self.fixed), confidence=confidence)
+        return 1.0 if abs(effect) > _z(confidence) * math.sqrt(self.fixed) else 0.0
 
     def names_for(
         self, effect: float, power: float, *, confidence: float = 0.95, most: int = 1_000_000

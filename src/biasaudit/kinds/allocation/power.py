@@ -3,13 +3,18 @@ detects a ΔDP of size D at the headline k, and the names per group that reach 8
 95% power, each with its requests and cost.
 
 The variance comes from a previous run of the task (``--like``: a small pilot run of a
-few names per group will do): each group's ΔDP interval there gives its SE, and the SE
-shrinks with the square root of the names per group (:class:`biasaudit.metrics.
-VarianceModel` with no fixed part: every name is shown on the same resumes, so the
-resumes' own effects fall on every group alike). Power is that of the event the report
-calls "beyond noise", the interval excluding 0 (:func:`biasaudit.metrics.
-detection_power`). A group is planned for by its own SE; the sizes printed are those
-at which every group's gap of size D is detected with the target chance.
+few names per group will do): each group's ΔDP interval there gives its SE. Its
+intervals resample the names and the resumes (the units that vary), so the SE has a
+part that more names shrink and a part from the resumes that they do not:
+``SE(n)² = A/n + B`` (:class:`biasaudit.metrics.VarianceModel`). A pointwise run's
+``scores.csv`` gives both: its ΔDP is recomputed on random halves of each group's names
+(eight halves), and :func:`biasaudit.metrics.fit_components` solves the SE at the two
+sizes for A and B. A run that cannot be halved (pairwise, fewer than 4 names per group,
+no names in its scores) is scaled by 1/sqrt(names) alone, and the line says so. Power
+is that of the event the report calls "beyond noise", the interval excluding 0
+(:func:`biasaudit.metrics.detection_power`). A group is planned for by its own SE; the
+sizes printed are those at which every group's gap of size D is detected with the
+target chance.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from typing import Any
 from biasaudit.errors import UsageError
 from biasaudit.kinds._planning import Planned, like_metrics, model_of, power_lines
 from biasaudit.kinds.allocation.metrics import AllocationMetrics
+from biasaudit.metrics import VarianceModel
 
 __all__ = ["plan_power", "planned"]
 
@@ -39,13 +45,94 @@ def planned(spec: Any, k: int) -> Planned:
         model = model_of(found.dp_gap_ci.get(str(k)), found.units or 0, metrics.confidence)
         if model is not None:
             models[group] = model
+    halves = _halves(like, metrics, k, models)
+    how = "SE² = A/names + B, fitted on halves of its names" if halves else (
+        "SE scaled by 1/sqrt(names per group)")  # fmt: skip
     if not models:
         raise UsageError(
             f"--like {like}: no group has a ΔDP interval at k={k} (too few names); run a pilot "
             "with at least 3 names per group"
         )
     where = f" at k={k} against {metrics.reference_group}"
-    return Planned("|ΔDP|", "names per group", models, metrics.confidence, like.name, where)
+    return Planned("|ΔDP|", "names per group", halves or models, metrics.confidence, like.name,
+                   where, how)  # fmt: skip
+
+
+HALVES = 8
+"""Random halves of the names the fixed part is fitted on."""
+
+
+def _halves(
+    like: Path, metrics: AllocationMetrics, k: int, models: dict[str, VarianceModel]
+) -> dict[str, VarianceModel] | None:
+    """Each group's model with both parts (module docstring), or None where the run
+    cannot be halved."""
+    import numpy as np
+    import pandas as pd
+
+    from biasaudit.metrics import allocation_figures, fit_components
+
+    selection = metrics.selection
+    path = like / "scores.csv"
+    if (metrics.method != "pointwise" or selection is None or not path.is_file()
+            or selection.pool not in ("one_per_group", "random")):  # fmt: skip
+        return None
+    try:
+        scores = pd.read_csv(path)
+    except (OSError, ValueError, pd.errors.ParserError):
+        return None
+    scores = scores[scores["score"].notna()] if "score" in scores.columns else scores.iloc[:0]
+    item = next((c for c in scores.columns if c.endswith("_id") and c != "candidate_id"), None)
+    wanted = {"group", "subtask", "name", "qualified"}
+    if scores.empty or not wanted <= set(scores.columns) or scores["name"].isna().any():
+        return None
+    names = scores.groupby("group")["name"].unique()
+    if names.map(len).min() < 4:
+        return None
+    rng = np.random.default_rng(0)
+    z = _z(metrics.confidence)
+
+    def gaps(rows: pd.DataFrame, seed: int) -> dict[str, tuple[float, float]]:
+        """Each group's ΔDP at k and its SE, on ``rows``, pools drawn with ``seed``."""
+        figures = allocation_figures(
+            rows["score"], rows["group"], reference=metrics.reference_group,
+            subtasks=rows["subtask"], qualified=rows["qualified"], names=rows["name"],
+            items=rows[item] if item else None, k_max=k, pool=selection.pool,
+            pool_size=selection.pool_size, n_rounds=selection.rounds,
+            n_gap_bootstrap=selection.bootstrap or 200, n_bootstrap=20, n_permutations=20,
+            n_omnibus=19, confidence=metrics.confidence, seed=seed,
+        )  # fmt: skip
+        table = figures.table
+        at_k = table[(table["figure"] == "dp_gap") & table["subtask"].isna() & (table["k"] == k)]
+        return {
+            str(row.group): (float(row.estimate), (row.high - row.low) / (2 * z))
+            for row in at_k.itertuples()
+            if np.isfinite(row.estimate) and np.isfinite(row.low) and np.isfinite(row.high)
+        }
+
+    halves: dict[str, list[float]] = {group: [] for group in models}
+    for split in range(HALVES):
+        kept: set[str] = set()
+        for group_names in names:
+            kept.update(rng.choice(group_names, size=len(group_names) // 2, replace=False))
+        found = gaps(scores[scores["name"].isin(kept)], split)
+        for group in models:
+            if group in found:
+                halves[group].append(found[group][1])
+    fitted = {}
+    for group, model in models.items():
+        try:
+            fitted[group] = fit_components(model.se(model.n_now), model.n_now, halves[group],
+                                           model.n_now // 2)  # fmt: skip
+        except ValueError:
+            fitted[group] = model
+    return fitted
+
+
+def _z(confidence: float) -> float:
+    from scipy import stats
+
+    return float(stats.norm.ppf(0.5 + confidence / 2))
 
 
 def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) -> list[str]:
