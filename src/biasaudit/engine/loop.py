@@ -65,6 +65,8 @@ def _run(coroutine: Coroutine[Any, Any, T]) -> T:
         main = loop.create_task(coroutine)
         with _running_lock:
             _running[id(main)] = (loop, main)
+            if _stopping.is_set():  # Ctrl-C came before this run was listed
+                main.cancel()
         # Signal handlers exist only in the main thread (uvloop says so with ValueError),
         # and not on Windows.
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
@@ -80,11 +82,14 @@ def _run(coroutine: Coroutine[Any, Any, T]) -> T:
 
 _running: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]]] = {}
 _running_lock = threading.Lock()
+_stopping = threading.Event()
 
 
 def _cancel_running() -> None:
-    """Cancel every run in progress, in whatever thread its loop runs."""
+    """Cancel every run in progress, in whatever thread its loop runs, and any that
+    starts before :func:`run_in_threads` has waited for them all."""
     with _running_lock:
+        _stopping.set()
         found = list(_running.values())
     for loop, task in found:
         with contextlib.suppress(RuntimeError):  # its loop closed meanwhile
@@ -111,11 +116,13 @@ def run_in_threads(jobs: Sequence[Callable[[], T]]) -> list[T | BaseException]:
     if not jobs:
         return []
     with concurrent.futures.ThreadPoolExecutor(max_workers=len(jobs)) as pool:
-        futures = [pool.submit(job) for job in jobs]
+        futures: list[concurrent.futures.Future[T]] = []
         previous = None
-        with contextlib.suppress(ValueError):  # not the main thread: no signal handler
-            previous = signal.signal(signal.SIGTERM, _interrupt)
-        try:
+        try:  # from the first submit: a Ctrl-C at any point cancels what started
+            with contextlib.suppress(ValueError):  # not the main thread: no signal handler
+                previous = signal.signal(signal.SIGTERM, _interrupt)
+            for job in jobs:
+                futures.append(pool.submit(job))
             pending = set(futures)
             while pending:  # in short waits: a signal is handled between them
                 pending = concurrent.futures.wait(pending, timeout=0.25).not_done
@@ -124,6 +131,7 @@ def run_in_threads(jobs: Sequence[Callable[[], T]]) -> list[T | BaseException]:
             concurrent.futures.wait(futures)
             raise Interrupted([f.exception() or f.result() for f in futures]) from None
         finally:
+            _stopping.clear()
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
     return [f.exception() or f.result() for f in futures]
