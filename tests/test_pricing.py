@@ -170,11 +170,14 @@ def test_a_dry_run_says_why_an_endpoint_without_logprobs_or_n_costs_so_many_call
 
 def test_a_dry_run_plans_the_names_that_detect_a_gap_from_a_pilot(tmp_path: Path) -> None:
     """A pilot of 6 names per group, then --dry-run --detect: the power as configured,
-    and the names per group for 80% and 95% with their requests; the sizes follow from the
-    pilot's intervals (SE scaled by 1/sqrt(names))."""
+    and the names per group for 80% and 95% with their requests. The pilot is refitted on
+    halves of its names (the interval's two parts and the estimate's spread); its
+    models reproduce the printed sizes, and the interval part matches the pilot's own
+    interval at its size."""
     from scipy import stats
 
-    from biasaudit.metrics import VarianceModel
+    from biasaudit.kinds.allocation.power import planned
+    from biasaudit.spec import parse_spec
 
     base = ["run", "resume-screening", "--model", "sim/biased", "--jobs", "software-engineer",
             "--runs-dir", str(tmp_path)]  # fmt: skip
@@ -187,16 +190,18 @@ def test_a_dry_run_plans_the_names_that_detect_a_gap_from_a_pilot(tmp_path: Path
     lines = out.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("power to detect"))
     assert lines[start].startswith("power to detect |ΔDP| >= 0.1 at k=1 against W_M")
+    assert "fitted on halves of its names" in lines[start]
     assert lines[start + 1].startswith("  as configured (10 names per group): ")
+    spec = parse_spec({"task": "resume-screening", "model": "sim/biased",
+                       "jobs": "software-engineer", "like": str(pilot), "detect": 0.1})  # fmt: skip
+    models = planned(spec, 1).models
     metrics = json.loads((pilot / "metrics.json").read_text())
     z = stats.norm.ppf(0.975)
-    sizes = []
-    for group in metrics["groups"].values():
-        low, high = group["dp_gap_ci"]["1"]
-        se = (high - low) / (2 * z)
-        sizes.append(
-            VarianceModel(se * se * group["units"], 0.0, group["units"]).names_for(0.1, 0.8)
-        )
+    for group, model in models.items():
+        assert model.spread_names is not None and model.n_now == 6
+        low, high = metrics["groups"][group]["dp_gap_ci"]["1"]
+        assert model.se(6) == pytest.approx((high - low) / (2 * z), rel=0.25)
+    sizes = [m.names_for(0.1, 0.8) for m in models.values()]
     names = max(n for n in sizes if n is not None)
     assert lines[start + 2].startswith(f"  80% power: {names} names per group, ")
     assert lines[start + 3].startswith("  95% power: ")

@@ -45,6 +45,15 @@ def test_the_variance_model_finds_its_components_and_the_names_that_reach_a_powe
     expected = stats.norm.cdf((0.2 - z * se) / spread) + stats.norm.cdf((-0.2 - z * se) / spread)
     assert fitted.power(0.2, n) == pytest.approx(expected)
     assert fitted.power(0.2, n) > detection_power(0.2, se)
+    # Measured apart, the spread is S/n + M; M (pools' noise) stays however many names.
+    apart = VarianceModel(0.4, 0.002, 40, spread_names=0.2, spread_fixed=0.0004)
+    assert apart.spread(n) == pytest.approx(math.sqrt(0.2 / n + 0.0004))
+    expected = stats.norm.cdf((0.2 - z * se) / apart.spread(n)) + stats.norm.cdf(
+        (-0.2 - z * se) / apart.spread(n)
+    )
+    assert apart.power(0.2, n) == pytest.approx(expected)
+    limit = stats.norm.cdf((0.1 - z * math.sqrt(0.002)) / 0.02)
+    assert apart.ceiling(0.1) == pytest.approx(limit, rel=1e-3)
     # Noise that makes the fixed part negative is read as none.
     assert variance_model(0.1, 40, 0.16, 20).fixed == 0.0
 

@@ -26,15 +26,19 @@ smallest ``n`` whose power (below) reaches it; where ``B`` alone keeps the inter
 wider than the gap, no number of names reaches it and the answer says so.
 
 The interval's width is ``z · SE(n)``, both parts. The estimate itself, over repeated
-audits of the same task (new names on the same resumes), spreads by the names' part
-alone, ``sqrt(A / n)``: the items are the same in every such audit, and the interval
-counts them as random only so that its claim reaches resumes like these. The chance
-that the interval excludes 0 is then
+audits of the same task (new names on the same resumes), strays by less: the items are
+the same in every such audit (the interval counts them as random only so that its
+claim reaches resumes like these), and the pigeonhole bootstrap counts the names x
+items noise more than once (Owen 2007). Its spread ``s(n)`` is best measured apart, by
+a bootstrap of the names alone, ``s(n)² = S/n + M`` (``VarianceModel.spread_names``,
+``spread_fixed``; without it, ``sqrt(A/n)``). The chance that the interval excludes 0
+is then
 
-    power = Φ((|d| - z·SE(n)) / sqrt(A/n)) + Φ((-|d| - z·SE(n)) / sqrt(A/n)),
+    power = Φ((|d| - z·SE(n)) / s(n)) + Φ((-|d| - z·SE(n)) / s(n)),
 
-the formula above where B = 0. As n grows it tends to 1 where |d| > z·sqrt(B) and to 0
-where |d| < z·sqrt(B): no number of names narrows the interval below the items' share.
+the formula above where s = SE. As n grows (and M = 0) it tends to 1 where
+|d| > z·sqrt(B) and to 0 where |d| < z·sqrt(B): no number of names narrows the
+interval below the items' share.
 The planned power is the chance of the event the report calls "beyond noise". The
 tests check the planning by simulation, at the metrics level
 (``tests/metrics/test_metrics_power.py``) and end to end against the simulated model
@@ -89,31 +93,47 @@ def detection_power(
 class VarianceModel:
     """``SE(n)² = names / n + fixed`` (see the module docstring): ``names`` the variance
     that more names shrink (A), ``fixed`` what they do not (B); ``n_now`` the names per
-    group of the audit it was fitted on."""
+    group of the audit it was fitted on. Where it was measured apart, the estimate's own
+    spread over repeated audits of the same items is ``spread_names / n +
+    spread_fixed`` (what more names shrink, and what they do not: the noise of a fixed
+    number of simulated pools); else ``sqrt(names / n)``."""
 
     names: float
     fixed: float
     n_now: int
+    spread_names: float | None = None
+    spread_fixed: float = 0.0
 
     def se(self, n: float) -> float:
         """The SE with ``n`` names per group."""
         return math.sqrt(self.names / n + self.fixed)
 
+    def spread(self, n: float) -> float:
+        """The estimate's SD over repeated audits with ``n`` names per group."""
+        if self.spread_names is not None and self.spread_names / n + self.spread_fixed > 0:
+            return math.sqrt(self.spread_names / n + self.spread_fixed)
+        return math.sqrt(self.names / n) if self.names > 0 else self.se(n)
+
     def power(self, effect: float, n: float, *, confidence: float = 0.95) -> float:
         """The chance the interval excludes 0 with ``n`` names per group: its width from
-        :meth:`se`, the estimate's spread from the names' share alone (the items are the
-        same in every audit of the task; see the module docstring)."""
-        spread = math.sqrt(self.names / n) if self.names > 0 else self.se(n)
-        return detection_power(effect, self.se(n), confidence=confidence, spread=spread)
+        :meth:`se`, the estimate's spread from :meth:`spread` (the items are the same in
+        every audit of the task; see the module docstring)."""
+        return detection_power(effect, self.se(n), confidence=confidence, spread=self.spread(n))
 
     def ceiling(self, effect: float, *, confidence: float = 0.95) -> float:
-        """The power that many names approach: 1 where the interval can narrow below
-        ``|effect|`` (no items' share, or ``|effect| > z·sqrt(fixed)``), else 0 (where
-        the spread is all items' share, the power at that share)."""
+        """The power that many names approach: where the estimate's spread vanishes, 1
+        if the interval narrows below ``|effect|`` (no items' share, or ``|effect| >
+        z·sqrt(fixed)``) and 0 if not; where part of it stays, the power at the limit."""
+        if self.spread_names is not None:
+            limit = math.sqrt(self.spread_fixed)
+        else:
+            limit = 0.0 if self.names > 0 else math.sqrt(self.fixed)
+        if limit > 0:
+            width = math.sqrt(self.fixed)
+            return detection_power(effect, width if width > 0 else limit, confidence=confidence,
+                                   spread=limit)  # fmt: skip
         if self.fixed <= 0:
             return 1.0
-        if self.names <= 0:
-            return detection_power(effect, math.sqrt(self.fixed), confidence=confidence)
         return 1.0 if abs(effect) > _z(confidence) * math.sqrt(self.fixed) else 0.0
 
     def names_for(

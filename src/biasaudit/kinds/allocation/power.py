@@ -3,18 +3,25 @@ detects a ΔDP of size D at the headline k, and the names per group that reach 8
 95% power, each with its requests and cost.
 
 The variance comes from a previous run of the task (``--like``: a small pilot run of a
-few names per group will do): each group's ΔDP interval there gives its SE. Its
-intervals resample the names and the resumes (the units that vary), so the SE has a
-part that more names shrink and a part from the resumes that they do not:
-``SE(n)² = A/n + B`` (:class:`biasaudit.metrics.VarianceModel`). A pointwise run's
-``scores.csv`` gives both: its ΔDP is recomputed on random halves of each group's names
-(eight halves), and :func:`biasaudit.metrics.fit_components` solves the SE at the two
-sizes for A and B. A run that cannot be halved (pairwise, fewer than 4 names per group,
-no names in its scores) is scaled by 1/sqrt(names) alone, and the line says so. Power
-is that of the event the report calls "beyond noise", the interval excluding 0
-(:func:`biasaudit.metrics.detection_power`). A group is planned for by its own SE; the
-sizes printed are those at which every group's gap of size D is detected with the
-target chance.
+few names per group will do). Two things decide whether a gap of size D is detected:
+how wide the interval will be, and how far the estimate strays from the true gap.
+
+- The interval resamples the names and the resumes (the units that vary), so its SE
+  has a part that more names shrink and a part from the resumes that they do not:
+  ``SE(n)² = A/n + B``.
+- A repeated audit shows new names on the same resumes, so the estimate strays by the
+  names alone: ``spread(n)² = S/n + M``, measured by a bootstrap of the names with the
+  resumes held fixed (M: the noise of a fixed number of simulated pools).
+
+A pointwise run's ``scores.csv`` gives both: its ΔDP is recomputed on the whole run and
+on eight random halves of each group's names, with both bootstraps
+(:data:`REPLICATES` replicates each), and :func:`biasaudit.metrics.fit_components`
+solves each pair of sizes (:class:`biasaudit.metrics.VarianceModel`). A run that cannot
+be halved (pairwise, fewer than 4 names per group, no names in its scores) is scaled
+by 1/sqrt(names) alone, and the line says so. Power is the chance that the interval
+excludes 0, the event the report calls "beyond noise" (:func:`biasaudit.metrics.
+detection_power`). A group is planned for by its own figures; the sizes printed are
+those at which every group's gap of size D is detected with the target chance.
 """
 
 from __future__ import annotations
@@ -46,8 +53,11 @@ def planned(spec: Any, k: int) -> Planned:
         if model is not None:
             models[group] = model
     halves = _halves(like, metrics, k, models)
-    how = "SE² = A/names + B, fitted on halves of its names" if halves else (
-        "SE scaled by 1/sqrt(names per group)")  # fmt: skip
+    how = (
+        "SE² = A/names + B and the estimate's spread, fitted on halves of its names"
+        if halves
+        else "SE scaled by 1/sqrt(names per group)"
+    )
     if not models:
         raise UsageError(
             f"--like {like}: no group has a ΔDP interval at k={k} (too few names); run a pilot "
@@ -60,13 +70,34 @@ def planned(spec: Any, k: int) -> Planned:
 
 HALVES = 8
 """Random halves of the names the fixed part is fitted on."""
+REPLICATES = 800
+"""Bootstrap replicates of each refit: the fixed part is a difference of two variances,
+and 200 replicates leave it too noisy to plan with."""
 
 
 def _halves(
     like: Path, metrics: AllocationMetrics, k: int, models: dict[str, VarianceModel]
 ) -> dict[str, VarianceModel] | None:
     """Each group's model with both parts (module docstring), or None where the run
-    cannot be halved."""
+    cannot be halved. Refitted once per run file and k in a process (a run's scores do
+    not change; the refit takes seconds)."""
+    path = like / "scores.csv"
+    try:
+        stamp = path.stat()
+    except OSError:
+        return None
+    key = (str(path.resolve()), k, stamp.st_mtime_ns, stamp.st_size)
+    if key not in _REFITS:
+        _REFITS[key] = _refit(like, metrics, k, models)
+    return _REFITS[key]
+
+
+_REFITS: dict[tuple[str, int, int, int], dict[str, VarianceModel] | None] = {}
+
+
+def _refit(
+    like: Path, metrics: AllocationMetrics, k: int, models: dict[str, VarianceModel]
+) -> dict[str, VarianceModel] | None:
     import numpy as np
     import pandas as pd
 
@@ -92,40 +123,54 @@ def _halves(
     rng = np.random.default_rng(0)
     z = _z(metrics.confidence)
 
-    def gaps(rows: pd.DataFrame, seed: int) -> dict[str, tuple[float, float]]:
-        """Each group's ΔDP at k and its SE, on ``rows``, pools drawn with ``seed``."""
+    def gaps(rows: pd.DataFrame, seed: int, *, resumes: bool) -> dict[str, float]:
+        """Each group's ΔDP SE at k on ``rows`` (pools drawn with ``seed``): its
+        interval's, or (``resumes`` False) the names' alone, the resumes held fixed."""
         figures = allocation_figures(
             rows["score"], rows["group"], reference=metrics.reference_group,
             subtasks=rows["subtask"], qualified=rows["qualified"], names=rows["name"],
-            items=rows[item] if item else None, k_max=k, pool=selection.pool,
+            items=rows[item] if item and resumes else None, k_max=k, pool=selection.pool,
             pool_size=selection.pool_size, n_rounds=selection.rounds,
-            n_gap_bootstrap=selection.bootstrap or 200, n_bootstrap=20, n_permutations=20,
+            n_gap_bootstrap=REPLICATES, n_bootstrap=20, n_permutations=20,
             n_omnibus=19, confidence=metrics.confidence, seed=seed,
         )  # fmt: skip
         table = figures.table
         at_k = table[(table["figure"] == "dp_gap") & table["subtask"].isna() & (table["k"] == k)]
         return {
-            str(row.group): (float(row.estimate), (row.high - row.low) / (2 * z))
+            str(row.group): (row.high - row.low) / (2 * z)
             for row in at_k.itertuples()
-            if np.isfinite(row.estimate) and np.isfinite(row.low) and np.isfinite(row.high)
+            if np.isfinite(row.low) and np.isfinite(row.high)
         }
 
+    width_now, spread_now = gaps(scores, 0, resumes=True), gaps(scores, 0, resumes=False)
     halves: dict[str, list[float]] = {group: [] for group in models}
+    spreads: dict[str, list[float]] = {group: [] for group in models}
     for split in range(HALVES):
         kept: set[str] = set()
         for group_names in names:
             kept.update(rng.choice(group_names, size=len(group_names) // 2, replace=False))
-        found = gaps(scores[scores["name"].isin(kept)], split)
-        for group in models:
-            if group in found:
-                halves[group].append(found[group][1])
+        half = scores[scores["name"].isin(kept)]
+        for found, into in ((gaps(half, split, resumes=True), halves),
+                            (gaps(half, split, resumes=False), spreads)):  # fmt: skip
+            for group in models:
+                if group in found:
+                    into[group].append(found[group])
     fitted = {}
     for group, model in models.items():
         try:
-            fitted[group] = fit_components(model.se(model.n_now), model.n_now, halves[group],
-                                           model.n_now // 2)  # fmt: skip
-        except ValueError:
+            width = fit_components(width_now[group], model.n_now, halves[group],
+                                   model.n_now // 2)  # fmt: skip
+        except (KeyError, ValueError):
             fitted[group] = model
+            continue
+        try:
+            spread = fit_components(spread_now[group], model.n_now, spreads[group],
+                                    model.n_now // 2)  # fmt: skip
+        except (KeyError, ValueError):
+            fitted[group] = width
+            continue
+        fitted[group] = VarianceModel(width.names, width.fixed, model.n_now, spread.names,
+                                      spread.fixed)  # fmt: skip
     return fitted
 
 
