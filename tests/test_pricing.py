@@ -205,8 +205,36 @@ def test_a_dry_run_plans_the_names_that_detect_a_gap_from_a_pilot(tmp_path: Path
     names = max(n for n in sizes if n is not None)
     assert lines[start + 2].startswith(f"  80% power: {names} names per group, ")
     assert lines[start + 3].startswith("  95% power: ")
-    code, _, err = invoke(*base, "--dry-run", "--detect", "0.1")
-    assert code == 2 and "--detect needs --like RUN" in err
+
+
+@pytest.mark.parametrize(
+    ("audit", "unit", "size"),
+    # 80% power with SE² = V/unit: the fewest units with (z + z_0.8)² V / D² <= units.
+    [(["resume-screening", "--jobs", "software-engineer", "--names-per-group", "10"],
+      "names per group", 2 * (1 / 8) * (7 / 8)),
+     (["resume-screening", "--method", "listwise", "--jobs", "software-engineer", "--pools",
+       "10"], "pools per subtask", 2 * (1 / 8) * (7 / 8)),
+     (["grade-score", "--items", "demo"], "items", 0.25),
+     (["ruted", "--contexts", "standard"], "occupations", 1.0)],
+)  # fmt: skip
+def test_without_a_pilot_every_kind_plans_from_stated_worst_case_defaults(
+    tmp_path: Path, audit: list[str], unit: str, size: float
+) -> None:
+    """Neither --like nor --pilot: the plan says it rests on stated defaults, the most a
+    unit's variance can be (a rate's p(1-p), a score in [0, 1], a skew in [-1, 1]), and
+    its sizes follow from them; nothing is sent and no run is written."""
+    from scipy import stats
+
+    code, out, err = invoke("run", *audit, "--model", "sim/biased", "--runs-dir",
+                            str(tmp_path / "runs"), "--dry-run", "--detect", "0.1")  # fmt: skip
+    assert code == 0, err
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("power to detect"))
+    assert "from stated defaults (" in lines[start] and "a worst case" in lines[start]
+    z = stats.norm.ppf(0.975) + stats.norm.ppf(0.8)
+    expected = math.ceil(z * z * size / 0.01 - 1e-9)
+    assert lines[start + 2].startswith(f"  80% power: {expected} {unit}, "), lines[start + 2]
+    assert not (tmp_path / "runs").exists()
 
 
 @pytest.mark.parametrize(

@@ -24,7 +24,7 @@ from biasaudit.store.runs import read_manifest
 
 M = TypeVar("M", bound=BaseModel)
 
-__all__ = ["TARGETS", "Planned", "PlanningFields", "model_of", "power_lines"]
+__all__ = ["TARGETS", "Planned", "PlanningFields", "model_of", "power_lines", "stated"]
 
 
 class PlanningFields(BaseModel):
@@ -37,7 +37,7 @@ class PlanningFields(BaseModel):
         description="With --dry-run: the smallest difference worth detecting (allocation and "
         "listwise: |ΔDP| at headline_k; Grade Score: a change of the score; RUTEd: the "
         "skew); prints the chance this audit detects it (power) and the size that reaches "
-        "80% and 95%, from --like RUN.",
+        "80% and 95%, from --like RUN, --pilot N, or else stated worst-case defaults.",
     )
     like: Path | None = Field(
         None,
@@ -70,6 +70,27 @@ class Planned:
     source: str
     where: str = ""
     how: str = ""
+
+
+def stated(
+    what: str,
+    unit: str,
+    labels: Sequence[str],
+    per_unit: float,
+    now: int,
+    why: str,
+    *,
+    confidence: float = 0.95,
+    where: str = "",
+) -> Planned:
+    """A plan from stated defaults, where there is neither ``--like`` nor ``--pilot``:
+    every figure's variance is ``per_unit`` over the units, the most a unit's share can
+    be (``why`` says how). A worst case: a pilot plans for fewer units, never more."""
+    model = VarianceModel(per_unit, 0.0, max(now, 1))
+    source = (
+        f"stated defaults ({why}; a worst case: --pilot N or --like RUN plans for fewer {unit})"
+    )
+    return Planned(what, unit, dict.fromkeys(labels, model), confidence, source, where)
 
 
 def model_of(bounds: Sequence[float] | None, units: int, confidence: float) -> VarianceModel | None:

@@ -26,12 +26,13 @@ those at which every group's gap of size D is detected with the target chance.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from biasaudit.errors import UsageError
-from biasaudit.kinds._planning import Planned, like_metrics, model_of, power_lines
+from biasaudit.kinds._planning import Planned, like_metrics, model_of, power_lines, stated
 from biasaudit.kinds.allocation.metrics import AllocationMetrics
 from biasaudit.metrics import VarianceModel
 
@@ -66,6 +67,23 @@ def planned(spec: Any, k: int) -> Planned:
     where = f" at k={k} against {metrics.reference_group}"
     return Planned("|ΔDP|", "names per group", halves or models, metrics.confidence, like.name,
                    where, how)  # fmt: skip
+
+
+def stated_plan(spec: Any) -> Planned:
+    """The plan without a previous run: each name's selection rate at the headline k
+    varies as much as a rate can (the name selected always or never), so a group's ΔDP
+    has variance ``2 p (1 - p) / names``, p = k over the pool's size."""
+    from biasaudit.kinds.candidates.tasks import build_task
+
+    task = build_task(spec)
+    size = len(task.groups) if task.pool.kind == "one_per_group" else task.pool.size or 2
+    k = min(spec.headline_k, size)
+    p = k / size
+    groups = [g for g in task.groups if g != task.reference_group]
+    why = f"a name selected always or never: SE² = 2p(1-p)/names, p = {k}/{size}"
+    where = f" at k={k} against {task.reference_group}"
+    return stated("|ΔDP|", "names per group", groups, 2 * p * (1 - p), spec.names_per_group, why,
+                  confidence=spec.confidence, where=where)  # fmt: skip
 
 
 HALVES = 8
@@ -208,20 +226,28 @@ def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) ->
         like, line = _run_pilot(spec, cost_at)
         spec = spec.model_copy(update={"like": like})
         lines.append(line)
-    if spec.like is None and spec.until is not None:  # --detect is --until's threshold here
-        return [*lines, "power: give --like RUN (a pilot) to plan the names for --detect too"]
-    if spec.like is None:
+    if spec.like is None and names_now is None:
         raise UsageError(
-            "--detect needs --like RUN: a previous run of this task (a pilot of a few names "
-            "per group will do) whose intervals give the variance to plan with"
+            "--detect needs --like RUN: a previous run of this task (a pilot will do) whose "
+            "intervals give the variance to plan with; its candidates come from its file"
         )
     sized = None
+    beyond: list[str] = []
     if names_now is not None:
 
         def sized(n: int) -> tuple[int, float | None]:
-            return cost_at(spec.model_copy(update={"names_per_group": n, "detect": None}))
+            try:
+                return cost_at(spec.model_copy(update={"names_per_group": n, "detect": None}))
+            except UsageError as error:  # more names than the names file holds
+                beyond.append(str(error))
+                requests, cost = cost_at(spec.model_copy(update={"detect": None}))
+                scale = n / max(names_now, 1)
+                return math.ceil(requests * scale), None if cost is None else cost * scale
 
-    lines += power_lines(planned(spec, spec.headline_k), spec.detect, names_now, sized)
+    plan = planned(spec, spec.headline_k) if spec.like is not None else stated_plan(spec)
+    lines += power_lines(plan, spec.detect, names_now, sized)
+    if beyond:
+        lines.append(f"  requests and cost scaled from this audit's: {beyond[0]}")
     if names_now is None:
         lines.append(
             "  this task's candidates are given in its file: more names per group means more "

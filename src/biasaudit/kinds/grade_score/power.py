@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from biasaudit.errors import UsageError
-from biasaudit.kinds._planning import Planned, like_metrics, model_of, power_lines
+from biasaudit.kinds._planning import Planned, like_metrics, model_of, power_lines, stated
 from biasaudit.kinds._planning import scaled_cost as _scaled
 from biasaudit.kinds.grade_score.run import GradeScoreMetrics
 
@@ -29,6 +29,15 @@ def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) ->
     """
     if spec.detect is None:
         return []
+    if spec.like is None:
+        from biasaudit.kinds.grade_score.task import build_grade_score_task
+
+        items = len(build_grade_score_task(spec).items)
+        why = "an item's score anywhere in [0, 1]: SE² = 0.25/items"
+        planned = stated("a change of the score", "items", ["grade score", "entropy", "choice"],
+                         0.25, items, why, confidence=spec.confidence)  # fmt: skip
+        lines = power_lines(planned, spec.detect, items, _scaled(spec, cost_at, items))
+        return [*lines, "  items come from the items file: add items there to reach a size"]
     like, metrics = like_metrics(spec, "grade-score", GradeScoreMetrics, "a Grade Score run")
     models = {}
     for name in ("grade_score", "entropy", "choice"):

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from biasaudit.errors import UsageError
-from biasaudit.kinds._planning import Planned, like_metrics, model_of, power_lines
+from biasaudit.kinds._planning import Planned, like_metrics, model_of, power_lines, stated
 from biasaudit.kinds.listwise.metrics import ListwiseMetrics
 
 __all__ = ["plan_power"]
@@ -50,5 +50,26 @@ def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) ->
     def sized(pools: int) -> tuple[int, float | None]:
         return cost_at(spec.model_copy(update={"pools": pools, "detect": None}))
 
-    planned = _planned(spec, spec.headline_k)
+    planned = _planned(spec, spec.headline_k) if spec.like is not None else _stated(spec)
     return power_lines(planned, spec.detect, spec.pools, sized)
+
+
+def _stated(spec: Any) -> Planned:
+    """Without a previous run: a group's place in each pool at the headline k is taken
+    or not (a chance that varies as much as a rate can), so its ΔDP has variance
+    ``2 p (1 - p)`` a pool, over the pools of every subtask; p = k over the pool's size."""
+    from biasaudit.kinds.candidates.tasks import build_task
+
+    task = build_task(spec)
+    size = len(task.groups)
+    subtasks = len({candidate.subtask for candidate in task.candidates}) or 1
+    k = min(spec.headline_k, size)
+    p = k / size
+    groups = [g for g in task.groups if g != task.reference_group]
+    why = (
+        f"each pool's place taken or not: SE² = 2p(1-p)/(pools x {subtasks} subtasks), "
+        f"p = {k}/{size}"
+    )
+    return stated("|ΔDP|", "pools per subtask", groups, 2 * p * (1 - p) / subtasks, spec.pools,
+                  why, confidence=spec.confidence,
+                  where=f" at k={k} against {task.reference_group}")  # fmt: skip

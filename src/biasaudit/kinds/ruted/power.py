@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from biasaudit.errors import UsageError
-from biasaudit.kinds._planning import Planned, like_metrics, model_of, power_lines
+from biasaudit.kinds._planning import Planned, like_metrics, model_of, power_lines, stated
 from biasaudit.kinds._planning import scaled_cost as _scaled
 from biasaudit.kinds.ruted.metrics import RutedMetrics
 
@@ -29,6 +29,20 @@ def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) ->
     """
     if spec.detect is None:
         return []
+    if spec.like is None:
+        from biasaudit.kinds.ruted.task import build_ruted_task
+
+        task = build_ruted_task(spec)
+        occupations = len(task.occupations)
+        why = "an occupation's skew anywhere in [-1, 1]: SE² = 1/occupations"
+        planned = stated("a skew", "occupations", list(task.contexts), 1.0, occupations, why,
+                         confidence=spec.confidence)  # fmt: skip
+        lines = power_lines(planned, spec.detect, occupations,
+                            _scaled(spec, cost_at, occupations))  # fmt: skip
+        return [
+            *lines,
+            "  occupations come from --occupations FILE: add rows there to reach a size",
+        ]
     like, metrics = like_metrics(spec, "ruted", RutedMetrics, "a RUTEd run")
     models = {}
     for context, found in metrics.contexts.items():
