@@ -135,15 +135,17 @@ def test_audits_planned_at_80_percent_power_detect_the_planted_gap_75_to_85_perc
 def test_runs_stopped_by_until_keep_their_coverage_and_false_alarm_rate(tmp_path: Path) -> None:
     """(b) 16 audits run until decided on the confidence sequence and 16 on the
     group-sequential design (planned from a pilot): the interval each stopped on holds
-    the true gap (B_M's planted one, W_F's 0) in at least 93% of the 64, and W_F, with
-    no gap, is declared beyond noise in at most 5% of the runs. (Measured: every
-    interval held; no false alarm.)"""
+    the true gap (B_M's planted one, W_F's 0) in at least 93% of the 64; W_F, with
+    no gap, is declared beyond noise in at most 5% of the runs, and B_M, whose gap is D,
+    is settled as "within ±D" in at most 5%. (Measured: every interval held; neither
+    error happened.)"""
     where = setting(tmp_path, ("W_M", "W_F", "B_M"))
     like = run_at(where, 30, 7100).run_dir
-    held = intervals = false_alarms = 0
+    held = intervals = false_alarms = false_settled = 0
     designs = set()
+    detect = abs(TRUTH_THREE["B_M"])
     for seed in range(32):
-        fields: dict[str, Any] = {"detect": abs(TRUTH_THREE["B_M"]), "names_per_group": 10,
+        fields: dict[str, Any] = {"detect": detect, "names_per_group": 10,
                                   "round_names": 10, "max_names": 40}  # fmt: skip
         if seed % 2:
             fields["like"] = str(like)
@@ -154,9 +156,14 @@ def test_runs_stopped_by_until_keep_their_coverage_and_false_alarm_rate(tmp_path
             held += low <= TRUTH_THREE[group] <= high
             intervals += 1
             false_alarms += group == "W_F" and (low > 0 or high < 0)
+            assert look.equivalence_interval is not None
+            near, far = look.equivalence_interval
+            # B_M's gap is D itself: "no gap that matters" would be wrong.
+            false_settled += group == "B_M" and -detect < near and far < detect
     assert designs == {"confidence sequence", "group sequential"}
     assert intervals == 64 and held / intervals >= 0.93, held / intervals
     assert false_alarms / 32 <= 0.05, false_alarms
+    assert false_settled / 32 <= 0.05, false_settled
 
 
 @pytest.mark.slow

@@ -45,16 +45,21 @@ def test_until_decided_grows_by_new_names_and_stops_when_every_group_is_settled(
         record.rounds
     )
     last = record.rounds[-1]
+    assert record.equivalence_confidence == pytest.approx(0.9)
     for look in last.groups.values():  # the rule held at the last look, on the sequence
         low, high = look.interval
-        assert low > 0 or high < 0 or (low > -0.1 and high < 0.1)
+        assert look.equivalence_interval is not None
+        near, far = look.equivalence_interval
+        assert low < near and far < high  # 90% against 95%, both valid at every look
+        assert low > 0 or high < 0 or (near > -0.1 and far < 0.1)
         half = (look.fixed_interval[1] - look.fixed_interval[0]) / 2
         assert (high - low) / 2 > half  # wider than the fixed-size interval
     # B_M carries the planted bias: its gap is declared, beyond noise.
     assert last.groups["B_M"].interval[1] < 0
     earlier = record.rounds[-2]
-    assert any(not (lo > 0 or hi < 0 or (lo > -0.1 and hi < 0.1))
-               for lo, hi in (g.interval for g in earlier.groups.values()))  # fmt: skip
+    assert any(not (g.interval[0] > 0 or g.interval[1] < 0
+                    or (g.equivalence_interval[0] > -0.1 and g.equivalence_interval[1] < 0.1))
+               for g in earlier.groups.values() if g.equivalence_interval)  # fmt: skip
     assert record.fixed_names is not None and record.fixed_requests is not None
     assert "--until decided: ΔDP at k=1 each round" in out
     assert f"stopped: {record.stopped}; {record.sent} requests sent in all" in out

@@ -399,8 +399,13 @@ def run_table(metrics: AllocationMetrics, run_dir: Path) -> list[Block]:
         else f"; a fixed-size audit of the same {same}: {record.fixed_names} names per "
         f"group, {record.fixed_requests} requests"
     )  # fmt: skip
-    return [*blocks, "", table,
-            f"stopped: {record.stopped}; {record.sent} requests sent in all{fixed}"]  # fmt: skip
+    lines: list[str | PlainTable] = [*blocks, "", table]
+    if record.equivalence_confidence is not None and record.detect is not None:
+        lines.append(
+            f"within ±{record.detect:g} is read on intervals at "
+            f"{record.equivalence_confidence:.0%}, valid at every look (two one-sided tests)"
+        )
+    return [*lines, f"stopped: {record.stopped}; {record.sent} requests sent in all{fixed}"]
 
 
 def headline(metrics: AllocationMetrics) -> str:

@@ -5,8 +5,9 @@ more (drawn nested: a round keeps every name of the rounds before it, so their a
 come from the cache and are paid for once), until the rule holds:
 
 - ``precise:H``: every group's ΔDP interval at the headline k is at most ±H;
-- ``decided``: every group's interval excludes 0 (a gap beyond noise) or lies within
-  ±D (``--detect D``: no gap that matters).
+- ``decided``: every group's interval excludes 0 (a gap beyond noise), or its interval
+  at 1 - 2 alpha (90% for 95%: two one-sided tests, :func:`equivalence_level`) lies
+  within ±D (``--detect D``: no gap that matters).
 
 The rule reads intervals valid at every look, however many rounds there are
 (:func:`biasaudit.metrics.sequence_interval`, an asymptotic confidence sequence over
@@ -59,6 +60,11 @@ class GroupLook(BaseModel):
     multiplier: float | None = Field(
         None, description="The SEs on each side of the estimate that ``interval`` spans."
     )
+    equivalence_interval: list[float] | None = Field(
+        None,
+        description="decided: valid at every look at 1 - 2 alpha (90% for 95%): within ±D "
+        "it settles the group as no gap that matters (two one-sided tests).",
+    )
 
 
 class Round(BaseModel):
@@ -81,6 +87,12 @@ class RoundsRecord(BaseModel):
         "confidence sequence",
         description="'confidence sequence' (looks at will), or 'group sequential' (five "
         "planned looks with O'Brien-Fleming-type boundaries, from --like's power plan).",
+    )
+    equivalence_confidence: float | None = Field(
+        None, description="decided: the level of the intervals read for 'within ±D'."
+    )
+    equivalence_boundaries: list[float] | None = Field(
+        None, description="Group sequential: each look's critical value for 'within ±D'."
     )
     boundaries: list[float] | None = Field(
         None, description="Group sequential: each look's critical value (SEs)."
@@ -112,10 +124,14 @@ def _z(confidence: float) -> float:
 
 
 def _looks(
-    metrics: AllocationMetrics, k: int, multiplier: Callable[[int], float]
+    metrics: AllocationMetrics,
+    k: int,
+    multiplier: Callable[[int], float],
+    equivalence: Callable[[int], float] | None = None,
 ) -> dict[str, GroupLook]:
-    """Each group's ΔDP at ``k`` with the interval the rule reads: ``estimate ±
-    multiplier(names) · SE`` (the SE from the run's own interval)."""
+    """Each group's ΔDP at ``k`` with the intervals the rule reads: ``estimate ±
+    multiplier(names) · SE`` (the SE from the run's own interval), and for ``decided``
+    the equivalence interval, ``estimate ± equivalence(names) · SE``."""
     z = _z(metrics.confidence)
     found = {}
     for group, figures in metrics.groups.items():
@@ -124,11 +140,16 @@ def _looks(
         names = figures.units or 0
         if bounds is None or estimate is None or names < 2:
             continue
+        se = (bounds[1] - bounds[0]) / (2 * z)
         times = multiplier(names)
-        half = (bounds[1] - bounds[0]) / (2 * z) * times
+        half = se * times
+        within = None
+        if equivalence is not None:
+            narrower = se * equivalence(names)
+            within = [estimate - narrower, estimate + narrower]
         found[group] = GroupLook(estimate=estimate, interval=[estimate - half, estimate + half],
-                                 fixed_interval=list(bounds), names=names,
-                                 multiplier=times)  # fmt: skip
+                                 fixed_interval=list(bounds), names=names, multiplier=times,
+                                 equivalence_interval=within)  # fmt: skip
     return found
 
 
@@ -138,10 +159,11 @@ def _t_scaled(boundary: float, names: int) -> float:
     return t_boundary(boundary, max(names - 1, 1))
 
 
-def _design(spec: Any, confidence: float) -> tuple[list[int], list[float]] | None:
+def _design(spec: Any, confidence: float) -> tuple[list[int], list[float], list[float]] | None:
     """A group-sequential design for ``decided`` where the power analysis can size one
     (``--like``): five looks up to 1.1 times the names that give 80% power for D, with
-    their boundaries; None otherwise (the confidence sequence is used)."""
+    their boundaries for a gap and for 'within ±D' (:func:`equivalence_level`); None
+    otherwise (the confidence sequence is used)."""
     if spec.until != "decided" or spec.like is None:
         return None
     from biasaudit.kinds.allocation.power import planned
@@ -152,7 +174,23 @@ def _design(spec: Any, confidence: float) -> tuple[list[int], list[float]] | Non
         return None
     most = min(spec.max_names, math.ceil(1.1 * max(n for n in needed if n is not None)))
     looks = sorted({max(spec.names_per_group, math.ceil(most * j / 5)) for j in range(1, 6)})
-    return looks, spending_boundaries([n / looks[-1] for n in looks], confidence=confidence)
+    fractions = [n / looks[-1] for n in looks]
+    return (
+        looks,
+        spending_boundaries(fractions, confidence=confidence),
+        spending_boundaries(fractions, confidence=equivalence_level(confidence)),
+    )
+
+
+def equivalence_level(confidence: float) -> float:
+    """The level of the intervals that settle a group as 'within ±D': 1 - 2 alpha (90%
+    for 95%). Within ±D at that level is two one-sided tests at alpha each (Schuirmann,
+    "A comparison of the two one-sided tests procedure...", J. Pharmacokin. Biopharm.
+    15, 1987), read on repeated intervals so that it holds at every look (Jennison &
+    Turnbull 2000, ch. 6): the chance of declaring 'no gap that matters' where the gap
+    is D or more stays at most alpha, as the chance of declaring a gap where there is
+    none does."""
+    return 2 * confidence - 1
 
 
 def _settled(spec: Any, looks: dict[str, GroupLook]) -> str | None:
@@ -163,7 +201,8 @@ def _settled(spec: Any, looks: dict[str, GroupLook]) -> str | None:
         d = spec.detect
         for look in looks.values():
             low, high = look.interval
-            if not (low > 0 or high < 0 or (low > -d and high < d)):
+            near, far = look.equivalence_interval or look.interval
+            if not (low > 0 or high < 0 or (near > -d and far < d)):
                 return None
         return f"decided: every group's gap is beyond noise or within ±{d:g}"
     width = float(spec.until.partition(":")[2])
@@ -231,12 +270,17 @@ def audit_until(
         counts = result.manifest.counts
         sent += counts.sent
         confidence = result.metrics.confidence
-        if design is not None:  # the look's boundary, on the t scale of its names' SE
+        level = equivalence_level(confidence)
+        if design is not None:  # the look's boundaries, on the t scale of its names' SE
             multiplier = functools.partial(_t_scaled, design[1][len(rounds)])
+            equivalence = functools.partial(_t_scaled, design[2][len(rounds)])
         else:
             multiplier = functools.partial(
                 sequence_multiplier, target_n=target, confidence=confidence)  # fmt: skip
-        looks = _looks(result.metrics, spec.headline_k, multiplier)
+            equivalence = functools.partial(sequence_multiplier, target_n=target,
+                                            confidence=level)  # fmt: skip
+        looks = _looks(result.metrics, spec.headline_k, multiplier,
+                       equivalence if spec.until == "decided" else None)  # fmt: skip
         rounds.append(Round(names=names, run_dir=str(result.run_dir), requests=counts.requests,
                             sent=counts.sent, groups=looks))  # fmt: skip
         reason = _settled(spec, looks)
@@ -256,6 +300,10 @@ def audit_until(
         until=spec.until, detect=spec.detect, k=spec.headline_k,
         design="group sequential" if design else "confidence sequence",
         boundaries=design[1] if design else None,
+        equivalence_boundaries=design[2] if design else None,
+        equivalence_confidence=(
+            equivalence_level(result.metrics.confidence) if spec.until == "decided" else None
+        ),
         confidence=result.metrics.confidence, tightest_at=target, rounds=rounds,
         stopped=reason, sent=sent, fixed_names=fixed,
         fixed_requests=None if fixed is None else math.ceil(last.requests * fixed / last.names),

@@ -106,8 +106,9 @@ class AllocationSpec(CandidatesData, PlanningFields):
         None,
         description="Run in rounds of more names until the answer is known: "
         "'precise:H' (every group's ΔDP interval at headline_k at most ±H) or 'decided' "
-        "(every group's interval excludes 0, or lies within ±--detect); intervals valid "
-        "at every look (a confidence sequence). Resume screening.",
+        "(every group's interval excludes 0, or its interval at 1 - 2 alpha, 90%, lies "
+        "within ±--detect); intervals valid at every look (a confidence sequence, or "
+        "group-sequential boundaries with --like). Resume screening.",
     )
     round_names: int | None = Field(
         None, ge=1, le=10_000,
