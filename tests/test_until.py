@@ -136,6 +136,8 @@ def test_until_decided_with_a_power_plan_runs_a_group_sequential_design(tmp_path
         record.boundaries, reverse=True
     )
     assert "group-sequential boundaries" in out
+    # The fixed size compared with is the plan's, and the last look is 1.1 times it.
+    assert record.fixed_names is not None and sizes[-1] <= -(-11 * record.fixed_names // 10)
     for look, bound in zip(record.rounds, record.boundaries, strict=False):
         for found in look.groups.values():  # the boundary on the t scale of the look's names
             fixed_half = (found.fixed_interval[1] - found.fixed_interval[0]) / 2

@@ -30,7 +30,7 @@ import functools
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NamedTuple, TextIO
 
 from pydantic import BaseModel, Field
 
@@ -159,7 +159,15 @@ def _t_scaled(boundary: float, names: int) -> float:
     return t_boundary(boundary, max(names - 1, 1))
 
 
-def _design(spec: Any, confidence: float) -> tuple[list[int], list[float], list[float]] | None:
+class _Design(NamedTuple):
+    looks: list[int]
+    boundaries: list[float]
+    equivalence: list[float]
+    fixed: int
+    """The names per group of the fixed-size audit the plan recommends (80% power)."""
+
+
+def _design(spec: Any, confidence: float) -> _Design | None:
     """A group-sequential design for ``decided`` where the power analysis can size one
     (``--like``): five looks up to 1.1 times the names that give 80% power for D, with
     their boundaries for a gap and for 'within ±D' (:func:`equivalence_level`); None
@@ -172,13 +180,15 @@ def _design(spec: Any, confidence: float) -> tuple[list[int], list[float], list[
     needed = [m.names_for(spec.detect, 0.8, confidence=confidence) for m in plan.models.values()]
     if any(n is None for n in needed):
         return None
-    most = min(spec.max_names, math.ceil(1.1 * max(n for n in needed if n is not None)))
+    fixed = max(n for n in needed if n is not None)
+    most = min(spec.max_names, math.ceil(1.1 * fixed))
     looks = sorted({max(spec.names_per_group, math.ceil(most * j / 5)) for j in range(1, 6)})
     fractions = [n / looks[-1] for n in looks]
-    return (
+    return _Design(
         looks,
         spending_boundaries(fractions, confidence=confidence),
         spending_boundaries(fractions, confidence=equivalence_level(confidence)),
+        fixed,
     )
 
 
@@ -212,7 +222,9 @@ def _settled(spec: Any, looks: dict[str, GroupLook]) -> str | None:
 
 
 def _fixed_size(spec: Any, last: Round, confidence: float) -> int | None:
-    """The fixed-size audit to compare with (see :class:`RoundsRecord`)."""
+    """The fixed-size audit to compare with (see :class:`RoundsRecord`), from the last
+    round's own intervals, their SE scaled by 1/sqrt(names) (a design's plan gives its
+    own: :class:`_Design`)."""
     z = _z(confidence)
     sizes = []
     for look in last.groups.values():
@@ -258,7 +270,7 @@ def audit_until(
     step = spec.round_names or spec.names_per_group
     target = max(spec.max_names / 2, spec.names_per_group)
     design = _design(spec, spec.confidence)
-    names = design[0][0] if design else spec.names_per_group
+    names = design.looks[0] if design else spec.names_per_group
     rounds: list[Round] = []
     sent = 0
     while True:
@@ -272,8 +284,8 @@ def audit_until(
         confidence = result.metrics.confidence
         level = equivalence_level(confidence)
         if design is not None:  # the look's boundaries, on the t scale of its names' SE
-            multiplier = functools.partial(_t_scaled, design[1][len(rounds)])
-            equivalence = functools.partial(_t_scaled, design[2][len(rounds)])
+            multiplier = functools.partial(_t_scaled, design.boundaries[len(rounds)])
+            equivalence = functools.partial(_t_scaled, design.equivalence[len(rounds)])
         else:
             multiplier = functools.partial(
                 sequence_multiplier, target_n=target, confidence=confidence)  # fmt: skip
@@ -284,7 +296,7 @@ def audit_until(
         rounds.append(Round(names=names, run_dir=str(result.run_dir), requests=counts.requests,
                             sent=counts.sent, groups=looks))  # fmt: skip
         reason = _settled(spec, looks)
-        last_look = design[0][-1] if design else spec.max_names
+        last_look = design.looks[-1] if design else spec.max_names
         if reason is None and names >= last_look:
             reason = (
                 f"reached the design's last look ({last_look} names per group) with some "
@@ -293,14 +305,14 @@ def audit_until(
             )  # fmt: skip
         if reason is not None:
             break
-        names = design[0][len(rounds)] if design else min(names + step, spec.max_names)
+        names = design.looks[len(rounds)] if design else min(names + step, spec.max_names)
     last = rounds[-1]
-    fixed = _fixed_size(spec, last, result.metrics.confidence)
+    fixed = design.fixed if design else _fixed_size(spec, last, result.metrics.confidence)
     record = RoundsRecord(
         until=spec.until, detect=spec.detect, k=spec.headline_k,
         design="group sequential" if design else "confidence sequence",
-        boundaries=design[1] if design else None,
-        equivalence_boundaries=design[2] if design else None,
+        boundaries=design.boundaries if design else None,
+        equivalence_boundaries=design.equivalence if design else None,
         equivalence_confidence=(
             equivalence_level(result.metrics.confidence) if spec.until == "decided" else None
         ),
