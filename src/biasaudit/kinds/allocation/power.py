@@ -173,19 +173,21 @@ def _refit(
             for group in models:
                 if group in found:
                     into[group].append(found[group])
+
+    def fit(now: float | None, at_half: list[float], n: int) -> VarianceModel | None:
+        if now is None:
+            return None
+        try:
+            return fit_components(now, n, at_half, n // 2)
+        except ValueError:  # no usable SE at one of the sizes
+            return None
+
     fitted = {}
     for group, model in models.items():
-        try:
-            width = fit_components(width_now[group], model.n_now, halves[group],
-                                   model.n_now // 2)  # fmt: skip
-        except (KeyError, ValueError):
-            fitted[group] = model
-            continue
-        try:
-            spread = fit_components(spread_now[group], model.n_now, spreads[group],
-                                    model.n_now // 2)  # fmt: skip
-        except (KeyError, ValueError):
-            fitted[group] = width
+        width = fit(width_now.get(group), halves[group], model.n_now)
+        spread = fit(spread_now.get(group), spreads[group], model.n_now)
+        if width is None or spread is None:
+            fitted[group] = width or model
             continue
         fitted[group] = VarianceModel(width.names, width.fixed, model.n_now, spread.names,
                                       spread.fixed)  # fmt: skip
