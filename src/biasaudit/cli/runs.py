@@ -103,6 +103,10 @@ def _power_lines(spec: AuditSpec, provider: Any, table: Any) -> list[str]:
         estimate = estimate_spec_cost(sized, provider, table)
         return estimate.to_send, estimate.cost
 
+    like = getattr(spec, "like", None)
+    if getattr(spec, "detect", None) is not None and like is not None:
+        click.echo(f"planning from {like} (a refit of its figures: seconds to a minute)",
+                   err=True)  # fmt: skip
     found: list[str] = planner(spec, cost_at)
     return found
 
