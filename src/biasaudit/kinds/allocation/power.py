@@ -53,17 +53,17 @@ def planned(spec: Any, k: int) -> Planned:
         model = model_of(found.dp_gap_ci.get(str(k)), found.units or 0, metrics.confidence)
         if model is not None:
             models[group] = model
+    if not models:
+        raise UsageError(
+            f"--like {like}: no group has a ΔDP interval at k={k} (too few names); run a pilot "
+            "with at least 3 names per group"
+        )
     halves = _halves(like, metrics, k, models)
     how = (
         "SE² = A/names + B and the estimate's spread, fitted on halves of its names"
         if halves
         else "SE scaled by 1/sqrt(names per group)"
     )
-    if not models:
-        raise UsageError(
-            f"--like {like}: no group has a ΔDP interval at k={k} (too few names); run a pilot "
-            "with at least 3 names per group"
-        )
     where = f" at k={k} against {metrics.reference_group}"
     return Planned("|ΔDP|", "names per group", halves or models, metrics.confidence, like.name,
                    where, how)  # fmt: skip
@@ -87,7 +87,7 @@ def stated_plan(spec: Any) -> Planned:
 
 
 HALVES = 8
-"""Random halves of the names the fixed part is fitted on."""
+"""Random halves of each group's names the two parts are fitted on."""
 REPLICATES = 800
 """Bootstrap replicates of each refit: the fixed part is a difference of two variances,
 and 200 replicates leave it too noisy to plan with."""
@@ -144,14 +144,17 @@ def _refit(
     def gaps(rows: pd.DataFrame, seed: int, *, resumes: bool) -> dict[str, float]:
         """Each group's ΔDP SE at k on ``rows`` (pools drawn with ``seed``): its
         interval's, or (``resumes`` False) the names' alone, the resumes held fixed."""
-        figures = allocation_figures(
-            rows["score"], rows["group"], reference=metrics.reference_group,
-            subtasks=rows["subtask"], qualified=rows["qualified"], names=rows["name"],
-            items=rows[item] if item and resumes else None, k_max=k, pool=selection.pool,
-            pool_size=selection.pool_size, n_rounds=selection.rounds,
-            n_gap_bootstrap=REPLICATES, n_bootstrap=20, n_permutations=20,
-            n_omnibus=19, confidence=metrics.confidence, seed=seed,
-        )  # fmt: skip
+        try:
+            figures = allocation_figures(
+                rows["score"], rows["group"], reference=metrics.reference_group,
+                subtasks=rows["subtask"], qualified=rows["qualified"], names=rows["name"],
+                items=rows[item] if item and resumes else None, k_max=k, pool=selection.pool,
+                pool_size=selection.pool_size, n_rounds=selection.rounds,
+                n_gap_bootstrap=REPLICATES, n_bootstrap=20, n_permutations=20,
+                n_omnibus=19, confidence=metrics.confidence, seed=seed,
+            )  # fmt: skip
+        except ValueError:  # a half without the reference in some subtask: no SE there
+            return {}
         table = figures.table
         at_k = table[(table["figure"] == "dp_gap") & table["subtask"].isna() & (table["k"] == k)]
         return {
