@@ -91,7 +91,9 @@ def test_until_precise_stops_at_the_width_or_at_max_names(tmp_path: Path) -> Non
     ("args", "message"),
     [(["--until", "decided"], "--until decided needs --detect D"),
      (["--until", "soon"], "field 'until': must be 'decided' or 'precise:H'"),
-     (["--until", "precise:0.1", "--max-names", "3"], "--names-per-group is above --max-names")],
+     (["--until", "precise:0.1", "--max-names", "3"], "--names-per-group is above --max-names"),
+     (["--until", "decided", "--detect", "0.1", "--confidence", "0.5"],
+      "--until decided needs --confidence above 0.5")],
 )  # fmt: skip
 def test_until_that_cannot_run_is_named_before_anything_is_sent(
     tmp_path: Path, args: list[str], message: str

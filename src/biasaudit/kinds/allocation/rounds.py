@@ -18,10 +18,11 @@ power for D, each read on its O'Brien-Fleming-type boundary
 (:func:`biasaudit.metrics.spending_boundaries`, Lan & DeMets 1983), on the t scale of
 the look's names (:func:`biasaudit.metrics.t_boundary`, Jennison & Turnbull 2000, 3.8).
 Each round is an ordinary run directory; the last one also holds
-``rounds.json``: every round (names, requests sent, each group's estimate and both
-intervals), why the audit stopped, and the size and requests of the fixed-size audit of
-the same precision (``precise``) or the one the power analysis recommends for D at 80%
-(``decided``). ``replay`` of the last round reproduces it exactly.
+``rounds.json``: every round (names, requests sent, each group's estimate, the run's
+own interval and the ones the rule reads), why the audit stopped, and the size and
+requests of the fixed-size audit of the same precision (``precise``) or the one the
+power analysis recommends for D at 80% (``decided``). ``replay`` of the last round
+reproduces it exactly.
 """
 
 from __future__ import annotations

@@ -64,6 +64,11 @@ class AllocationSpec(CandidatesData, PlanningFields):
     def _until_needs(self) -> Self:
         if self.until == "decided" and self.detect is None:
             raise ValueError("--until decided needs --detect D: the gap that matters")
+        if self.until == "decided" and self.confidence <= 0.5:
+            raise ValueError(
+                "--until decided needs --confidence above 0.5: 'within ±D' is read at "
+                "1 - 2 alpha (two one-sided tests)"
+            )
         return self
 
     @classmethod
