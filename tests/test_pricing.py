@@ -221,8 +221,9 @@ def test_without_a_pilot_every_kind_plans_from_stated_worst_case_defaults(
     tmp_path: Path, audit: list[str], unit: str, size: float
 ) -> None:
     """Neither --like nor --pilot: the plan says it rests on stated defaults, the most a
-    unit's variance can be (a rate's p(1-p), a score in [0, 1], a skew in [-1, 1]), and
-    its sizes follow from them; nothing is sent and no run is written."""
+    unit's variance can be at the stated value (a rate's p(1-p), a score in [0, 1], a
+    skew in [-1, 1]), and its sizes follow from them; nothing is sent and no run is
+    written."""
     from scipy import stats
 
     code, out, err = invoke("run", *audit, "--model", "sim/biased", "--runs-dir",
@@ -230,7 +231,7 @@ def test_without_a_pilot_every_kind_plans_from_stated_worst_case_defaults(
     assert code == 0, err
     lines = out.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("power to detect"))
-    assert "from stated defaults (" in lines[start] and "a worst case" in lines[start]
+    assert "from stated defaults (" in lines[start] and "cautious" in lines[start]
     z = stats.norm.ppf(0.975) + stats.norm.ppf(0.8)
     expected = math.ceil(z * z * size / 0.01 - 1e-9)
     assert lines[start + 2].startswith(f"  80% power: {expected} {unit}, "), lines[start + 2]

@@ -37,7 +37,7 @@ class PlanningFields(BaseModel):
         description="With --dry-run: the smallest difference worth detecting (allocation and "
         "listwise: |ΔDP| at headline_k; Grade Score: a change of the score; RUTEd: the "
         "skew); prints the chance this audit detects it (power) and the size that reaches "
-        "80% and 95%, from --like RUN, --pilot N, or else stated worst-case defaults.",
+        "80% and 95%, from --like RUN, --pilot N, or else stated cautious defaults.",
     )
     like: Path | None = Field(
         None,
@@ -85,10 +85,12 @@ def stated(
 ) -> Planned:
     """A plan from stated defaults, where there is neither ``--like`` nor ``--pilot``:
     every figure's variance is ``per_unit`` over the units, the most a unit's share can
-    be (``why`` says how). A worst case: a pilot plans for fewer units, never more."""
+    be where the figure sits at its stated value (``why`` says how). Cautious: a pilot
+    usually plans for fewer units (the README gives an example), though not always (a
+    rate far from its stated p, or the items' share, which the defaults leave out)."""
     model = VarianceModel(per_unit, 0.0, max(now, 1))
     source = (
-        f"stated defaults ({why}; a worst case: --pilot N or --like RUN plans for fewer {unit})"
+        f"stated defaults ({why}; cautious: --pilot N or --like RUN usually plans for fewer {unit})"
     )
     return Planned(what, unit, dict.fromkeys(labels, model), confidence, source, where)
 
