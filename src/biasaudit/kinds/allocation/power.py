@@ -123,7 +123,7 @@ def _refit(
 
     selection = metrics.selection
     path = like / "scores.csv"
-    if (metrics.method != "pointwise" or selection is None or not path.is_file()
+    if (metrics.method != "pointwise" or selection is None
             or selection.pool not in ("one_per_group", "random")):  # fmt: skip
         return None
     try:
@@ -211,7 +211,9 @@ def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) ->
     Raises
     ------
     UsageError
-        ``detect`` without ``like``, or ``like`` unusable (:func:`group_models`).
+        ``detect`` without ``like`` for a task whose candidates come from its file, or
+        ``like`` unusable (:func:`planned`). Without ``like`` (and no ``pilot``) the plan
+        rests on stated defaults (:func:`stated_plan`).
     """
     lines: list[str] = []
     names_now = getattr(spec, "names_per_group", None)

@@ -1,9 +1,9 @@
-"""``--dry-run --detect D --like RUN`` for Grade Score audits: the chance of telling a
-Grade Score (and its entropy and choice scores) apart from one D away, and the items
-that reach 80% and 95% power. Each score's interval in the previous run gives its SE
-over items, which shrinks with the square root of the items; requests grow in
-proportion to them. Items come from a file, so the sizes say how many items the file
-needs; see :mod:`biasaudit.kinds._planning`.
+"""``--dry-run --detect D`` for Grade Score audits: the chance of telling a Grade Score
+(and its entropy and choice scores) apart from one D away, and the items that reach 80%
+and 95% power. Each score's interval in a previous run (``--like RUN``) gives its SE
+over items, which shrinks with the square root of the items; without one, stated
+defaults do. Requests grow in proportion to the items. Items come from a file, so the
+sizes say how many items the file needs; see :mod:`biasaudit.kinds._planning`.
 """
 
 from __future__ import annotations
@@ -20,24 +20,33 @@ __all__ = ["plan_power"]
 
 
 def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) -> list[str]:
-    """The power lines of a Grade Score spec's ``detect`` (none where it is unset).
+    """The power lines of a Grade Score spec's ``detect`` (none where it is unset), from
+    ``like``, or from stated defaults without it.
 
     Raises
     ------
     UsageError
-        ``detect`` without ``like``, or ``like`` not a Grade Score run with intervals.
+        ``like`` not a Grade Score run with intervals, or the items file unreadable.
     """
     if spec.detect is None:
         return []
-    if spec.like is None:
-        from biasaudit.kinds.grade_score.task import build_grade_score_task
+    planned, items = _from_like(spec) if spec.like is not None else _stated(spec)
+    lines = power_lines(planned, spec.detect, items, _scaled(spec, cost_at, items))
+    return [*lines, "  items come from the items file: add items there to reach a size"]
 
-        items = len(build_grade_score_task(spec).items)
-        why = "an item's score anywhere in [0, 1]: SE² = 0.25/items"
-        planned = stated("a change of the score", "items", ["grade score", "entropy", "choice"],
-                         0.25, items, why, confidence=spec.confidence)  # fmt: skip
-        lines = power_lines(planned, spec.detect, items, _scaled(spec, cost_at, items))
-        return [*lines, "  items come from the items file: add items there to reach a size"]
+
+def _stated(spec: Any) -> tuple[Planned, int]:
+    """Without a previous run: an item's score anywhere in [0, 1], variance 0.25."""
+    from biasaudit.kinds.grade_score.task import build_grade_score_task
+
+    items = len(build_grade_score_task(spec).items)
+    why = "an item's score anywhere in [0, 1]: SE² = 0.25/items"
+    planned = stated("a change of the score", "items", ["grade score", "entropy", "choice"],
+                     0.25, items, why, confidence=spec.confidence)  # fmt: skip
+    return planned, items
+
+
+def _from_like(spec: Any) -> tuple[Planned, int]:
     like, metrics = like_metrics(spec, "grade-score", GradeScoreMetrics, "a Grade Score run")
     models = {}
     for name in ("grade_score", "entropy", "choice"):
@@ -46,8 +55,5 @@ def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) ->
             models[name.replace("_", " ")] = model
     if not models:
         raise UsageError(f"--like {like}: no score has an interval (too few items)")
-    sized = _scaled(spec, cost_at, metrics.items_total)
-
     planned = Planned("a change of the score", "items", models, metrics.confidence, like.name)
-    lines = power_lines(planned, spec.detect, metrics.items_total, sized)
-    return [*lines, "  items come from the items file: add items there to reach a size"]
+    return planned, metrics.items_total

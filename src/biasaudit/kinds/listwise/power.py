@@ -42,7 +42,7 @@ def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) ->
     Raises
     ------
     UsageError
-        ``detect`` without ``like``, or ``like`` unusable.
+        ``like`` unusable. Without it the plan rests on stated defaults.
     """
     if spec.detect is None:
         return []

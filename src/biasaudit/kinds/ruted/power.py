@@ -1,9 +1,9 @@
-"""``--dry-run --detect D --like RUN`` for RUTEd audits: the chance of telling each
-context's skew apart from one D away, and the occupations that reach 80% and 95% power.
-Each context's skew interval in the previous run gives its SE over occupations, which
-shrinks with the square root of the occupations; requests grow in proportion to them.
-Occupations come from a file (40 shipped), so the sizes say how many it needs; see
-:mod:`biasaudit.kinds._planning`.
+"""``--dry-run --detect D`` for RUTEd audits: the chance of telling each context's skew
+apart from one D away, and the occupations that reach 80% and 95% power. Each context's
+skew interval in a previous run (``--like RUN``) gives its SE over occupations, which
+shrinks with the square root of the occupations; without one, stated defaults do.
+Requests grow in proportion to them. Occupations come from a file (40 shipped), so the
+sizes say how many it needs; see :mod:`biasaudit.kinds._planning`.
 """
 
 from __future__ import annotations
@@ -20,29 +20,34 @@ __all__ = ["plan_power"]
 
 
 def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) -> list[str]:
-    """The power lines of a RUTEd spec's ``detect`` (none where it is unset).
+    """The power lines of a RUTEd spec's ``detect`` (none where it is unset), from
+    ``like``, or from stated defaults without it.
 
     Raises
     ------
     UsageError
-        ``detect`` without ``like``, or ``like`` not a RUTEd run with skew intervals.
+        ``like`` not a RUTEd run with skew intervals, or the occupations unreadable.
     """
     if spec.detect is None:
         return []
-    if spec.like is None:
-        from biasaudit.kinds.ruted.task import build_ruted_task
+    planned, occupations = _from_like(spec) if spec.like is not None else _stated(spec)
+    lines = power_lines(planned, spec.detect, occupations, _scaled(spec, cost_at, occupations))
+    return [*lines, "  occupations come from --occupations FILE: add rows there to reach a size"]
 
-        task = build_ruted_task(spec)
-        occupations = len(task.occupations)
-        why = "an occupation's skew anywhere in [-1, 1]: SE² = 1/occupations"
-        planned = stated("a skew", "occupations", list(task.contexts), 1.0, occupations, why,
-                         confidence=spec.confidence)  # fmt: skip
-        lines = power_lines(planned, spec.detect, occupations,
-                            _scaled(spec, cost_at, occupations))  # fmt: skip
-        return [
-            *lines,
-            "  occupations come from --occupations FILE: add rows there to reach a size",
-        ]
+
+def _stated(spec: Any) -> tuple[Planned, int]:
+    """Without a previous run: an occupation's skew anywhere in [-1, 1], variance 1."""
+    from biasaudit.kinds.ruted.task import build_ruted_task
+
+    task = build_ruted_task(spec)
+    occupations = len(task.occupations)
+    why = "an occupation's skew anywhere in [-1, 1]: SE² = 1/occupations"
+    planned = stated("a skew", "occupations", list(task.contexts), 1.0, occupations, why,
+                     confidence=spec.confidence)  # fmt: skip
+    return planned, occupations
+
+
+def _from_like(spec: Any) -> tuple[Planned, int]:
     like, metrics = like_metrics(spec, "ruted", RutedMetrics, "a RUTEd run")
     models = {}
     for context, found in metrics.contexts.items():
@@ -51,8 +56,6 @@ def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) ->
             models[context] = model
     if not models:
         raise UsageError(f"--like {like}: no context has a skew interval")
-    sized = _scaled(spec, cost_at, metrics.occupations)
-
-    planned = Planned("a skew", "occupations", models, metrics.confidence, like.name)
-    lines = power_lines(planned, spec.detect, metrics.occupations, sized)
-    return [*lines, "  occupations come from --occupations FILE: add rows there to reach a size"]
+    return Planned("a skew", "occupations", models, metrics.confidence, like.name), (
+        metrics.occupations
+    )
