@@ -15,7 +15,8 @@ plans for D = its gap (a ΔDP of 0.166 at k=1): the fixed size for 80% power, an
 group-sequential design (five looks up to 1.1 times it). Each row plants another shift
 and runs both audits: the group-sequential one (``--until decided --like PILOT``) and
 the fixed-size one; the table gives the names and requests the first used, and how
-often each declared a gap.
+often each declared a gap: means with their 95% interval over the audits, shares with
+their Wilson interval; n is the audits a row.
 """
 
 from __future__ import annotations
@@ -54,6 +55,14 @@ def provider(shift: float, world: int) -> SimProvider:
     return SimProvider("biased", shift=shift, name_sd=0.5, world=world)
 
 
+def rate(hits: int, runs: int) -> str:
+    """A share with its 95% Wilson interval (Wilson, JASA 22, 1927)."""
+    z, p = 1.96, hits / runs
+    centre = (p + z * z / (2 * runs)) / (1 + z * z / runs)
+    half = z * np.sqrt(p * (1 - p) / runs + z * z / (4 * runs * runs)) / (1 + z * z / runs)
+    return f"{p:.0%} [{max(0.0, centre - half):.0%}, {min(1.0, centre + half):.0%}]"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--audits", type=int, default=40, help="Audits of each kind a row.")
@@ -74,8 +83,8 @@ def main() -> None:
         assert fixed is not None
         print(f"pilot: 30 names per group; the plan for D = {DETECT}: {fixed} names per group "
               f"for 80% power ({fixed * 12} requests)")  # fmt: skip
-        print("| planted shift | mean names (share of fixed) | mean requests | gap declared "
-              "| fixed-size audit declares |")  # fmt: skip
+        print("| planted shift | mean names ± 95% (share of fixed) | mean requests "
+              "| gap declared [95%] | fixed-size audit declares [95%] |")  # fmt: skip
         print("| ---: | ---: | ---: | ---: | ---: |")
         for shift in (0.0, -0.5, -0.8):
             used, sent, declared, fixed_declared = [], [], 0, 0
@@ -98,8 +107,10 @@ def main() -> None:
                 low, high = other.metrics.groups["B_M"].dp_gap_ci["1"]
                 fixed_declared += low > 0 or high < 0
             mean = float(np.mean(used))
-            print(f"| {shift:+.1f} | {mean:.1f} ({mean / fixed:.0%}) | {np.mean(sent):.0f} "
-                  f"| {declared / args.audits:.0%} | {fixed_declared / args.audits:.0%} |")  # fmt: skip
+            half = 1.96 * float(np.std(used, ddof=1)) / np.sqrt(args.audits)
+            print(f"| {shift:+.1f} | {mean:.1f} ± {half:.1f} ({mean / fixed:.0%}) "
+                  f"| {np.mean(sent):.0f} | {rate(declared, args.audits)} "
+                  f"| {rate(fixed_declared, args.audits)} |")  # fmt: skip
     print(f"{args.audits} audits of each kind a row; {time.perf_counter() - started:.0f} s on "
           f"{platform.machine()}, Python {platform.python_version()}")  # fmt: skip
 
