@@ -32,9 +32,10 @@ from typing import Any
 
 import numpy as np
 
+from biasaudit.kinds._rounds import read_rounds
 from biasaudit.kinds.allocation.power import planned
-from biasaudit.kinds.allocation.rounds import audit_until, read_rounds
 from biasaudit.kinds.allocation.run import audit
+from biasaudit.kinds.registry import run_spec
 from biasaudit.providers.sim import SimProvider
 from biasaudit.spec import parse_spec
 
@@ -90,7 +91,7 @@ def main() -> None:
             used, sent, declared, fixed_declared = [], [], 0, 0
             for run in range(args.audits):
                 world = 100_000 + 1000 * int(-10 * shift) + run
-                result = audit_until(
+                result = run_spec(
                     spec_of(root, until="decided", detect=DETECT, names_per_group=3,
                             max_names=400, like=like, seed=world),
                     provider=provider(shift, world), stderr=io.StringIO(),
@@ -98,13 +99,13 @@ def main() -> None:
                 record = read_rounds(result.run_dir)
                 assert record is not None
                 last = record.rounds[-1]
-                used.append(last.names)
+                used.append(last.size)
                 sent.append(record.sent)
-                low, high = last.groups["B_M"].interval
+                low, high = last.figures["B_M"].interval
                 declared += low > 0 or high < 0
                 other = audit(spec_of(root, names_per_group=fixed, seed=world + 500),
                               provider=provider(shift, world + 500), stderr=io.StringIO())  # fmt: skip
-                low, high = other.metrics.groups["B_M"].dp_gap_ci["1"]
+                low, high = other.metrics.figures["B_M"].dp_gap_ci["1"]
                 fixed_declared += low > 0 or high < 0
             mean = float(np.mean(used))
             half = 1.96 * float(np.std(used, ddof=1)) / np.sqrt(args.audits)

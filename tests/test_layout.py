@@ -218,6 +218,8 @@ def test_each_kind_declares_every_step_in_its_own_folder(kind: str) -> None:
         refs |= {"score": declared.scorer.score, "options": declared.scorer.options}
     if declared.power is not None:
         refs["power"] = declared.power
+    if declared.growth is not None:
+        refs["growth"] = declared.growth
     for name, ref in refs.items():
         assert isinstance(ref, Ref), name
         assert ref.target.startswith((home + ".", *shared)), (name, ref.target)
@@ -226,6 +228,13 @@ def test_each_kind_declares_every_step_in_its_own_folder(kind: str) -> None:
             parameters = list(inspect.signature(target).parameters)
             assert parameters == {**CONTRACT, **OPTIONAL}[name], (name, ref.target, parameters)
     assert issubclass(refs["metrics"].load(), BaseModel)
+    if declared.growth is not None:  # each spec that grows has the fields its growth names
+        from biasaudit.kinds._rounds import Growth
+
+        growth = declared.growth.load()
+        assert isinstance(growth, Growth)
+        grown = [s for s in declared.specs if growth.size in s.model_fields]
+        assert grown and all({"until", growth.step} <= set(s.model_fields) for s in grown)
     assert set(declared.commands) <= {info.name for info in refs["tasks"].load()}
     if declared.scorer is not None:
         parameters = list(inspect.signature(declared.scorer.score.load()).parameters)

@@ -27,9 +27,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from biasaudit.kinds._rounds import RoundsRecord, read_rounds
 from biasaudit.kinds.allocation.power import planned
-from biasaudit.kinds.allocation.rounds import RoundsRecord, audit_until, read_rounds
 from biasaudit.kinds.allocation.run import AuditResult, audit
+from biasaudit.kinds.registry import run_spec
 from biasaudit.providers.sim import SimProvider
 from biasaudit.spec import parse_spec
 
@@ -89,7 +90,7 @@ def run_at(where: Setting, names: int, seed: int, **fields: Any) -> AuditResult:
 
 def run_until(where: Setting, seed: int, **fields: Any) -> RoundsRecord:
     spec = where.spec(until="decided", seed=seed, **fields)
-    result = audit_until(spec, provider=world(seed), stderr=io.StringIO())
+    result = run_spec(spec, provider=world(seed), stderr=io.StringIO())
     record = read_rounds(result.run_dir)
     assert record is not None
     return record
@@ -151,7 +152,7 @@ def test_runs_stopped_by_until_keep_their_coverage_and_false_alarm_rate(tmp_path
             fields["like"] = str(like)
         record = run_until(where, 60_000 + seed, **fields)
         designs.add(record.design)
-        for group, look in record.rounds[-1].groups.items():
+        for group, look in record.rounds[-1].figures.items():
             low, high = look.interval
             held += low <= TRUTH_THREE[group] <= high
             intervals += 1
@@ -189,9 +190,9 @@ def test_until_decided_spends_less_than_the_fixed_size_its_power_plan_recommends
                            max_names=400, like=str(like))  # fmt: skip
         assert record.design == "group sequential"
         last = record.rounds[-1]
-        used.append(last.names)
+        used.append(last.size)
         sent.append(record.sent)
-        declared += last.groups["B_M"].interval[1] < 0
+        declared += last.figures["B_M"].interval[1] < 0
     fixed_requests = fixed * 2 * 6  # names x groups x resumes, every one sent once
     assert float(np.mean(used)) < fixed, (used, fixed)
     assert float(np.mean(sent)) < fixed_requests

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from scipy import stats
 
 from biasaudit.cli import cli
-from biasaudit.kinds.allocation.rounds import read_rounds
+from biasaudit.kinds._rounds import read_rounds
 from biasaudit.metrics import sequence_interval
 from biasaudit.replay import replay_run
 
@@ -39,14 +39,14 @@ def test_until_decided_grows_by_new_names_and_stops_when_every_group_is_settled(
     run_dir = last_run(out)
     record = read_rounds(run_dir)
     assert record is not None and record.stopped.startswith("decided")
-    assert [r.names for r in record.rounds] == list(range(5, 5 * len(record.rounds) + 1, 5))
+    assert [r.size for r in record.rounds] == list(range(5, 5 * len(record.rounds) + 1, 5))
     per_round = 5 * 8 * 6  # new names x groups x resumes: earlier names come from the cache
     assert all(r.sent == per_round for r in record.rounds) and record.sent == per_round * len(
         record.rounds
     )
     last = record.rounds[-1]
     assert record.equivalence_confidence == pytest.approx(0.9)
-    for look in last.groups.values():  # the rule held at the last look, on the sequence
+    for look in last.figures.values():  # the rule held at the last look, on the sequence
         low, high = look.interval
         assert look.equivalence_interval is not None
         near, far = look.equivalence_interval
@@ -55,12 +55,12 @@ def test_until_decided_grows_by_new_names_and_stops_when_every_group_is_settled(
         half = (look.fixed_interval[1] - look.fixed_interval[0]) / 2
         assert (high - low) / 2 > half  # wider than the fixed-size interval
     # B_M carries the planted bias: its gap is declared, beyond noise.
-    assert last.groups["B_M"].interval[1] < 0
+    assert last.figures["B_M"].interval[1] < 0
     earlier = record.rounds[-2]
     assert any(not (g.interval[0] > 0 or g.interval[1] < 0
                     or (g.equivalence_interval[0] > -0.1 and g.equivalence_interval[1] < 0.1))
-               for g in earlier.groups.values() if g.equivalence_interval)  # fmt: skip
-    assert record.fixed_names is not None and record.fixed_requests is not None
+               for g in earlier.figures.values() if g.equivalence_interval)  # fmt: skip
+    assert record.fixed_size is not None and record.fixed_requests is not None
     assert "--until decided: ΔDP at k=1 each round" in out
     assert f"stopped: {record.stopped}; {record.sent} requests sent in all" in out
     replayed = replay_run(run_dir)
@@ -77,12 +77,14 @@ def test_until_precise_stops_at_the_width_or_at_max_names(tmp_path: Path) -> Non
                             "--runs-dir", str(tmp_path / "b"))  # fmt: skip
     assert code == 0, err
     record = read_rounds(last_run(out))
-    assert record is not None and record.stopped == ("reached --max-names 10 before the rule held")
-    assert [r.names for r in record.rounds] == [5, 10]
-    look = record.rounds[-1].groups["B_M"]
+    assert record is not None and record.stopped == (
+        "reached the ceiling, 10 names per group (--max-names), before the rule held"
+    )
+    assert [r.size for r in record.rounds] == [5, 10]
+    look = record.rounds[-1].figures["B_M"]
     assert look.interval == pytest.approx(
         list(sequence_interval(look.estimate, (look.fixed_interval[1] - look.fixed_interval[0])
-                               / 2 / 1.959963984540054, look.names, target_n=record.tightest_at))
+                               / 2 / 1.959963984540054, look.units, target_n=record.tightest_at))
     )  # fmt: skip
     json.loads((last_run(out) / "rounds.json").read_text())
 
@@ -106,7 +108,7 @@ def test_until_that_cannot_run_is_named_before_anything_is_sent(
 def test_until_is_for_tasks_that_grow_by_names(tmp_path: Path) -> None:
     code, _, err = invoke("run", "essay-grading", "--essays", "demo", "--model", "sim/biased",
                           "--until", "precise:0.1", "--runs-dir", str(tmp_path / "runs"))  # fmt: skip
-    assert code == 2 and "resume screening only" in err
+    assert code == 2 and "resume screening only" in err, err
 
 
 def test_a_dry_run_of_until_gives_the_ceiling_of_its_rounds(tmp_path: Path) -> None:
@@ -132,19 +134,19 @@ def test_until_decided_with_a_power_plan_runs_a_group_sequential_design(tmp_path
     assert code == 0, err
     record = read_rounds(last_run(out))
     assert record is not None and record.design == "group sequential"
-    sizes = [r.names for r in record.rounds]
+    sizes = [r.size for r in record.rounds]
     assert sizes == sorted(set(sizes)) and len(sizes) <= 5
     assert record.boundaries is not None and record.boundaries == sorted(
         record.boundaries, reverse=True
     )
     assert "group-sequential boundaries" in out
     # The fixed size compared with is the plan's, and the last look is 1.1 times it.
-    assert record.fixed_names is not None and sizes[-1] <= -(-11 * record.fixed_names // 10)
+    assert record.fixed_size is not None and sizes[-1] <= -(-11 * record.fixed_size // 10)
     for look, bound in zip(record.rounds, record.boundaries, strict=False):
-        for found in look.groups.values():  # the boundary on the t scale of the look's names
+        for found in look.figures.values():  # the boundary on the t scale of the look's names
             fixed_half = (found.fixed_interval[1] - found.fixed_interval[0]) / 2
             half = (found.interval[1] - found.interval[0]) / 2
-            times = float(stats.t.ppf(stats.norm.cdf(bound), found.names - 1))
+            times = float(stats.t.ppf(stats.norm.cdf(bound), found.units - 1))
             assert found.multiplier == pytest.approx(times) and times > bound
             assert half == pytest.approx(fixed_half * times / 1.959963984540054, rel=1e-6)
     last = record.boundaries[-1]

@@ -546,7 +546,7 @@ def _score_command(name: str) -> click.Command:
 
         options = validated(model, given(fields), "command line")
         result = scorer.score(path, options, command=["biasaudit", *sys.argv[1:]])
-        echo_blocks(kind.table(result.metrics, result.run_dir))
+        echo_blocks(kind.run_blocks(result.metrics, result.run_dir))
         _write_report(result.run_dir, not no_report)
         click.echo(f"run: {result.run_dir}")
 

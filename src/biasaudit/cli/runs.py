@@ -95,7 +95,8 @@ def _power_lines(spec: AuditSpec, provider: Any, table: Any) -> list[str]:
     from biasaudit.kinds.registry import kind_of_spec
     from biasaudit.pricing import estimate_spec_cost
 
-    planner = kind_of_spec(spec).power
+    kind = kind_of_spec(spec)
+    planner = kind.power
     if planner is None:
         return ["--detect and --until are not planned for this kind of audit"]
 
@@ -103,11 +104,16 @@ def _power_lines(spec: AuditSpec, provider: Any, table: Any) -> list[str]:
         estimate = estimate_spec_cost(sized, provider, table)
         return estimate.to_send, estimate.cost
 
+    found: list[str] = []
+    if getattr(spec, "until", None) is not None and kind.growth is not None:
+        from biasaudit.kinds._rounds import until_lines
+
+        found += until_lines(spec, kind.growth.load(), cost_at)
     like = getattr(spec, "like", None)
     if getattr(spec, "detect", None) is not None and like is not None:
         click.echo(f"planning from {like} (a refit of its figures: seconds to a minute)",
                    err=True)  # fmt: skip
-    found: list[str] = planner(spec, cost_at)
+    found += planner(spec, cost_at)
     return found
 
 

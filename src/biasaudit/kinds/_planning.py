@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from biasaudit.errors import UsageError
 from biasaudit.kinds.common import read_run_metrics
@@ -24,7 +24,15 @@ from biasaudit.store.runs import read_manifest
 
 M = TypeVar("M", bound=BaseModel)
 
-__all__ = ["TARGETS", "Planned", "PlanningFields", "model_of", "power_lines", "stated"]
+__all__ = [
+    "TARGETS",
+    "Planned",
+    "PlanningFields",
+    "UntilFields",
+    "model_of",
+    "power_lines",
+    "stated",
+]
 
 
 class PlanningFields(BaseModel):
@@ -51,6 +59,46 @@ class PlanningFields(BaseModel):
         description="With --dry-run --detect: run a pilot of about N requests first (sent, "
         "and cached: the audit reuses them) and plan from it; resume screening.",
     )
+
+
+class UntilFields(BaseModel):
+    """``--until``: the rule that ends an audit run in rounds
+    (:mod:`biasaudit.kinds._rounds`); each kind adds the fields of the unit it grows by
+    (``round_names`` / ``max_names``, ``round_pools`` / ``max_pools``, ...)."""
+
+    until: str | None = Field(
+        None,
+        description="Run in rounds, each adding units (names, pools, items or replicates), "
+        "until the answer is known: 'precise:H' (every interval the rule reads at most ±H) "
+        "or 'decided' (every gap's interval excludes 0, or its interval at 1 - 2 alpha, 90%, "
+        "lies within ±--detect); intervals valid at every look (a confidence sequence, or "
+        "group-sequential boundaries with --like for resume screening).",
+    )
+
+    @field_validator("until")
+    @classmethod
+    def _until(cls, value: str | None) -> str | None:
+        if value is None or value == "decided":
+            return value
+        kind, _, number = value.partition(":")
+        try:
+            width = float(number)
+        except ValueError:
+            width = -1.0
+        if kind != "precise" or not 0 < width <= 1:
+            raise ValueError("must be 'decided' or 'precise:H' with 0 < H <= 1, e.g. precise:0.03")
+        return value
+
+    @model_validator(mode="after")
+    def _until_needs(self) -> Any:
+        if self.until == "decided" and getattr(self, "detect", 1.0) is None:
+            raise ValueError("--until decided needs --detect D: the gap that matters")
+        if self.until == "decided" and getattr(self, "confidence", 0.95) <= 0.5:
+            raise ValueError(
+                "--until decided needs --confidence above 0.5: 'within ±D' is read at "
+                "1 - 2 alpha (two one-sided tests)"
+            )
+        return self
 
 
 TARGETS = (0.8, 0.95)

@@ -110,6 +110,17 @@ class Kind:
     power: Ref | None = None
     """``(spec, cost_at) -> list[str]``: the dry run's power lines for a spec's ``detect``
     (``cost_at(spec)``: requests to send and cost of a spec), where the kind plans them."""
+    growth: Ref | None = None
+    """A :class:`biasaudit.kinds._rounds.Growth`: how ``--until`` grows its audits in
+    rounds, where it does."""
+
+    def run_blocks(self, metrics: Any, run_dir: Any) -> list[Any]:
+        """Its ``table`` of a run, and the rounds of one run with ``--until``."""
+        from biasaudit.kinds._rounds import read_rounds, rounds_lines
+
+        blocks: list[Any] = self.table(metrics, run_dir)
+        record = read_rounds(run_dir) if self.growth is not None else None
+        return blocks if record is None else [*blocks, *rounds_lines(record)]
 
     def owns(self, spec: RunSpec) -> bool:
         """Whether a run of ``spec`` is of this kind."""

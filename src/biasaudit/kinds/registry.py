@@ -261,8 +261,16 @@ def run_spec(
             "(biasaudit run runs them at once)"
         )
     kind = kind_of_spec(spec)
-    ran = kind.run(spec, provider=provider, stderr=stderr, command=command)
-    blocks = kind.table(ran.metrics, ran.run_dir)
+    if getattr(spec, "until", None) is not None:
+        from biasaudit.kinds._rounds import audit_until
+
+        if kind.growth is None:
+            raise UsageError(f"--until: a {kind.name} audit does not grow in rounds")
+        ran = audit_until(spec, kind.growth.load(), kind.run.load(), provider=provider,
+                          stderr=stderr, command=command)  # fmt: skip
+    else:
+        ran = kind.run(spec, provider=provider, stderr=stderr, command=command)
+    blocks = kind.run_blocks(ran.metrics, ran.run_dir)
     return FinishedAudit(kind.name, ran.run_dir, ran.manifest, ran.metrics, blocks)
 
 
@@ -287,4 +295,4 @@ def read_metrics(run_dir: Path, kind: str) -> Any:
 
 def table_of(kind: str, metrics: BaseModel, run_dir: Path) -> list[str]:
     """The table ``biasaudit run`` prints for a run of this kind, as plain lines."""
-    return block_lines(audit_kind(kind).table(metrics, run_dir))
+    return block_lines(audit_kind(kind).run_blocks(metrics, run_dir))

@@ -61,7 +61,7 @@ def _metrics(kind: str) -> Callable[[], dict[str, Any]]:
 
 
 def _rounds() -> dict[str, Any]:
-    from biasaudit.kinds.allocation.rounds import RoundsRecord
+    from biasaudit.kinds._rounds import RoundsRecord
 
     found: dict[str, Any] = RoundsRecord.model_json_schema()
     return found
@@ -76,7 +76,7 @@ _SCHEMAS: dict[str, tuple[str, Callable[[], dict[str, Any]]]] = {
     "metrics-grade-score": ("metrics.json of a Grade Score run", _metrics("grade-score")),
     "metrics-ruted": ("metrics.json of a RUTEd run", _metrics("ruted")),
     "metrics-listwise": ("metrics.json of a listwise run", _metrics("listwise")),
-    "rounds": ("rounds.json of an allocation run with --until", _rounds),
+    "rounds": ("rounds.json of an audit run with --until", _rounds),
 }
 SCHEMA_NAMES: dict[str, str] = {name: what for name, (what, _) in _SCHEMAS.items()}
 """Each schema's name and what it describes."""

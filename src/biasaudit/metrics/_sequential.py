@@ -17,7 +17,7 @@ with alpha = 1 - confidence and r = rho², which chooses the size at which the s
 is tightest: :func:`tightest_at` sets it for a size n* (their eq. 2.3,
 r = (-2 log alpha + log(-2 log alpha + 1)) / n*). At n* the multiplier is about 3.0
 for 95%, where a fixed-size interval's is 1.96: that is the price of looking as often
-as one likes. Here n counts the units that grow (names per group).
+as one likes. Here n counts the units that grow (names per group, pools, items or replicates).
 """
 
 from __future__ import annotations

@@ -103,7 +103,7 @@ def audit_view(metrics: Any, run_dir: Path, kind: str) -> RenderableType:
     """The rich view of an audit's table, whatever its kind."""
     from biasaudit.kinds.registry import audit_kind
 
-    return blocks_view(audit_kind(kind).table(metrics, run_dir), width=terminal_width())
+    return blocks_view(audit_kind(kind).run_blocks(metrics, run_dir), width=terminal_width())
 
 
 def terminal_width() -> int:

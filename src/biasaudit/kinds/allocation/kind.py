@@ -22,7 +22,7 @@ KIND = Kind(
     commands=("resume-screening", "essay-grading"),
     tasks=Ref("biasaudit.kinds.candidates.tasks:TASK_INFOS"),
     metrics=Ref(f"{_HERE}.metrics:AllocationMetrics"),
-    run=Ref(f"{_HERE}.rounds:audit_spec"),
+    run=Ref(f"{_HERE}.run:audit"),
     plan=Ref(f"{_HERE}.scoring:plan_requests"),
     table=Ref(f"{_HERE}.report:run_table"),
     document=Ref(f"{_HERE}.html:allocation_document"),
@@ -36,6 +36,7 @@ KIND = Kind(
     compared_per="group",
     scores_file="scores.csv",
     power=Ref(f"{_HERE}.power:plan_power"),
+    growth=Ref(f"{_HERE}.power:GROWTH"),
     compare_note=" ΔDP and ΔEO in percentage points.",
     figure_names={
         "rabbi": "RABBI",

@@ -22,6 +22,10 @@ by 1/sqrt(names) alone, and the line says so. Power is the chance that the inter
 excludes 0, the event the report calls "beyond noise" (:func:`biasaudit.metrics.
 detection_power`). A group is planned for by its own figures; the sizes printed are
 those at which every group's gap of size D is detected with the target chance.
+
+``--until`` grows a resume-screening audit by names per group (:data:`GROWTH`, see
+:mod:`biasaudit.kinds._rounds`); with ``decided`` and a power plan (``--like``) its
+rounds follow a group-sequential design sized by that plan (:func:`design`).
 """
 
 from __future__ import annotations
@@ -33,10 +37,11 @@ from typing import Any
 
 from biasaudit.errors import UsageError
 from biasaudit.kinds._planning import Planned, like_metrics, model_of, power_lines, stated
+from biasaudit.kinds._rounds import Design, Figure, Growth, equivalence_level
 from biasaudit.kinds.allocation.metrics import AllocationMetrics
-from biasaudit.metrics import VarianceModel
+from biasaudit.metrics import VarianceModel, spending_boundaries
 
-__all__ = ["plan_power", "planned"]
+__all__ = ["GROWTH", "design", "plan_power", "planned"]
 
 
 def planned(spec: Any, k: int) -> Planned:
@@ -204,9 +209,9 @@ def _z(confidence: float) -> float:
 
 
 def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) -> list[str]:
-    """The dry run's planning lines of ``spec``: the ceiling of ``until``'s rounds, and the
-    power for ``detect`` (``like``, ``headline_k``); ``cost_at(spec)`` gives the requests to
-    send and the cost of a spec. None where neither is set.
+    """The dry run's power lines for ``spec``'s ``detect`` (``like``, ``headline_k``);
+    ``cost_at(spec)`` gives the requests to send and the cost of a spec. None where
+    ``detect`` is unset.
 
     Raises
     ------
@@ -217,16 +222,6 @@ def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) ->
     """
     lines: list[str] = []
     names_now = getattr(spec, "names_per_group", None)
-    if getattr(spec, "until", None) is not None and names_now is not None:
-        most = spec.model_copy(update={"names_per_group": spec.max_names, "until": None,
-                                       "detect": None, "names_drawn": "nested"})  # fmt: skip
-        requests, cost = cost_at(most)
-        price = "cost unknown" if cost is None else f"${cost:.2f}"
-        lines.append(
-            f"--until {spec.until}: the estimate above is the first round; rounds of "
-            f"{spec.round_names or names_now} more names per group run until the rule holds, "
-            f"at most {spec.max_names} names per group: {requests} requests, {price}"
-        )
     if spec.detect is None:
         return lines
     if spec.pilot is not None:
@@ -290,3 +285,52 @@ def _run_pilot(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) ->
         f"when its names are drawn the same way, --names-drawn nested): {result.run_dir}"
     )
     return result.run_dir, line
+
+
+def design(spec: Any, confidence: float) -> Design | None:
+    """A group-sequential design for ``decided`` where the power analysis can size one
+    (``--like``): five looks up to 1.1 times the names that give 80% power for D, with
+    their boundaries for a gap and for 'within ±D'
+    (:func:`biasaudit.kinds._rounds.equivalence_level`); None otherwise (the confidence
+    sequence is used)."""
+    if spec.until != "decided" or spec.like is None:
+        return None
+    plan = planned(spec, spec.headline_k)
+    needed = [m.names_for(spec.detect, 0.8, confidence=confidence) for m in plan.models.values()]
+    if any(n is None for n in needed):
+        return None
+    fixed = max(n for n in needed if n is not None)
+    most = min(spec.max_names, math.ceil(1.1 * fixed))
+    looks = sorted({max(spec.names_per_group, math.ceil(most * j / 5)) for j in range(1, 6)})
+    fractions = [n / looks[-1] for n in looks]
+    return Design(
+        looks,
+        spending_boundaries(fractions, confidence=confidence),
+        spending_boundaries(fractions, confidence=equivalence_level(confidence)),
+        fixed,
+    )
+
+
+def _gaps(metrics: AllocationMetrics, spec: Any) -> dict[str, Figure]:
+    """Each group's ΔDP at the headline k, over its names."""
+    k = str(spec.headline_k)
+    found = {}
+    for group, figures in metrics.groups.items():
+        bounds, estimate = figures.dp_gap_ci.get(k), figures.dp_gap.get(k)
+        if bounds is not None and estimate is not None:
+            found[group] = Figure(estimate, bounds, figures.units or 0)
+    return found
+
+
+GROWTH = Growth(
+    unit="names per group",
+    size="names_per_group",
+    step="round_names",
+    most=lambda spec: spec.max_names,
+    ceiling="--max-names",
+    figure=lambda spec: f"ΔDP at k={spec.headline_k}",
+    read=_gaps,
+    nested={"names_drawn": "nested"},
+    design=design,
+    tasks="resume screening",
+)

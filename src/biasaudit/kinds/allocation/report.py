@@ -367,45 +367,8 @@ def _study_cells(rows: pd.DataFrame, cells: list[str], count: str) -> list[str]:
 
 
 def run_table(metrics: AllocationMetrics, run_dir: Path) -> list[Block]:
-    """What ``biasaudit run`` prints (:func:`allocation_blocks`), and the rounds of an
-    audit run with ``--until``."""
-    from biasaudit.kinds.allocation.rounds import read_rounds
-
-    blocks = allocation_blocks(metrics)
-    record = read_rounds(run_dir)
-    if record is None:
-        return blocks
-    groups = list(dict.fromkeys(g for r in record.rounds for g in r.groups))
-    rows: list[list[str | Cell]] = []
-    for look in record.rounds:
-        cells: list[str | Cell] = [str(look.names), str(look.sent)]
-        for group in groups:
-            found = look.groups.get(group)
-            cells.append("-" if found is None else _interval(found.estimate, found.interval))
-        rows.append(cells)
-    table = PlainTable(
-        f"--until {record.until}: ΔDP at k={record.k} each round, with intervals valid at "
-        + _design_words(record.design, record.boundaries),
-        ["names", "sent", *groups],
-        rows,
-        widths=[6, 7, *(24 for _ in groups)],
-        right=frozenset({0, 1}),
-        labels=2,
-        gaps=[0, 1, *(3 for _ in groups)],
-    )
-    same = "precision" if record.until != "decided" else "plan (80% power for the gap)"
-    fixed = (
-        "" if record.fixed_names is None
-        else f"; a fixed-size audit of the same {same}: {record.fixed_names} names per "
-        f"group, {record.fixed_requests} requests"
-    )  # fmt: skip
-    lines: list[str | PlainTable] = [*blocks, "", table]
-    if record.equivalence_confidence is not None and record.detect is not None:
-        lines.append(
-            f"within ±{record.detect:g} is read on intervals at "
-            f"{record.equivalence_confidence:.0%}, valid at every look (two one-sided tests)"
-        )
-    return [*lines, f"stopped: {record.stopped}; {record.sent} requests sent in all{fixed}"]
+    """What ``biasaudit run`` prints (:func:`allocation_blocks`)."""
+    return allocation_blocks(metrics)
 
 
 def headline(metrics: AllocationMetrics) -> str:
@@ -417,11 +380,3 @@ def headline(metrics: AllocationMetrics) -> str:
     p_value = metrics.groups[worst].rabbi_p
     shown = "-" if p_value is None else f"{p_value:.2g}"
     return f"lowest RABBI {worst} {rabbis[worst]:+.3f} (p {shown})"
-
-
-def _design_words(design: str, boundaries: list[float] | None) -> str:
-    """How an --until audit's intervals hold, in its table's title."""
-    if design == "confidence sequence":
-        return "every look (a confidence sequence)"
-    shown = ", ".join(f"{c:.2f}" for c in boundaries or [])
-    return f"all five planned looks at once (group-sequential boundaries {shown})"

@@ -64,7 +64,7 @@ def audit(
     command: Sequence[str] | None = None,
 ) -> AuditResult:
     """Run the audit ``spec`` describes, at its one size; see :func:`run_audit` (in
-    rounds until a rule holds: :func:`biasaudit.kinds.allocation.rounds.audit_until`)."""
+    rounds until a rule holds: :func:`biasaudit.kinds._rounds.audit_until`)."""
     return run_async(run_audit(spec, provider=provider, stderr=stderr, command=command))
 
 

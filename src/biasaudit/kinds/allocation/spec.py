@@ -5,11 +5,11 @@ grading, a task of your own)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from biasaudit.kinds._planning import PlanningFields
+from biasaudit.kinds._planning import PlanningFields, UntilFields
 from biasaudit.kinds.candidates.spec import (
     CandidatesData,
     CustomData,
@@ -34,7 +34,7 @@ __all__ = [
 Method = Literal["pointwise", "pairwise"]
 
 
-class AllocationSpec(CandidatesData, PlanningFields):
+class AllocationSpec(CandidatesData, PlanningFields, UntilFields):
     """An allocation audit's own fields: the method and its scoring, the reference group,
     the selection simulated (k, pools, rounds) and its bootstraps."""
 
@@ -45,31 +45,6 @@ class AllocationSpec(CandidatesData, PlanningFields):
         if isinstance(data, dict) and data.get("until") and "names_drawn" in cls.model_fields:
             data = {**data, "names_drawn": data.get("names_drawn") or "nested"}
         return data
-
-    @field_validator("until")
-    @classmethod
-    def _until(cls, value: str | None) -> str | None:
-        if value is None or value == "decided":
-            return value
-        kind, _, number = value.partition(":")
-        try:
-            width = float(number)
-        except ValueError:
-            width = -1.0
-        if kind != "precise" or not 0 < width <= 1:
-            raise ValueError("must be 'decided' or 'precise:H' with 0 < H <= 1, e.g. precise:0.03")
-        return value
-
-    @model_validator(mode="after")
-    def _until_needs(self) -> Self:
-        if self.until == "decided" and self.detect is None:
-            raise ValueError("--until decided needs --detect D: the gap that matters")
-        if self.until == "decided" and self.confidence <= 0.5:
-            raise ValueError(
-                "--until decided needs --confidence above 0.5: 'within ±D' is read at "
-                "1 - 2 alpha (two one-sided tests)"
-            )
-        return self
 
     @classmethod
     def relative_to(cls, data: dict[str, Any], folder: Path) -> dict[str, Any]:
@@ -106,14 +81,6 @@ class AllocationSpec(CandidatesData, PlanningFields):
         le=100,
         description="Alternatives asked for (default: 3 per label, >= 10); above 20 where "
         "the endpoint gives more (llama.cpp, local/ models).",
-    )
-    until: str | None = Field(
-        None,
-        description="Run in rounds of more names until the answer is known: "
-        "'precise:H' (every group's ΔDP interval at headline_k at most ±H) or 'decided' "
-        "(every group's interval excludes 0, or its interval at 1 - 2 alpha, 90%, lies "
-        "within ±--detect); intervals valid at every look (a confidence sequence, or "
-        "group-sequential boundaries with --like). Resume screening.",
     )
     round_names: int | None = Field(
         None, ge=1, le=10_000,
