@@ -74,9 +74,11 @@ def replicate_requests(
     return found
 
 
-def choices_for(capabilities: Capabilities, replicates: int) -> int:
-    """Choices per request: all replicates at once (up to the ceiling) where ``n`` works."""
-    return min(replicates, MAX_CHOICES_PER_REQUEST) if capabilities.n else 1
+def choices_for(capabilities: Capabilities, replicates: int, most: int | None = None) -> int:
+    """Choices per request: all replicates at once (up to the ceiling, or ``most``) where
+    ``n`` works."""
+    ceiling = min(MAX_CHOICES_PER_REQUEST, most or MAX_CHOICES_PER_REQUEST)
+    return min(replicates, ceiling) if capabilities.n else 1
 
 
 class GenerationProbe:
@@ -119,13 +121,15 @@ class GenerationProbe:
         temperature: float = 1.0,
         replicates: int = 30,
         seed: int | None = None,
+        per_request: int | None = None,
     ) -> GenerationProbe:
-        """The probe for an endpoint: ``n`` choices per request and a seed where it takes them."""
+        """The probe for an endpoint: ``n`` choices per request (at most ``per_request``)
+        and a seed where it takes them."""
         return cls(
             max_tokens=max_tokens,
             temperature=temperature,
             replicates=replicates,
-            choices_per_request=choices_for(capabilities, replicates),
+            choices_per_request=choices_for(capabilities, replicates, per_request),
             seed=seed if capabilities.seed else None,
         )
 

@@ -202,6 +202,7 @@ class NextWordProbe:
         replicates: int = 30,
         temperature: float = 1.0,
         seed: int | None = None,
+        per_request: int | None = None,
     ) -> NextWordProbe:
         """The probe for an endpoint.
 
@@ -209,7 +210,8 @@ class NextWordProbe:
         endpoint echoes prompts with logprobs, takes legacy completions
         logprobs where it has completions, chat logprobs otherwise, and sampled
         first words where it gives no logprobs. ``top_logprobs`` defaults to
-        20, or what the endpoint allows; one given is asked for as it is.
+        20, or what the endpoint allows; one given is asked for as it is. Sampled
+        words are asked for at most ``per_request`` at a time (the endpoint's ``n``).
 
         Raises
         ------
@@ -237,7 +239,7 @@ class NextWordProbe:
             replicates=replicates,
             temperature=temperature,
             sample_via="completions" if capabilities.completions else "chat",
-            choices_per_request=choices_for(capabilities, replicates),
+            choices_per_request=choices_for(capabilities, replicates, per_request),
             seed=seed if capabilities.seed else None,
         )
 

@@ -27,6 +27,7 @@ KIND = Kind(
     compared_per="figure",
     scores_file="items.csv",
     power=Ref(f"{_HERE}.power:plan_power"),
+    growth=Ref(f"{_HERE}.power:GROWTH"),
     figure_names={
         "grade_score": "Grade Score",
         "entropy": "entropy score",

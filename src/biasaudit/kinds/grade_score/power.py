@@ -4,6 +4,12 @@ and 95% power. Each score's interval in a previous run (``--like RUN``) gives it
 over items, which shrinks with the square root of the items; without one, stated
 defaults do. Requests grow in proportion to the items. Items come from a file, so the
 sizes say how many items the file needs; see :mod:`biasaudit.kinds._planning`.
+
+``--until precise:H`` grows a Grade Score audit by items drawn from the file (nested:
+``item_limit``; :data:`GROWTH`, :mod:`biasaudit.kinds._rounds`) until each score's
+interval is within ±H. ``decided`` has no meaning here: a score has no gap of its own
+whose sign or size could be settled (a change between two runs is ``biasaudit
+compare``'s).
 """
 
 from __future__ import annotations
@@ -14,9 +20,12 @@ from typing import Any
 from biasaudit.errors import UsageError
 from biasaudit.kinds._planning import Planned, like_metrics, model_of, power_lines, stated
 from biasaudit.kinds._planning import scaled_cost as _scaled
+from biasaudit.kinds._rounds import Figure, Growth
 from biasaudit.kinds.grade_score.run import GradeScoreMetrics
 
-__all__ = ["plan_power"]
+__all__ = ["GROWTH", "plan_power"]
+
+SCORES = ("grade_score", "entropy", "choice")
 
 
 def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) -> list[str]:
@@ -49,7 +58,7 @@ def _stated(spec: Any) -> tuple[Planned, int]:
 def _from_like(spec: Any) -> tuple[Planned, int]:
     like, metrics = like_metrics(spec, "grade-score", GradeScoreMetrics, "a Grade Score run")
     models = {}
-    for name in ("grade_score", "entropy", "choice"):
+    for name in SCORES:
         model = model_of(getattr(metrics, f"{name}_ci"), metrics.items, metrics.confidence)
         if model is not None:
             models[name.replace("_", " ")] = model
@@ -57,3 +66,34 @@ def _from_like(spec: Any) -> tuple[Planned, int]:
         raise UsageError(f"--like {like}: no score has an interval (too few items)")
     planned = Planned("a change of the score", "items", models, metrics.confidence, like.name)
     return planned, metrics.items_total
+
+
+def _scores(metrics: GradeScoreMetrics, spec: Any) -> dict[str, Figure]:
+    """Each score with its interval, over the items in the means."""
+    found = {}
+    for name in SCORES:
+        estimate, bounds = getattr(metrics, name), getattr(metrics, f"{name}_ci")
+        if estimate is not None and bounds is not None:
+            found[name.replace("_", " ")] = Figure(estimate, bounds, metrics.items)
+    return found
+
+
+def _in_file(spec: Any) -> int:
+    """The ceiling of the rounds: ``max_items``, at most the items in the file."""
+    from biasaudit.kinds.grade_score.task import build_grade_score_task
+
+    whole = len(build_grade_score_task(spec.model_copy(update={"item_limit": None})).items)
+    return whole if spec.max_items is None else min(spec.max_items, whole)
+
+
+GROWTH = Growth(
+    unit="items",
+    size="item_limit",
+    step="round_items",
+    most=_in_file,
+    ceiling="--max-items, at most the file's",
+    figure=lambda spec: "each score",
+    read=_scores,
+    undecidable="a Grade Score has no gap of its own to settle (a change between two "
+    "runs is biasaudit compare's)",
+)

@@ -284,6 +284,11 @@ def _metrics(
     session: RunSession,
 ) -> GradeScoreMetrics:
     notes = _setting_notes(spec)
+    if task.in_file is not None:
+        notes.append(
+            f"{len(task.items)} of the file's {task.in_file} items, drawn at random "
+            "(--item-limit)"
+        )
     stats = session.engine.stats
     return GradeScoreMetrics(
         model=session.provider.model_id,

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
-from biasaudit.kinds._planning import PlanningFields
+from biasaudit.kinds._planning import PlanningFields, UntilFields
 from biasaudit.spec import RunSpec, relative_path
 
 __all__ = ["GRADE_SCORE_PROMPTS", "GradeScoreSpec"]
@@ -15,7 +15,7 @@ __all__ = ["GRADE_SCORE_PROMPTS", "GradeScoreSpec"]
 GRADE_SCORE_PROMPTS = ("1", "2", "3", "4")
 
 
-class GradeScoreSpec(RunSpec, PlanningFields):
+class GradeScoreSpec(RunSpec, PlanningFields, UntilFields):
     """Grade Score: does a judge choose among options by position or by content?
 
     Each item's options are shown in every cyclic order; prints the mean Grade
@@ -42,6 +42,20 @@ class GradeScoreSpec(RunSpec, PlanningFields):
         "cyclic", description="Every rotation of the options, or all n! orders (n <= 6)."
     )
     replicates: int = Field(1, ge=1, le=100, description="Times each order is asked.")
+    item_limit: int | None = Field(
+        None, ge=1, le=1_000_000,
+        description="Audit N items of the file, drawn at random (seeded; nested: a larger N "
+        "keeps every item a smaller one drew) [default: every item; with --until: the "
+        "first round's, --round-items or 10].",
+    )  # fmt: skip
+    round_items: int | None = Field(
+        None, ge=1, le=1_000_000,
+        description="--until: items added each round [default: the first round's].",
+    )  # fmt: skip
+    max_items: int | None = Field(
+        None, ge=1, le=1_000_000,
+        description="--until: the most items to reach [default: every item of the file].",
+    )  # fmt: skip
     temperature: float = Field(
         0.3,
         ge=0.0,
@@ -61,6 +75,14 @@ class GradeScoreSpec(RunSpec, PlanningFields):
         if isinstance(judge, str) and judge not in GRADE_SCORE_PROMPTS:
             resolved["prompt"] = relative_path(judge, folder)
         return resolved
+
+    @model_validator(mode="before")
+    @classmethod
+    def _first_round(cls, data: Any) -> Any:
+        # --until grows by items: the first round audits some of them.
+        if isinstance(data, dict) and data.get("until") and not data.get("item_limit"):
+            data = {**data, "item_limit": data.get("round_items") or 10}
+        return data
 
     @field_validator("prompt", mode="before")
     @classmethod

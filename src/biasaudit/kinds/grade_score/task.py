@@ -70,6 +70,7 @@ __all__ = [
     "GradeScorePlan",
     "GradeScoreTask",
     "build_grade_score_task",
+    "drawn_items",
     "load_choice_prompt",
     "plan_grade_score",
     "read_items",
@@ -245,6 +246,15 @@ def _parse_item(name: str, number: int, line: str) -> GradeItem:
     return item
 
 
+def drawn_items(items: Sequence[GradeItem], limit: int, *, seed: int) -> tuple[GradeItem, ...]:
+    """``limit`` of ``items``, in the file's order, drawn at random with ``seed``: the
+    first ``limit`` of one seeded shuffle, so that a larger limit keeps every item a
+    smaller one drew (the rounds of ``--until``). Random options are drawn before, from
+    every item, so that an item's options do not depend on the limit."""
+    order = np.random.default_rng([seed, 22]).permutation(len(items))
+    return tuple(items[i] for i in sorted(order[:limit]))
+
+
 def with_random_options(items: Sequence[GradeItem], *, seed: int) -> tuple[GradeItem, ...]:
     """Each item with one more option: an option of another item, drawn with ``seed``.
 
@@ -326,11 +336,14 @@ class GradeScoreTask:
         The judge prompt.
     source:
         Where the items came from (``demo`` or the file).
+    in_file:
+        The items the file holds, where ``item_limit`` drew fewer (else None).
     """
 
     items: tuple[GradeItem, ...]
     prompt: ChoicePrompt
     source: str
+    in_file: int | None = None
 
     name = "grade-score"
 
@@ -366,8 +379,12 @@ def build_grade_score_task(spec: GradeScoreSpec) -> GradeScoreTask:
     items = read_items(path)
     if spec.random_option:
         items = with_random_options(items, seed=spec.seed)
+    in_file = None
+    if spec.item_limit is not None and spec.item_limit < len(items):
+        in_file = len(items)
+        items = drawn_items(items, spec.item_limit, seed=spec.seed)
     source = "demo" if path == DEMO_ITEMS else str(path)
-    return GradeScoreTask(items, prompt, source)
+    return GradeScoreTask(items, prompt, source, in_file)
 
 
 class GradeScorePlan:

@@ -27,6 +27,7 @@ KIND = Kind(
     compared_per="group",
     scores_file="shown.csv",
     power=Ref(f"{_HERE}.power:plan_power"),
+    growth=Ref(f"{_HERE}.power:GROWTH"),
     figure_names={"dp_gap": "ΔDP", "first choice": "first choice"},
     in_points=("dp_gap", "first choice"),
     scorer=Scorer(

@@ -4,7 +4,8 @@ answers read into rankings.
 - **Pools.** One candidate per group (resume screening: the groups' names on one
   resume, drawn for each pool, so that the candidates differ in their names only;
   a task of your own with ``pool: one_per_group``), or candidates drawn at random
-  (essays; ``pool: random``), ``pools`` per subtask, seeded by ``seed``.
+  (essays; ``pool: random``), ``pools`` per subtask, seeded by ``seed`` (nested
+  where ``pools_drawn: nested``: a larger ``pools`` keeps a smaller one's).
 - **Orders.** A Latin square of the pool's size (Williams' design for even sizes:
   every candidate in every slot once, and after every other once), or every order
   (``orders: all``, pools of at most 6): position and candidate can be told apart.
@@ -241,10 +242,14 @@ def _orders(size: int, scheme: str) -> list[tuple[int, ...]]:
 
 
 def draw_pools(task: AllocationTask, spec: ListwiseSpec) -> list[Pool]:
-    """``spec.pools`` pools per subtask (see the module docstring), seeded."""
+    """``spec.pools`` pools per subtask (see the module docstring), seeded: from one
+    stream (``pools_drawn: sequence``), or from one per subtask (``nested``: the first N
+    pools of a subtask are the same at any larger ``pools``)."""
     rng = random.Random(spec.seed)
     pools = []
     for subtask in task.subtasks:
+        if spec.pools_drawn == "nested":
+            rng = random.Random(f"{spec.seed}/{subtask}")
         members = [c for c in task.candidates if c.subtask == subtask]
         for number in range(spec.pools):
             pool_id = f"{subtask}/p{number + 1}"

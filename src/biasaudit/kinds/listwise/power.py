@@ -2,6 +2,8 @@
 |ΔDP| of D at the headline k, and the pools per subtask that reach 80% and 95% power
 (each group's ΔDP interval in the previous run gives its SE, which shrinks with the
 square root of the pools: each pool brings new names); see :mod:`biasaudit.kinds._planning`.
+``--until`` grows a listwise audit by pools per subtask, drawn nested (:data:`GROWTH`,
+:mod:`biasaudit.kinds._rounds`).
 """
 
 from __future__ import annotations
@@ -12,9 +14,10 @@ from typing import Any
 
 from biasaudit.errors import UsageError
 from biasaudit.kinds._planning import Planned, like_metrics, model_of, power_lines, stated
+from biasaudit.kinds._rounds import Figure, Growth
 from biasaudit.kinds.listwise.metrics import ListwiseMetrics
 
-__all__ = ["plan_power"]
+__all__ = ["GROWTH", "plan_power"]
 
 
 def _planned(spec: Any, k: int) -> Planned:
@@ -73,3 +76,24 @@ def _stated(spec: Any) -> Planned:
     return stated("|ΔDP|", "pools per subtask", groups, 2 * p * (1 - p) / subtasks, spec.pools,
                   why, confidence=spec.confidence,
                   where=f" at k={k} against {task.reference_group}")  # fmt: skip
+
+
+def _gaps(metrics: ListwiseMetrics, spec: Any) -> dict[str, Figure]:
+    """Each group's ΔDP at the headline k, over the round's pools per subtask."""
+    return {
+        gap.group: Figure(gap.dp_gap, gap.ci, spec.pools)
+        for gap in metrics.gaps
+        if gap.k == spec.headline_k and gap.ci is not None
+    }
+
+
+GROWTH = Growth(
+    unit="pools per subtask",
+    size="pools",
+    step="round_pools",
+    most=lambda spec: spec.max_pools,
+    ceiling="--max-pools",
+    figure=lambda spec: f"ΔDP at k={spec.headline_k}",
+    read=_gaps,
+    nested={"pools_drawn": "nested"},
+)

@@ -5,11 +5,11 @@ specs of the same task by ``method: listwise``."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from biasaudit.kinds._planning import PlanningFields
+from biasaudit.kinds._planning import PlanningFields, UntilFields
 from biasaudit.kinds.candidates.spec import (
     CandidatesData,
     CustomData,
@@ -21,8 +21,16 @@ from biasaudit.kinds.candidates.spec import (
 __all__ = ["ListwiseEssaySpec", "ListwiseResumeSpec", "ListwiseSpec", "ListwiseTaskSpec"]
 
 
-class ListwiseSpec(CandidatesData, PlanningFields):
+class ListwiseSpec(CandidatesData, PlanningFields, UntilFields):
     """A listwise audit's own fields: what is asked, in which orders, how often."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nested_pools(cls, data: Any) -> Any:
+        # --until grows by pools: every round keeps the pools of the rounds before it.
+        if isinstance(data, dict) and data.get("until"):
+            data = {**data, "pools_drawn": data.get("pools_drawn") or "nested"}
+        return data
 
     method: Literal["listwise"] = Field(
         "listwise", description="A whole pool ranked in one prompt."
@@ -42,6 +50,21 @@ class ListwiseSpec(CandidatesData, PlanningFields):
         "once), or every order of pools of at most 6.",
     )
     pools: int = Field(30, ge=1, le=10_000, description="Pools per subtask.")
+    pools_drawn: Literal["sequence", "nested"] = Field(
+        "sequence",
+        description="How the pools are drawn (seeded): 'nested' draws each subtask's from "
+        "its own stream, so that a larger --pools keeps every pool a smaller one drew "
+        "(the rounds of --until); 'sequence' (one stream for every subtask) is how runs "
+        "before it drew them.",
+    )
+    round_pools: int | None = Field(
+        None, ge=1, le=10_000,
+        description="--until: pools per subtask added each round [default: the first "
+        "round's, --pools].",
+    )  # fmt: skip
+    max_pools: int = Field(
+        300, ge=1, le=10_000, description="--until: the most pools per subtask to reach."
+    )
     samples: int = Field(
         1, ge=1, le=128, description="Listwise: answers sampled per order of a pool."
     )

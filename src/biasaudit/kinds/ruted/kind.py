@@ -27,6 +27,7 @@ KIND = Kind(
     compared_per="context",
     scores_file="occupations.csv",
     power=Ref(f"{_HERE}.power:plan_power"),
+    growth=Ref(f"{_HERE}.power:GROWTH"),
     scorer=Scorer(
         argument="OUTPUTS_FILE",
         help="""The RUTEd metrics of OUTPUTS_FILE, a CSV of gendered outputs.

@@ -269,6 +269,7 @@ def plan_ruted(task: RutedTask, spec: RutedSpec, capabilities: Capabilities) -> 
             replicates=spec.replicates,
             temperature=spec.temperature,
             seed=spec.seed,
+            per_request=spec.per_request,
         )
     generation = {
         context: GenerationProbe.for_endpoint(
@@ -277,6 +278,7 @@ def plan_ruted(task: RutedTask, spec: RutedSpec, capabilities: Capabilities) -> 
             temperature=spec.temperature,
             replicates=spec.replicates,
             seed=spec.seed,
+            per_request=spec.per_request,
         )
         for context in task.generation_contexts
     }

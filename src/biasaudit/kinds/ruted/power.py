@@ -4,19 +4,28 @@ skew interval in a previous run (``--like RUN``) gives its SE over occupations, 
 shrinks with the square root of the occupations; without one, stated defaults do.
 Requests grow in proportion to them. Occupations come from a file (40 shipped), so the
 sizes say how many it needs; see :mod:`biasaudit.kinds._planning`.
+
+``--until`` grows a RUTEd audit by replicates (:data:`GROWTH`,
+:mod:`biasaudit.kinds._rounds`): each context's skew interval counts the sampling
+variance of its occupations' shares, ``4p(1-p)/n`` (occupations held fixed), which more
+replicates shrink. A round's requests ask for ``per_request`` replicates each, the
+common step of the rounds, so that a round repeats the requests of the rounds before
+(from the cache) and adds new ones.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
 from biasaudit.errors import UsageError
 from biasaudit.kinds._planning import Planned, like_metrics, model_of, power_lines, stated
 from biasaudit.kinds._planning import scaled_cost as _scaled
+from biasaudit.kinds._rounds import Figure, Growth
 from biasaudit.kinds.ruted.metrics import RutedMetrics
 
-__all__ = ["plan_power"]
+__all__ = ["GROWTH", "plan_power"]
 
 
 def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) -> list[str]:
@@ -59,3 +68,31 @@ def _from_like(spec: Any) -> tuple[Planned, int]:
     return Planned("a skew", "occupations", models, metrics.confidence, like.name), (
         metrics.occupations
     )
+
+
+def _skews(metrics: RutedMetrics, spec: Any) -> dict[str, Figure]:
+    """Each context's skew with its interval, over the round's replicates."""
+    return {
+        context: Figure(found.skew, found.skew_ci, spec.replicates)
+        for context, found in metrics.contexts.items()
+        if found.skew is not None and found.skew_ci is not None
+    }
+
+
+def _per_request(spec: Any, size: int) -> dict[str, Any]:
+    """Every round's requests ask for the same number of replicates: the common step
+    of the first round and the rounds after it (or the spec's own ``per_request``)."""
+    step = spec.round_replicates or spec.replicates
+    return {"per_request": spec.per_request or math.gcd(spec.replicates, step)}
+
+
+GROWTH = Growth(
+    unit="replicates",
+    size="replicates",
+    step="round_replicates",
+    most=lambda spec: spec.max_replicates,
+    ceiling="--max-replicates",
+    figure=lambda spec: "each context's skew",
+    read=_skews,
+    sized=_per_request,
+)

@@ -7,7 +7,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from biasaudit.kinds._planning import PlanningFields
+from biasaudit.kinds._planning import PlanningFields, UntilFields
 from biasaudit.spec import RunSpec
 
 __all__ = ["RUTED_CONTEXTS", "RutedContext", "RutedSpec"]
@@ -16,7 +16,7 @@ RutedContext = Literal["standard", "bedtime", "personas", "esl"]
 RUTED_CONTEXTS: tuple[RutedContext, ...] = ("standard", "bedtime", "personas", "esl")
 
 
-class RutedSpec(RunSpec, PlanningFields):
+class RutedSpec(RunSpec, PlanningFields, UntilFields):
     """RUTEd: gender-occupation bias in a next-word trick test and in long-form text.
 
     Neutrality, skew and stereotype with 95% intervals in the standard test
@@ -40,6 +40,20 @@ class RutedSpec(RunSpec, PlanningFields):
         le=10_000,
         description="Texts per occupation and template; sampled next words where the "
         "endpoint gives no logprobs.",
+    )
+    per_request: int | None = Field(
+        None, ge=1, le=128,
+        description="Replicates asked for in one request (its n), where the endpoint takes "
+        "n [default: all of a prompt's at once, up to 128; with --until: the rounds' common "
+        "step, so that a round's requests are the rounds' before and new ones].",
+    )  # fmt: skip
+    round_replicates: int | None = Field(
+        None, ge=1, le=10_000,
+        description="--until: replicates added each round [default: the first round's, "
+        "--replicates].",
+    )  # fmt: skip
+    max_replicates: int = Field(
+        300, ge=1, le=10_000, description="--until: the most replicates to reach."
     )
     templates: tuple[Annotated[int, Field(ge=0)], ...] | Literal["all"] = Field(
         (0,), description="Templates per context: 0 (the main one), a list such as 0,3, or all."
