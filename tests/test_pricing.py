@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -288,3 +289,43 @@ def test_a_pilot_is_run_and_planned_from_when_asked(tmp_path: Path) -> None:
                           "--runs-dir", str(tmp_path / "e"), "--dry-run", "--detect", "0.1",
                           "--pilot", "100")  # fmt: skip
     assert code == 2 and "--pilot chooses names per group: resume screening only" in err
+
+
+@pytest.mark.parametrize(
+    ("audit", "first", "reused"),
+    [(["grade-score", "--items", "demo"], "pilot: 8 items, 32 requests sent", ""),
+     (["resume-screening", "--method", "listwise", "--jobs", "software-engineer"],
+      "pilot: 4 pools per subtask, 32 requests sent", "--pools-drawn nested")],
+)  # fmt: skip
+def test_listwise_and_grade_score_run_a_pilot_of_fewer_units_drawn_nested(
+    tmp_path: Path, audit: list[str], first: str, reused: str
+) -> None:
+    """--pilot N: fewer items (4 orders each) or pools (8 orders each) for about N
+    requests, drawn as --until draws them, planned from at once; the audit drawn the same
+    way finds the pilot's answers in the cache."""
+    base = ["run", *audit, "--model", "sim/biased", "--runs-dir", str(tmp_path)]
+    code, out, err = invoke(*base, "--dry-run", "--detect", "0.1", "--pilot", "30")
+    assert code == 0, err
+    pilot = next(line for line in out.splitlines() if line.startswith("pilot: "))
+    assert pilot.startswith(first) and reused in pilot
+    run_dir = Path(pilot.rsplit(": ", 1)[1])
+    assert any(line.startswith("power to detect") and run_dir.name in line
+               for line in out.splitlines())  # fmt: skip
+    size = int(first.split()[1])
+    sent = int(re.search(r"(\d+) requests sent", first).group(1))  # type: ignore[union-attr]
+    grown = ["--item-limit", str(2 * size)] if "items" in first else ["--pools", str(2 * size)]
+    if reused:
+        grown += reused.split()
+    code, out, err = invoke(*base, *grown, "--no-report")
+    assert code == 0, err
+    run = Path(out.strip().splitlines()[-1].removeprefix("run: "))
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["counts"]["cache_hits"] == sent
+
+
+def test_a_ruted_pilot_is_refused_with_why(tmp_path: Path) -> None:
+    code, _, err = invoke("run", "ruted", "--model", "sim/biased", "--runs-dir",
+                          str(tmp_path / "runs"), "--dry-run", "--detect", "0.1",
+                          "--pilot", "100")  # fmt: skip
+    assert code == 2 and "give --like RUN, a run at this audit's replicates" in err
+    assert not (tmp_path / "runs").exists()

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
@@ -21,6 +21,9 @@ from biasaudit.errors import UsageError
 from biasaudit.kinds.common import read_run_metrics
 from biasaudit.metrics import VarianceModel
 from biasaudit.store.runs import read_manifest
+
+if TYPE_CHECKING:
+    from biasaudit.kinds._rounds import Growth
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -31,6 +34,7 @@ __all__ = [
     "UntilFields",
     "model_of",
     "power_lines",
+    "run_pilot",
     "stated",
 ]
 
@@ -57,7 +61,8 @@ class PlanningFields(BaseModel):
         ge=1,
         le=1_000_000,
         description="With --dry-run --detect: run a pilot of about N requests first (sent, "
-        "and cached: the audit reuses them) and plan from it; resume screening.",
+        "and cached: the audit reuses them) and plan from it: fewer names per group, pools "
+        "or items (not RUTEd).",
     )
 
 
@@ -130,16 +135,17 @@ def stated(
     *,
     confidence: float = 0.95,
     where: str = "",
+    pilot: bool = True,
 ) -> Planned:
     """A plan from stated defaults, where there is neither ``--like`` nor ``--pilot``:
     every figure's variance is ``per_unit`` over the units, the most a unit's share can
     be where the figure sits at its stated value (``why`` says how). Cautious: a pilot
     usually plans for fewer units (the README gives an example), though not always (a
-    rate far from its stated p, or the items' share, which the defaults leave out)."""
+    rate far from its stated p, or the items' share, which the defaults leave out).
+    ``pilot``: whether the kind can run a pilot (the line suggests one)."""
     model = VarianceModel(per_unit, 0.0, max(now, 1))
-    source = (
-        f"stated defaults ({why}; cautious: --pilot N or --like RUN usually plans for fewer {unit})"
-    )
+    better = "--pilot N or --like RUN" if pilot else "--like RUN"
+    source = f"stated defaults ({why}; cautious: {better} usually plans for fewer {unit})"
     return Planned(what, unit, dict.fromkeys(labels, model), confidence, source, where)
 
 
@@ -228,3 +234,37 @@ def like_metrics(spec: Any, kind: str, model: type[M], what: str) -> tuple[Path,
     if manifest.kind != kind:
         raise UsageError(f"--like {like}: a {manifest.kind} run, not {what}")
     return like, read_run_metrics(like, model)
+
+
+def run_pilot(
+    spec: Any,
+    growth: Growth,
+    audit: Callable[[Any], Any],
+    cost_at: Callable[[Any], tuple[int, float | None]],
+    *,
+    least: int = 3,
+) -> tuple[Path, str]:
+    """Run a pilot of about ``spec.pilot`` requests: ``audit`` (the kind's run) at the
+    size of the growth's unit that sends about that many (at least ``least``, at most
+    the audit's own size), drawn as the rounds of ``--until`` draw (nested), so that an
+    audit drawn the same way reuses its answers; its run and a line saying what it sent.
+
+    Raises
+    ------
+    UsageError
+        The task does not grow by that unit (a pilot needs a size to choose).
+    """
+    if growth.size not in type(spec).model_fields:
+        raise UsageError(f"--pilot chooses {growth.unit}: {growth.tasks} only; give --like RUN")
+    quiet = {"detect": None, "pilot": None, "until": None, "like": None, **growth.nested}
+    per_unit, _ = cost_at(spec.model_copy(update={growth.size: 1, "fresh": True, **quiet}))
+    now = getattr(spec, growth.size) or growth.most(spec)
+    size = min(max(least, round(spec.pilot / max(per_unit, 1))), now)
+    result = audit(spec.model_copy(update={growth.size: size, **quiet}))
+    drawn = ", ".join(f"--{key.replace('_', '-')} {value}" for key, value in growth.nested.items())
+    same = f" when they are drawn the same way, {drawn}" if drawn else ""
+    line = (
+        f"pilot: {size} {growth.unit}, {result.manifest.counts.sent} requests sent (cached: "
+        f"the audit reuses them{same}): {result.run_dir}"
+    )
+    return result.run_dir, line

@@ -36,7 +36,14 @@ from pathlib import Path
 from typing import Any
 
 from biasaudit.errors import UsageError
-from biasaudit.kinds._planning import Planned, like_metrics, model_of, power_lines, stated
+from biasaudit.kinds._planning import (
+    Planned,
+    like_metrics,
+    model_of,
+    power_lines,
+    run_pilot,
+    stated,
+)
 from biasaudit.kinds._rounds import Design, Figure, Growth, equivalence_level
 from biasaudit.kinds.allocation.metrics import AllocationMetrics
 from biasaudit.metrics import VarianceModel, spending_boundaries
@@ -225,7 +232,9 @@ def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) ->
     if spec.detect is None:
         return lines
     if spec.pilot is not None:
-        like, line = _run_pilot(spec, cost_at)
+        from biasaudit.kinds.allocation.run import audit
+
+        like, line = run_pilot(spec, GROWTH, audit, cost_at)
         spec = spec.model_copy(update={"like": like})
         lines.append(line)
     if spec.like is None and names_now is None:
@@ -256,35 +265,6 @@ def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) ->
             "rows there"
         )
     return lines
-
-
-def _run_pilot(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) -> tuple[Path, str]:
-    """Run a pilot of about ``spec.pilot`` requests (at least 3 names per group, drawn
-    nested, so the audit drawn the same way reuses its answers); its run and a line
-    saying what it sent.
-
-    Raises
-    ------
-    UsageError
-        The task does not grow by names (a pilot needs a size to choose).
-    """
-    from biasaudit.kinds.allocation.run import audit
-
-    if "names_per_group" not in type(spec).model_fields:
-        raise UsageError("--pilot chooses names per group: resume screening only; give --like")
-    per_name, _ = cost_at(spec.model_copy(update={"names_per_group": 1, "fresh": True,
-                                                  "detect": None, "pilot": None}))  # fmt: skip
-    names = min(max(3, round(spec.pilot / max(per_name, 1))), spec.names_per_group)
-    pilot = spec.model_copy(update={"names_per_group": names, "names_drawn": "nested",
-                                    "detect": None, "pilot": None, "until": None,
-                                    "like": None})  # fmt: skip
-    result = audit(pilot)
-    sent = result.manifest.counts.sent
-    line = (
-        f"pilot: {names} names per group, {sent} requests sent (cached: the audit reuses them "
-        f"when its names are drawn the same way, --names-drawn nested): {result.run_dir}"
-    )
-    return result.run_dir, line
 
 
 def design(spec: Any, confidence: float) -> Design | None:

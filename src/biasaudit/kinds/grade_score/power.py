@@ -18,7 +18,14 @@ from collections.abc import Callable
 from typing import Any
 
 from biasaudit.errors import UsageError
-from biasaudit.kinds._planning import Planned, like_metrics, model_of, power_lines, stated
+from biasaudit.kinds._planning import (
+    Planned,
+    like_metrics,
+    model_of,
+    power_lines,
+    run_pilot,
+    stated,
+)
 from biasaudit.kinds._planning import scaled_cost as _scaled
 from biasaudit.kinds._rounds import Figure, Growth
 from biasaudit.kinds.grade_score.run import GradeScoreMetrics
@@ -36,26 +43,39 @@ def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) ->
     ------
     UsageError
         ``like`` not a Grade Score run with intervals, or the items file unreadable.
+        With ``pilot``, a pilot of fewer items (drawn nested) is run first and planned
+        from.
     """
     if spec.detect is None:
         return []
-    planned, items = _from_like(spec) if spec.like is not None else _stated(spec)
-    lines = power_lines(planned, spec.detect, items, _scaled(spec, cost_at, items))
+    lines = []
+    if spec.pilot is not None:
+        from biasaudit.kinds.grade_score.run import grade_audit
+
+        like, line = run_pilot(spec, GROWTH, grade_audit, cost_at, least=4)
+        spec = spec.model_copy(update={"like": like})
+        lines.append(line)
+    planned = _from_like(spec) if spec.like is not None else _stated(spec)
+    items = _items(spec)
+    lines += power_lines(planned, spec.detect, items, _scaled(spec, cost_at, items))
     return [*lines, "  items come from the items file: add items there to reach a size"]
 
 
-def _stated(spec: Any) -> tuple[Planned, int]:
-    """Without a previous run: an item's score anywhere in [0, 1], variance 0.25."""
+def _items(spec: Any) -> int:
+    """The items this audit asks about (``item_limit`` of the file's, or all)."""
     from biasaudit.kinds.grade_score.task import build_grade_score_task
 
-    items = len(build_grade_score_task(spec).items)
+    return len(build_grade_score_task(spec).items)
+
+
+def _stated(spec: Any) -> Planned:
+    """Without a previous run: an item's score anywhere in [0, 1], variance 0.25."""
     why = "an item's score anywhere in [0, 1]: SE² = 0.25/items"
-    planned = stated("a change of the score", "items", ["grade score", "entropy", "choice"],
-                     0.25, items, why, confidence=spec.confidence)  # fmt: skip
-    return planned, items
+    return stated("a change of the score", "items", ["grade score", "entropy", "choice"],
+                  0.25, _items(spec), why, confidence=spec.confidence)  # fmt: skip
 
 
-def _from_like(spec: Any) -> tuple[Planned, int]:
+def _from_like(spec: Any) -> Planned:
     like, metrics = like_metrics(spec, "grade-score", GradeScoreMetrics, "a Grade Score run")
     models = {}
     for name in SCORES:
@@ -64,8 +84,7 @@ def _from_like(spec: Any) -> tuple[Planned, int]:
             models[name.replace("_", " ")] = model
     if not models:
         raise UsageError(f"--like {like}: no score has an interval (too few items)")
-    planned = Planned("a change of the score", "items", models, metrics.confidence, like.name)
-    return planned, metrics.items_total
+    return Planned("a change of the score", "items", models, metrics.confidence, like.name)
 
 
 def _scores(metrics: GradeScoreMetrics, spec: Any) -> dict[str, Figure]:

@@ -286,8 +286,7 @@ def _metrics(
     notes = _setting_notes(spec)
     if task.in_file is not None:
         notes.append(
-            f"{len(task.items)} of the file's {task.in_file} items, drawn at random "
-            "(--item-limit)"
+            f"{len(task.items)} of the file's {task.in_file} items, drawn at random (--item-limit)"
         )
     stats = session.engine.stats
     return GradeScoreMetrics(

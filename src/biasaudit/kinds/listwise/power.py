@@ -13,7 +13,14 @@ from collections.abc import Callable
 from typing import Any
 
 from biasaudit.errors import UsageError
-from biasaudit.kinds._planning import Planned, like_metrics, model_of, power_lines, stated
+from biasaudit.kinds._planning import (
+    Planned,
+    like_metrics,
+    model_of,
+    power_lines,
+    run_pilot,
+    stated,
+)
 from biasaudit.kinds._rounds import Figure, Growth
 from biasaudit.kinds.listwise.metrics import ListwiseMetrics
 
@@ -45,16 +52,24 @@ def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) ->
     Raises
     ------
     UsageError
-        ``like`` unusable. Without it the plan rests on stated defaults.
+        ``like`` unusable. With ``pilot``, a pilot of fewer pools (drawn nested) is run
+        first and planned from; without either, the plan rests on stated defaults.
     """
     if spec.detect is None:
         return []
+    lines = []
+    if spec.pilot is not None:
+        from biasaudit.kinds.listwise.run import listwise_audit
+
+        like, line = run_pilot(spec, GROWTH, listwise_audit, cost_at)
+        spec = spec.model_copy(update={"like": like})
+        lines.append(line)
 
     def sized(pools: int) -> tuple[int, float | None]:
         return cost_at(spec.model_copy(update={"pools": pools, "detect": None}))
 
     planned = _planned(spec, spec.headline_k) if spec.like is not None else _stated(spec)
-    return power_lines(planned, spec.detect, spec.pools, sized)
+    return [*lines, *power_lines(planned, spec.detect, spec.pools, sized)]
 
 
 def _stated(spec: Any) -> Planned:

@@ -39,6 +39,12 @@ def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) ->
     """
     if spec.detect is None:
         return []
+    if spec.pilot is not None:
+        raise UsageError(
+            "--pilot: a RUTEd pilot would ask fewer replicates, and with few replicates an "
+            "occupation whose texts agree counts as certain, so its variance is understated; "
+            "give --like RUN, a run at this audit's replicates"
+        )
     planned, occupations = _from_like(spec) if spec.like is not None else _stated(spec)
     lines = power_lines(planned, spec.detect, occupations, _scaled(spec, cost_at, occupations))
     return [*lines, "  occupations come from --occupations FILE: add rows there to reach a size"]
@@ -52,7 +58,7 @@ def _stated(spec: Any) -> tuple[Planned, int]:
     occupations = len(task.occupations)
     why = "an occupation's skew anywhere in [-1, 1]: SE² = 1/occupations"
     planned = stated("a skew", "occupations", list(task.contexts), 1.0, occupations, why,
-                     confidence=spec.confidence)  # fmt: skip
+                     confidence=spec.confidence, pilot=False)  # fmt: skip
     return planned, occupations
 
 
