@@ -132,6 +132,26 @@ def test_a_ruted_audit_grows_by_replicates_each_round_asking_only_for_new_ones(
     assert "at most 300 replicates" in out
 
 
+def test_ruted_rounds_ask_their_common_step_a_request_and_the_dry_run_counts_them(
+    tmp_path: Path,
+) -> None:
+    """30 replicates and rounds of 20: every request asks 10 (the common step), so each
+    round's requests are the round before's and new ones; the dry run counts them so."""
+    grown = ["run", "ruted", "--model", "sim/biased", "--contexts", "bedtime",
+             "--mode-collapse", "off", "--no-report", "--replicates", "30",
+             "--round-replicates", "20", "--until", "precise:0.01", "--max-replicates", "50",
+             "--runs-dir", str(tmp_path)]  # fmt: skip
+    code, out, err = invoke(*grown, "--dry-run")
+    assert code == 0, err
+    assert "40 prompts x 30 sampled answers each, asked for in 3 calls each (n = 10" in out
+    assert out.splitlines()[0].startswith("dry run of sim/biased: 120 requests")
+    code, out, err = invoke(*grown)
+    assert code == 0, err
+    run_dir, record = finished(out)
+    assert [(r.size, r.sent) for r in record.rounds] == [(30, 120), (50, 80)]
+    assert json.loads((run_dir / "spec.json").read_text())["per_request"] == 10
+
+
 def test_a_confidence_sequence_over_replicates_covers_every_look() -> None:
     """Skews of 40 occupations grown by 10 replicates a look, up to 300: the true skew
     lies in every look's interval (the sequence read at each) in at least 95% of 400

@@ -364,14 +364,19 @@ def _why(spec: AuditSpec, requests: Sequence[ModelRequest], units: Sequence[Mode
     sampled = max((r.params.n or 1 for r in requests), default=1)
     if sampled == 1 and len(units) == len(requests):
         return ""
-    per = len(units) / max(len(requests), 1)
+    prompts = len({r.id for r in requests}) or 1  # a prompt's requests share its id
+    answers = sum(r.params.n or 1 for r in requests) / prompts
     knob = next((f"--{name} N" for name in ("samples", "replicates")
                  if name in type(spec).model_fields), None)  # fmt: skip
-    text = f"{len(requests)} prompts x {sampled} sampled answers each"
+    text = f"{prompts} prompts x {answers:g} sampled answers each"
+    calls = len(requests) / prompts
     if len(units) > len(requests):
+        per = len(units) / prompts
         text += f"; this endpoint has no n, so each answer is a call of its own ({per:g} a prompt)"
-    else:
+    elif calls == 1:
         text += ", asked for in one call each (n)"
+    else:
+        text += f", asked for in {calls:g} calls each (n = {sampled} at most)"
     if not any(r.params.wants_logprobs for r in requests):
         text += " (sampled answers stand in for logprobs: the endpoint gives none, or sampling "
         text += "was asked for)"

@@ -101,8 +101,6 @@ class Growth:
     round's spec, at its size); their units in the unit the rounds grow by."""
     nested: Mapping[str, Any] = field(default_factory=dict)
     """Spec fields that make each round's draws keep the rounds' before."""
-    sized: Callable[[Any, int], Mapping[str, Any]] | None = None
-    """``(spec, size) -> fields``: more fields a round of that size needs."""
     design: Callable[[Any, float], Design | None] | None = None
     """``(spec, confidence) -> Design``: a group-sequential design, where a power plan
     can size one (else the confidence sequence)."""
@@ -347,8 +345,6 @@ def audit_until(
     sent = 0
     while True:
         update = {growth.size: size, **growth.nested, "until": None, "like": None}
-        if growth.sized is not None:
-            update |= growth.sized(spec, size)
         sized = spec.model_copy(update=update)
         result = audit(sized, provider=provider, stderr=stderr, command=command)
         counts = result.manifest.counts
@@ -409,8 +405,6 @@ def until_lines(
     """
     most = _check(spec, growth)
     update = {growth.size: most, **growth.nested, "until": None, "detect": None}
-    if growth.sized is not None:
-        update |= growth.sized(spec, most)
     requests, cost = cost_at(spec.model_copy(update=update))
     price = "cost unknown" if cost is None else f"${cost:.2f}"
     step = getattr(spec, growth.step) or getattr(spec, growth.size)

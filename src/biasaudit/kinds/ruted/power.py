@@ -8,14 +8,14 @@ sizes say how many it needs; see :mod:`biasaudit.kinds._planning`.
 ``--until`` grows a RUTEd audit by replicates (:data:`GROWTH`,
 :mod:`biasaudit.kinds._rounds`): each context's skew interval counts the sampling
 variance of its occupations' shares, ``4p(1-p)/n`` (occupations held fixed), which more
-replicates shrink. A round's requests ask for ``per_request`` replicates each, the
-common step of the rounds, so that a round repeats the requests of the rounds before
-(from the cache) and adds new ones.
+replicates shrink. With ``until``, the spec asks ``per_request`` replicates a request,
+the common step of the rounds (:class:`~biasaudit.kinds.ruted.spec.RutedSpec`), so
+that a round repeats the requests of the rounds before (from the cache) and adds new
+ones.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -85,13 +85,6 @@ def _skews(metrics: RutedMetrics, spec: Any) -> dict[str, Figure]:
     }
 
 
-def _per_request(spec: Any, size: int) -> dict[str, Any]:
-    """Every round's requests ask for the same number of replicates: the common step
-    of the first round and the rounds after it (or the spec's own ``per_request``)."""
-    step = spec.round_replicates or spec.replicates
-    return {"per_request": spec.per_request or math.gcd(spec.replicates, step)}
-
-
 GROWTH = Growth(
     unit="replicates",
     size="replicates",
@@ -100,5 +93,4 @@ GROWTH = Growth(
     ceiling="--max-replicates",
     figure=lambda spec: "each context's skew",
     read=_skews,
-    sized=_per_request,
 )

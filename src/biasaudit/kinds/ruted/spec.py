@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from biasaudit.kinds._planning import PlanningFields, UntilFields
 from biasaudit.spec import RunSpec
@@ -80,6 +81,19 @@ class RutedSpec(RunSpec, PlanningFields, UntilFields):
         "similarity of each prompt's replicates from sentence embeddings; auto: where the "
         "embeddings extra is installed, on: require it, off: skip.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _rounds_per_request(cls, data: Any) -> Any:
+        # --until grows by replicates: every round's requests ask for the same number, the
+        # common step of the first round and the rounds after it, so that a round repeats
+        # the requests of the rounds before (from the cache) and adds new ones.
+        if isinstance(data, dict) and data.get("until") and not data.get("per_request"):
+            first, step = data.get("replicates", 30), data.get("round_replicates")
+            step = first if step is None else step
+            if all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in (first, step)):
+                data = {**data, "per_request": min(math.gcd(first, step), 128)}
+        return data
 
     @field_validator("contexts", mode="before")
     @classmethod
