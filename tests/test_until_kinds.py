@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -204,3 +205,25 @@ def test_listwise_until_that_cannot_run_is_named_before_anything_is_sent(
                           "--runs-dir", str(tmp_path / "runs"))  # fmt: skip
     assert code == 2 and message in err, err
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_listwise_audit_with_a_power_plan_runs_a_group_sequential_design(
+    tmp_path: Path,
+) -> None:
+    """With --like, the plan sizes five looks in pools per subtask, up to 1.1 times the
+    pools that give 80% power for D; each look reads its O'Brien-Fleming-type boundary."""
+    base = ["run", "resume-screening", "--method", "listwise", "--model", "sim/biased",
+            "--jobs", "software-engineer", "--pools", "8", "--no-report",
+            "--runs-dir", str(tmp_path)]  # fmt: skip
+    code, out, err = invoke(*base)
+    assert code == 0, err
+    pilot = out.strip().splitlines()[-1].removeprefix("run: ")
+    code, out, err = invoke(*base, "--until", "decided", "--detect", "0.15", "--like", pilot)
+    assert code == 0, err
+    _, record = finished(out)
+    assert record.design == "group sequential" and record.boundaries is not None
+    sizes = [r.size for r in record.rounds]
+    assert sizes[0] == 8 and sizes == sorted(set(sizes)) and len(sizes) <= 5
+    assert record.fixed_size is not None and sizes[-1] <= math.ceil(1.1 * record.fixed_size)
+    assert record.boundaries == sorted(record.boundaries, reverse=True)
+    only_new_units_are_sent(record)

@@ -17,8 +17,9 @@ The rule reads intervals valid at every look, however many rounds there are
 (:func:`biasaudit.metrics.sequence_multiplier`: an asymptotic confidence sequence,
 Waudby-Smith et al. 2024, over the kind's unit, tightest at half of its ceiling), so
 stopping when it holds keeps their coverage. Where a kind can size a design from a
-power plan (:attr:`Growth.design`: resume screening with ``--like``), ``decided``
-follows a group-sequential design instead: five looks, each read on its
+power plan (:attr:`Growth.design`: resume screening and listwise audits with
+``--like``), ``decided`` follows a group-sequential design instead
+(:func:`planned_design`): five looks, each read on its
 O'Brien-Fleming-type boundary (:func:`biasaudit.metrics.spending_boundaries`, Lan &
 DeMets 1983) on the t scale of the look's units (:func:`biasaudit.metrics.t_boundary`,
 Jennison & Turnbull 2000, 3.8).
@@ -53,6 +54,7 @@ __all__ = [
     "RoundsRecord",
     "audit_until",
     "equivalence_level",
+    "planned_design",
     "read_rounds",
     "rounds_lines",
     "until_lines",
@@ -191,6 +193,31 @@ class RoundsRecord(BaseModel):
             data = {**data, "figure": f"ΔDP at k={data.get('k')}",
                     "fixed_size": data.get("fixed_names")}  # fmt: skip
         return data
+
+
+def planned_design(
+    spec: Any, models: Mapping[str, VarianceModel], first: int, most: int, confidence: float
+) -> Design | None:
+    """A group-sequential design for ``decided`` sized by a power plan's ``models``: five
+    looks from ``first`` up to 1.1 times the size that gives 80% power for D (at most
+    ``most``), each with its boundary for a gap and for 'within ±D'
+    (:func:`equivalence_level`); None where no size reaches 80% (the confidence
+    sequence is used)."""
+    from biasaudit.metrics import spending_boundaries
+
+    needed = [m.names_for(spec.detect, 0.8, confidence=confidence) for m in models.values()]
+    if not needed or any(n is None for n in needed):
+        return None
+    fixed = max(n for n in needed if n is not None)
+    last = min(most, math.ceil(1.1 * fixed))
+    looks = sorted({max(first, math.ceil(last * j / 5)) for j in range(1, 6)})
+    fractions = [n / looks[-1] for n in looks]
+    return Design(
+        looks,
+        spending_boundaries(fractions, confidence=confidence),
+        spending_boundaries(fractions, confidence=equivalence_level(confidence)),
+        fixed,
+    )
 
 
 def read_rounds(run_dir: Path) -> RoundsRecord | None:

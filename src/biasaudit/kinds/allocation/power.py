@@ -44,9 +44,9 @@ from biasaudit.kinds._planning import (
     run_pilot,
     stated,
 )
-from biasaudit.kinds._rounds import Design, Figure, Growth, equivalence_level
+from biasaudit.kinds._rounds import Design, Figure, Growth, planned_design
 from biasaudit.kinds.allocation.metrics import AllocationMetrics
-from biasaudit.metrics import VarianceModel, spending_boundaries
+from biasaudit.metrics import VarianceModel
 
 __all__ = ["GROWTH", "design", "plan_power", "planned"]
 
@@ -269,26 +269,12 @@ def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) ->
 
 def design(spec: Any, confidence: float) -> Design | None:
     """A group-sequential design for ``decided`` where the power analysis can size one
-    (``--like``): five looks up to 1.1 times the names that give 80% power for D, with
-    their boundaries for a gap and for 'within ±D'
-    (:func:`biasaudit.kinds._rounds.equivalence_level`); None otherwise (the confidence
-    sequence is used)."""
+    (``--like``): :func:`biasaudit.kinds._rounds.planned_design` over names per group;
+    None otherwise (the confidence sequence is used)."""
     if spec.until != "decided" or spec.like is None:
         return None
     plan = planned(spec, spec.headline_k)
-    needed = [m.names_for(spec.detect, 0.8, confidence=confidence) for m in plan.models.values()]
-    if any(n is None for n in needed):
-        return None
-    fixed = max(n for n in needed if n is not None)
-    most = min(spec.max_names, math.ceil(1.1 * fixed))
-    looks = sorted({max(spec.names_per_group, math.ceil(most * j / 5)) for j in range(1, 6)})
-    fractions = [n / looks[-1] for n in looks]
-    return Design(
-        looks,
-        spending_boundaries(fractions, confidence=confidence),
-        spending_boundaries(fractions, confidence=equivalence_level(confidence)),
-        fixed,
-    )
+    return planned_design(spec, plan.models, spec.names_per_group, spec.max_names, confidence)
 
 
 def _gaps(metrics: AllocationMetrics, spec: Any) -> dict[str, Figure]:

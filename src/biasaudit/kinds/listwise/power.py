@@ -21,10 +21,10 @@ from biasaudit.kinds._planning import (
     run_pilot,
     stated,
 )
-from biasaudit.kinds._rounds import Figure, Growth
+from biasaudit.kinds._rounds import Design, Figure, Growth, planned_design
 from biasaudit.kinds.listwise.metrics import ListwiseMetrics
 
-__all__ = ["GROWTH", "plan_power"]
+__all__ = ["GROWTH", "design", "plan_power"]
 
 
 def _planned(spec: Any, k: int) -> Planned:
@@ -102,6 +102,16 @@ def _gaps(metrics: ListwiseMetrics, spec: Any) -> dict[str, Figure]:
     }
 
 
+def design(spec: Any, confidence: float) -> Design | None:
+    """A group-sequential design for ``decided`` where the power analysis can size one
+    (``--like``): :func:`biasaudit.kinds._rounds.planned_design` over pools per subtask;
+    None otherwise (the confidence sequence is used)."""
+    if spec.until != "decided" or spec.like is None:
+        return None
+    plan = _planned(spec, spec.headline_k)
+    return planned_design(spec, plan.models, spec.pools, spec.max_pools, confidence)
+
+
 GROWTH = Growth(
     unit="pools per subtask",
     size="pools",
@@ -111,4 +121,5 @@ GROWTH = Growth(
     figure=lambda spec: f"ΔDP at k={spec.headline_k}",
     read=_gaps,
     nested={"pools_drawn": "nested"},
+    design=design,
 )
