@@ -152,3 +152,26 @@ def test_until_decided_with_a_power_plan_runs_a_group_sequential_design(tmp_path
     last = record.boundaries[-1]
     assert 1.96 < last < 2.2
     assert spending_boundaries([1.0])[0] < last
+    # Replay runs every round again from the cache, on the design as recorded: the
+    # pilot it was planned from is not needed.
+    import shutil
+
+    shutil.rmtree(pilot)
+    run_dir = last_run(out)
+    replayed = replay_run(run_dir)
+    assert replayed.differences == []
+    again = read_rounds(replayed.run_dir)
+    assert again is not None and again.sent == 0
+    assert [r.size for r in again.rounds] == sizes and again.stopped == record.stopped
+
+
+def test_a_replay_checks_the_rounds_as_well(tmp_path: Path) -> None:
+    """A record whose stop or figures the cache does not reproduce is named."""
+    code, out, err = invoke(*BASE, "--until", "precise:0.3", "--runs-dir", str(tmp_path))
+    assert code == 0, err
+    run_dir = last_run(out)
+    record = read_rounds(run_dir)
+    assert record is not None and record.spec is not None and record.spec["until"]
+    forged = record.model_copy(update={"stopped": "precise: forged"})
+    (run_dir / "rounds.json").write_text(forged.model_dump_json(), encoding="utf-8")
+    assert replay_run(run_dir).differences == ["rounds.json: stopped"]

@@ -5,7 +5,10 @@ asked; the cache named in its ``manifest.json`` (or given) holds the answers.
 The replay runs the same audit with ``replay=True``, so the engine never
 opens a connection and stops, before writing anything, when an answer is
 missing. Scores and metrics are recomputed from scratch with the run's seed,
-so they come out identical; :func:`replay_run` checks that they do.
+so they come out identical; :func:`replay_run` checks that they do. An audit run in
+rounds (``--until``) is replayed round by round from the spec its ``rounds.json``
+records, on the design it recorded, and its rounds are checked as well: each size,
+each figure, why it stopped.
 
 The replay is a new run directory of the same kind, beside the original
 unless told otherwise, whose manifest names the original in ``replay_of``.
@@ -147,24 +150,40 @@ def _replay_audit(
     stderr: TextIO | None,
     command: list[str],
 ) -> ReplayResult:
-    spec = _replay_spec(original, cache_path, out)
-    finished = run_spec(spec, stderr=stderr, command=command)
+    from biasaudit.kinds._rounds import read_rounds
+
+    rounds = read_rounds(original)
+    if rounds is not None and rounds.spec is not None:  # every round again, from the cache
+        design = rounds.planned()  # as recorded: the pilot it was planned from may be gone
+        asked = rounds.spec if design is not None else {**rounds.spec, "like": None}
+        spec = _replay_spec(original, cache_path, out, asked)
+        finished = run_spec(spec, stderr=stderr, command=command, design=design)
+    else:
+        spec = _replay_spec(original, cache_path, out)
+        finished = run_spec(spec, stderr=stderr, command=command)
     before = original / "metrics.json"
     differences = (
         metric_differences(_read_json(before), _read_json(finished.run_dir / "metrics.json"))
         if before.is_file()
         else ["metrics.json (the original run has none)"]
     )
+    replayed = read_rounds(finished.run_dir) if rounds is not None else None
+    if rounds is not None and replayed is not None:
+        differences += _rounds_differences(rounds, replayed)
     return ReplayResult(
         finished.run_dir, original, manifest.kind, finished.manifest, finished.table, differences
     )
 
 
-def _replay_spec(original: Path, cache_path: Path, out: Path) -> AuditSpec:
-    path = original / "spec.json"
-    if not path.is_file():
+def _replay_spec(
+    original: Path, cache_path: Path, out: Path, asked: dict[str, Any] | None = None
+) -> AuditSpec:
+    """The spec of ``original``'s ``spec.json`` (or ``asked``: an audit in rounds, from its
+    ``rounds.json``), set to replay from ``cache_path`` into ``out``."""
+    path = original / ("spec.json" if asked is None else "rounds.json")
+    if asked is None and not path.is_file():
         raise UsageError(f"replay: {original} has no spec.json, so what it asked is unknown")
-    data = _read_json(path)
+    data = dict(asked) if asked is not None else _read_json(path)
     data.update(replay=True, fresh=False, cache=str(cache_path), runs_dir=str(out))
     return parse_spec(data, source=str(path))
 
@@ -209,6 +228,22 @@ def _replay_fanout(
     counts = result.manifest.counts
     table = [f"fanout replay of {counts.requests} prompts to {spec['model']}: all from the cache"]
     return ReplayResult(result.run_dir, original, "fanout", result.manifest, table, differences)
+
+
+def _rounds_differences(before: Any, after: Any) -> list[str]:
+    """Where a replay's ``rounds.json`` differs from the original's: each round's size
+    and figures, why it stopped, the design and the fixed size compared with (what was
+    sent, and where, differ by design)."""
+
+    def decisions(record: Any) -> dict[str, Any]:
+        found: dict[str, Any] = record.model_dump(mode="json", exclude={"sent", "spec"})
+        for look in found["rounds"]:
+            for key in ("run_dir", "sent", "requests"):
+                look.pop(key)
+        return found
+
+    found = metric_differences(decisions(before), decisions(after))
+    return [f"rounds.json: {path}" for path in found]
 
 
 def metric_differences(before: Any, after: Any, where: str = "") -> list[str]:

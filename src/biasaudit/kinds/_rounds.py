@@ -28,8 +28,9 @@ Each round is an ordinary run directory; the last one also holds ``rounds.json``
 (:class:`RoundsRecord`): every round (its size, requests sent, each figure's estimate,
 the run's own interval and the ones the rule reads), why the audit stopped, and the
 size and requests of the fixed-size audit of the same precision (``precise``) or the
-one the power analysis recommends for D at 80% (``decided``). ``replay`` of the last
-round reproduces it exactly.
+one the power analysis recommends for D at 80% (``decided``), with the spec as asked
+and the design's looks. ``replay`` of the last round runs every round again from the
+cache, on the recorded design, and checks them (:mod:`biasaudit.replay`).
 """
 
 from __future__ import annotations
@@ -184,6 +185,22 @@ class RoundsRecord(BaseModel):
         "(precise), or the one the power analysis recommends at 80% for D (decided).",
     )
     fixed_requests: int | None = None
+    looks: list[int] | None = Field(
+        None, description="Group sequential: the sizes of the planned looks."
+    )
+    spec: dict[str, Any] | None = Field(
+        None,
+        description="The spec as asked (with until), which replay runs again, round by "
+        "round, from the cache.",
+    )
+
+    def planned(self) -> Design | None:
+        """The group-sequential design the rounds followed, as recorded (None: the
+        confidence sequence, or a record from before looks were recorded)."""
+        if self.looks is None or self.boundaries is None or self.fixed_size is None:
+            return None
+        return Design(self.looks, self.boundaries, self.equivalence_boundaries or [],
+                      self.fixed_size)  # fmt: skip
 
     @model_validator(mode="before")
     @classmethod
@@ -348,9 +365,12 @@ def audit_until(
     provider: Any = None,
     stderr: TextIO | None = None,
     command: Sequence[str] | None = None,
+    design: Design | None = None,
 ) -> Any:
     """Run ``spec`` in rounds of ``audit`` (the kind's run at one size) until its
     ``until`` rule holds; see the module docstring. Returns the last round's run.
+    ``design``: the group-sequential design to follow (a replay's, as recorded) in
+    place of the one the growth plans.
 
     Raises
     ------
@@ -366,7 +386,8 @@ def audit_until(
     first = getattr(spec, growth.size)
     step = getattr(spec, growth.step) or first
     target = max(most / 2, first)
-    design = growth.design(spec, spec.confidence) if growth.design else None
+    if design is None and growth.design is not None:
+        design = growth.design(spec, spec.confidence)
     size = design.looks[0] if design else first
     rounds: list[Round] = []
     sent = 0
@@ -411,8 +432,9 @@ def audit_until(
         equivalence_boundaries=design.equivalence if design else None,
         equivalence_confidence=equivalence_level(confidence) if decided else None,
         confidence=confidence, tightest_at=target, rounds=rounds, stopped=reason, sent=sent,
-        fixed_size=fixed,
+        fixed_size=fixed, looks=design.looks if design else None,
         fixed_requests=None if fixed is None else math.ceil(last.requests * fixed / last.size),
+        spec=spec.model_dump(mode="json"),
     )  # fmt: skip
     (result.run_dir / ROUNDS_FILE).write_text(record.model_dump_json(indent=2) + "\n",
                                               encoding="utf-8")  # fmt: skip

@@ -246,8 +246,10 @@ def run_spec(
     provider: Provider | None = None,
     stderr: TextIO | None = None,
     command: Sequence[str] | None = None,
+    design: Any = None,
 ) -> FinishedAudit:
-    """Run the audit ``spec`` describes, whatever its kind.
+    """Run the audit ``spec`` describes, whatever its kind: in rounds where it has
+    ``until`` (``design``: a group-sequential design to follow, as a replay does).
 
     Raises
     ------
@@ -267,7 +269,7 @@ def run_spec(
         if kind.growth is None:
             raise UsageError(f"--until: a {kind.name} audit does not grow in rounds")
         ran = audit_until(spec, kind.growth.load(), kind.run.load(), provider=provider,
-                          stderr=stderr, command=command)  # fmt: skip
+                          stderr=stderr, command=command, design=design)  # fmt: skip
     else:
         ran = kind.run(spec, provider=provider, stderr=stderr, command=command)
     blocks = kind.run_blocks(ran.metrics, ran.run_dir)
