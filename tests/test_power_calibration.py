@@ -43,6 +43,10 @@ any size: each pool's selection is an average over the groups' rows, which are
 independent across groups)."""
 TRUTH_TWO = -0.166
 """B_M's ΔDP at k=1 in pools of W_M and B_M alone (50 audits of 200 names, SE 0.003)."""
+TRUTH_LISTWISE = -0.125
+"""B_M's ΔDP at k=1 against W_M in listwise pools of W_M, W_F and B_M (one name each,
+100 names per group drawn from 400): the mean over 150 audits of 200 pools in fresh
+worlds (SE 0.003)."""
 
 FIRST_NAMES = {
     "W_M": ["Greg", "Todd", "Brad", "Brett", "Jay", "Matthew", "Neil", "Geoffrey"],
@@ -197,3 +201,52 @@ def test_until_decided_spends_less_than_the_fixed_size_its_power_plan_recommends
     assert float(np.mean(used)) < fixed, (used, fixed)
     assert float(np.mean(sent)) < fixed_requests
     assert declared / 30 >= 0.6, declared
+
+
+@pytest.mark.slow
+def test_listwise_audits_planned_at_80_percent_power_detect_the_gap_about_as_often(
+    tmp_path: Path,
+) -> None:
+    """(a) for listwise audits: eight pilots of 30 pools each plan, from their own
+    intervals (SE scaled by 1/sqrt(pools), the power averaged over the uncertainty of
+    the pilot's variance on 29 degrees of freedom), the pools that detect B_M's gap with
+    80% power; 15 audits of that size, each in a fresh world, detect it about as often:
+    the rate's Wilson 95% interval over the 120 runs holds 80%.
+
+    Measured: 74% (89 of 120, Wilson 66-81%); the plans ranged from 84 to 168 pools,
+    and the z-test's power at those sizes, with the spread measured over 30 audits of
+    100 pools, averages 78%. With the pilot's variance plugged in, the plans were 6%
+    smaller and 73% detected the gap."""
+    from scipy import stats
+
+    from biasaudit.kinds.listwise.power import planned as listwise_planned
+
+    where = setting(tmp_path, ("W_M", "W_F", "B_M"))
+    detect = abs(TRUTH_LISTWISE)
+
+    def gap(pools: int, seed: int, **fields: Any) -> tuple[Path, list[float]]:
+        spec = where.spec(method="listwise", names_per_group=100, pools=pools, seed=seed,
+                          bootstrap=400, **fields)  # fmt: skip
+        ran = run_spec(spec, provider=world(seed), stderr=io.StringIO())
+        found = next(g for g in ran.metrics.gaps if g.group == "B_M" and g.k == 1)
+        assert found.ci is not None
+        return ran.run_dir, found.ci
+
+    detected = runs = 0
+    sizes = []
+    for pilot in range(8):
+        like, _ = gap(30, 300 + pilot)
+        plan = listwise_planned(where.spec(method="listwise", names_per_group=100, pools=30,
+                                           like=str(like), detect=detect), 1)  # fmt: skip
+        size = plan.models["B_M"].names_for(detect, 0.8)
+        assert size is not None
+        sizes.append(size)
+        for seed in range(15):
+            low, high = gap(size, 40_000 + 100 * pilot + seed)[1]
+            detected += high < 0 or low > 0
+            runs += 1
+    z = stats.norm.ppf(0.975)
+    rate = detected / runs
+    centre = (rate + z * z / (2 * runs)) / (1 + z * z / runs)
+    half = z * np.sqrt(rate * (1 - rate) / runs + z * z / (4 * runs * runs)) / (1 + z * z / runs)
+    assert centre - half <= 0.8 <= centre + half, (rate, sizes)

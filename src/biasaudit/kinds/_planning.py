@@ -149,15 +149,21 @@ def stated(
     return Planned(what, unit, dict.fromkeys(labels, model), confidence, source, where)
 
 
-def model_of(bounds: Sequence[float] | None, units: int, confidence: float) -> VarianceModel | None:
+def model_of(
+    bounds: Sequence[float] | None, units: int, confidence: float, *, estimated: bool = True
+) -> VarianceModel | None:
     """A figure's model from its interval (``estimate ± z · SE``) over ``units``; None
-    where it has none or too few units."""
+    where it has none or too few units. ``estimated``: the SE was estimated from the
+    units' spread, so its plan allows for its uncertainty on ``units - 1`` degrees of
+    freedom (:attr:`~biasaudit.metrics.VarianceModel.df`)."""
     from scipy import stats
 
     if bounds is None or units < 2:
         return None
     se = (bounds[1] - bounds[0]) / (2 * float(stats.norm.ppf(0.5 + confidence / 2)))
-    return VarianceModel(se * se * units, 0.0, units) if se > 0 else None
+    if not se > 0:
+        return None
+    return VarianceModel(se * se * units, 0.0, units, df=units - 1 if estimated else None)
 
 
 def power_lines(
@@ -170,12 +176,17 @@ def power_lines(
     for each of :data:`TARGETS` with ``cost_at(units)`` (requests to send, cost)."""
     confidence = planned.confidence
     level = f"{100 * (1 - confidence):g}%"
+    models = planned.models
+    dfs = sorted({m.df for m in models.values() if m.df is not None})
+    allowing = (
+        f"; power averaged over the uncertainty of its variance ({dfs[0]} degrees of "
+        "freedom; Julious & Owen 2006)" if dfs else ""
+    )  # fmt: skip
     lines = [
         f"power to detect {planned.what} >= {detect:g}{planned.where} (its interval excluding 0; "
         f"two-sided, {level} level), from {planned.source}: "
-        f"{planned.how or f'SE scaled by 1/sqrt({planned.unit})'}"
+        f"{planned.how or f'SE scaled by 1/sqrt({planned.unit})'}{allowing}"
     ]
-    models = planned.models
     if now is not None:
         powers = {label: m.power(detect, now, confidence=confidence) for label, m in models.items()}
         shown = ", ".join(f"{label} {p:.0%}" for label, p in powers.items())

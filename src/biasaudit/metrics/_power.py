@@ -39,6 +39,15 @@ is then
 the formula above where s = SE. As n grows (and M = 0) it tends to 1 where
 |d| > z·sqrt(B) and to 0 where |d| < z·sqrt(B): no number of names narrows the
 interval below the items' share.
+Where the variance was estimated from a small pilot (``VarianceModel.df``, its degrees
+of freedom), plugging the estimate in plans too small on average: a pilot that
+underestimates the variance plans an audit that loses more power than one that
+overestimates it gains. The power is then averaged over what the variance may be given
+the estimate, ``sigma² = s²·df/χ²_df`` (the expected power allowing for the
+uncertainty of the variance; Julious & Owen, "Sample size calculations for clinical
+studies allowing for uncertainty about the variance", Pharmaceutical Statistics 5,
+2006), so that audits planned from pilots reach the target on average.
+
 The planned power is the chance of the event the report calls "beyond noise". The
 tests check the planning by simulation, at the metrics level
 (``tests/metrics/test_metrics_power.py``) and end to end against the simulated model
@@ -47,6 +56,7 @@ tests check the planning by simulation, at the metrics level
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -56,6 +66,7 @@ from biasaudit.metrics._validate import check_confidence
 __all__ = ["VarianceModel", "detection_power", "fit_components", "variance_model"]
 
 
+@functools.cache
 def _z(confidence: float) -> float:
     from scipy import stats
 
@@ -103,6 +114,10 @@ class VarianceModel:
     n_now: int
     spread_names: float | None = None
     spread_fixed: float = 0.0
+    df: int | None = None
+    """The degrees of freedom of the variance's estimate (a pilot's units - 1), where the
+    power is to allow for its uncertainty (see the module docstring); None: taken as
+    known."""
 
     def se(self, n: float) -> float:
         """The SE with ``n`` names per group."""
@@ -117,8 +132,19 @@ class VarianceModel:
     def power(self, effect: float, n: float, *, confidence: float = 0.95) -> float:
         """The chance the interval excludes 0 with ``n`` names per group: its width from
         :meth:`se`, the estimate's spread from :meth:`spread` (the items are the same in
-        every audit of the task; see the module docstring)."""
-        return detection_power(effect, self.se(n), confidence=confidence, spread=self.spread(n))
+        every audit of the task; see the module docstring); with ``df``, averaged over
+        the variance's uncertainty."""
+        se, spread = self.se(n), self.spread(n)
+        if self.df is None:
+            return detection_power(effect, se, confidence=confidence, spread=spread)
+        detection_power(effect, se, confidence=confidence, spread=spread)  # checks the inputs
+        z, d = _z(confidence), abs(effect)
+        found = 0.0
+        for scale in _variance_scales(self.df):  # the SE and the spread scale alike
+            root = math.sqrt(scale)
+            found += _phi((d - z * se * root) / (spread * root))
+            found += _phi((-d - z * se * root) / (spread * root))
+        return found / len(_variance_scales(self.df))
 
     def ceiling(self, effect: float, *, confidence: float = 0.95) -> float:
         """The power that many names approach: where the estimate's spread vanishes, 1
@@ -159,6 +185,16 @@ class VarianceModel:
             else:
                 low = middle
         return high
+
+
+@functools.cache
+def _variance_scales(df: int, points: int = 64) -> tuple[float, ...]:
+    """Equally likely values of sigma²/s² given an estimate s² on ``df`` degrees of
+    freedom: ``df/q`` at the midpoint quantiles q of χ²_df."""
+    from scipy import stats
+
+    quantiles = stats.chi2.ppf([(i + 0.5) / points for i in range(points)], max(df, 1))
+    return tuple(float(max(df, 1) / q) for q in quantiles)
 
 
 def variance_model(se_full: float, n_full: int, se_half: float, n_half: int) -> VarianceModel:

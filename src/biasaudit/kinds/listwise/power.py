@@ -24,10 +24,18 @@ from biasaudit.kinds._planning import (
 from biasaudit.kinds._rounds import Design, Figure, Growth, planned_design
 from biasaudit.kinds.listwise.metrics import ListwiseMetrics
 
-__all__ = ["GROWTH", "design", "plan_power"]
+__all__ = ["GROWTH", "design", "plan_power", "planned"]
 
 
-def _planned(spec: Any, k: int) -> Planned:
+def planned(spec: Any, k: int) -> Planned:
+    """Each group's ΔDP at ``k`` in the spec's ``--like`` run as a plan's figures, over
+    its pools per subtask.
+
+    Raises
+    ------
+    UsageError
+        No ``--like``, not a listwise run, or no group with an interval at ``k``.
+    """
     like, metrics = like_metrics(spec, "listwise", ListwiseMetrics, "a listwise run")
     try:
         pools = int(json.loads((like / "spec.json").read_text(encoding="utf-8"))["pools"])
@@ -68,8 +76,8 @@ def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) ->
     def sized(pools: int) -> tuple[int, float | None]:
         return cost_at(spec.model_copy(update={"pools": pools, "detect": None}))
 
-    planned = _planned(spec, spec.headline_k) if spec.like is not None else _stated(spec)
-    return [*lines, *power_lines(planned, spec.detect, spec.pools, sized)]
+    plan = planned(spec, spec.headline_k) if spec.like is not None else _stated(spec)
+    return [*lines, *power_lines(plan, spec.detect, spec.pools, sized)]
 
 
 def _stated(spec: Any) -> Planned:
@@ -108,7 +116,7 @@ def design(spec: Any, confidence: float) -> Design | None:
     None otherwise (the confidence sequence is used)."""
     if spec.until != "decided" or spec.like is None:
         return None
-    plan = _planned(spec, spec.headline_k)
+    plan = planned(spec, spec.headline_k)
     return planned_design(spec, plan.models, spec.pools, spec.max_pools, confidence)
 
 

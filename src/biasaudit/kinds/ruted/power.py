@@ -66,7 +66,9 @@ def _from_like(spec: Any) -> tuple[Planned, int]:
     like, metrics = like_metrics(spec, "ruted", RutedMetrics, "a RUTEd run")
     models = {}
     for context, found in metrics.contexts.items():
-        model = model_of(found.skew_ci, found.occupations, metrics.confidence)
+        # The skew's variance is each occupation's binomial one, 4p(1-p)/n, not an
+        # estimate from the occupations' spread: taken as known.
+        model = model_of(found.skew_ci, found.occupations, metrics.confidence, estimated=False)
         if model is not None:
             models[context] = model
     if not models:
