@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -175,3 +176,38 @@ def test_a_replay_checks_the_rounds_as_well(tmp_path: Path) -> None:
     forged = record.model_copy(update={"stopped": "precise: forged"})
     (run_dir / "rounds.json").write_text(forged.model_dump_json(), encoding="utf-8")
     assert replay_run(run_dir).differences == ["rounds.json: stopped"]
+
+
+def test_a_round_stopped_by_the_budget_leaves_the_rounds_before_it_recorded(
+    tmp_path: Path,
+) -> None:
+    """--max-cost is the ceiling of every round together: the round it stops is kept as a
+    partial run, and the round before records every round and why the audit stopped."""
+    import io
+
+    from biasaudit.errors import RunAbortedError
+    from biasaudit.kinds.registry import run_spec
+    from biasaudit.pricing import BudgetedProvider, ModelPrice
+    from biasaudit.providers.sim import SimProvider
+    from biasaudit.spec import parse_spec
+
+    def spec(where: str) -> Any:
+        return parse_spec({"task": "resume-screening", "model": "sim/biased",
+                           "jobs": "software-engineer", "names_per_group": 5,
+                           "until": "precise:0.001", "max_names": 20,
+                           "runs_dir": str(tmp_path / where),
+                           "cache": str(tmp_path / where / "cache.sqlite")})  # fmt: skip
+
+    price = ModelPrice(input=1.0, output=1.0)
+    probe = BudgetedProvider(SimProvider("biased"), price, max_cost=1e9)
+    run_spec(spec("probe").model_copy(update={"until": None}), provider=probe)
+    budgeted = BudgetedProvider(SimProvider("biased"), price, max_cost=1.5 * probe.spent)
+    stderr = io.StringIO()
+    with pytest.raises(RunAbortedError, match="--max-cost"):
+        run_spec(spec("runs"), provider=budgeted, stderr=stderr)
+    recorded = [d for d in (tmp_path / "runs").iterdir() if (d / "rounds.json").is_file()]
+    assert len(recorded) == 1
+    record = read_rounds(recorded[0])
+    assert record is not None and [r.size for r in record.rounds] == [5]
+    assert record.stopped.startswith("round 2 (10 names per group) stopped: run stopped: ")
+    assert f"the rounds before it: {recorded[0] / 'rounds.json'}" in stderr.getvalue()

@@ -44,7 +44,7 @@ from typing import Any, NamedTuple, TextIO
 
 from pydantic import BaseModel, Field, model_validator
 
-from biasaudit.errors import UsageError
+from biasaudit.errors import RunAbortedError, RunInterruptedError, UsageError
 from biasaudit.metrics import VarianceModel, sequence_multiplier, t_boundary
 
 __all__ = [
@@ -65,11 +65,12 @@ ROUNDS_FILE = "rounds.json"
 
 
 class Figure(NamedTuple):
-    """One figure the rule reads in a round: its estimate, the run's own interval, and
-    the units behind it (the confidence sequence's n; a design's degrees of freedom)."""
+    """One figure the rule reads in a round: its estimate, the run's own interval (None:
+    too few units for one, and the rule cannot hold yet), and the units behind it (the
+    confidence sequence's n; a design's degrees of freedom)."""
 
     estimate: float
-    bounds: Sequence[float]
+    bounds: Sequence[float] | None
     units: int
 
 
@@ -274,7 +275,7 @@ def _looks(
     z = _z(confidence)
     found = {}
     for label, figure in figures.items():
-        if figure.units < 2:
+        if figure.bounds is None or figure.units < 2:
             continue
         se = (figure.bounds[1] - figure.bounds[0]) / (2 * z)
         times = multiplier(figure.units)
@@ -297,9 +298,10 @@ def _t_scaled(boundary: float, units: int) -> float:
     return t_boundary(boundary, max(units - 1, 1))
 
 
-def _settled(spec: Any, looks: Mapping[str, Look]) -> str | None:
-    """Why the rule holds, or None."""
-    if not looks:
+def _settled(spec: Any, looks: Mapping[str, Look], read: int) -> str | None:
+    """Why the rule holds over the ``read`` figures, or None (also where some figure has
+    no interval yet)."""
+    if not looks or len(looks) < read:
         return None
     if spec.until == "decided":
         d = spec.detect
@@ -377,9 +379,10 @@ def audit_until(
     UsageError
         ``decided`` where the kind has no gap to decide, or a first round above the
         ceiling (before anything is sent).
-    RunAbortedError
+    RunAbortedError, RunInterruptedError
         A round stopped (the endpoint, storage, the budget, Ctrl-C); the rounds before
-        it are kept as they are.
+        it are kept as they are, and the last of them records them all in its
+        ``rounds.json``, with the round that stopped.
     """
     most = _check(spec, growth)
     provider = provider or spec.resolve_provider()
@@ -390,11 +393,20 @@ def audit_until(
         design = growth.design(spec, spec.confidence)
     size = design.looks[0] if design else first
     rounds: list[Round] = []
-    sent = 0
+    sent, confidence, result = 0, spec.confidence, None
     while True:
         update = {growth.size: size, **growth.nested, "until": None, "like": None}
         sized = spec.model_copy(update=update)
-        result = audit(sized, provider=provider, stderr=stderr, command=command)
+        try:
+            result = audit(sized, provider=provider, stderr=stderr, command=command)
+        except (RunAbortedError, RunInterruptedError) as error:
+            if result is not None:  # the rounds before are kept, and recorded
+                why = f"round {len(rounds) + 1} ({size} {growth.unit}) stopped: {error}"
+                _write(result.run_dir, spec, growth, design, rounds, why, sent, target,
+                       confidence)  # fmt: skip
+                if stderr is not None:
+                    print(f"the rounds before it: {result.run_dir / ROUNDS_FILE}", file=stderr)
+            raise
         counts = result.manifest.counts
         sent += counts.sent
         confidence = result.metrics.confidence
@@ -406,11 +418,12 @@ def audit_until(
                 sequence_multiplier, target_n=target, confidence=confidence)  # fmt: skip
             equivalence = functools.partial(sequence_multiplier, target_n=target,
                                             confidence=equivalence_level(confidence))  # fmt: skip
-        looks = _looks(growth.read(result.metrics, sized), confidence, multiplier,
+        figures = growth.read(result.metrics, sized)
+        looks = _looks(figures, confidence, multiplier,
                        equivalence if spec.until == "decided" else None)  # fmt: skip
         rounds.append(Round(size=size, run_dir=str(result.run_dir), requests=counts.requests,
                             sent=counts.sent, figures=looks))  # fmt: skip
-        reason = _settled(spec, looks)
+        reason = _settled(spec, looks, len(figures))
         last_look = design.looks[-1] if design else most
         if reason is None and size >= last_look:
             reason = (
@@ -422,6 +435,22 @@ def audit_until(
         if reason is not None:
             break
         size = design.looks[len(rounds)] if design else min(size + step, most)
+    _write(result.run_dir, spec, growth, design, rounds, reason, sent, target, confidence)
+    return result
+
+
+def _write(
+    run_dir: Path,
+    spec: Any,
+    growth: Growth,
+    design: Design | None,
+    rounds: list[Round],
+    stopped: str,
+    sent: int,
+    target: float,
+    confidence: float,
+) -> None:
+    """``rounds.json`` of the rounds run so far, in ``run_dir`` (the last one's)."""
     last = rounds[-1]
     fixed = design.fixed if design else _fixed_size(spec, last, confidence)
     decided = spec.until == "decided"
@@ -431,14 +460,13 @@ def audit_until(
         boundaries=design.boundaries if design else None,
         equivalence_boundaries=design.equivalence if design else None,
         equivalence_confidence=equivalence_level(confidence) if decided else None,
-        confidence=confidence, tightest_at=target, rounds=rounds, stopped=reason, sent=sent,
+        confidence=confidence, tightest_at=target, rounds=rounds, stopped=stopped, sent=sent,
         fixed_size=fixed, looks=design.looks if design else None,
         fixed_requests=None if fixed is None else math.ceil(last.requests * fixed / last.size),
         spec=spec.model_dump(mode="json"),
     )  # fmt: skip
-    (result.run_dir / ROUNDS_FILE).write_text(record.model_dump_json(indent=2) + "\n",
-                                              encoding="utf-8")  # fmt: skip
-    return result
+    (run_dir / ROUNDS_FILE).write_text(record.model_dump_json(indent=2) + "\n",
+                                       encoding="utf-8")  # fmt: skip
 
 
 def until_lines(

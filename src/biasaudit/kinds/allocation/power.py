@@ -283,7 +283,7 @@ def _gaps(metrics: AllocationMetrics, spec: Any) -> dict[str, Figure]:
     found = {}
     for group, figures in metrics.groups.items():
         bounds, estimate = figures.dp_gap_ci.get(k), figures.dp_gap.get(k)
-        if bounds is not None and estimate is not None:
+        if estimate is not None:
             found[group] = Figure(estimate, bounds, figures.units or 0)
     return found
 

@@ -92,7 +92,7 @@ def _scores(metrics: GradeScoreMetrics, spec: Any) -> dict[str, Figure]:
     found = {}
     for name in SCORES:
         estimate, bounds = getattr(metrics, name), getattr(metrics, f"{name}_ci")
-        if estimate is not None and bounds is not None:
+        if estimate is not None:
             found[name.replace("_", " ")] = Figure(estimate, bounds, metrics.items)
     return found
 

@@ -106,7 +106,7 @@ def _gaps(metrics: ListwiseMetrics, spec: Any) -> dict[str, Figure]:
     return {
         gap.group: Figure(gap.dp_gap, gap.ci, spec.pools)
         for gap in metrics.gaps
-        if gap.k == spec.headline_k and gap.ci is not None
+        if gap.k == spec.headline_k
     }
 
 

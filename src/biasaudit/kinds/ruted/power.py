@@ -83,7 +83,7 @@ def _skews(metrics: RutedMetrics, spec: Any) -> dict[str, Figure]:
     return {
         context: Figure(found.skew, found.skew_ci, spec.replicates)
         for context, found in metrics.contexts.items()
-        if found.skew is not None and found.skew_ci is not None
+        if found.skew is not None
     }
 
 
