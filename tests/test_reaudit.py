@@ -106,3 +106,26 @@ def test_spec_identity_ignores_how_a_run_is_run(spec_file: Path, tmp_path: Path)
         load_spec(spec_file, {"runs_dir": str(tmp_path), "fresh": True, "concurrency": 3})
     )
     assert spec_identity(base) != spec_identity(load_spec(spec_file, {"seed": 1}))
+
+
+def test_a_reaudit_in_rounds_compares_with_the_last_round_of_the_one_before(
+    server: SnapshotServer, spec_file: Path, tmp_path: Path
+) -> None:
+    """A spec with --until runs in rounds each time; its baseline is the previous
+    re-audit's last round (the one whose rounds.json records the spec), not a round of
+    its own size."""
+    spec_file.write_text(spec_file.read_text() + "until: precise:0.01\nmax_names: 10\n")
+    history = tmp_path / "history"
+    code, out, _ = invoke("reaudit", str(spec_file), "--history", str(history))
+    assert code == 0 and "baseline: none" in out
+    first = Path(out.splitlines()[-1].removeprefix("run: "))
+    record = json.loads((first / "rounds.json").read_text())
+    assert [r["size"] for r in record["rounds"]] == [5, 10]  # two rounds, two run folders
+    code, out, _ = invoke("reaudit", str(spec_file), "--history", str(history))
+    assert code == 0 and f"baseline: {first}" in out
+    second = Path(out.splitlines()[-1].removeprefix("run: "))
+    assert json.loads((second / "compare.json").read_text())["run_a"] == str(first)
+    code, out, _ = invoke("history", "--spec", str(spec_file), "--runs-dir", str(history))
+    assert code == 0 and first.name in out and second.name in out
+    assert len(out.strip().splitlines()) == 3  # the header and the two last rounds, of four
+    assert len(list(history.glob("*/manifest.json"))) == 4

@@ -335,7 +335,7 @@ def _fixed_size(spec: Any, last: Round, confidence: float) -> int | None:
             needed = math.ceil(model.names * (z / width) ** 2)
         if needed is None:
             return None
-        sizes.append(needed)
+        sizes.append(max(needed, 2))  # an interval needs two units
     return max(sizes) if sizes else None
 
 

@@ -148,8 +148,15 @@ def _entry(run_dir: Path) -> HistoryEntry | None:
 
 
 def _run_spec_id(run_dir: Path) -> str | None:
+    """The identity of the spec the run was asked with: its ``spec.json``, or for the last
+    round of an audit run in rounds (``--until``) the spec its ``rounds.json`` records
+    (the rounds before are runs of their own size, and not of that spec)."""
     try:
         data = json.loads((run_dir / "spec.json").read_text(encoding="utf-8"))
+        rounds = run_dir / "rounds.json"
+        if rounds.is_file():
+            asked = json.loads(rounds.read_text(encoding="utf-8")).get("spec")
+            data = asked if isinstance(asked, dict) else data
         return spec_identity(parse_spec(data))
     except (OSError, ValueError, UsageError):
         return None
