@@ -465,7 +465,7 @@ def many_prompts(tmp_path: Path) -> Path:
     path = tmp_path / "prompts.jsonl"
     lines = [
         chat(f"p{i}", f"Is {i} an even number? Answer Yes or No.", max_tokens=1).model_dump_json()
-        for i in range(400)
+        for i in range(4000)  # far more than answer before the signal
     ]
     path.write_text("\n".join(lines) + "\n")
     return path
