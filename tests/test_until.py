@@ -68,6 +68,20 @@ def test_until_decided_grows_by_new_names_and_stops_when_every_group_is_settled(
     assert replayed.differences == []
 
 
+def test_the_report_of_a_run_in_rounds_opens_with_them_and_says_which_intervals_hold(
+    tmp_path: Path,
+) -> None:
+    code, out, err = invoke(*BASE[:-1], "--until", "precise:0.001", "--max-names", "10",
+                            "--runs-dir", str(tmp_path))  # fmt: skip
+    assert code == 0, err
+    assert "the intervals above are the last round's own, for its size alone" in out
+    report = (last_run(out) / "report.md").read_text(encoding="utf-8")
+    sections = [line for line in report.splitlines() if line.startswith("## ")]
+    assert sections[0].startswith("## Rounds (--until)")
+    assert "do not allow for the looks taken on the way" in report
+    assert "reached the ceiling, 10 names per group (--max-names)" in report
+
+
 def test_until_precise_stops_at_the_width_or_at_max_names(tmp_path: Path) -> None:
     code, out, err = invoke(*BASE, "--until", "precise:0.5", "--runs-dir", str(tmp_path))
     assert code == 0, err

@@ -120,7 +120,13 @@ class Kind:
 
         blocks: list[Any] = self.table(metrics, run_dir)
         record = read_rounds(run_dir) if self.growth is not None else None
-        return blocks if record is None else [*blocks, *rounds_lines(record)]
+        if record is None:
+            return blocks
+        caution = (
+            "the intervals above are the last round's own, for its size alone; those of "
+            "the rounds hold at every look, whatever the round the audit stopped at"
+        )
+        return [*blocks, *rounds_lines(record), caution]
 
     def owns(self, spec: RunSpec) -> bool:
         """Whether a run of ``spec`` is of this kind."""

@@ -101,7 +101,38 @@ def run_document(run_dir: Path) -> Document:
             f"{run_dir} is a {manifest.kind} run: reports cover {', '.join(KINDS)} runs"
         )
     document: Document = audit_kind(manifest.kind).document(run_dir, manifest, spec)
-    return document
+    return _with_rounds(document, run_dir)
+
+
+def _with_rounds(document: Document, run_dir: Path) -> Document:
+    """The report of a run in rounds (``--until``) opens with them: the rule, why it
+    stopped, each round's figures with the intervals valid at every look, and a warning
+    that the run's own intervals further down do not allow for the looks."""
+    from biasaudit.kinds._rounds import read_rounds, rounds_lines
+    from biasaudit.reports.html._document import Paragraph, Section, Table
+    from biasaudit.reports.text import PlainTable
+
+    record = read_rounds(run_dir)
+    if record is None:
+        return document
+    blocks: list[Paragraph | Table] = [
+        Paragraph(
+            f"This audit ran in rounds of more {record.unit} until --until {record.until} "
+            f"held, and stopped at round {len(record.rounds)}. The intervals that hold at "
+            "every look, whatever the round it stopped at, are the ones in the table below "
+            f"({record.design}). The run's own intervals in the sections after it are for "
+            "its last size alone: they do not allow for the looks taken on the way, and are "
+            "narrower than what the audit can claim.",
+            strong=True,
+        )
+    ]
+    for line in rounds_lines(record):
+        if isinstance(line, PlainTable):
+            blocks.append(Table.of(line))
+        elif line:
+            blocks.append(Paragraph(str(line)))
+    section = Section("Rounds (--until)", "rounds", list(blocks))
+    return replace(document, sections=[section, *document.sections])
 
 
 def write_report(run_dir: str | Path, report_format: ReportFormat = "both") -> list[Path]:
