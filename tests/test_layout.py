@@ -231,10 +231,14 @@ def test_each_kind_declares_every_step_in_its_own_folder(kind: str) -> None:
     if declared.growth is not None:  # each spec that grows has the fields its growth names
         from biasaudit.kinds._rounds import Growth
 
-        growth = declared.growth.load()
-        assert isinstance(growth, Growth)
-        grown = [s for s in declared.specs if growth.size in s.model_fields]
-        assert grown and all({"until", growth.step} <= set(s.model_fields) for s in grown)
+        found = declared.growth.load()
+        growths = [found] if isinstance(found, Growth) else [
+            getattr(inspect.getmodule(found), name) for name in ("GROWTH", "PAIRWISE_GROWTH")
+        ]  # fmt: skip
+        for growth in growths:
+            assert isinstance(growth, Growth)
+            grown = [s for s in declared.specs if growth.size in s.model_fields]
+            assert grown and all({"until", growth.step} <= set(s.model_fields) for s in grown)
     assert set(declared.commands) <= {info.name for info in refs["tasks"].load()}
     if declared.scorer is not None:
         parameters = list(inspect.signature(declared.scorer.score.load()).parameters)

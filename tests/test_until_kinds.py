@@ -227,3 +227,25 @@ def test_a_listwise_audit_with_a_power_plan_runs_a_group_sequential_design(
     assert record.fixed_size is not None and sizes[-1] <= math.ceil(1.1 * record.fixed_size)
     assert record.boundaries == sorted(record.boundaries, reverse=True)
     only_new_units_are_sent(record)
+
+
+def test_a_pairwise_audit_grows_by_nested_pools_and_plans_in_pools(tmp_path: Path) -> None:
+    """Pairwise pools are drawn from the candidates, so more names would redraw them all;
+    a pairwise audit grows by pools per subtask instead, each round sending only its new
+    pools' comparisons, and plans in the same unit."""
+    base = ["run", "resume-screening", "--method", "pairwise", "--model", "sim/biased",
+            "--jobs", "software-engineer", "--runs-dir", str(tmp_path)]  # fmt: skip
+    code, out, err = invoke(*base, "--pools", "10", "--until", "precise:0.3", "--no-report")
+    assert code == 0, err
+    run_dir, record = finished(out)
+    assert record.unit == "pools per subtask" and len(record.rounds) > 1
+    only_new_units_are_sent(record)
+    assert len({r.sent for r in record.rounds}) == 1  # 10 new pools a round
+    assert json.loads((run_dir / "spec.json").read_text())["pools_drawn"] == "nested"
+    assert replay_run(run_dir).differences == []
+    code, out, err = invoke(*base, "--dry-run", "--detect", "0.1", "--like", str(run_dir))
+    assert code == 0, err
+    power = next(line for line in out.splitlines() if line.startswith("power to detect"))
+    assert "SE scaled by 1/sqrt(pools per subtask)" in power
+    assert any(line.startswith("  80% power: ") and " pools per subtask, " in line
+               for line in out.splitlines())  # fmt: skip

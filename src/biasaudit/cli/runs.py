@@ -106,9 +106,9 @@ def _power_lines(spec: AuditSpec, provider: Any, table: Any) -> list[str]:
 
     found: list[str] = []
     if getattr(spec, "until", None) is not None and kind.growth is not None:
-        from biasaudit.kinds._rounds import until_lines
+        from biasaudit.kinds._rounds import growth_for, until_lines
 
-        found += until_lines(spec, kind.growth.load(), cost_at)
+        found += until_lines(spec, growth_for(kind.growth.load(), spec), cost_at)
     like = getattr(spec, "like", None)
     if getattr(spec, "detect", None) is not None and like is not None:
         click.echo(f"planning from {like} (a refit of its figures: seconds to a minute)",

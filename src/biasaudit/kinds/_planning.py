@@ -32,10 +32,12 @@ __all__ = [
     "Planned",
     "PlanningFields",
     "UntilFields",
+    "like_pools",
     "model_of",
     "power_lines",
     "run_pilot",
     "stated",
+    "stated_pools",
 ]
 
 
@@ -279,3 +281,36 @@ def run_pilot(
         f"the audit reuses them{same}): {result.run_dir}"
     )
     return result.run_dir, line
+
+
+def like_pools(like: Path) -> int:
+    """The pools per subtask of a previous run (its ``spec.json``); 0 where it has none
+    (an imported run: its pools are not an audit's unit)."""
+    import json
+
+    try:
+        return int(json.loads((like / "spec.json").read_text(encoding="utf-8"))["pools"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0
+
+
+def stated_pools(spec: Any) -> Planned:
+    """A plan in pools per subtask without a previous run (listwise and pairwise
+    audits): a group's place in each pool at the headline k is taken or not (a chance
+    that varies as much as a rate can), so its ΔDP has variance ``2 p (1 - p)`` a pool,
+    over the pools of every subtask; p = k over the pool's size."""
+    from biasaudit.kinds.candidates.tasks import build_task
+
+    task = build_task(spec)
+    size = len(task.groups) if task.pool.kind == "one_per_group" else task.pool.size or 2
+    subtasks = len({candidate.subtask for candidate in task.candidates}) or 1
+    k = min(spec.headline_k, size)
+    p = k / size
+    groups = [g for g in task.groups if g != task.reference_group]
+    why = (
+        f"each pool's place taken or not: SE² = 2p(1-p)/(pools x {subtasks} subtasks), "
+        f"p = {k}/{size}"
+    )
+    return stated("|ΔDP|", "pools per subtask", groups, 2 * p * (1 - p) / subtasks, spec.pools,
+                  why, confidence=spec.confidence,
+                  where=f" at k={k} against {task.reference_group}")  # fmt: skip

@@ -55,6 +55,7 @@ __all__ = [
     "RoundsRecord",
     "audit_until",
     "equivalence_level",
+    "growth_for",
     "planned_design",
     "read_rounds",
     "rounds_lines",
@@ -255,6 +256,12 @@ def equivalence_level(confidence: float) -> float:
     is D or more stays at most alpha, as the chance of declaring a gap where there is
     none does."""
     return 2 * confidence - 1
+
+
+def growth_for(declared: Growth | Callable[[Any], Growth], spec: Any) -> Growth:
+    """A kind's declared ``growth`` for ``spec``: the one growth, or the one its chooser
+    picks for the spec (allocation: names pointwise, pools pairwise)."""
+    return declared if isinstance(declared, Growth) else declared(spec)
 
 
 def _z(confidence: float) -> float:

@@ -111,8 +111,8 @@ class Kind:
     """``(spec, cost_at) -> list[str]``: the dry run's power lines for a spec's ``detect``
     (``cost_at(spec)``: requests to send and cost of a spec), where the kind plans them."""
     growth: Ref | None = None
-    """A :class:`biasaudit.kinds._rounds.Growth`: how ``--until`` grows its audits in
-    rounds, where it does."""
+    """A :class:`biasaudit.kinds._rounds.Growth`, or ``(spec) -> Growth``: how ``--until``
+    grows its audits in rounds, where it does."""
 
     def run_blocks(self, metrics: Any, run_dir: Any) -> list[Any]:
         """Its ``table`` of a run, and the rounds of one run with ``--until``."""

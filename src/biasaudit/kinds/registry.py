@@ -264,11 +264,12 @@ def run_spec(
         )
     kind = kind_of_spec(spec)
     if getattr(spec, "until", None) is not None:
-        from biasaudit.kinds._rounds import audit_until
+        from biasaudit.kinds._rounds import audit_until, growth_for
 
         if kind.growth is None:
             raise UsageError(f"--until: a {kind.name} audit does not grow in rounds")
-        ran = audit_until(spec, kind.growth.load(), kind.run.load(), provider=provider,
+        growth = growth_for(kind.growth.load(), spec)
+        ran = audit_until(spec, growth, kind.run.load(), provider=provider,
                           stderr=stderr, command=command, design=design)  # fmt: skip
     else:
         ran = kind.run(spec, provider=provider, stderr=stderr, command=command)

@@ -36,7 +36,7 @@ KIND = Kind(
     compared_per="group",
     scores_file="scores.csv",
     power=Ref(f"{_HERE}.power:plan_power"),
-    growth=Ref(f"{_HERE}.power:GROWTH"),
+    growth=Ref(f"{_HERE}.power:growth"),
     compare_note=" ΔDP and ΔEO in percentage points.",
     figure_names={
         "rabbi": "RABBI",

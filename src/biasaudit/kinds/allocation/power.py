@@ -17,15 +17,18 @@ A pointwise run's ``scores.csv`` gives both: its ΔDP is recomputed on the whole
 on eight random halves of each group's names, with both bootstraps
 (:data:`REPLICATES` replicates each), and :func:`biasaudit.metrics.fit_components`
 solves each pair of sizes (:class:`biasaudit.metrics.VarianceModel`). A run that cannot
-be halved (pairwise, fewer than 4 names per group, no names in its scores) is scaled
-by 1/sqrt(names) alone, and the line says so. Power is the chance that the interval
+be halved (fewer than 4 names per group, no names in its scores) is scaled by
+1/sqrt(names) alone, and the line says so. A pairwise audit plans in pools per subtask
+(:func:`pairwise_planned`), the units its intervals resample. Power is the chance that the interval
 excludes 0, the event the report calls "beyond noise" (:func:`biasaudit.metrics.
 detection_power`). A group is planned for by its own figures; the sizes printed are
 those at which every group's gap of size D is detected with the target chance.
 
-``--until`` grows a resume-screening audit by names per group (:data:`GROWTH`, see
-:mod:`biasaudit.kinds._rounds`); with ``decided`` and a power plan (``--like``) its
-rounds follow a group-sequential design sized by that plan (:func:`design`).
+``--until`` grows a pointwise resume-screening audit by names per group
+(:data:`GROWTH`, see :mod:`biasaudit.kinds._rounds`) and a pairwise audit by pools per
+subtask (:data:`PAIRWISE_GROWTH`; :func:`growth` picks); with ``decided`` and a power
+plan (``--like``) its rounds follow a group-sequential design sized by that plan
+(:func:`design`).
 """
 
 from __future__ import annotations
@@ -39,16 +42,26 @@ from biasaudit.errors import UsageError
 from biasaudit.kinds._planning import (
     Planned,
     like_metrics,
+    like_pools,
     model_of,
     power_lines,
     run_pilot,
     stated,
+    stated_pools,
 )
 from biasaudit.kinds._rounds import Design, Figure, Growth, planned_design
 from biasaudit.kinds.allocation.metrics import AllocationMetrics
 from biasaudit.metrics import VarianceModel
 
-__all__ = ["GROWTH", "design", "plan_power", "planned"]
+__all__ = [
+    "GROWTH",
+    "PAIRWISE_GROWTH",
+    "design",
+    "growth",
+    "pairwise_planned",
+    "plan_power",
+    "planned",
+]
 
 
 def planned(spec: Any, k: int) -> Planned:
@@ -231,6 +244,8 @@ def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) ->
     names_now = getattr(spec, "names_per_group", None)
     if spec.detect is None:
         return lines
+    if spec.method == "pairwise":
+        return _pairwise_plan(spec, cost_at)
     if spec.pilot is not None:
         from biasaudit.kinds.allocation.run import audit
 
@@ -269,23 +284,79 @@ def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) ->
 
 def design(spec: Any, confidence: float) -> Design | None:
     """A group-sequential design for ``decided`` where the power analysis can size one
-    (``--like``): :func:`biasaudit.kinds._rounds.planned_design` over names per group;
-    None otherwise (the confidence sequence is used)."""
+    (``--like``): :func:`biasaudit.kinds._rounds.planned_design` over names per group, or
+    pools per subtask (pairwise); None otherwise (the confidence sequence is used)."""
     if spec.until != "decided" or spec.like is None:
         return None
+    if spec.method == "pairwise":
+        plan = pairwise_planned(spec, spec.headline_k)
+        return planned_design(spec, plan.models, spec.pools, spec.max_pools, confidence)
     plan = planned(spec, spec.headline_k)
     return planned_design(spec, plan.models, spec.names_per_group, spec.max_names, confidence)
 
 
+def pairwise_planned(spec: Any, k: int) -> Planned:
+    """Each group's ΔDP at ``k`` in a pairwise ``--like`` run, over its pools per subtask
+    (the units its intervals resample: more names alone do not narrow them).
+
+    Raises
+    ------
+    UsageError
+        No ``--like``, not a pairwise allocation run, or no group with an interval at
+        ``k``.
+    """
+    like, metrics = like_metrics(spec, "allocation", AllocationMetrics, "an allocation run")
+    pools = like_pools(like)
+    if metrics.method != "pairwise" or not pools:
+        raise UsageError(f"--like {like}: a pairwise plan reads a pairwise run of this task")
+    models = {}
+    for group, found in metrics.groups.items():
+        model = model_of(found.dp_gap_ci.get(str(k)), pools, metrics.confidence)
+        if model is not None:
+            models[group] = model
+    if not models:
+        raise UsageError(f"--like {like}: no group has a ΔDP interval at k={k}")
+    where = f" at k={k} against {metrics.reference_group}"
+    return Planned("|ΔDP|", "pools per subtask", models, metrics.confidence, like.name, where)
+
+
+def _pairwise_plan(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) -> list[str]:
+    """A pairwise spec's power lines, in pools per subtask: from a pilot of fewer pools
+    (drawn nested), ``like``, or stated defaults."""
+    lines = []
+    if spec.pilot is not None:
+        from biasaudit.kinds.allocation.run import audit
+
+        like, line = run_pilot(spec, PAIRWISE_GROWTH, audit, cost_at)
+        spec = spec.model_copy(update={"like": like})
+        lines.append(line)
+
+    def sized(pools: int) -> tuple[int, float | None]:
+        return cost_at(spec.model_copy(update={"pools": pools, "detect": None}))
+
+    plan = pairwise_planned(spec, spec.headline_k) if spec.like is not None else (
+        stated_pools(spec))  # fmt: skip
+    return [*lines, *power_lines(plan, spec.detect, spec.pools, sized)]
+
+
 def _gaps(metrics: AllocationMetrics, spec: Any) -> dict[str, Figure]:
-    """Each group's ΔDP at the headline k, over its names."""
+    """Each group's ΔDP at the headline k, over its names (pointwise) or the round's
+    pools per subtask (pairwise)."""
     k = str(spec.headline_k)
     found = {}
     for group, figures in metrics.groups.items():
         bounds, estimate = figures.dp_gap_ci.get(k), figures.dp_gap.get(k)
+        units = spec.pools if spec.method == "pairwise" else figures.units or 0
         if estimate is not None:
-            found[group] = Figure(estimate, bounds, figures.units or 0)
+            found[group] = Figure(estimate, bounds, units)
     return found
+
+
+def growth(spec: Any) -> Growth:
+    """How ``spec`` grows in rounds: by names per group (:data:`GROWTH`), or pairwise by
+    pools per subtask (:data:`PAIRWISE_GROWTH`: its pools are drawn from the candidates,
+    so more names would redraw every pool, and no round could reuse the one before)."""
+    return PAIRWISE_GROWTH if spec.method == "pairwise" else GROWTH
 
 
 GROWTH = Growth(
@@ -299,4 +370,15 @@ GROWTH = Growth(
     nested={"names_drawn": "nested"},
     design=design,
     tasks="resume screening",
+)
+
+PAIRWISE_GROWTH = Growth(
+    unit="pools per subtask",
+    size="pools",
+    step="round_pools",
+    most=lambda spec: spec.max_pools,
+    ceiling="--max-pools",
+    figure=lambda spec: f"ΔDP at k={spec.headline_k}",
+    read=_gaps,
+    nested={"pools_drawn": "nested"},
 )

@@ -267,7 +267,8 @@ def plan_scoring(task: AllocationTask, spec: AllocationSpec, provider: Provider)
     """
     plan: ScoringPlan
     if spec.method == "pairwise":
-        pools = task.pairwise_pools(spec.pools, seed=spec.seed)
+        pools = task.pairwise_pools(spec.pools, seed=spec.seed,
+                                    nested=spec.pools_drawn == "nested")  # fmt: skip
         plan = PairwisePlan(task, PairwiseProbe(noun=task.noun), pools)
     else:
         template = None

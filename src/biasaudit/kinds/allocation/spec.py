@@ -40,10 +40,14 @@ class AllocationSpec(CandidatesData, PlanningFields, UntilFields):
 
     @model_validator(mode="before")
     @classmethod
-    def _nested_names(cls, data: Any) -> Any:
-        # --until grows by names: every round keeps the names of the rounds before it.
-        if isinstance(data, dict) and data.get("until") and "names_drawn" in cls.model_fields:
-            data = {**data, "names_drawn": data.get("names_drawn") or "nested"}
+    def _nested_units(cls, data: Any) -> Any:
+        # --until grows by names (pointwise) or pools (pairwise): every round keeps the
+        # units of the rounds before it.
+        if isinstance(data, dict) and data.get("until"):
+            if data.get("method") == "pairwise":
+                data = {**data, "pools_drawn": data.get("pools_drawn") or "nested"}
+            elif "names_drawn" in cls.model_fields:
+                data = {**data, "names_drawn": data.get("names_drawn") or "nested"}
         return data
 
     @classmethod
@@ -100,6 +104,22 @@ class AllocationSpec(CandidatesData, PlanningFields, UntilFields):
         1800, ge=1, le=MAX_ROUNDS, description="Simulated selection pools per subtask."
     )
     pools: int = Field(30, ge=1, le=10_000, description="Pairwise: pools compared per subtask.")
+    pools_drawn: Literal["sequence", "nested"] = Field(
+        "sequence",
+        description="Pairwise: how the pools are drawn (seeded): 'nested' draws each "
+        "subtask's from its own stream, so that a larger --pools keeps every pool a smaller "
+        "one drew (the rounds of --until); 'sequence' (one stream) is how runs before it "
+        "drew them.",
+    )
+    round_pools: int | None = Field(
+        None, ge=1, le=10_000,
+        description="Pairwise --until: pools per subtask added each round [default: the "
+        "first round's, --pools].",
+    )  # fmt: skip
+    max_pools: int = Field(
+        300, ge=1, le=10_000,
+        description="Pairwise --until: the most pools per subtask to reach.",
+    )  # fmt: skip
     bootstrap: int = Field(2000, ge=100, le=100_000, description="Bootstrap replicates of RABBI.")
     gap_bootstrap: int = Field(
         200, ge=20, le=10_000, description="Bootstrap replicates of the gaps."

@@ -9,6 +9,7 @@ the prompts that ask a model about one candidate (pointwise) or two
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -274,11 +275,15 @@ class AllocationTask:
     def _context(self, candidate: Candidate) -> Mapping[str, str]:
         return self.context.get(candidate.subtask, {})
 
-    def pairwise_pools(self, n_pools: int, *, seed: int) -> list[Pool]:
-        """``n_pools`` pools per subtask, drawn as the pool design says (seeded)."""
+    def pairwise_pools(self, n_pools: int, *, seed: int, nested: bool = False) -> list[Pool]:
+        """``n_pools`` pools per subtask, drawn as the pool design says (seeded): from one
+        stream, or (``nested``) from one per subtask, so that the first N pools of a
+        subtask are the same at any larger ``n_pools``."""
         rng = np.random.default_rng(seed)
         pools: list[Pool] = []
         for subtask in self.subtasks:
+            if nested:
+                rng = np.random.default_rng([seed, zlib.crc32(subtask.encode())])
             members = [c for c in self.candidates if c.subtask == subtask]
             for index in range(n_pools):
                 drawn = self._draw_pool(rng, members, subtask)

@@ -8,7 +8,6 @@ square root of the pools: each pool brings new names); see :mod:`biasaudit.kinds
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -16,10 +15,11 @@ from biasaudit.errors import UsageError
 from biasaudit.kinds._planning import (
     Planned,
     like_metrics,
+    like_pools,
     model_of,
     power_lines,
     run_pilot,
-    stated,
+    stated_pools,
 )
 from biasaudit.kinds._rounds import Design, Figure, Growth, planned_design
 from biasaudit.kinds.listwise.metrics import ListwiseMetrics
@@ -37,10 +37,7 @@ def planned(spec: Any, k: int) -> Planned:
         No ``--like``, not a listwise run, or no group with an interval at ``k``.
     """
     like, metrics = like_metrics(spec, "listwise", ListwiseMetrics, "a listwise run")
-    try:
-        pools = int(json.loads((like / "spec.json").read_text(encoding="utf-8"))["pools"])
-    except (OSError, ValueError, KeyError, TypeError):
-        pools = 0  # an imported run: its pools are not the audit's unit
+    pools = like_pools(like)
     models = {}
     for gap in metrics.gaps:
         if gap.k == k and (model := model_of(gap.ci, pools, metrics.confidence)) is not None:
@@ -76,29 +73,8 @@ def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) ->
     def sized(pools: int) -> tuple[int, float | None]:
         return cost_at(spec.model_copy(update={"pools": pools, "detect": None}))
 
-    plan = planned(spec, spec.headline_k) if spec.like is not None else _stated(spec)
+    plan = planned(spec, spec.headline_k) if spec.like is not None else stated_pools(spec)
     return [*lines, *power_lines(plan, spec.detect, spec.pools, sized)]
-
-
-def _stated(spec: Any) -> Planned:
-    """Without a previous run: a group's place in each pool at the headline k is taken
-    or not (a chance that varies as much as a rate can), so its ΔDP has variance
-    ``2 p (1 - p)`` a pool, over the pools of every subtask; p = k over the pool's size."""
-    from biasaudit.kinds.candidates.tasks import build_task
-
-    task = build_task(spec)
-    size = len(task.groups)
-    subtasks = len({candidate.subtask for candidate in task.candidates}) or 1
-    k = min(spec.headline_k, size)
-    p = k / size
-    groups = [g for g in task.groups if g != task.reference_group]
-    why = (
-        f"each pool's place taken or not: SE² = 2p(1-p)/(pools x {subtasks} subtasks), "
-        f"p = {k}/{size}"
-    )
-    return stated("|ΔDP|", "pools per subtask", groups, 2 * p * (1 - p) / subtasks, spec.pools,
-                  why, confidence=spec.confidence,
-                  where=f" at k={k} against {task.reference_group}")  # fmt: skip
 
 
 def _gaps(metrics: ListwiseMetrics, spec: Any) -> dict[str, Figure]:
