@@ -79,7 +79,7 @@ class UntilFields(BaseModel):
         "until the answer is known: 'precise:H' (every interval the rule reads at most ±H) "
         "or 'decided' (every gap's interval excludes 0, or its interval at 1 - 2 alpha, 90%, "
         "lies within ±--detect); intervals valid at every look (a confidence sequence, or "
-        "group-sequential boundaries with --like for resume screening).",
+        "group-sequential boundaries with --like, for the kinds that plan their unit).",
     )
 
     @field_validator("until")

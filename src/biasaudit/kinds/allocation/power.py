@@ -381,4 +381,5 @@ PAIRWISE_GROWTH = Growth(
     figure=lambda spec: f"ΔDP at k={spec.headline_k}",
     read=_gaps,
     nested={"pools_drawn": "nested"},
+    design=design,
 )
