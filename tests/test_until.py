@@ -225,3 +225,17 @@ def test_a_round_stopped_by_the_budget_leaves_the_rounds_before_it_recorded(
     assert record is not None and [r.size for r in record.rounds] == [5]
     assert record.stopped.startswith("round 2 (10 names per group) stopped: run stopped: ")
     assert f"the rounds before it: {recorded[0] / 'rounds.json'}" in stderr.getvalue()
+
+
+def test_a_damaged_rounds_record_is_named_not_a_traceback(tmp_path: Path) -> None:
+    code, out, err = invoke(*BASE, "--until", "precise:0.5", "--runs-dir", str(tmp_path))
+    assert code == 0, err
+    run_dir = last_run(out)
+    (run_dir / "rounds.json").write_text('{"until": "precise:0.5", "rounds": [', encoding="utf-8")
+    code, out, err = invoke("replay", str(run_dir))
+    assert code == 2 and "rounds.json: not a readable rounds record" in err
+    assert "Traceback" not in err
+    code, out, err = invoke("report", str(run_dir))
+    assert code == 0, err
+    report = (run_dir / "report.md").read_text(encoding="utf-8")
+    assert "not a readable rounds record" in report and "its rounds are left out" in report

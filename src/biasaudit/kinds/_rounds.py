@@ -240,11 +240,21 @@ def planned_design(
 
 
 def read_rounds(run_dir: Path) -> RoundsRecord | None:
-    """The run's ``rounds.json``, or None where it ran at one size."""
+    """The run's ``rounds.json``, or None where it ran at one size.
+
+    Raises
+    ------
+    UsageError
+        The file cannot be read, or is not a rounds record (damaged), naming it.
+    """
     path = run_dir / ROUNDS_FILE
     if not path.is_file():
         return None
-    return RoundsRecord.model_validate_json(path.read_text(encoding="utf-8"))
+    try:
+        return RoundsRecord.model_validate_json(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        first = str(error).strip().splitlines()[0][:200]
+        raise UsageError(f"{path}: not a readable rounds record ({first})") from None
 
 
 def equivalence_level(confidence: float) -> float:

@@ -116,10 +116,14 @@ class Kind:
 
     def run_blocks(self, metrics: Any, run_dir: Any) -> list[Any]:
         """Its ``table`` of a run, and the rounds of one run with ``--until``."""
+        from biasaudit.errors import UsageError
         from biasaudit.kinds._rounds import read_rounds, rounds_lines
 
         blocks: list[Any] = self.table(metrics, run_dir)
-        record = read_rounds(run_dir) if self.growth is not None else None
+        try:
+            record = read_rounds(run_dir) if self.growth is not None else None
+        except UsageError as error:  # a damaged record: the run's own table stands
+            return [*blocks, f"note: {error}; its rounds are left out"]
         if record is None:
             return blocks
         caution = (

@@ -112,7 +112,15 @@ def _with_rounds(document: Document, run_dir: Path) -> Document:
     from biasaudit.reports.html._document import Paragraph, Section, Table
     from biasaudit.reports.text import PlainTable
 
-    record = read_rounds(run_dir)
+    try:
+        record = read_rounds(run_dir)
+    except UsageError as error:  # a damaged record: the run's own report stands, and says so
+        note = Section(
+            "Rounds (--until)",
+            "rounds",
+            [Paragraph(f"{error}; its rounds are left out", strong=True)],
+        )
+        return replace(document, sections=[note, *document.sections])
     if record is None:
         return document
     blocks: list[Paragraph | Table] = [
