@@ -233,7 +233,7 @@ def test_each_kind_declares_every_step_in_its_own_folder(kind: str) -> None:
 
         found = declared.growth.load()
         growths = [found] if isinstance(found, Growth) else [
-            getattr(inspect.getmodule(found), name) for name in ("GROWTH", "PAIRWISE_GROWTH")
+            getattr(inspect.getmodule(found), name) for name in ("GROWTH", "CANDIDATES_GROWTH", "PAIRWISE_GROWTH")
         ]  # fmt: skip
         for growth in growths:
             assert isinstance(growth, Growth)

@@ -120,10 +120,28 @@ def test_until_that_cannot_run_is_named_before_anything_is_sent(
     assert not (tmp_path / "runs").exists()
 
 
-def test_until_is_for_tasks_that_grow_by_names(tmp_path: Path) -> None:
-    code, _, err = invoke("run", "essay-grading", "--essays", "demo", "--model", "sim/biased",
-                          "--until", "precise:0.1", "--runs-dir", str(tmp_path / "runs"))  # fmt: skip
-    assert code == 2 and "resume screening only" in err, err
+def test_a_task_of_candidates_from_a_file_grows_by_candidates_per_group(tmp_path: Path) -> None:
+    """Essays have no names to add: a pointwise essay audit grows by essays per group,
+    drawn nested from the file, up to the most a group has (6 in the demo)."""
+    from biasaudit.kinds.candidates.tasks import build_task
+    from biasaudit.spec import parse_spec
+
+    code, out, err = invoke("run", "essay-grading", "--essays", "demo", "--model", "sim/biased",
+                            "--until", "precise:0.01", "--candidates-per-group", "2",
+                            "--runs-dir", str(tmp_path), "--no-report")  # fmt: skip
+    assert code == 0, err
+    record = read_rounds(last_run(out))
+    assert record is not None and record.unit == "candidates per group"
+    assert [r.size for r in record.rounds] == [2, 4, 6]
+    assert [r.sent for r in record.rounds] == [10, 10, 10]  # 5 groups x 2 new essays
+    assert record.stopped.startswith("reached the ceiling, 6 candidates per group")
+
+    def drawn(n: int) -> set[str]:
+        spec = parse_spec({"task": "essay-grading", "essays": "demo", "model": "sim/biased",
+                           "candidates_per_group": n})  # fmt: skip
+        return {c.id for c in build_task(spec).candidates}
+
+    assert drawn(2) < drawn(4) < drawn(6) and len(drawn(4)) == 20
 
 
 def test_a_dry_run_of_until_gives_the_ceiling_of_its_rounds(tmp_path: Path) -> None:

@@ -54,6 +54,7 @@ from biasaudit.kinds.allocation.metrics import AllocationMetrics
 from biasaudit.metrics import VarianceModel
 
 __all__ = [
+    "CANDIDATES_GROWTH",
     "GROWTH",
     "PAIRWISE_GROWTH",
     "design",
@@ -353,10 +354,23 @@ def _gaps(metrics: AllocationMetrics, spec: Any) -> dict[str, Figure]:
 
 
 def growth(spec: Any) -> Growth:
-    """How ``spec`` grows in rounds: by names per group (:data:`GROWTH`), or pairwise by
-    pools per subtask (:data:`PAIRWISE_GROWTH`: its pools are drawn from the candidates,
-    so more names would redraw every pool, and no round could reuse the one before)."""
-    return PAIRWISE_GROWTH if spec.method == "pairwise" else GROWTH
+    """How ``spec`` grows in rounds: by names per group (:data:`GROWTH`), by candidates
+    per group of a file (:data:`CANDIDATES_GROWTH`: essays, a task of your own), or
+    pairwise by pools per subtask (:data:`PAIRWISE_GROWTH`: its pools are drawn from the
+    candidates, so more candidates would redraw every pool, and no round could reuse
+    the one before)."""
+    if spec.method == "pairwise":
+        return PAIRWISE_GROWTH
+    return GROWTH if "names_per_group" in type(spec).model_fields else CANDIDATES_GROWTH
+
+
+def _in_file(spec: Any) -> int:
+    """The ceiling of a growth by candidates: ``max_candidates``, at most the most any
+    group has in the file."""
+    from biasaudit.kinds.candidates.tasks import build_task, most_per_group
+
+    whole = most_per_group(build_task(spec.model_copy(update={"candidates_per_group": None})))
+    return whole if spec.max_candidates is None else min(spec.max_candidates, whole)
 
 
 GROWTH = Growth(
@@ -382,4 +396,14 @@ PAIRWISE_GROWTH = Growth(
     read=_gaps,
     nested={"pools_drawn": "nested"},
     design=design,
+)
+
+CANDIDATES_GROWTH = Growth(
+    unit="candidates per group",
+    size="candidates_per_group",
+    step="round_candidates",
+    most=_in_file,
+    ceiling="--max-candidates, at most the file's",
+    figure=lambda spec: f"ΔDP at k={spec.headline_k}",
+    read=_gaps,
 )

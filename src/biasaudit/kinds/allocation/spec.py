@@ -41,13 +41,17 @@ class AllocationSpec(CandidatesData, PlanningFields, UntilFields):
     @model_validator(mode="before")
     @classmethod
     def _nested_units(cls, data: Any) -> Any:
-        # --until grows by names (pointwise) or pools (pairwise): every round keeps the
-        # units of the rounds before it.
+        # --until grows by names (pointwise resume screening), candidates of a file (other
+        # pointwise tasks) or pools (pairwise): every round keeps the units of the rounds
+        # before it.
         if isinstance(data, dict) and data.get("until"):
             if data.get("method") == "pairwise":
                 data = {**data, "pools_drawn": data.get("pools_drawn") or "nested"}
             elif "names_drawn" in cls.model_fields:
                 data = {**data, "names_drawn": data.get("names_drawn") or "nested"}
+            elif "candidates_per_group" in cls.model_fields:  # the first round: some of them
+                first = data.get("candidates_per_group") or data.get("round_candidates") or 10
+                data = {**data, "candidates_per_group": first}
         return data
 
     @classmethod

@@ -13,6 +13,7 @@ from biasaudit.spec import RunSpec
 __all__ = [
     "CandidatesData",
     "CustomData",
+    "DrawnCandidates",
     "EssayData",
     "PoolSpec",
     "PromptSpec",
@@ -90,7 +91,31 @@ class ResumeData(CandidatesData):
         return value
 
 
-class EssayData(CandidatesData):
+class DrawnCandidates(BaseModel):
+    """A subset of a file's candidates: the tasks whose candidates come from a file
+    (essays, your own) audit some of them, and ``--until`` grows a pointwise audit by
+    them."""
+
+    candidates_per_group: int | None = Field(
+        None, ge=1, le=1_000_000,
+        description="Audit N candidates of each group (in each subtask) of the file, drawn "
+        "at random (seeded; nested: a larger N keeps every candidate a smaller one drew) "
+        "[default: every one; pointwise --until: the first round's, --round-candidates or "
+        "10].",
+    )  # fmt: skip
+    round_candidates: int | None = Field(
+        None, ge=1, le=1_000_000,
+        description="Pointwise --until: candidates per group added each round [default: "
+        "the first round's].",
+    )  # fmt: skip
+    max_candidates: int | None = Field(
+        None, ge=1, le=1_000_000,
+        description="Pointwise --until: the most candidates per group to reach [default: "
+        "every one of the file].",
+    )  # fmt: skip
+
+
+class EssayData(CandidatesData, DrawnCandidates):
     """Essay grading's data: a corpus you bring (or the shipped demo)."""
 
     task: Literal["essay-grading"] = "essay-grading"
@@ -111,7 +136,7 @@ class EssayData(CandidatesData):
     )
 
 
-class CustomData(CandidatesData):
+class CustomData(CandidatesData, DrawnCandidates):
     """A task of your own: candidates in a CSV (its columns named here)."""
 
     task: Literal["allocation"] = "allocation"

@@ -5,6 +5,8 @@ validated spec into an :class:`~biasaudit.kinds.candidates.task.AllocationTask`.
 
 from __future__ import annotations
 
+import dataclasses
+
 from biasaudit.errors import UsageError
 from biasaudit.kinds.candidates.custom import build_custom_task
 from biasaudit.kinds.candidates.essay import DEMO_ESSAYS, build_essay_grading
@@ -75,10 +77,48 @@ def build_task(spec: AuditSpec) -> AllocationTask:
     if isinstance(spec, ResumeData):
         return build_resume_screening(spec)
     if isinstance(spec, EssayData):
-        return build_essay_grading(spec)
-    if isinstance(spec, CustomData):
-        return build_custom_task(spec)
-    raise UsageError(f"no task for spec {type(spec).__name__}")
+        task = build_essay_grading(spec)
+    elif isinstance(spec, CustomData):
+        task = build_custom_task(spec)
+    else:
+        raise UsageError(f"no task for spec {type(spec).__name__}")
+    if spec.candidates_per_group is None:
+        return task
+    return drawn_candidates(task, spec.candidates_per_group, seed=spec.seed)
+
+
+def drawn_candidates(task: AllocationTask, per_group: int, *, seed: int) -> AllocationTask:
+    """``task`` with at most ``per_group`` candidates of each group in each subtask, in
+    the file's order, drawn at random with ``seed``: the first of one seeded shuffle per
+    group and subtask, so that a larger ``per_group`` keeps every candidate a smaller one
+    drew (the rounds of ``--until``).
+
+    Raises
+    ------
+    UsageError
+        Too few candidates left to fill the task's pools.
+    """
+    import zlib
+
+    import numpy as np
+
+    strata: dict[tuple[str, str], list[int]] = {}
+    for index, candidate in enumerate(task.candidates):
+        strata.setdefault((candidate.subtask, candidate.group), []).append(index)
+    kept: list[int] = []
+    for (subtask, group), members in strata.items():
+        rng = np.random.default_rng([seed, zlib.crc32(f"{subtask}/{group}".encode())])
+        kept += [members[i] for i in rng.permutation(len(members))[:per_group]]
+    return dataclasses.replace(task, candidates=tuple(task.candidates[i] for i in sorted(kept)))
+
+
+def most_per_group(task: AllocationTask) -> int:
+    """The most candidates any group has in any subtask (where growing stops adding)."""
+    counts: dict[tuple[str, str], int] = {}
+    for candidate in task.candidates:
+        key = (candidate.subtask, candidate.group)
+        counts[key] = counts.get(key, 0) + 1
+    return max(counts.values(), default=0)
 
 
 TASK_INFOS = tuple(ALLOCATION_TASKS.values())
