@@ -232,9 +232,9 @@ def test_each_kind_declares_every_step_in_its_own_folder(kind: str) -> None:
         from biasaudit.kinds._rounds import Growth
 
         found = declared.growth.load()
-        growths = [found] if isinstance(found, Growth) else [
-            getattr(inspect.getmodule(found), name) for name in ("GROWTH", "CANDIDATES_GROWTH", "PAIRWISE_GROWTH")
-        ]  # fmt: skip
+        chosen = ("GROWTH", "CANDIDATES_GROWTH", "PAIRWISE_GROWTH")  # a chooser's growths
+        module = inspect.getmodule(found)
+        growths = [found] if isinstance(found, Growth) else [getattr(module, n) for n in chosen]
         for growth in growths:
             assert isinstance(growth, Growth)
             grown = [s for s in declared.specs if growth.size in s.model_fields]
