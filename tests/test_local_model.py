@@ -483,6 +483,9 @@ def test_server_never_outlives_biasaudit(
         [sys.executable, "-m", "biasaudit", "fanout", str(many_prompts), "--model", "local/smollm2",
          "--runs-dir", str(runs)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # as a terminal starts it, whatever the tests inherited (a shell's background job
+        # starts with SIGINT ignored, and a child keeps that)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     server = wait_for_answers(biasaudit, runs)
     try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import _thread
 import asyncio
 import itertools
+import signal
 import threading
 from pathlib import Path
 from typing import Any
@@ -143,9 +144,15 @@ def test_ctrl_c_cancels_every_run_in_flight() -> None:
         started.wait()
         _thread.interrupt_main()
 
-    threading.Thread(target=interrupt, daemon=True).start()
-    with pytest.raises(KeyboardInterrupt):
-        run_in_threads([job("a"), job("b")])
+    # Ctrl-C as a terminal delivers it, whatever this process inherited (a shell's
+    # background job starts with SIGINT ignored, and then interrupt_main does nothing).
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        threading.Thread(target=interrupt, daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            run_in_threads([job("a"), job("b")])
+    finally:
+        signal.signal(signal.SIGINT, inherited)
     assert sorted(cancelled) == ["a", "b"]
 
 
