@@ -34,6 +34,7 @@ __all__ = [
     "UntilFields",
     "like_pools",
     "model_of",
+    "plan_in_pools",
     "power_lines",
     "run_pilot",
     "stated",
@@ -314,3 +315,27 @@ def stated_pools(spec: Any) -> Planned:
     return stated("|ΔDP|", "pools per subtask", groups, 2 * p * (1 - p) / subtasks, spec.pools,
                   why, confidence=spec.confidence,
                   where=f" at k={k} against {task.reference_group}")  # fmt: skip
+
+
+def plan_in_pools(
+    spec: Any,
+    cost_at: Callable[[Any], tuple[int, float | None]],
+    growth: Growth,
+    audit: Callable[[Any], Any],
+    planned: Callable[[Any, int], Planned],
+) -> list[str]:
+    """The power lines of an audit sized in pools per subtask (listwise, pairwise): from
+    a pilot of fewer pools drawn as ``growth`` draws them (``audit``: the kind's run),
+    from ``like`` (``planned``: the kind's plan from a previous run), or from
+    :func:`stated_pools`."""
+    lines = []
+    if spec.pilot is not None:
+        like, line = run_pilot(spec, growth, audit, cost_at)
+        spec = spec.model_copy(update={"like": like})
+        lines.append(line)
+
+    def sized(pools: int) -> tuple[int, float | None]:
+        return cost_at(spec.model_copy(update={"pools": pools, "detect": None}))
+
+    plan = planned(spec, spec.headline_k) if spec.like is not None else stated_pools(spec)
+    return [*lines, *power_lines(plan, spec.detect, spec.pools, sized)]

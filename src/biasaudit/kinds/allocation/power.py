@@ -44,10 +44,10 @@ from biasaudit.kinds._planning import (
     like_metrics,
     like_pools,
     model_of,
+    plan_in_pools,
     power_lines,
     run_pilot,
     stated,
-    stated_pools,
 )
 from biasaudit.kinds._rounds import Design, Figure, Growth, planned_design
 from biasaudit.kinds.allocation.metrics import AllocationMetrics
@@ -245,8 +245,10 @@ def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) ->
     names_now = getattr(spec, "names_per_group", None)
     if spec.detect is None:
         return lines
-    if spec.method == "pairwise":
-        return _pairwise_plan(spec, cost_at)
+    if spec.method == "pairwise":  # in pools per subtask, the units its intervals resample
+        from biasaudit.kinds.allocation.run import audit
+
+        return plan_in_pools(spec, cost_at, PAIRWISE_GROWTH, audit, pairwise_planned)
     if spec.pilot is not None:
         from biasaudit.kinds.allocation.run import audit
 
@@ -319,25 +321,6 @@ def pairwise_planned(spec: Any, k: int) -> Planned:
         raise UsageError(f"--like {like}: no group has a ΔDP interval at k={k}")
     where = f" at k={k} against {metrics.reference_group}"
     return Planned("|ΔDP|", "pools per subtask", models, metrics.confidence, like.name, where)
-
-
-def _pairwise_plan(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) -> list[str]:
-    """A pairwise spec's power lines, in pools per subtask: from a pilot of fewer pools
-    (drawn nested), ``like``, or stated defaults."""
-    lines = []
-    if spec.pilot is not None:
-        from biasaudit.kinds.allocation.run import audit
-
-        like, line = run_pilot(spec, PAIRWISE_GROWTH, audit, cost_at)
-        spec = spec.model_copy(update={"like": like})
-        lines.append(line)
-
-    def sized(pools: int) -> tuple[int, float | None]:
-        return cost_at(spec.model_copy(update={"pools": pools, "detect": None}))
-
-    plan = pairwise_planned(spec, spec.headline_k) if spec.like is not None else (
-        stated_pools(spec))  # fmt: skip
-    return [*lines, *power_lines(plan, spec.detect, spec.pools, sized)]
 
 
 def _gaps(metrics: AllocationMetrics, spec: Any) -> dict[str, Figure]:

@@ -17,9 +17,7 @@ from biasaudit.kinds._planning import (
     like_metrics,
     like_pools,
     model_of,
-    power_lines,
-    run_pilot,
-    stated_pools,
+    plan_in_pools,
 )
 from biasaudit.kinds._rounds import Design, Figure, Growth, planned_design
 from biasaudit.kinds.listwise.metrics import ListwiseMetrics
@@ -62,19 +60,9 @@ def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) ->
     """
     if spec.detect is None:
         return []
-    lines = []
-    if spec.pilot is not None:
-        from biasaudit.kinds.listwise.run import listwise_audit
+    from biasaudit.kinds.listwise.run import listwise_audit
 
-        like, line = run_pilot(spec, GROWTH, listwise_audit, cost_at)
-        spec = spec.model_copy(update={"like": like})
-        lines.append(line)
-
-    def sized(pools: int) -> tuple[int, float | None]:
-        return cost_at(spec.model_copy(update={"pools": pools, "detect": None}))
-
-    plan = planned(spec, spec.headline_k) if spec.like is not None else stated_pools(spec)
-    return [*lines, *power_lines(plan, spec.detect, spec.pools, sized)]
+    return plan_in_pools(spec, cost_at, GROWTH, listwise_audit, planned)
 
 
 def _gaps(metrics: ListwiseMetrics, spec: Any) -> dict[str, Figure]:
