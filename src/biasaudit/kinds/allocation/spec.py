@@ -14,6 +14,7 @@ from biasaudit.kinds.candidates.spec import (
     CandidatesData,
     CustomData,
     EssayData,
+    PoolRounds,
     PoolSpec,
     PromptSpec,
     QualifiedSpec,
@@ -34,7 +35,7 @@ __all__ = [
 Method = Literal["pointwise", "pairwise"]
 
 
-class AllocationSpec(CandidatesData, PlanningFields, UntilFields):
+class AllocationSpec(CandidatesData, PlanningFields, UntilFields, PoolRounds):
     """An allocation audit's own fields: the method and its scoring, the reference group,
     the selection simulated (k, pools, rounds) and its bootstraps."""
 
@@ -108,22 +109,6 @@ class AllocationSpec(CandidatesData, PlanningFields, UntilFields):
         1800, ge=1, le=MAX_ROUNDS, description="Simulated selection pools per subtask."
     )
     pools: int = Field(30, ge=1, le=10_000, description="Pairwise: pools compared per subtask.")
-    pools_drawn: Literal["sequence", "nested"] = Field(
-        "sequence",
-        description="Pairwise: how the pools are drawn (seeded): 'nested' draws each "
-        "subtask's from its own stream, so that a larger --pools keeps every pool a smaller "
-        "one drew (the rounds of --until); 'sequence' (one stream) is how runs before it "
-        "drew them.",
-    )
-    round_pools: int | None = Field(
-        None, ge=1, le=10_000,
-        description="Pairwise --until: pools per subtask added each round [default: the "
-        "first round's, --pools].",
-    )  # fmt: skip
-    max_pools: int = Field(
-        300, ge=1, le=10_000,
-        description="Pairwise --until: the most pools per subtask to reach.",
-    )  # fmt: skip
     bootstrap: int = Field(2000, ge=100, le=100_000, description="Bootstrap replicates of RABBI.")
     gap_bootstrap: int = Field(
         200, ge=20, le=10_000, description="Bootstrap replicates of the gaps."

@@ -15,6 +15,7 @@ __all__ = [
     "CustomData",
     "DrawnCandidates",
     "EssayData",
+    "PoolRounds",
     "PoolSpec",
     "PromptSpec",
     "QualifiedSpec",
@@ -89,6 +90,28 @@ class ResumeData(CandidatesData):
         if isinstance(value, str):
             return tuple(job.strip() for job in value.split(",") if job.strip())
         return value
+
+
+class PoolRounds(BaseModel):
+    """How the pools compared (pairwise) or ranked (listwise) are drawn, and how
+    ``--until`` grows them: by pools per subtask, each round keeping the pools before."""
+
+    pools_drawn: Literal["sequence", "nested"] = Field(
+        "sequence",
+        description="Pairwise and listwise: how the pools are drawn (seeded): 'nested' draws "
+        "each subtask's from its own stream, so that a larger --pools keeps every pool a "
+        "smaller one drew (the rounds of --until); 'sequence' (one stream for every "
+        "subtask) is how runs before it drew them.",
+    )
+    round_pools: int | None = Field(
+        None, ge=1, le=10_000,
+        description="Pairwise and listwise --until: pools per subtask added each round "
+        "[default: the first round's, --pools].",
+    )  # fmt: skip
+    max_pools: int = Field(
+        300, ge=1, le=10_000,
+        description="Pairwise and listwise --until: the most pools per subtask to reach.",
+    )  # fmt: skip
 
 
 class DrawnCandidates(BaseModel):

@@ -14,6 +14,7 @@ from biasaudit.kinds.candidates.spec import (
     CandidatesData,
     CustomData,
     EssayData,
+    PoolRounds,
     PromptSpec,
     ResumeData,
 )
@@ -21,7 +22,7 @@ from biasaudit.kinds.candidates.spec import (
 __all__ = ["ListwiseEssaySpec", "ListwiseResumeSpec", "ListwiseSpec", "ListwiseTaskSpec"]
 
 
-class ListwiseSpec(CandidatesData, PlanningFields, UntilFields):
+class ListwiseSpec(CandidatesData, PlanningFields, UntilFields, PoolRounds):
     """A listwise audit's own fields: what is asked, in which orders, how often."""
 
     @model_validator(mode="before")
@@ -50,21 +51,6 @@ class ListwiseSpec(CandidatesData, PlanningFields, UntilFields):
         "once), or every order of pools of at most 6.",
     )
     pools: int = Field(30, ge=1, le=10_000, description="Pools per subtask.")
-    pools_drawn: Literal["sequence", "nested"] = Field(
-        "sequence",
-        description="How the pools are drawn (seeded): 'nested' draws each subtask's from "
-        "its own stream, so that a larger --pools keeps every pool a smaller one drew "
-        "(the rounds of --until); 'sequence' (one stream for every subtask) is how runs "
-        "before it drew them.",
-    )
-    round_pools: int | None = Field(
-        None, ge=1, le=10_000,
-        description="--until: pools per subtask added each round [default: the first "
-        "round's, --pools].",
-    )  # fmt: skip
-    max_pools: int = Field(
-        300, ge=1, le=10_000, description="--until: the most pools per subtask to reach."
-    )
     samples: int = Field(
         1, ge=1, le=128, description="Listwise: answers sampled per order of a pool."
     )
