@@ -57,6 +57,7 @@ __all__ = [
     "equivalence_level",
     "growth_for",
     "planned_design",
+    "pools_growth",
     "read_rounds",
     "rounds_lines",
     "until_lines",
@@ -113,6 +114,26 @@ class Growth:
     """Why ``decided`` has no meaning for the kind (None: it has)."""
     tasks: str = ""
     """The kind's tasks that grow, where not all do (their specs have ``size``)."""
+
+
+def pools_growth(
+    read: Callable[[Any, Any], dict[str, Figure]],
+    design: Callable[[Any, float], Design | None] | None = None,
+) -> Growth:
+    """The growth of an audit by pools per subtask (pairwise, listwise: the spec fields of
+    :class:`~biasaudit.kinds.candidates.spec.PoolRounds`), reading each group's ΔDP at the
+    headline k with ``read``."""
+    return Growth(
+        unit="pools per subtask",
+        size="pools",
+        step="round_pools",
+        most=lambda spec: spec.max_pools,
+        ceiling="--max-pools",
+        figure=lambda spec: f"ΔDP at k={spec.headline_k}",
+        read=read,
+        nested={"pools_drawn": "nested"},
+        design=design,
+    )
 
 
 class Look(BaseModel):

@@ -49,7 +49,7 @@ from biasaudit.kinds._planning import (
     run_pilot,
     stated,
 )
-from biasaudit.kinds._rounds import Design, Figure, Growth, planned_design
+from biasaudit.kinds._rounds import Design, Figure, Growth, planned_design, pools_growth
 from biasaudit.kinds.allocation.metrics import AllocationMetrics
 from biasaudit.metrics import VarianceModel
 
@@ -369,17 +369,7 @@ GROWTH = Growth(
     tasks="resume screening",
 )
 
-PAIRWISE_GROWTH = Growth(
-    unit="pools per subtask",
-    size="pools",
-    step="round_pools",
-    most=lambda spec: spec.max_pools,
-    ceiling="--max-pools",
-    figure=lambda spec: f"ΔDP at k={spec.headline_k}",
-    read=_gaps,
-    nested={"pools_drawn": "nested"},
-    design=design,
-)
+PAIRWISE_GROWTH = pools_growth(_gaps, design)
 
 CANDIDATES_GROWTH = Growth(
     unit="candidates per group",

@@ -19,7 +19,7 @@ from biasaudit.kinds._planning import (
     model_of,
     plan_in_pools,
 )
-from biasaudit.kinds._rounds import Design, Figure, Growth, planned_design
+from biasaudit.kinds._rounds import Design, Figure, planned_design, pools_growth
 from biasaudit.kinds.listwise.metrics import ListwiseMetrics
 
 __all__ = ["GROWTH", "design", "plan_power", "planned"]
@@ -84,14 +84,4 @@ def design(spec: Any, confidence: float) -> Design | None:
     return planned_design(spec, plan.models, spec.pools, spec.max_pools, confidence)
 
 
-GROWTH = Growth(
-    unit="pools per subtask",
-    size="pools",
-    step="round_pools",
-    most=lambda spec: spec.max_pools,
-    ceiling="--max-pools",
-    figure=lambda spec: f"ΔDP at k={spec.headline_k}",
-    read=_gaps,
-    nested={"pools_drawn": "nested"},
-    design=design,
-)
+GROWTH = pools_growth(_gaps, design)
