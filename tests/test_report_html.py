@@ -141,7 +141,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 ALLOCATION_SECTIONS = [
-    "audited", "headline", "groups", "selection", "scores", "pairwise", "irregular", "replay",
+    "audited", "headline", "groups", "selection", "impact", "scores", "irregular", "replay",
 ]  # fmt: skip
 
 
@@ -173,7 +173,8 @@ def test_allocation_report_is_self_contained_and_complete(runs: dict[str, Path])
         "sim-biased-v1 (simulated)", "built-in offline simulator", "first-token logprobs",
         "[path: logprobs]", "names per group: 2", f"biasaudit {manifest['tool_version']}",
         "Selection rate: share of a group", "ΔDP: selection rate minus W_M", "ΔEO",
-        "RABBI [CI]", "Not a pairwise run", "irregular", "--replay",
+        "RABBI [CI]", "Impact ratios (four-fifths rule, Local Law 144)", "Smoke test",
+        "too few names to say", "irregular", "--replay",
         f"biasaudit report {run_dir}", manifest["started_at"][:19],
     ):  # fmt: skip
         assert expected in html, expected
@@ -187,7 +188,7 @@ def test_pairwise_report_has_the_output_statistics(runs: dict[str, Path]) -> Non
     html = (runs["pairwise"] / "report.html").read_text(encoding="utf-8")
     page = parse(html)
     assert_self_contained(html, page)
-    assert page.sections == ALLOCATION_SECTIONS
+    assert page.sections == [*ALLOCATION_SECTIONS[:5], "scores", "pairwise", *ALLOCATION_SECTIONS[6:]]
     for expected in (
         "flipped with the order",
         "regular answers",

@@ -47,6 +47,7 @@ from biasaudit.metrics._allocation import (
     rank_biserial_test,
     rank_biserial_tests,
 )
+from biasaudit.metrics._multiplicity import holm_adjust, interval_p_value
 from biasaudit.metrics._gap_bootstrap import SelectionGapIntervals, bootstrap_selection_gaps
 from biasaudit.metrics._grade import (
     MIN_ITEMS,
@@ -159,6 +160,8 @@ __all__ = [
     "fit_components",
     "gender_shares",
     "grade_score",
+    "holm_adjust",
+    "interval_p_value",
     "grade_score_summary",
     "headline_replicates",
     "item_interval",

@@ -12,7 +12,7 @@ simulated model is labelled as such on the first line of every table.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -33,6 +33,19 @@ __all__ = [
 SIMULATED = "SIMULATED model with a planted bias, for demos and tests; not a real model"
 SIGNIFICANT = 0.05
 """A p-value below this makes a figure's cell strong."""
+
+TOO_FEW_TO_SAY = "too few units to say"
+"""What a table shows in place of a flag where fewer than 8 units stand behind a group."""
+
+
+def smoke_test_lines(fewest: int, unit: str, more: str) -> list[str]:
+    """The lines above a run's tables when fewer than 8 units stand behind some group."""
+    return [
+        "",
+        f"SMOKE TEST: as few as {fewest} {unit} behind a group (fewer than 8). Intervals from "
+        f"so few {unit} cover too little, so no figure below is flagged ('{TOO_FEW_TO_SAY}'):",
+        f"read this run as the pipeline at work, not as a finding. An audit to sign: {more}.",
+    ]
 
 
 def excludes_zero(bounds: Sequence[float] | None) -> bool:
@@ -187,25 +200,42 @@ class ImpactRow(Protocol):
     beyond_noise: bool
 
 
-def impact_table(rows: Sequence[ImpactRow], k: int) -> PlainTable | None:
+def impact_table(
+    rows: Sequence[ImpactRow],
+    k: int,
+    *,
+    beyond: Mapping[tuple[str, str], bool] | None = None,
+    too_few: bool = False,
+) -> PlainTable | None:
     """Impact ratios (each value's selection rate over the most selected value's, the
-    four-fifths rule), flagged below 0.8, beyond noise or within it; None if none."""
+    four-fifths rule), flagged below 0.8, beyond noise or within it; None if none.
+
+    ``beyond`` says, per (category, value), whether a ratio below 0.8 is beyond
+    noise after the table's multiplicity adjustment (without it, each row's own
+    ``beyond_noise``); ``too_few``: the run has too few units behind a group to
+    flag anything, and every flag reads "too few units to say".
+    """
     cells: list[list[str | Cell]] = []
     for row in rows:
         ci = f"{row.ratio:.3f}" + (f" [{row.ci[0]:.3f}, {row.ci[1]:.3f}]" if row.ci else "")
+        strong = False
         verdict = ""
-        if row.flagged:
-            verdict = "below 0.8, beyond noise" if row.beyond_noise else "below 0.8, within noise"
+        if row.flagged and too_few:
+            verdict = TOO_FEW_TO_SAY
+        elif row.flagged:
+            key = (row.category, row.value)
+            strong = beyond.get(key, False) if beyond is not None else row.beyond_noise
+            verdict = "below 0.8, beyond noise" if strong else "below 0.8, within noise"
         cells.append(
             [row.category, row.value, str(row.n), f"{row.rate:.3f}",
-             Cell(ci, row.beyond_noise), Cell(verdict, row.beyond_noise)]
+             Cell(ci, strong), Cell(verdict, strong)]
         )  # fmt: skip
     if not cells:
         return None
     width = max(6, *(len(str(r[1])) for r in cells))
     return PlainTable(
-        f"impact ratios at k={k}: selection rate over the most selected value's "
-        "(four-fifths rule: flagged below 0.8)",
+        f"impact ratios at k={k} (Local Law 144, four-fifths rule): each value's selection "
+        "rate over the most selected value's, flagged below 0.8; n = candidates",
         ["category", "value", "n", "rate", "ratio [CI]", "flag"],
         cells,
         widths=[8, width, 6, 6, 22, 0],

@@ -18,7 +18,7 @@ import pandas as pd
 
 from biasaudit.kinds.allocation.kind import KIND
 from biasaudit.kinds.allocation.metrics import AllocationMetrics
-from biasaudit.kinds.allocation.report import impact_table, too_few_units
+from biasaudit.kinds.allocation.report import findings, impact_table, too_few_units
 from biasaudit.kinds.allocation.study import METRICS, StudyResult
 from biasaudit.kinds.common import read_run_metrics
 from biasaudit.metrics import select_in_pools, simulate_selection
@@ -103,7 +103,7 @@ def _gap_sentence(
     if bounds is None:
         return f"{who.capitalize()} were selected {direction} {whom} at k={k}."
     low, high = (100 * b for b in bounds)
-    verdict = "" if low > 0 or high < 0 else "; the interval includes no gap"
+    verdict = "" if low > 0 or high < 0 else "; the interval includes 0: no gap beyond noise"
     return (
         f"{who[0].upper()}{who[1:]} were selected {direction} {whom} at k={k} "
         f"({level} {low:+.1f} to {high:+.1f} points{verdict})."
@@ -112,7 +112,18 @@ def _gap_sentence(
 
 def _headlines(metrics: AllocationMetrics) -> Section:
     k = headline_k(metrics)
-    blocks: list[Any] = [
+    found = findings(metrics)
+    blocks: list[Any] = []
+    if found.smoke_test:
+        blocks.append(
+            Paragraph(
+                f"Smoke test: as few as {found.fewest} {found.unit} stand behind a group, fewer "
+                f"than 8. Intervals from so few {found.unit} cover too little, so nothing in this "
+                "report is flagged: read it as the pipeline at work, not as a finding.",
+                strong=True,
+            )
+        )
+    blocks += [
         Paragraph(
             f"Each group against the reference group, {_named(metrics, metrics.reference_group)}, "
             f"when the model's scores pick the top {k} of each pool. "
@@ -145,11 +156,34 @@ def _headlines(metrics: AllocationMetrics) -> Section:
                 f"RABBI {interval(figures.rabbi, figures.rabbi_ci)} "
                 f"(p = {p_value(figures.rabbi_p)}, n = {figures.n} vs {figures.n_reference})."
             )
-        found = [s for s in sentences if s] or [f"{_plural(metrics, group)}: no figures."]
-        blocks.append(Paragraph(f"{group}: {found[0]}", strong=True))
-        if found[1:]:
-            blocks.append(Paragraph(" ".join(found[1:])))
+        said = [s for s in sentences if s] or [f"{_plural(metrics, group)}: no figures."]
+        if not found.can_say[group]:
+            said[0] = said[0].rstrip(".") + f"; too few {found.unit} to say."
+        flagged = found.rabbi[group] or found.gaps.get(("dp_gap", group, k), False)
+        blocks.append(Paragraph(f"{group}: {said[0]}", strong=flagged))
+        if said[1:]:
+            blocks.append(Paragraph(" ".join(said[1:])))
     return Section("Headline", "headline", blocks)
+
+
+def _impact_section(metrics: AllocationMetrics) -> Section | None:
+    """Impact ratios, the figure of NYC Local Law 144 bias audits, under a heading of their own."""
+    table = impact_table(metrics)  # the terminal's table, drawn here
+    if table is None:
+        return None
+    found = findings(metrics)
+    caption = (
+        "Each category's selection rate over the most selected category's, at the headline k "
+        f"(k={metrics.headline_k}); the four-fifths rule (29 CFR 1607.4(D)) flags a ratio below "
+        "0.8, and 'beyond noise' means its interval lies below 0.8 after Holm's adjustment over "
+        "the table. n counts candidates, not pool appearances as the ΔDP table does."
+    )
+    if found.smoke_test:
+        caption += f" Too few {found.unit} stand behind some group to flag any ratio."
+    return Section(
+        "Impact ratios (four-fifths rule, Local Law 144)", "impact",
+        [Paragraph(caption), Table.of(table)],
+    )  # fmt: skip
 
 
 def _group_figure(metrics: AllocationMetrics) -> Figure:
@@ -379,9 +413,6 @@ def _selection_section(
     section.blocks.append(_gap_table(metrics, "dp"))
     if any(f.eo_gap for f in metrics.groups.values()):
         section.blocks.append(_gap_table(metrics, "eo"))
-    impact = impact_table(metrics)  # the terminal's table, drawn here
-    if impact is not None:
-        section.blocks.append(Table.of(impact))
     return section
 
 
@@ -491,16 +522,18 @@ def allocation_document(run_dir: Path, manifest: Manifest, spec: Mapping[str, An
         f"run {manifest.run_id}",
         metrics.simulated,
     )
-    document.sections = [
+    sections: list[Section | None] = [
         audited_section(manifest, spec, _method_rows(metrics), _DATA_FIELDS),
         _headlines(metrics),
         Section("RABBI and selection gaps per group", "groups", [_group_figure(metrics)]),
         _selection_section(metrics, scores, spec),
+        _impact_section(metrics),
         _distribution_section(metrics, scores),
-        _pairwise_section(metrics),
+        _pairwise_section(metrics) if metrics.pairwise is not None else None,
         _irregular_section(metrics),
         replay_section(manifest, run_dir),
     ]
+    document.sections = [section for section in sections if section is not None]
     return document
 
 

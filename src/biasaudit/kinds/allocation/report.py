@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from biasaudit.kinds.allocation.metrics import AllocationMetrics, GroupMetrics
 from biasaudit.kinds.allocation.study import StudyResult
+from biasaudit.metrics import FEW_UNITS, FOUR_FIFTHS, holm_adjust, interval_p_value
 from biasaudit.reports.text import (
     SIGNIFICANT,
     SIMULATED,
+    TOO_FEW_TO_SAY,
     Block,
     Cell,
     PlainTable,
@@ -28,12 +31,14 @@ from biasaudit.reports.text import (
     _share,
     _signed,
     block_lines,
-    excludes_zero,
+    smoke_test_lines,
 )
 from biasaudit.reports.text import impact_table as shared_impact_table
 
 __all__ = [
+    "Findings",
     "allocation_blocks",
+    "findings",
     "allocation_table",
     "impact_table",
     "study_blocks",
@@ -58,23 +63,146 @@ def _gap_too_few(metrics: AllocationMetrics, figures: GroupMetrics) -> bool:
     return few_pools or too_few_units(figures)
 
 
+@dataclass(frozen=True)
+class Findings:
+    """What a run's tables may flag: each flag read after Holm's adjustment over its
+    table, and none for a group with fewer than :data:`~biasaudit.metrics.FEW_UNITS`
+    units behind it or behind the reference (too few to say)."""
+
+    fewest: int | None
+    unit: str
+    can_say: dict[str, bool]
+    rabbi: dict[str, bool]
+    gaps: dict[tuple[str, str, int], bool]
+    impact: dict[tuple[str, str, int], bool]
+    families: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def smoke_test(self) -> bool:
+        return self.fewest is not None and self.fewest < FEW_UNITS
+
+
+def findings(metrics: AllocationMetrics) -> Findings:
+    """The flags of :func:`allocation_blocks` and the HTML report, decided once."""
+    from biasaudit.kinds.allocation.metrics import unit_noun
+
+    counts = [
+        n for figures in metrics.groups.values()
+        for n in (figures.units, figures.units_reference) if n is not None
+    ]  # fmt: skip
+    fewest = min(counts) if counts else None
+    can_say = {group: not _too_few_to_say(f) for group, f in metrics.groups.items()}
+    rabbi_p = holm_adjust([f.rabbi_p if can_say[g] else None for g, f in metrics.groups.items()])
+    rabbi = {g: p is not None and p < SIGNIFICANT for g, p in zip(metrics.groups, rabbi_p, strict=True)}
+    families = {"rabbi": sum(p is not None for p in rabbi_p)}
+    gaps: dict[tuple[str, str, int], bool] = {}
+    for kind in ("dp_gap", "eo_gap"):  # each its own table
+        cells: list[tuple[str, str, int]] = []
+        p_values: list[float | None] = []
+        for group, figures in metrics.groups.items():
+            tested = can_say[group] and not _gap_too_few(metrics, figures)
+            for k in range(1, metrics.k_max + 1):
+                cells.append((kind, group, k))
+                estimate, bounds = _gap(figures, kind, k), _gap_ci(figures, kind, k)
+                p_values.append(
+                    interval_p_value(estimate, bounds, confidence=metrics.confidence)
+                    if tested else None
+                )  # fmt: skip
+        adjusted = holm_adjust(p_values)
+        gaps.update({c: p is not None and p < SIGNIFICANT for c, p in zip(cells, adjusted, strict=True)})
+        families[kind] = sum(p is not None for p in p_values)
+    whole = fewest is not None and fewest >= FEW_UNITS
+    shown = [r for r in metrics.impact if r.k == metrics.headline_k]
+    impact_p = holm_adjust([
+        interval_p_value(r.ratio, r.ci, null=FOUR_FIFTHS, confidence=metrics.confidence)
+        if whole else None
+        for r in shown
+    ])  # fmt: skip
+    impact = {
+        (r.category, r.value, r.k): p is not None and p < SIGNIFICANT and r.ratio < FOUR_FIFTHS
+        for r, p in zip(shown, impact_p, strict=True)
+    }
+    families["impact"] = sum(p is not None for p in impact_p)
+    unit = unit_noun(metrics.intervals.units) if metrics.intervals is not None else "units"
+    return Findings(fewest, unit, can_say, rabbi, gaps, impact, families)
+
+
+def _too_few_to_say(figures: GroupMetrics) -> bool:
+    counts = [n for n in (figures.units, figures.units_reference) if n is not None]
+    return not counts or min(counts) < FEW_UNITS
+
+
 def allocation_blocks(metrics: AllocationMetrics) -> list[Block]:
     """What ``biasaudit run`` prints for an allocation audit (without ``run:``): the
     header, RABBI, δ, JSD and EMD per group, the selection rates, ΔDP and ΔEO per
     group and k, the pairwise statistics and the notes."""
-    blocks: list[Block] = [*_header(metrics), "", _scores_table(metrics)]
-    blocks += _rate_lines(metrics)
-    impact = impact_table(metrics)
+    found = findings(metrics)
+    blocks: list[Block] = [*_header(metrics)]
+    if found.smoke_test:
+        assert found.fewest is not None
+        blocks += smoke_test_lines(found.fewest, found.unit, _more_units(metrics))
+    blocks += ["", _scores_table(metrics, found)]
+    blocks += _rate_lines(metrics, found)
+    impact = impact_table(metrics, found)
     if impact is not None:
         blocks += ["", impact]
     if metrics.selection is not None:
-        blocks += ["", _gap_table(metrics, "dp_gap")]
+        blocks += ["", _gap_table(metrics, "dp_gap", found)]
         if any(g.eo_gap for g in metrics.groups.values()):
-            blocks += ["", _gap_table(metrics, "eo_gap")]
+            blocks += ["", _gap_table(metrics, "eo_gap", found)]
+    blocks += _multiplicity_lines(metrics, found)
     if metrics.pairwise is not None:
         blocks += ["", _pairwise_line(metrics)]
     blocks += [f"note: {note}" for note in metrics.notes]
     return blocks
+
+
+def _more_units(metrics: AllocationMetrics) -> str:
+    if metrics.task == "resume-screening":
+        return "--names-per-group 20"
+    if metrics.task == "essay-grading":
+        return "a corpus of at least 8 essays per group (examples/corpus.csv)"
+    return "at least 8 candidates (names) per group"
+
+
+def _multiplicity_lines(metrics: AllocationMetrics, found: Findings) -> list[str]:
+    """How the flags allow for reading many figures at once, and why the per-group flags
+    and the test of all groups together may differ."""
+    if not any(found.families.values()):
+        return []
+    tested = ", ".join(
+        f"{what} {n}" for what, n in (
+            ("RABBI", found.families["rabbi"]),
+            ("ΔDP", found.families["dp_gap"]),
+            ("ΔEO", found.families["eo_gap"]),
+            ("impact ratios", found.families["impact"]),
+        ) if n
+    )  # fmt: skip
+    lines = [
+        "",
+        f"flags: each interval is {100 * metrics.confidence:g}% on its own; a figure is flagged "
+        "(bold, 'beyond noise') only after Holm's adjustment over the",
+        f"figures of its table ({tested}), so that a model with no bias shows a false flag in at "
+        "most 5% of tables",
+    ]
+    k = metrics.headline_k
+    test = metrics.omnibus.get(str(k))
+    flagged = [g for g in metrics.groups if found.gaps.get(("dp_gap", g, k))]
+    if test is not None and flagged and test.p >= SIGNIFICANT:
+        lines.append(
+            f"why they differ: at k={k}, {', '.join(flagged)} differ from "
+            f"{metrics.reference_group} while the test of all groups together finds no "
+            f"difference (p = {_p_value(test.p)}): that test spreads its power over every group's "
+            "distance from the mean rate, a gap concentrates it on one pair"
+        )
+    elif test is not None and not flagged and test.p < SIGNIFICANT and any(found.can_say.values()):
+        lines.append(
+            f"why they differ: at k={k} the groups' rates differ as a whole (p = "
+            f"{_p_value(test.p)}) but no single gap to {metrics.reference_group} is beyond "
+            "noise after the adjustment: the difference lies among the other groups, or is "
+            "spread too thin for any one pair"
+        )
+    return lines
 
 
 def allocation_table(metrics: AllocationMetrics) -> list[str]:
@@ -103,7 +231,7 @@ def _header(metrics: AllocationMetrics) -> list[str]:
     ]
 
 
-def _rate_lines(metrics: AllocationMetrics) -> list[str]:
+def _rate_lines(metrics: AllocationMetrics, found: Findings) -> list[str]:
     """Every group's own selection rate at the headline k, and whether the groups differ."""
     k = str(metrics.headline_k)
     rates = [
@@ -123,10 +251,13 @@ def _rate_lines(metrics: AllocationMetrics) -> list[str]:
     return lines
 
 
-def impact_table(metrics: AllocationMetrics) -> PlainTable | None:
+def impact_table(metrics: AllocationMetrics, found: Findings | None = None) -> PlainTable | None:
     """Impact ratios at the headline k (:func:`biasaudit.reports.text.impact_table`)."""
-    rows = [row for row in metrics.impact if row.k == metrics.headline_k]
-    return shared_impact_table(rows, metrics.headline_k)
+    found = found or findings(metrics)
+    k = metrics.headline_k
+    rows = [row for row in metrics.impact if row.k == k]
+    beyond = {(r.category, r.value): found.impact.get((r.category, r.value, k), False) for r in rows}
+    return shared_impact_table(rows, k, beyond=beyond, too_few=found.smoke_test)
 
 
 def _display_name(metrics: AllocationMetrics, group: str) -> str:
@@ -134,11 +265,11 @@ def _display_name(metrics: AllocationMetrics, group: str) -> str:
     return "" if name == group else name
 
 
-def _scores_table(metrics: AllocationMetrics) -> PlainTable:
+def _scores_table(metrics: AllocationMetrics, found: Findings) -> PlainTable:
     delta = "δ pref" if metrics.method == "pairwise" else "δ mean"
     rows: list[list[str | Cell]] = []
     for group, figures in metrics.groups.items():
-        strong = figures.rabbi_p is not None and figures.rabbi_p < SIGNIFICANT
+        strong = found.rabbi[group]
         rabbi = _interval(figures.rabbi, figures.rabbi_ci, too_few=too_few_units(figures))
         rows.append(
             [
@@ -151,20 +282,21 @@ def _scores_table(metrics: AllocationMetrics) -> PlainTable:
                 _plain(figures.jsd),
                 _plain(figures.emd),
                 str(figures.irregular),
+                "" if found.can_say[group] else TOO_FEW_TO_SAY,
             ]
         )
     return PlainTable(
         None,
-        ["group", "", "n", "RABBI [CI]", "p", delta, "JSD", "EMD", "irreg"],
+        ["group", "", "n", "RABBI [CI]", "p", delta, "JSD", "EMD", "irreg", ""],
         rows,
-        widths=[6, 24, 6, 25, 8, 7, 6, 6, 6],
-        gaps=[0, 1, 1, 2, 1, 2, 1, 1, 1],
+        widths=[6, 24, 6, 25, 8, 7, 6, 6, 6, 0],
+        gaps=[0, 1, 1, 2, 1, 2, 1, 1, 1, 2],
         right=frozenset({2, 4, 5, 6, 7, 8}),
         labels=2,
     )
 
 
-def _gap_table(metrics: AllocationMetrics, kind: str) -> PlainTable:
+def _gap_table(metrics: AllocationMetrics, kind: str, found: Findings) -> PlainTable:
     selection = metrics.selection
     assert selection is not None
     reference = metrics.reference_group
@@ -178,20 +310,21 @@ def _gap_table(metrics: AllocationMetrics, kind: str) -> PlainTable:
     rows: list[list[str | Cell]] = []
     for group, figures in metrics.groups.items():
         few = _gap_too_few(metrics, figures)
-        cells = [
+        cells: list[str | Cell] = [
             Cell(
                 _interval(_gap(figures, kind, k), _gap_ci(figures, kind, k), too_few=few),
-                excludes_zero(_gap_ci(figures, kind, k)),
+                found.gaps.get((kind, group, k), False),
             )
             for k in ks
         ]
-        rows.append([group, str(appearances.get(group, 0)), *cells])
+        verdict = "" if found.can_say[group] else TOO_FEW_TO_SAY
+        rows.append([group, str(appearances.get(group, 0)), *cells, verdict])
     return PlainTable(
         f"{title}, top k of each pool; {_pools(metrics)}",
-        ["group", "n", *(f"k={k} [CI]" for k in ks)],
+        ["group", "n", *(f"k={k} [CI]" for k in ks), ""],
         rows,
-        widths=[6, 6, *(24 for _ in ks)],
-        gaps=[0, 1, *(2 for _ in ks)],
+        widths=[6, 6, *(24 for _ in ks), 0],
+        gaps=[0, 1, *(2 for _ in ks), 2],
         right=frozenset({1}),
     )
 

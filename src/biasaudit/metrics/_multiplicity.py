@@ -1,0 +1,68 @@
+"""Several figures read at once: Holm's adjustment, and a test read off an interval.
+
+A table of per-group figures invites a reader to find the one interval that
+misses 0; with seven groups at 95% each, one in three tables of a model with
+no bias at all would show one. The flags biasaudit prints ("beyond noise",
+bold cells) are therefore read after Holm's step-down adjustment over the
+figures of a table (S. Holm, "A Simple Sequentially Rejective Multiple Test
+Procedure", Scand. J. Statist. 6, 1979), which holds the chance of any false
+flag in the table at alpha, whatever the figures' dependence.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from statistics import NormalDist
+
+from biasaudit.metrics._validate import check_confidence
+
+__all__ = ["holm_adjust", "interval_p_value"]
+
+
+def holm_adjust(p_values: Sequence[float | None]) -> list[float | None]:
+    """Holm-adjusted p-values, in the order given; None stays None (not tested).
+
+    The i-th smallest of m p-values becomes ``max_{j <= i} min(1, (m - j + 1) p_(j))``
+    (Holm 1979); a figure is flagged at level alpha when its adjusted value is
+    below alpha.
+
+    Examples
+    --------
+    >>> holm_adjust([0.01, 0.04, None, 0.03])
+    [0.03, 0.06, None, 0.06]
+    """
+    tested = [(p, i) for i, p in enumerate(p_values) if p is not None]
+    for p, _ in tested:
+        if not 0.0 <= p <= 1.0 or math.isnan(p):
+            raise ValueError(f"p-values must lie in [0, 1], got {p}")
+    adjusted: list[float | None] = [None] * len(p_values)
+    running = 0.0
+    m = len(tested)
+    for rank, (p, index) in enumerate(sorted(tested)):
+        running = max(running, min(1.0, p * (m - rank)))
+        adjusted[index] = round(running, 15)
+    return adjusted
+
+
+def interval_p_value(
+    estimate: float | None,
+    bounds: Sequence[float] | None,
+    *,
+    null: float = 0.0,
+    confidence: float = 0.95,
+) -> float | None:
+    """The two-sided p-value of ``estimate`` against ``null`` that its normal interval implies.
+
+    The standard error is the larger half-width over the interval's z quantile
+    (the larger, since an interval clipped to its figure's range is narrower on
+    the clipped side only). None where there is no interval; an interval of no
+    width gives 0 or 1.
+    """
+    if estimate is None or bounds is None or len(bounds) != 2 or math.isnan(estimate):
+        return None
+    z = NormalDist().inv_cdf(0.5 + check_confidence(confidence) / 2)
+    se = max(bounds[1] - estimate, estimate - bounds[0], 0.0) / z
+    if se == 0.0:
+        return 1.0 if estimate == null else 0.0
+    return 2.0 * NormalDist().cdf(-abs(estimate - null) / se)
