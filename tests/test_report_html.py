@@ -188,7 +188,12 @@ def test_pairwise_report_has_the_output_statistics(runs: dict[str, Path]) -> Non
     html = (runs["pairwise"] / "report.html").read_text(encoding="utf-8")
     page = parse(html)
     assert_self_contained(html, page)
-    assert page.sections == [*ALLOCATION_SECTIONS[:5], "scores", "pairwise", *ALLOCATION_SECTIONS[6:]]
+    assert page.sections == [
+        *ALLOCATION_SECTIONS[:5],
+        "scores",
+        "pairwise",
+        *ALLOCATION_SECTIONS[6:],
+    ]
     for expected in (
         "flipped with the order",
         "regular answers",

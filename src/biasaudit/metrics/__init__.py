@@ -47,7 +47,6 @@ from biasaudit.metrics._allocation import (
     rank_biserial_test,
     rank_biserial_tests,
 )
-from biasaudit.metrics._multiplicity import holm_adjust, interval_p_value
 from biasaudit.metrics._gap_bootstrap import SelectionGapIntervals, bootstrap_selection_gaps
 from biasaudit.metrics._grade import (
     MIN_ITEMS,
@@ -66,6 +65,7 @@ from biasaudit.metrics._listwise import (
     latin_square,
     listwise_figures,
 )
+from biasaudit.metrics._multiplicity import holm_adjust, interval_p_value
 from biasaudit.metrics._pairwise import (
     PairwiseOutputStats,
     PairwiseScores,
@@ -160,10 +160,10 @@ __all__ = [
     "fit_components",
     "gender_shares",
     "grade_score",
-    "holm_adjust",
-    "interval_p_value",
     "grade_score_summary",
     "headline_replicates",
+    "holm_adjust",
+    "interval_p_value",
     "item_interval",
     "jsd",
     "kendall_w",

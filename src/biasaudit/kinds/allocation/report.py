@@ -38,8 +38,8 @@ from biasaudit.reports.text import impact_table as shared_impact_table
 __all__ = [
     "Findings",
     "allocation_blocks",
-    "findings",
     "allocation_table",
+    "findings",
     "impact_table",
     "study_blocks",
     "study_table",
@@ -93,7 +93,9 @@ def findings(metrics: AllocationMetrics) -> Findings:
     fewest = min(counts) if counts else None
     can_say = {group: not _too_few_to_say(f) for group, f in metrics.groups.items()}
     rabbi_p = holm_adjust([f.rabbi_p if can_say[g] else None for g, f in metrics.groups.items()])
-    rabbi = {g: p is not None and p < SIGNIFICANT for g, p in zip(metrics.groups, rabbi_p, strict=True)}
+    rabbi = {
+        g: p is not None and p < SIGNIFICANT for g, p in zip(metrics.groups, rabbi_p, strict=True)
+    }
     families = {"rabbi": sum(p is not None for p in rabbi_p)}
     gaps: dict[tuple[str, str, int], bool] = {}
     for kind in ("dp_gap", "eo_gap"):  # each its own table
@@ -109,7 +111,9 @@ def findings(metrics: AllocationMetrics) -> Findings:
                     if tested else None
                 )  # fmt: skip
         adjusted = holm_adjust(p_values)
-        gaps.update({c: p is not None and p < SIGNIFICANT for c, p in zip(cells, adjusted, strict=True)})
+        gaps.update(
+            {c: p is not None and p < SIGNIFICANT for c, p in zip(cells, adjusted, strict=True)}
+        )
         families[kind] = sum(p is not None for p in p_values)
     whole = fewest is not None and fewest >= FEW_UNITS
     shown = [r for r in metrics.impact if r.k == metrics.headline_k]
@@ -256,7 +260,9 @@ def impact_table(metrics: AllocationMetrics, found: Findings | None = None) -> P
     found = found or findings(metrics)
     k = metrics.headline_k
     rows = [row for row in metrics.impact if row.k == k]
-    beyond = {(r.category, r.value): found.impact.get((r.category, r.value, k), False) for r in rows}
+    beyond = {
+        (r.category, r.value): found.impact.get((r.category, r.value, k), False) for r in rows
+    }
     return shared_impact_table(rows, k, beyond=beyond, too_few=found.smoke_test)
 
 
