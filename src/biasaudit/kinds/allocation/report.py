@@ -128,6 +128,8 @@ def findings(metrics: AllocationMetrics) -> Findings:
     }
     families["impact"] = sum(p is not None for p in impact_p)
     unit = unit_noun(metrics.intervals.units) if metrics.intervals is not None else "units"
+    if unit == "items" and metrics.task == "essay-grading":
+        unit = "essays"
     return Findings(fewest, unit, can_say, rabbi, gaps, impact, families)
 
 
@@ -191,13 +193,17 @@ def _multiplicity_lines(metrics: AllocationMetrics, found: Findings) -> list[str
     ]
     k = metrics.headline_k
     test = metrics.omnibus.get(str(k))
-    flagged = [g for g in metrics.groups if found.gaps.get(("dp_gap", g, k))]
+    flagged = [f"ΔDP of {g}" for g in metrics.groups if found.gaps.get(("dp_gap", g, k))]
+    flagged += [
+        f"the impact ratio of {value}" for (_, value, at), beyond in found.impact.items()
+        if beyond and at == k
+    ]  # fmt: skip
     if test is not None and flagged and test.p >= SIGNIFICANT:
         lines.append(
-            f"why they differ: at k={k}, {', '.join(flagged)} differ from "
-            f"{metrics.reference_group} while the test of all groups together finds no "
-            f"difference (p = {_p_value(test.p)}): that test spreads its power over every group's "
-            "distance from the mean rate, a gap concentrates it on one pair"
+            f"why they differ: at k={k}, {', '.join(flagged)} is flagged while the test of all "
+            f"groups together finds no difference (p = {_p_value(test.p)}): that test spreads its "
+            "power over every group's distance from the mean rate, while a gap or a ratio "
+            "concentrates it on one pair"
         )
     elif test is not None and not flagged and test.p < SIGNIFICANT and any(found.can_say.values()):
         lines.append(
