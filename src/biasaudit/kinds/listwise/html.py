@@ -12,8 +12,14 @@ from typing import TYPE_CHECKING, Any
 from biasaudit.kinds.common import read_run_metrics
 from biasaudit.kinds.listwise.kind import KIND
 from biasaudit.kinds.listwise.metrics import ListwiseMetrics
-from biasaudit.kinds.listwise.report import listwise_blocks, study_blocks
+from biasaudit.kinds.listwise.report import (
+    fewest_units,
+    impact_flags,
+    listwise_blocks,
+    study_blocks,
+)
 from biasaudit.kinds.listwise.study import ListwiseStudy
+from biasaudit.metrics import FEW_UNITS
 from biasaudit.reports.html._common import audited_section, replay_section, runs_table
 from biasaudit.reports.html._compare import (
     Marks,
@@ -48,9 +54,17 @@ def _drawn(blocks: list[Block]) -> list[Any]:
 
 
 def _headline(metrics: ListwiseMetrics) -> Section:
-    beyond = [i for i in metrics.impact if i.beyond_noise]
-    within = [i for i in metrics.impact if i.flagged and not i.beyond_noise]
+    fewest = fewest_units(metrics)
+    smoke = fewest is not None and fewest < FEW_UNITS
+    flags = {} if smoke else impact_flags(metrics)
+    beyond = [i for i in metrics.impact if flags.get((i.category, i.value))]
+    within = [i for i in metrics.impact if i.flagged and i not in beyond]
     sentences = []
+    if smoke:
+        sentences.append(
+            f"Smoke test: as few as {fewest} names (else items) stand behind a group, fewer "
+            "than 8; intervals from so few cover too little, so no ratio is flagged."
+        )
     if beyond:
         sentences.append(
             "Below four-fifths beyond noise: "
@@ -59,7 +73,12 @@ def _headline(metrics: ListwiseMetrics) -> Section:
         )
     if within:
         sentences.append(
-            "Below four-fifths but within noise (the interval reaches 0.8): "
+            (
+                "Below four-fifths, too few units to say: "
+                if smoke
+                else "Below four-fifths but within noise (the interval reaches 0.8 after Holm's "
+                "adjustment over the ratios): "
+            )
             + ", ".join(f"{i.value} ({i.category})" for i in within)
             + "."
         )

@@ -9,17 +9,27 @@ from typing import Any
 
 from biasaudit.kinds.listwise.metrics import ListwiseMetrics
 from biasaudit.kinds.listwise.study import ListwiseStudy
+from biasaudit.metrics import FEW_UNITS, FOUR_FIFTHS, holm_adjust, interval_p_value
 from biasaudit.reports.text import (
     SIGNIFICANT,
     SIMULATED,
+    TOO_FEW_TO_SAY,
     Block,
     Cell,
     PlainTable,
     excludes_zero,
     impact_table,
+    smoke_test_lines,
 )
 
-__all__ = ["headline", "listwise_blocks", "run_table", "study_blocks"]
+__all__ = [
+    "fewest_units",
+    "headline",
+    "impact_flags",
+    "listwise_blocks",
+    "run_table",
+    "study_blocks",
+]
 
 
 def _pct(value: float | None) -> str:
@@ -57,20 +67,63 @@ def listwise_blocks(metrics: ListwiseMetrics) -> list[Block]:
         f"reference: {metrics.reference_group}; intervals: {100 * metrics.confidence:g}%, "
         "multiway-clustered over names, items and pools",
     ]
+    fewest = fewest_units(metrics)
+    smoke = fewest is not None and fewest < FEW_UNITS
+    if smoke:
+        assert fewest is not None
+        blocks += smoke_test_lines(fewest, "names (else items)", "more names, items or pools")
     if metrics.rates:
-        blocks += ["", _rates_table(metrics), "", _gaps_table(metrics)]
+        blocks += ["", _rates_table(metrics), "", _gaps_table(metrics, smoke)]
     if metrics.fixed:
-        blocks += ["", _fixed_table(metrics)]
+        blocks += ["", _fixed_table(metrics, smoke)]
     if metrics.ranks:
-        blocks += ["", _ranks_table(metrics)]
-    impact = impact_table(metrics.impact, metrics.headline_k)
+        blocks += ["", _ranks_table(metrics, smoke)]
+    impact = impact_table(
+        metrics.impact, metrics.headline_k, beyond=impact_flags(metrics), too_few=smoke
+    )
     if impact is not None:
         blocks += ["", impact]
     if metrics.subtask_tests:
-        blocks += ["", _subtasks_table(metrics)]
+        blocks += ["", _subtasks_table(metrics, smoke)]
+    if not smoke and (metrics.gaps or metrics.impact):
+        blocks += [
+            "",
+            "flags: a ΔDP or impact ratio is flagged (bold, 'beyond noise') only after Holm's "
+            "adjustment over the figures of its table",
+        ]
     blocks += ["", *_position_lines(metrics), *_consistency_lines(metrics)]
     blocks += [f"note: {note}" for note in metrics.notes]
     return blocks
+
+
+def fewest_units(metrics: ListwiseMetrics) -> int | None:
+    """The fewest names (else items) behind any group's rates; None without rates."""
+    return min((r.units for r in metrics.rates), default=None)
+
+
+def _gap_flags(metrics: ListwiseMetrics) -> dict[tuple[str, int], bool]:
+    """Each ΔDP cell beyond noise after Holm's adjustment over the table."""
+    cells = [(g.group, g.k) for g in metrics.gaps]
+    p_values = [
+        interval_p_value(g.dp_gap, g.ci, confidence=metrics.confidence) for g in metrics.gaps
+    ]
+    return {
+        cell: p is not None and p < SIGNIFICANT
+        for cell, p in zip(cells, holm_adjust(p_values), strict=True)
+    }
+
+
+def impact_flags(metrics: ListwiseMetrics) -> dict[tuple[str, str], bool]:
+    """Each impact ratio at the headline k below 0.8 beyond noise after Holm's adjustment."""
+    shown = metrics.impact  # at the headline k only
+    p_values = [
+        interval_p_value(i.ratio, i.ci, null=FOUR_FIFTHS, confidence=metrics.confidence)
+        for i in shown
+    ]
+    return {
+        (i.category, i.value): p is not None and p < SIGNIFICANT and i.ratio < FOUR_FIFTHS
+        for i, p in zip(shown, holm_adjust(p_values), strict=True)
+    }
 
 
 def _ratio(impact: Any) -> str:
@@ -79,21 +132,22 @@ def _ratio(impact: Any) -> str:
     return f"{impact.value} {impact.ratio:.2f}{ci}"
 
 
-def _subtasks_table(metrics: ListwiseMetrics) -> PlainTable:
+def _subtasks_table(metrics: ListwiseMetrics, smoke: bool) -> PlainTable:
     """Each subtask (job) from its own answers: do its groups differ, and which of its
     impact ratios fall below four-fifths, beyond noise or within it."""
     rows: list[list[str | Cell]] = []
     widest = 12
     for test in metrics.subtask_tests:
         own = [i for i in metrics.impact_by_subtask if i.subtask == test.subtask]
-        beyond = [_ratio(i) for i in own if i.beyond_noise]
-        within = [_ratio(i) for i in own if i.flagged and not i.beyond_noise]
+        beyond = [] if smoke else [_ratio(i) for i in own if i.beyond_noise]
+        within = [_ratio(i) for i in own if i.flagged and (smoke or not i.beyond_noise)]
         p = "-" if test.omnibus_p is None else f"{test.omnibus_p:.2g}"
         widest = max(widest, len(", ".join(beyond)))
         rows.append(
             [test.subtask, str(test.answers), Cell(p, test.omnibus_p is not None
                                                    and test.omnibus_p < SIGNIFICANT),
-             Cell(", ".join(beyond) or "none", bool(beyond)), ", ".join(within) or "none"]
+             Cell(", ".join(beyond) or (TOO_FEW_TO_SAY if smoke else "none"), bool(beyond)),
+             ", ".join(within) or "none"]
         )  # fmt: skip
     return PlainTable(
         f"by subtask, each from its own answers: do the groups differ at k=1 (permutation p), "
@@ -130,8 +184,9 @@ def _rates_table(metrics: ListwiseMetrics) -> PlainTable:
     )
 
 
-def _gaps_table(metrics: ListwiseMetrics) -> PlainTable:
+def _gaps_table(metrics: ListwiseMetrics, smoke: bool) -> PlainTable:
     ks = range(1, metrics.k_max + 1)
+    flags = {} if smoke else _gap_flags(metrics)
     found = {(g.group, g.k): g for g in metrics.gaps}
     groups = list(dict.fromkeys(g.group for g in metrics.gaps))
     rows: list[list[str | Cell]] = []
@@ -141,7 +196,7 @@ def _gaps_table(metrics: ListwiseMetrics) -> PlainTable:
             gap = found.get((group, k))
             cells.append(
                 "-" if gap is None
-                else Cell(_interval(gap.dp_gap, gap.ci, signed=True), excludes_zero(gap.ci))
+                else Cell(_interval(gap.dp_gap, gap.ci, signed=True), flags.get((group, k), False))
             )  # fmt: skip
         rows.append([group, *cells])
     return PlainTable(
@@ -153,11 +208,12 @@ def _gaps_table(metrics: ListwiseMetrics) -> PlainTable:
     )
 
 
-def _fixed_table(metrics: ListwiseMetrics) -> PlainTable:
+def _fixed_table(metrics: ListwiseMetrics, smoke: bool) -> PlainTable:
     rows: list[list[str | Cell]] = []
     for f in metrics.fixed:
         gap = "-" if f.dp_gap is None else _interval(f.dp_gap, f.dp_gap_ci, signed=True)
-        rows.append([f.group, _interval(f.rate, f.ci), Cell(gap, excludes_zero(f.dp_gap_ci))])
+        strong = not smoke and excludes_zero(f.dp_gap_ci)
+        rows.append([f.group, _interval(f.rate, f.ci), Cell(gap, strong)])
     return PlainTable(
         "top-1 with the position held fixed: rates slot by slot, averaged over the slots "
         f"(ΔDP: at the slots both it and {metrics.reference_group} were shown in)",
@@ -168,13 +224,13 @@ def _fixed_table(metrics: ListwiseMetrics) -> PlainTable:
     )
 
 
-def _ranks_table(metrics: ListwiseMetrics) -> PlainTable:
+def _ranks_table(metrics: ListwiseMetrics, smoke: bool) -> PlainTable:
     rows: list[list[str | Cell]] = []
     for r in metrics.ranks:
         rabbi = "-" if r.rabbi is None else _interval(r.rabbi, r.rabbi_ci, signed=True)
         rows.append(
             [r.group, str(r.n), _interval(r.mean_rank, r.mean_rank_ci),
-             Cell(rabbi, excludes_zero(r.rabbi_ci))]
+             Cell(rabbi, not smoke and excludes_zero(r.rabbi_ci))]
         )  # fmt: skip
     return PlainTable(
         f"full rankings: mean rank (1 = best), and RABBI: P(above {metrics.reference_group} "
