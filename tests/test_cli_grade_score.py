@@ -260,11 +260,11 @@ def test_study_lays_models_prompts_and_random_option_side_by_side(tmp_path: Path
     code, out, _ = invoke("study", *runs[:3])
     assert code == 0
     assert out == EXPECTED_STUDY.replace("4 runs", "3 runs")
-    code, out, _ = invoke("study", *runs)  # a repeated setting gets a row of its own
+    code, out, err = invoke("study", *runs)  # a repeated audit counts once
     assert code == 0
-    rows = [line.split("  ")[0] for line in out.splitlines()[5:8]]
-    assert rows == ["model", "sim/biased", "sim/fair"] and len(out.splitlines()) == 39
-    assert out.splitlines()[8].startswith(f"sim/fair ({Path(runs[3]).name})  ")
+    assert out == EXPECTED_STUDY.replace("4 runs", "3 runs")
+    assert "counted once: 2 runs audit the same model (sim/fair)" in err
+    assert f"{runs[3]} stands for them" in err and f"left out: {runs[2]}" in err
 
 
 def test_study_refuses_to_mix_grade_score_and_allocation_runs(tmp_path: Path) -> None:

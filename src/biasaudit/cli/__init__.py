@@ -391,10 +391,12 @@ def _write_report(run_dir: Path, wanted: bool) -> None:
     """
     if not wanted:
         return
+    from biasaudit.engine.progress import phase
     from biasaudit.reports.html import write_report
 
     try:
-        paths = write_report(run_dir)
+        with phase("writing the report"):
+            paths = write_report(run_dir)
     except (BiasauditError, ImportError, OSError, ValueError) as error:
         click.echo(f"warning: no report written: {redact(str(error))}", err=True)
         return
@@ -686,6 +688,7 @@ def study(
     What a glob such as runs/* also matches (the cache file, earlier study and
     compare folders, fan-out runs) is skipped with a note; a missing path is an error.
     """
+    from biasaudit.engine.progress import phase
     from biasaudit.kinds.registry import audit_kind, runs_to_study, study_kind
     from biasaudit.reports.rich_tables import echo_blocks
 
@@ -695,7 +698,9 @@ def study(
     run_dirs = tuple(found_runs)
     kind = study_kind(run_dirs)
     found = audit_kind(kind)
-    echo_blocks(found.study_blocks(found.study(run_dirs, ndcg_at=ndcg_at)))
+    with phase(f"studying {len(run_dirs)} runs"):
+        result = found.study(run_dirs, ndcg_at=ndcg_at)
+    echo_blocks(found.study_blocks(result))
     _write_study_report(run_dirs, kind, ndcg_at, report_dir, not no_report)
 
 
@@ -705,10 +710,12 @@ def _write_study_report(
     """Write the study's report into its own folder, named on stderr like a run's."""
     if not wanted:
         return
+    from biasaudit.engine.progress import phase
     from biasaudit.reports.html import write_study_report
 
     try:
-        paths = write_study_report(run_dirs, kind=kind, ndcg_at=ndcg_at, report_dir=report_dir)
+        with phase("writing the study's report"):
+            paths = write_study_report(run_dirs, kind=kind, ndcg_at=ndcg_at, report_dir=report_dir)
     except (BiasauditError, ImportError, OSError, ValueError) as error:
         click.echo(f"warning: no report written: {redact(str(error))}", err=True)
         return
@@ -732,9 +739,12 @@ def report_command(run_dir: Path, report_format: str) -> None:
     The HTML file stands alone: figures embedded, no network needed to read it.
     A simulated model is labelled as such in every section.
     """
+    from biasaudit.engine.progress import phase
     from biasaudit.reports.html import write_report
 
-    for path in write_report(run_dir, report_format):  # type: ignore[arg-type]
+    with phase("writing the report"):
+        paths = write_report(run_dir, report_format)  # type: ignore[arg-type]
+    for path in paths:
         click.echo(f"report: {path}")
 
 

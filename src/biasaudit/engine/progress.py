@@ -4,9 +4,11 @@ for several runs at once, one board with a line per run (:class:`ProgressBoard`)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
 from biasaudit.engine.types import EngineStats, format_duration, format_rate
@@ -22,7 +24,30 @@ __all__ = [
     "describe_progress",
     "format_duration",
     "format_rate",
+    "phase",
 ]
+
+
+@contextlib.contextmanager
+def phase(what: str, stream: TextIO | None = None) -> Iterator[None]:
+    """Show ``what`` with a spinner and the time spent, on a terminal, while the block runs.
+
+    For the work between requests that can take a while: computing a run's
+    figures, writing its report, a study, a replay's comparison, a power plan's
+    refit. Nothing is shown where ``stream`` (stderr) is not a terminal, so
+    logs, pipes and tests read as before; the line is gone when the block ends.
+    """
+    out = stream if stream is not None else sys.stderr
+    if out is None or not out.isatty():
+        yield
+        return
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
+    with Progress(*columns, console=Console(file=out), transient=True) as shown:
+        shown.add_task(what, total=None)
+        yield
 
 
 def describe_progress(stats: EngineStats) -> str:

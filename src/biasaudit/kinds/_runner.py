@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TextIO, TypeVar
 
+from biasaudit.engine.progress import phase
 from biasaudit.engine.session import Annotate, RunSession
 from biasaudit.errors import BiasauditError, RunAbortedError
 from biasaudit.providers import ModelRequest, Provider
@@ -69,7 +70,8 @@ async def run_planned(
     try:
         session.run.write_json("spec.json", recorded_spec)
         await session.send(requests, stderr=stderr, label=f"{label}: ", annotate=annotate)
-        results = write_results(session)
+        with phase(f"{label}: computing the figures", stderr):
+            results = write_results(session)
     except RunAbortedError as error:
         session.fail(error)
         hint = explain_abort(error) if explain_abort is not None else None

@@ -196,13 +196,94 @@ def runs_to_study(paths: Sequence[str | Path]) -> tuple[list[Path], list[str]]:
             skipped.append(f"skipped {path}: not a run (no manifest.json)")
         elif (kind := read_manifest(path).kind) not in KINDS:
             skipped.append(f"skipped {path}: a {kind} run, not an audit run")
+        elif (why := _unusable(path)) is not None:
+            skipped.append(f"skipped {path}: {why}")
         else:
             runs.append(path)
     if not runs:
         raise UsageError(
             "no audit run among the paths given" + (f" ({skipped[0]})" if skipped else "")
         )
-    return runs, skipped
+    return _once_per_audit(runs, skipped)
+
+
+def _unusable(path: Path) -> str | None:
+    """Why a study cannot use an audit run (it stopped early, nothing was answered), or None."""
+    from biasaudit.store.runs import read_manifest
+
+    manifest = read_manifest(path)
+    if not (path / "metrics.json").is_file():
+        return (
+            f"incomplete: no metrics.json, the run stopped before its figures "
+            f"(status {manifest.status})"
+        )
+    if manifest.status != "completed":
+        return f"incomplete ({manifest.status}): its figures rest on part of its requests"
+    counts = manifest.counts
+    if counts.requests and counts.failures >= counts.requests:
+        return "every request failed: no answer to study"
+    return None
+
+
+# Spec fields that say how much of an audit a run asked, or how it was sent, not which
+# audit it is: runs that differ only in them (a pilot, the rounds of --until, a repeat)
+# are one audit of one model, counted once in a study.
+_SIZE_AND_ENGINE_FIELDS = frozenset({
+    "names_per_group", "max_names", "round_names", "names_drawn", "candidates_per_group",
+    "pools", "max_pools", "round_pools", "pools_drawn", "item_limit", "max_items",
+    "round_items", "replicates", "max_replicates", "round_replicates", "per_request",
+    "until", "detect", "like", "pilot", "seed", "jobs", "rounds", "bootstrap",
+    "gap_bootstrap", "concurrency", "rpm", "tpm", "max_retries", "timeout", "runs_dir",
+    "cache", "replay", "fresh", "workers", "batch", "batch_poll", "n_ctx", "n_threads",
+    "parallel", "api_key_env", "headers", "models", "max_cost", "model", "base_url",
+})  # fmt: skip
+
+
+def _audit_identity(path: Path) -> str:
+    """What a run audits, whatever its size: its kind and spec less sizes and engine settings."""
+    import json
+
+    from biasaudit.store.runs import read_manifest
+
+    try:
+        spec = json.loads((path / "spec.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return str(path)  # nothing to match it by: it stands alone
+    if not isinstance(spec, dict):
+        return str(path)
+    asked = {k: v for k, v in spec.items() if k not in _SIZE_AND_ENGINE_FIELDS}
+    manifest = read_manifest(path)
+    audited = [manifest.endpoint.get(k) for k in ("provider", "model", "base_url")]
+    return json.dumps([manifest.kind, audited, asked], sort_keys=True, default=str)
+
+
+def _once_per_audit(runs: list[Path], skipped: list[str]) -> tuple[list[Path], list[str]]:
+    """One run for each audit of one model: the one with the most answers (the latest
+    of equals); a note names the runs it stands for."""
+    from biasaudit.store.runs import read_manifest
+
+    by_audit: dict[str, list[Path]] = {}
+    for path in runs:
+        by_audit.setdefault(_audit_identity(path), []).append(path)
+    kept: list[Path] = []
+    for same in by_audit.values():
+        manifests = {path: read_manifest(path) for path in same}
+        answered = {
+            path: (m.counts.requests - m.counts.failures, m.started_at.isoformat())
+            for path, m in manifests.items()
+        }
+        chosen = max(same, key=answered.__getitem__)
+        kept.append(chosen)
+        others = [path for path in same if path != chosen]
+        if others:
+            endpoint = manifests[chosen].endpoint
+            model = f"{endpoint.get('provider', '?')}/{endpoint.get('model', '?')}"
+            skipped.append(
+                f"counted once: {len(same)} runs audit the same model ({model}) the same way "
+                f"(pilots, rounds or repeats); {chosen} stands for them (the most answers, "
+                f"{answered[chosen][0]}); left out: {', '.join(map(str, others))}"
+            )
+    return sorted(kept, key=runs.index), skipped
 
 
 def study_kind(run_dirs: Sequence[str | Path]) -> str:
