@@ -82,7 +82,7 @@ class ModelEntry(BaseModel):
 class RunOptions(BaseModel):
     """The model, its endpoint, the engine's settings and the storage of a run."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     model: Annotated[str, Flag(short="-m", multiple=True)] = Field(
         description="provider/model, e.g. openai/gpt-4o-mini, sim/biased; again for each "

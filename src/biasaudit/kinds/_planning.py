@@ -19,10 +19,10 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from biasaudit.errors import UsageError
 from biasaudit.kinds.common import read_run_metrics
-from biasaudit.metrics import VarianceModel
 from biasaudit.store.runs import read_manifest
 
 if TYPE_CHECKING:
+    from biasaudit.metrics import VarianceModel
     from biasaudit.kinds._rounds import Growth
 
 M = TypeVar("M", bound=BaseModel)
@@ -146,6 +146,8 @@ def stated(
     usually plans for fewer units (the README gives an example), though not always (a
     rate far from its stated p, or the items' share, which the defaults leave out).
     ``pilot``: whether the kind can run a pilot (the line suggests one)."""
+    from biasaudit.metrics import VarianceModel
+
     model = VarianceModel(per_unit, 0.0, max(now, 1))
     better = "--pilot N or --like RUN" if pilot else "--like RUN"
     source = f"stated defaults ({why}; cautious: {better} usually plans for fewer {unit})"
@@ -166,6 +168,8 @@ def model_of(
     se = (bounds[1] - bounds[0]) / (2 * float(stats.norm.ppf(0.5 + confidence / 2)))
     if not se > 0:
         return None
+    from biasaudit.metrics import VarianceModel
+
     return VarianceModel(se * se * units, 0.0, units, df=units - 1 if estimated else None)
 
 

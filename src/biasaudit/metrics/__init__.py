@@ -36,96 +36,175 @@ RUTEd evaluation (Lum et al.): :func:`neutrality`, :func:`skew`,
 :func:`replicate_similarity`, the mode-collapse check of replicate texts.
 """
 
-from biasaudit.metrics._allocation import (
-    RankBiserialResult,
-    avg_score_gap,
-    distribution_shape,
-    emd,
-    jsd,
-    mann_whitney_p,
-    rank_biserial,
-    rank_biserial_test,
-    rank_biserial_tests,
-)
-from biasaudit.metrics._gap_bootstrap import SelectionGapIntervals, bootstrap_selection_gaps
-from biasaudit.metrics._grade import (
-    MIN_ITEMS,
-    GradeScore,
-    GradeScoreSummary,
-    SlotTest,
-    grade_score,
-    grade_score_summary,
-    item_interval,
-    slot_test,
-)
-from biasaudit.metrics._listwise import (
-    FOUR_FIFTHS,
-    ListwiseFigures,
-    kendall_w,
-    latin_square,
-    listwise_figures,
-)
-from biasaudit.metrics._multiplicity import holm_adjust, interval_p_value
-from biasaudit.metrics._pairwise import (
-    PairwiseOutputStats,
-    PairwiseScores,
-    pairwise_preference_gap,
-    pairwise_ranking_scores,
-)
-from biasaudit.metrics._power import (
-    VarianceModel,
-    detection_power,
-    fit_components,
-    variance_model,
-)
-from biasaudit.metrics._ruted import (
-    GenderShares,
-    RutedEstimate,
-    gender_shares,
-    neutrality,
-    skew,
-    stereotype,
-)
-from biasaudit.metrics._selection import (
-    SelectionResult,
-    dp_gap,
-    eo_gap,
-    select_in_pools,
-    simulate_selection,
-    top_k_shares,
-)
-from biasaudit.metrics._sequential import (
-    sequence_interval,
-    sequence_multiplier,
-    spending_boundaries,
-    t_boundary,
-    tightest_at,
-)
-from biasaudit.metrics._similarity import (
-    ReplicateSimilarity,
-    replicate_similarity,
-    unit_similarity,
-)
-from biasaudit.metrics._units import (
-    FEW_UNITS,
-    MIN_UNITS,
-    AllocationFigures,
-    Resamples,
-    Units,
-    allocation_figures,
-    headline_replicates,
-)
-from biasaudit.metrics._validity import (
-    CorrelationResult,
-    model_selection_ndcg,
-    ndcg_at,
-    pearson,
-    predictive_validity,
-    rank_models_by_rms,
-    rms,
-    spearman,
-    spearman_matrix,
-)
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names, for type checkers; at run time each loads on first use
+    from biasaudit.metrics._allocation import (
+        RankBiserialResult,
+        avg_score_gap,
+        distribution_shape,
+        emd,
+        jsd,
+        mann_whitney_p,
+        rank_biserial,
+        rank_biserial_test,
+        rank_biserial_tests,
+    )
+    from biasaudit.metrics._gap_bootstrap import SelectionGapIntervals, bootstrap_selection_gaps
+    from biasaudit.metrics._grade import (
+        MIN_ITEMS,
+        GradeScore,
+        GradeScoreSummary,
+        SlotTest,
+        grade_score,
+        grade_score_summary,
+        item_interval,
+        slot_test,
+    )
+    from biasaudit.metrics._listwise import (
+        FOUR_FIFTHS,
+        ListwiseFigures,
+        kendall_w,
+        latin_square,
+        listwise_figures,
+    )
+    from biasaudit.metrics._multiplicity import holm_adjust, interval_p_value
+    from biasaudit.metrics._pairwise import (
+        PairwiseOutputStats,
+        PairwiseScores,
+        pairwise_preference_gap,
+        pairwise_ranking_scores,
+    )
+    from biasaudit.metrics._power import (
+        VarianceModel,
+        detection_power,
+        fit_components,
+        variance_model,
+    )
+    from biasaudit.metrics._ruted import (
+        GenderShares,
+        RutedEstimate,
+        gender_shares,
+        neutrality,
+        skew,
+        stereotype,
+    )
+    from biasaudit.metrics._selection import (
+        SelectionResult,
+        dp_gap,
+        eo_gap,
+        select_in_pools,
+        simulate_selection,
+        top_k_shares,
+    )
+    from biasaudit.metrics._sequential import (
+        sequence_interval,
+        sequence_multiplier,
+        spending_boundaries,
+        t_boundary,
+        tightest_at,
+    )
+    from biasaudit.metrics._similarity import (
+        ReplicateSimilarity,
+        replicate_similarity,
+        unit_similarity,
+    )
+    from biasaudit.metrics._units import (
+        FEW_UNITS,
+        MIN_UNITS,
+        AllocationFigures,
+        Resamples,
+        Units,
+        allocation_figures,
+        headline_replicates,
+    )
+    from biasaudit.metrics._validity import (
+        CorrelationResult,
+        model_selection_ndcg,
+        ndcg_at,
+        pearson,
+        predictive_validity,
+        rank_models_by_rms,
+        rms,
+        spearman,
+        spearman_matrix,
+    )
+
+# Which private module holds each public name. ``import biasaudit.metrics`` loads
+# none of them (nor numpy, scipy or pandas): a command that only lists options, or
+# a module that names a metric's type, pays for nothing it does not compute.
+_LAZY = {
+    "RankBiserialResult": "_allocation",
+    "avg_score_gap": "_allocation",
+    "distribution_shape": "_allocation",
+    "emd": "_allocation",
+    "jsd": "_allocation",
+    "mann_whitney_p": "_allocation",
+    "rank_biserial": "_allocation",
+    "rank_biserial_test": "_allocation",
+    "rank_biserial_tests": "_allocation",
+    "SelectionGapIntervals": "_gap_bootstrap",
+    "bootstrap_selection_gaps": "_gap_bootstrap",
+    "MIN_ITEMS": "_grade",
+    "GradeScore": "_grade",
+    "GradeScoreSummary": "_grade",
+    "SlotTest": "_grade",
+    "grade_score": "_grade",
+    "grade_score_summary": "_grade",
+    "item_interval": "_grade",
+    "slot_test": "_grade",
+    "FOUR_FIFTHS": "_listwise",
+    "ListwiseFigures": "_listwise",
+    "kendall_w": "_listwise",
+    "latin_square": "_listwise",
+    "listwise_figures": "_listwise",
+    "holm_adjust": "_multiplicity",
+    "interval_p_value": "_multiplicity",
+    "PairwiseOutputStats": "_pairwise",
+    "PairwiseScores": "_pairwise",
+    "pairwise_preference_gap": "_pairwise",
+    "pairwise_ranking_scores": "_pairwise",
+    "VarianceModel": "_power",
+    "detection_power": "_power",
+    "fit_components": "_power",
+    "variance_model": "_power",
+    "GenderShares": "_ruted",
+    "RutedEstimate": "_ruted",
+    "gender_shares": "_ruted",
+    "neutrality": "_ruted",
+    "skew": "_ruted",
+    "stereotype": "_ruted",
+    "SelectionResult": "_selection",
+    "dp_gap": "_selection",
+    "eo_gap": "_selection",
+    "select_in_pools": "_selection",
+    "simulate_selection": "_selection",
+    "top_k_shares": "_selection",
+    "sequence_interval": "_sequential",
+    "sequence_multiplier": "_sequential",
+    "spending_boundaries": "_sequential",
+    "t_boundary": "_sequential",
+    "tightest_at": "_sequential",
+    "ReplicateSimilarity": "_similarity",
+    "replicate_similarity": "_similarity",
+    "unit_similarity": "_similarity",
+    "FEW_UNITS": "_units",
+    "MIN_UNITS": "_units",
+    "AllocationFigures": "_units",
+    "Resamples": "_units",
+    "Units": "_units",
+    "allocation_figures": "_units",
+    "headline_replicates": "_units",
+    "CorrelationResult": "_validity",
+    "model_selection_ndcg": "_validity",
+    "ndcg_at": "_validity",
+    "pearson": "_validity",
+    "predictive_validity": "_validity",
+    "rank_models_by_rms": "_validity",
+    "rms": "_validity",
+    "spearman": "_validity",
+    "spearman_matrix": "_validity",
+}
 
 __all__ = [
     "FEW_UNITS",
@@ -199,3 +278,19 @@ __all__ = [
     "unit_similarity",
     "variance_model",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Load a public name's module on first use (PEP 562)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'biasaudit.metrics' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"biasaudit.metrics.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
