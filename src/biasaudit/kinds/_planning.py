@@ -22,8 +22,8 @@ from biasaudit.kinds.common import read_run_metrics
 from biasaudit.store.runs import read_manifest
 
 if TYPE_CHECKING:
-    from biasaudit.metrics import VarianceModel
     from biasaudit.kinds._rounds import Growth
+    from biasaudit.metrics import VarianceModel
 
 M = TypeVar("M", bound=BaseModel)
 
