@@ -291,11 +291,18 @@ def _holm(tests: list[ChangeTest]) -> list[ChangeTest]:
     return [replace(test, p_adjusted=p) for test, p in zip(tests, adjusted, strict=True)]
 
 
+def _models(comparison: Comparison) -> str:
+    """The model both runs audit, or each run's where they differ."""
+    if comparison.model_a == comparison.model_b:
+        return comparison.model_a
+    return f"A {comparison.model_a} and B {comparison.model_b}"
+
+
 def comparison_lines(comparison: Comparison, *, show_all: bool = False) -> list[str]:
     """What ``biasaudit compare`` prints."""
     versions = comparison.versions
     lines = [
-        f"compare {comparison.kind} runs of {comparison.model_a}: "
+        f"compare {comparison.kind} runs of {_models(comparison)}: "
         f"A {comparison.run_a}  ->  B {comparison.run_b}",
         _version_line("model version", versions.versions_a, versions.versions_b),
         _version_line("system fingerprint", versions.fingerprints_a, versions.fingerprints_b),
