@@ -10,7 +10,7 @@ value, so a value is written once: on the field.
 from __future__ import annotations
 
 import types
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
 
@@ -88,6 +88,7 @@ def merged_options(
             )
             continue
         option = _option(name, field, flag, required=needed, loose=True)
+        option.type = _common_type(types)
         descriptions = list(dict.fromkeys((f.description or "").strip() for f, _ in declared))
         option.help = " / ".join(d for d in descriptions if d)
         options.append(option)
@@ -115,6 +116,36 @@ def _signature(field: FieldInfo) -> str:
     return repr((field.annotation, _bounds(field), field.default))
 
 
+def _common_type(types: Sequence[Any]) -> Any:
+    """The click type that fits every variant's values: an integer where each takes an
+    integer, a number where each takes a number (the spec checks each one's bounds),
+    else text."""
+    if all(isinstance(t, click.IntRange) for t in types):
+        return click.INT
+    if all(isinstance(t, click.IntRange | click.FloatRange) for t in types):
+        return click.FLOAT
+    return click.STRING
+
+
+def _metavar(field: FieldInfo) -> str | None:
+    """What a text option takes, where click would say only TEXT: ``A,B`` for a list,
+    ``N|median`` for a number or a word."""
+    members = _members(field.annotation)
+    if get_origin(members[0]) is tuple or _flag(field).multiple:
+        return None if _flag(field).multiple else "A,B,..."
+    shown = []
+    for member in members:
+        if get_origin(member) is Literal:
+            shown += [str(value) for value in get_args(member)]
+        elif member is int:
+            shown.append("N")
+        elif member is float:
+            shown.append("X")
+        elif get_origin(member) is tuple:
+            shown.append("A,B,...")
+    return "|".join(shown) if len(members) > 1 and shown else None
+
+
 def _option(
     name: str, field: FieldInfo, flag: Flag, *, required: bool, loose: bool = False
 ) -> click.Option:
@@ -125,11 +156,14 @@ def _option(
     is_flag = click_type is bool
     # Unset options stay None (a flag too), so that they keep the spec's value.
     unset: dict[str, Any] = {"is_flag": True, "default": None} if is_flag else {"type": click_type}
+    metavar = flag.metavar
+    if metavar is None and click_type is click.STRING and not loose:
+        metavar = _metavar(field)
     return click.Option(
         [*names, name],
         multiple=flag.multiple,
         required=required,
-        metavar=flag.metavar,
+        metavar=metavar,
         help=_help(field, show_default=not loose and not required),
         **unset,
     )

@@ -13,10 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
+from biasaudit.engine.options import Flag
 from biasaudit.errors import UsageError
 from biasaudit.kinds.common import read_run_metrics
 from biasaudit.store.runs import read_manifest
@@ -74,7 +75,7 @@ class UntilFields(BaseModel):
     (:mod:`biasaudit.kinds._rounds`); each kind adds the fields of the unit it grows by
     (``round_names`` / ``max_names``, ``round_pools`` / ``max_pools``, ...)."""
 
-    until: str | None = Field(
+    until: Annotated[str | None, Flag(metavar="decided|precise:H")] = Field(
         None,
         description="Run in rounds, each adding units (names, pools, items or replicates), "
         "until the answer is known: 'precise:H' (every interval the rule reads at most ±H) "
