@@ -185,6 +185,10 @@ def test_an_unknown_task_is_named(tmp_path: Path) -> None:
         f"'loan-screening' is neither a built-in task ({', '.join(built_in)}) nor a spec file"
         in err
     )
+    assert "Did you mean" not in err
+    code, out, err = invoke("run", "resume-screenin", "--model", "sim/biased")
+    assert code == 2 and out == "" and "Did you mean 'resume-screening'?" in err
+    assert not (tmp_path / "runs").exists()
 
 
 @pytest.mark.parametrize(

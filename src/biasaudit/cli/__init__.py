@@ -476,9 +476,13 @@ def _spec_command() -> click.Command:
 
     def run_file(spec_file: Path, **fields: Any) -> None:
         if not spec_file.is_file():
-            built_in = ", ".join(name for name in run.list_commands(click.get_current_context()))
+            import difflib
+
+            tasks = list(run.list_commands(click.get_current_context()))
+            near = difflib.get_close_matches(str(spec_file), tasks, n=1)
+            hint = f"Did you mean '{near[0]}'? " if near else ""
             raise click.UsageError(
-                f"'{spec_file}' is neither a built-in task ({built_in}) "
+                f"{hint}'{spec_file}' is neither a built-in task ({', '.join(tasks)}) "
                 f"nor a spec file; a spec's task is one of {', '.join(TASK_NAMES)}"
             )
         _run_audit(fields, spec_file=spec_file)
