@@ -479,7 +479,7 @@ def _spec_command() -> click.Command:
             import difflib
 
             tasks = list(run.list_commands(click.get_current_context()))
-            near = difflib.get_close_matches(str(spec_file), tasks, n=1)
+            near = difflib.get_close_matches(str(spec_file), tasks, n=1, cutoff=0.8)
             hint = f"Did you mean '{near[0]}'? " if near else ""
             raise click.UsageError(
                 f"{hint}'{spec_file}' is neither a built-in task ({', '.join(tasks)}) "
