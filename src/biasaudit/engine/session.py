@@ -23,7 +23,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -70,6 +70,7 @@ class RunSession:
     engine: Engine
     run: RunDirectory
     manifest: Manifest
+    closed: bool = field(default=False, init=False)
 
     @classmethod
     def open(
@@ -203,7 +204,10 @@ class RunSession:
         return error
 
     async def close(self) -> None:
-        """Release the provider, write the final manifest, close the files."""
+        """Release the provider, write the final manifest, close the files (once)."""
+        if self.closed:
+            return
+        self.closed = True
         self.manifest.endpoint.update(self.provider.run_report())
         try:
             await self.provider.aclose()

@@ -75,11 +75,34 @@ async def run_planned(
     except RunAbortedError as error:
         session.fail(error)
         hint = explain_abort(error) if explain_abort is not None else None
+        await session.close()
+        cause = error.cause if hint is None else BiasauditError(f"{error.cause}; {hint}")
+        if _nothing_answered(session):
+            # Nothing was answered or paid for: a folder would record only the failure, and
+            # each retry of an endpoint that is down would leave another.
+            session.run.remove()
+            note = "nothing was answered, so no run folder is kept"
+            raise RunAbortedError(BiasauditError(f"{cause}; {note}"), None) from error
         if hint is None:
             raise
-        raise RunAbortedError(BiasauditError(f"{error.cause}; {hint}"), error.run_dir) from error
+        raise RunAbortedError(cause, error.run_dir) from error
     except (BiasauditError, OSError) as error:
         raise session.fail(error) from None
     finally:
-        await session.close()
+        if not session.closed:
+            await session.close()
     return Ran(session, results)
+
+
+def _nothing_answered(session: RunSession) -> bool:
+    """No answer, cache hit, batch or reported token in the stopped run."""
+    manifest = session.manifest
+    counts, usage = manifest.counts, manifest.usage
+    return (
+        counts.failures >= counts.requests
+        and counts.cache_hits == 0
+        and counts.batched == 0
+        and not manifest.batches
+        and usage.input_tokens == 0
+        and usage.output_tokens == 0
+    )

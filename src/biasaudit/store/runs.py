@@ -251,6 +251,11 @@ class RunDirectory:
             ) from None
         return run
 
+    def remove(self) -> None:
+        """Delete the run directory (a run that recorded nothing worth keeping)."""
+        self.close()
+        shutil.rmtree(self.path, ignore_errors=True)
+
     def release_reserve(self) -> bool:
         """Free the space set aside; whether there was any to free."""
         try:
