@@ -156,9 +156,14 @@ def test_history_off_a_terminal_prints_the_plain_lines(runs: dict[str, list[Path
     entries = list_history(root)
     assert len(entries) == 6
     assert out == "\n".join(history_table(entries)) + "\n"
-    assert out.startswith(
-        "started (UTC)     kind         status     model version                  headline  run\n"
-    )
+    lines = out.splitlines()
+    assert lines[0].startswith("started (UTC)     kind")
+    # Every column starts where its header does (a headline of any length included).
+    starts = [
+        lines[0].index(name) for name in ("kind", "status", "model version", "headline", "run")
+    ]
+    for line in lines[1:]:
+        assert all(line[at - 2 : at] == "  " and line[at] != " " for at in starts), line
 
 
 def test_history_on_a_terminal_shows_each_run_on_a_row(

@@ -93,12 +93,13 @@ HISTORY_COLUMNS = ("started (UTC)", "kind", "status", "model version", "headline
 
 def history_table(entries: Sequence[HistoryEntry]) -> list[str]:
     """The lines ``biasaudit history`` prints: one run a line, under a header."""
-    lines = [
-        f"{'started (UTC)':<17} {'kind':<12} {'status':<10} {'model version':<30} headline  run"
+    rows = [HISTORY_COLUMNS, *map(_history_cells, entries)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(HISTORY_COLUMNS) - 1)]
+    return [
+        "  ".join(cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=True))
+        + "  " + row[-1]
+        for row in rows
     ]
-    for started, kind, status, version, headline, run in map(_history_cells, entries):
-        lines.append(f"{started} {kind:<12} {status:<10} {version:<30} {headline}  {run}")
-    return lines
 
 
 def _history_cells(entry: HistoryEntry) -> tuple[str, str, str, str, str, str]:
