@@ -74,6 +74,9 @@ class Figure(NamedTuple):
     estimate: float
     bounds: Sequence[float] | None
     units: int
+    limits: tuple[float, float] = (-1.0, 1.0)
+    """The values the figure can take (a gap or a skew: -1 to 1; a score: 0 to 1): the
+    intervals of the rounds are cut to them, as the runs' own intervals are."""
 
 
 class Design(NamedTuple):
@@ -322,9 +325,10 @@ def _looks(
         if equivalence is not None:
             narrower = se * equivalence(figure.units)
             within = [figure.estimate - narrower, figure.estimate + narrower]
+        low, high = figure.limits
         found[label] = Look(
             estimate=figure.estimate, units=figure.units, multiplier=times,
-            interval=[figure.estimate - half, figure.estimate + half],
+            interval=[max(low, figure.estimate - half), min(high, figure.estimate + half)],
             fixed_interval=list(figure.bounds), equivalence_interval=within,
         )  # fmt: skip
     return found
@@ -566,7 +570,14 @@ def rounds_lines(record: RoundsRecord) -> list[Any]:
             f"within ±{record.detect:g} is read on intervals at "
             f"{record.equivalence_confidence:.0%}, valid at every look (two one-sided tests)"
         )
-    return [*lines, f"stopped: {record.stopped}; {record.sent} requests sent in all{fixed}"]
+    lines.append(f"stopped: {record.stopped}; {record.sent} requests sent in all{fixed}")
+    if record.stopped.startswith("reached the ceiling"):
+        lines.append(
+            "what it means: the units available ran out before every interval was as narrow "
+            "as asked; the figures above hold, with the wider intervals shown. To reach the "
+            "rule, add units (a larger file, a higher ceiling) or ask for less precision"
+        )
+    return lines
 
 
 def _design_words(design: str, boundaries: list[float] | None) -> str:

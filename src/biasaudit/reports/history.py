@@ -97,7 +97,8 @@ def history_table(entries: Sequence[HistoryEntry]) -> list[str]:
     widths = [max(len(row[i]) for row in rows) for i in range(len(HISTORY_COLUMNS) - 1)]
     return [
         "  ".join(cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=True))
-        + "  " + row[-1]
+        + "  "
+        + row[-1]
         for row in rows
     ]
 

@@ -93,7 +93,7 @@ def _scores(metrics: GradeScoreMetrics, spec: Any) -> dict[str, Figure]:
     for name in SCORES:
         estimate, bounds = getattr(metrics, name), getattr(metrics, f"{name}_ci")
         if estimate is not None:
-            found[name.replace("_", " ")] = Figure(estimate, bounds, metrics.items)
+            found[name.replace("_", " ")] = Figure(estimate, bounds, metrics.items, (0.0, 1.0))
     return found
 
 
