@@ -185,3 +185,20 @@ def test_comparison_view_lists_every_figure_with_all(runs: dict[str, Path]) -> N
     missing = [test.label for test in comparison.tests if test.label not in rows]
     assert not missing, missing
     assert text.rstrip().endswith("verdict: changed (B_M)")
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_long_phase_shows_a_spinner_on_a_terminal_and_nothing_elsewhere() -> None:
+    from biasaudit.engine.progress import phase
+
+    terminal, pipe = _Terminal(), io.StringIO()
+    with phase("computing the figures", terminal), phase("nested: drawn by the outer", terminal):
+        pass
+    with phase("computing the figures", pipe):
+        pass
+    assert "computing the figures" in terminal.getvalue()
+    assert pipe.getvalue() == ""

@@ -340,12 +340,14 @@ def _compare_command(reports_errors: Decorator) -> click.Command:
         report.html and report.md into a new folder beside RUN_B (named on
         stderr). Exit status 0.
         """
+        from biasaudit.engine.progress import phase
         from biasaudit.reports.compare import compare_runs, comparison_lines, write_comparison
 
-        comparison = compare_runs(
-            run_a, run_b, alpha=alpha, bootstrap=bootstrap,
-            allow_different_settings=allow_different_settings,
-        )  # fmt: skip
+        with phase("comparing the runs"):
+            comparison = compare_runs(
+                run_a, run_b, alpha=alpha, bootstrap=bootstrap,
+                allow_different_settings=allow_different_settings,
+            )  # fmt: skip
         from biasaudit.reports.rich_tables import comparison_view, echo_table
 
         lines = comparison_lines(comparison, show_all=show_all)

@@ -42,12 +42,21 @@ def phase(what: str, stream: TextIO | None = None) -> Iterator[None]:
         yield
         return
     from rich.console import Console
+    from rich.errors import LiveError
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
-    with Progress(*columns, console=Console(file=out), transient=True) as shown:
+    shown = Progress(*columns, console=Console(file=out), transient=True)
+    try:
+        shown.start()
+    except LiveError:  # another display holds the terminal: it shows the progress
+        yield
+        return
+    try:
         shown.add_task(what, total=None)
         yield
+    finally:
+        shown.stop()
 
 
 def describe_progress(stats: EngineStats) -> str:

@@ -132,7 +132,10 @@ def _halves(
         return None
     key = (str(path.resolve()), k, stamp.st_mtime_ns, stamp.st_size)
     if key not in _REFITS:
-        _REFITS[key] = _refit(like, metrics, k, models)
+        from biasaudit.engine.progress import phase
+
+        with phase(f"refitting {like.name}'s figures on halves of its names"):
+            _REFITS[key] = _refit(like, metrics, k, models)
     return _REFITS[key]
 
 
