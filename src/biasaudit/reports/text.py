@@ -38,12 +38,13 @@ TOO_FEW_TO_SAY = "too few units to say"
 """What a table shows in place of a flag where fewer than 8 units stand behind a group."""
 
 
-def smoke_test_lines(fewest: int, unit: str, more: str) -> list[str]:
-    """The lines above a run's tables when fewer than 8 units stand behind some group."""
+def smoke_test_lines(fewest: int, unit: str, more: str, *, where: str = "") -> list[str]:
+    """The lines above a run's tables when fewer than 8 units stand behind some group
+    (``where``: " behind a group"), or behind the whole run."""
     return [
         "",
-        f"SMOKE TEST: as few as {fewest} {unit} behind a group (fewer than 8). Intervals from "
-        f"so few {unit} cover too little, so no figure below is flagged ('{TOO_FEW_TO_SAY}'):",
+        f"SMOKE TEST: as few as {fewest} {unit}{where} (fewer than 8). Intervals from so few "
+        f"{unit} cover too little, so no figure below is flagged ('{TOO_FEW_TO_SAY}'):",
         f"read this run as the pipeline at work, not as a finding. An audit to sign: {more}.",
     ]
 

@@ -146,7 +146,9 @@ def allocation_blocks(metrics: AllocationMetrics) -> list[Block]:
     blocks: list[Block] = [*_header(metrics)]
     if found.smoke_test:
         assert found.fewest is not None
-        blocks += smoke_test_lines(found.fewest, found.unit, _more_units(metrics))
+        blocks += smoke_test_lines(
+            found.fewest, found.unit, _more_units(metrics), where=" behind a group"
+        )
     blocks += ["", _scores_table(metrics, found)]
     blocks += _rate_lines(metrics, found)
     impact = impact_table(metrics, found)

@@ -15,7 +15,8 @@ import pandas as pd
 
 from biasaudit.kinds.grade_score.run import GradeScoreMetrics, judge_settings
 from biasaudit.kinds.grade_score.study import SCORES, GradeStudyResult
-from biasaudit.reports.text import SIMULATED, Block, PlainTable, block_lines
+from biasaudit.metrics import FEW_UNITS
+from biasaudit.reports.text import SIMULATED, Block, PlainTable, block_lines, smoke_test_lines
 
 __all__ = [
     "grade_score_blocks",
@@ -65,6 +66,8 @@ def grade_score_blocks(metrics: GradeScoreMetrics, items: pd.DataFrame) -> list[
     warning = unusable_warning(metrics)
     if warning is not None:
         header.insert(1, f"WARNING: {warning}")
+    if metrics.items < FEW_UNITS:
+        header += smoke_test_lines(metrics.items, "items", "at least 8 items (the demo has 16)")
     means = PlainTable(
         None,
         ["score", "mean", f"{100 * metrics.confidence:g}% interval (over items; '-': too few)"],

@@ -71,7 +71,9 @@ def listwise_blocks(metrics: ListwiseMetrics) -> list[Block]:
     smoke = fewest is not None and fewest < FEW_UNITS
     if smoke:
         assert fewest is not None
-        blocks += smoke_test_lines(fewest, "names (else items)", "more names, items or pools")
+        blocks += smoke_test_lines(
+            fewest, "names (else items)", "more names, items or pools", where=" behind a group"
+        )
     if metrics.rates:
         blocks += ["", _rates_table(metrics), "", _gaps_table(metrics, smoke)]
     if metrics.fixed:

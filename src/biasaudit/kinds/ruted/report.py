@@ -15,6 +15,7 @@ import pandas as pd
 
 from biasaudit.kinds.ruted.metrics import METRICS, ContextMetrics, RutedMetrics
 from biasaudit.kinds.ruted.study import RutedStudyResult
+from biasaudit.metrics import FEW_UNITS
 from biasaudit.reports.text import (
     SIMULATED,
     Block,
@@ -25,6 +26,7 @@ from biasaudit.reports.text import (
     _signed,
     block_lines,
     excludes_zero,
+    smoke_test_lines,
 )
 
 __all__ = ["ruted_blocks", "ruted_study_blocks", "ruted_study_table", "ruted_table"]
@@ -76,6 +78,11 @@ def ruted_blocks(metrics: RutedMetrics) -> list[Block]:
             "; conventions: the paper's (ties counted female)"
             if metrics.conventions == "paper"
             else ""
+        ),
+        *(
+            smoke_test_lines(metrics.occupations, "occupations", "at least 8 occupations (40 ship)")
+            if metrics.occupations < FEW_UNITS
+            else []
         ),
         "",
         PlainTable(
