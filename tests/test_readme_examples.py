@@ -1,6 +1,7 @@
-"""The README's commands that name a file in examples/ run as written, twice.
+"""The commands of the README and the documentation that name a file in examples/
+run as written, twice.
 
-Every such command is read from the README's bash blocks; those that need a
+Every such command is read from the bash blocks of README.md and docs/; those that need a
 network, a key or a server of one's own (hosted providers, --base-url, pip) are
 only checked for their files. Each runnable one runs twice in a folder holding
 a copy of examples/, as a newcomer's clone would, and must succeed both times.
@@ -23,12 +24,13 @@ OFFLINE_ONLY = ("openai/", "anthropic/", "vllm/", "--base-url", "local/", "shout
 
 
 def readme_commands() -> list[str]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    text = "\n".join(page.read_text(encoding="utf-8") for page in pages)
     commands = []
     for block in re.findall(r"```bash\n(.*?)```", text, re.S):
         for line in block.replace("\\\n", " ").splitlines():
             line = line.split("  #")[0].strip()
-            if line.startswith("biasaudit ") and "examples/" in line:
+            if line.startswith("biasaudit ") and "examples/" in line and line not in commands:
                 commands.append(line)
     return commands
 
@@ -58,3 +60,46 @@ def test_readme_command_runs_as_written_twice(
     for attempt in (1, 2):
         result = CliRunner().invoke(cli, args, catch_exceptions=False)
         assert result.exit_code == 0, (attempt, result.stdout[-2000:], result.stderr[-2000:])
+
+
+def tour_commands() -> list[str]:
+    """The README's own commands (its tour), in order, as a newcomer types them."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    found = []
+    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+        for line in block.splitlines():
+            line = line.split("  #")[0].strip()
+            if line.startswith("biasaudit "):
+                found.append(line)
+    return found
+
+
+def expand(command: str, folder: Path) -> list[str]:
+    """The command's words, each ``$(ls -d GLOB | tail -1)`` replaced by its last match."""
+
+    def latest(match: re.Match[str]) -> str:
+        paths = sorted(folder.glob(match.group(1)))
+        assert paths, f"nothing matches {match.group(1)} for: {command}"
+        return str(paths[-1].relative_to(folder))
+
+    command = re.sub(r"\$\(ls -d (\S+) \| tail -1\)", latest, command)
+    words = shlex.split(command)[1:]
+    return [w for glob in words for w in (sorted(str(p.relative_to(folder)) for p in
+            folder.glob(glob)) if "*" in glob else [glob])]  # fmt: skip
+
+
+def test_the_readme_tour_runs_as_written_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    commands = [c for c in tour_commands() if "local/" not in c]
+    assert len(commands) >= 12
+    for attempt in (1, 2):
+        for command in commands:
+            args = expand(command, tmp_path)
+            if args[0] in ("run", "reaudit", "study", "compare") and "--dry-run" not in args:
+                args.append("--no-report")
+            result = CliRunner().invoke(cli, args, catch_exceptions=False)
+            assert result.exit_code == 0, (attempt, command, result.stderr[-2000:])

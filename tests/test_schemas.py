@@ -19,7 +19,7 @@ from biasaudit.kinds.registry import run_spec
 from biasaudit.kinds.schemas import SCHEMA_NAMES, json_schema, shipped_schema
 from biasaudit.spec import parse_spec
 
-README = Path(__file__).parent.parent / "README.md"
+OWN_TASK = Path(__file__).parent.parent / "docs" / "how-to" / "your-own-task.md"
 FAST: dict[str, dict[str, Any]] = {
     "allocation": {"task": "resume-screening", "names_per_group": 3, "pools": 5,
                    "jobs": "software-engineer"},
@@ -46,7 +46,7 @@ def test_the_shipped_schemas_are_what_the_models_generate(name: str) -> None:
 
 
 def test_the_readme_spec_validates_and_a_typo_does_not() -> None:
-    text = README.read_text(encoding="utf-8")
+    text = OWN_TASK.read_text(encoding="utf-8")
     block = re.search(r"```yaml\n(task: allocation\n.*?)```", text, re.S)
     assert block is not None
     spec = yaml.safe_load(block.group(1))

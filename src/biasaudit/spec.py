@@ -59,7 +59,7 @@ class RunSpec(RunOptions):
     conventions: Literal["biasaudit", "paper"] = Field(
         "biasaudit",
         description="Definitions of the figures where biasaudit departs from the papers: its "
-        "own, or the papers' (README: Where biasaudit departs from the papers).",
+        "own, or the papers' (docs: Where biasaudit departs from the papers).",
     )
     seed: int = Field(
         0, ge=0, le=2**32 - 1, description="Seeds name sampling, pools and bootstraps."

@@ -506,7 +506,7 @@ def _method_rows(metrics: AllocationMetrics) -> list[tuple[str, str]]:
             "conventions",
             "the papers' (--conventions paper)"
             if metrics.conventions == "paper"
-            else "biasaudit's (README: Where biasaudit departs from the papers)",
+            else "biasaudit's (docs: Where biasaudit departs from the papers)",
         ),
     ]
 

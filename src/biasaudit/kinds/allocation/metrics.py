@@ -275,7 +275,7 @@ class AllocationMetrics(BaseModel):
     conventions: str = Field(
         "biasaudit",
         description="'biasaudit' or 'paper': which definitions the departing figures follow "
-        "(README: Where biasaudit departs from the papers).",
+        "(docs: Where biasaudit departs from the papers).",
     )
 
     def interval_text(self) -> str:
