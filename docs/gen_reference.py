@@ -64,7 +64,7 @@ def spec_page() -> str:
     ]
     for name, schema in spec["$defs"].items():
         out += [f"## {name}", "", _cell(schema.get("description", "")).strip(), ""]
-        out += _fields_table(schema) + [""]
+        out += [*_fields_table(schema), ""]
     return "\n".join(out)
 
 
@@ -81,7 +81,7 @@ def run_files_page() -> str:
             continue
         schema = json.loads(path.read_text(encoding="utf-8"))
         out += [f"## `{path.stem}`", "", _cell(schema.get("description", "")).strip(), ""]
-        out += _fields_table(schema) + [""]
+        out += [*_fields_table(schema), ""]
     return "\n".join(out)
 
 
@@ -95,7 +95,8 @@ def environment_page() -> str:
         "instead of one line |",
         "| `BIASAUDIT_LOG=info\\|debug` | log retries (and at `debug` the SDKs' requests) to "
         "stderr, through the redacting filter |",
-        "| `BIASAUDIT_PRICES=FILE` | a YAML of model prices over the shipped ones (as `--prices`) |",
+        "| `BIASAUDIT_PRICES=FILE` | a YAML of model prices over the shipped ones "
+        "(as `--prices`) |",
         "| `BIASAUDIT_COST_NOTICE=DOLLARS` | an estimate above this (default 1) is printed "
         "before a run starts |",
         "| `NO_COLOR` | tables and progress without colour |",

@@ -144,8 +144,9 @@ def stated(
     """A plan from stated defaults, where there is neither ``--like`` nor ``--pilot``:
     every figure's variance is ``per_unit`` over the units, the most a unit's share can
     be where the figure sits at its stated value (``why`` says how). Cautious: a pilot
-    usually plans for fewer units (docs/how-to/size-and-stop.md gives an example), though not always (a
-    rate far from its stated p, or the items' share, which the defaults leave out).
+    usually plans for fewer units (docs/how-to/size-and-stop.md gives an example),
+    though not always (a rate far from its stated p, or the items' share, which the
+    defaults leave out).
     ``pilot``: whether the kind can run a pilot (the line suggests one)."""
     from biasaudit.metrics import VarianceModel
 
