@@ -126,7 +126,9 @@ def exit_codes_page() -> str:
             "| 0 | done: every request answered (`compare`: whatever it found; `reaudit`: no "
             "change that `--fail-on` names) |",
             "| 1 | done, but some requests failed or the run stopped early (what arrived is "
-            "kept); `reaudit --fail-on`: a change it names; `replay`: the figures differ |",
+            "kept); `replay`: the figures differ |",
+            "| 3 | `reaudit --fail-on drift, version or any`: the change it names was found "
+            "(a scheduled job's alarm) |",
             "| 2 | a usage error: a bad option, spec or input file (named by file, line and "
             "field), a missing key; nothing was sent |",
             "| 130 | interrupted (Ctrl-C, SIGTERM); every answer received is in the cache |",
