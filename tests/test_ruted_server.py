@@ -15,7 +15,6 @@ from biasaudit.errors import RunAbortedError
 from biasaudit.kinds.ruted.run import RutedResult, ruted_audit
 from biasaudit.kinds.ruted.spec import RutedSpec
 from biasaudit.spec import parse_spec
-from biasaudit.store.runs import read_manifest
 from tests.servers import Choice, Fault, OpenAIServer, request_key
 
 # The next-token distributions the server holds; it returns the top N of them.
@@ -147,7 +146,9 @@ def test_a_chat_only_model_on_the_completions_endpoint_is_told_to_use_chat(
     with pytest.raises(RunAbortedError) as stopped:
         run(server, tmp_path)
     assert message in str(stopped.value) and "rerun with --next-word chat" in str(stopped.value)
-    assert read_manifest(stopped.value.run_dir or "").status == "aborted"
+    # Nothing was answered or paid for: no run folder is left to record only the failure.
+    assert stopped.value.run_dir is None and "no run folder is kept" in str(stopped.value)
+    assert not [p for p in tmp_path.iterdir() if p.is_dir()]
 
 
 def test_an_endpoint_without_logprobs_is_told_to_sample(tmp_path: Path) -> None:
