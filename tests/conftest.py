@@ -18,6 +18,18 @@ for _name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--live", action="store_true", help="run tests that call real providers")
+    parser.addoption(
+        "--calibration",
+        action="store_true",
+        help="run the statistical calibrations at full size (minutes; "
+        "bench/bench_power_calibration.py runs them); without it they run sized down",
+    )
+
+
+@pytest.fixture
+def full_size(request: pytest.FixtureRequest) -> bool:
+    """Whether the calibrations run at full size (``--calibration``)."""
+    return bool(request.config.getoption("--calibration"))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -1,0 +1,32 @@
+"""The power and --until calibrations at the full size their claims rest on.
+
+Run from the repository root (with the test extra installed)::
+
+    python bench/bench_power_calibration.py
+
+It runs ``tests/test_power_calibration.py`` with ``--calibration``: (a) 8 pilots of
+30 names a group, 20 audits of each plan's size (160 runs), detection between 75%
+and 85% for a plan at 80% power; (b) 32 audits by ``--until decided``, coverage and
+false alarms; (c) 30 group-sequential audits against the plan's fixed size; and the
+listwise (a), 8 pilots x 15 audits. About 10 minutes on 2 cores. The test suite runs
+the same four sized down (a few pilots and audits), in about 2 minutes.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main() -> int:
+    command = [sys.executable, "-m", "pytest", "-q", "--calibration", "-p", "no:cacheprovider",
+               "--durations=0", str(ROOT / "tests" / "test_power_calibration.py")]  # fmt: skip
+    print("$", " ".join(command), flush=True)
+    return subprocess.call(command, cwd=ROOT)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
