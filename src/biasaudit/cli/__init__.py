@@ -550,8 +550,11 @@ def _score_command(name: str) -> click.Command:
         from biasaudit.reports.rich_tables import echo_blocks
         from biasaudit.spec import validated
 
+        from biasaudit.engine.progress import phase
+
         options = validated(model, given(fields), "command line")
-        result = scorer.score(path, options, command=["biasaudit", *sys.argv[1:]])
+        with phase(f"reading {path.name} and computing the figures"):
+            result = scorer.score(path, options, command=["biasaudit", *sys.argv[1:]])
         echo_blocks(kind.run_blocks(result.metrics, result.run_dir))
         _write_report(result.run_dir, not no_report)
         click.echo(f"run: {result.run_dir}")
