@@ -547,10 +547,9 @@ def _score_command(name: str) -> click.Command:
 
     def score_file(path: Path, no_report: bool, **fields: Any) -> None:
         from biasaudit.cli.options import given
+        from biasaudit.engine.progress import phase
         from biasaudit.reports.rich_tables import echo_blocks
         from biasaudit.spec import validated
-
-        from biasaudit.engine.progress import phase
 
         options = validated(model, given(fields), "command line")
         with phase(f"reading {path.name} and computing the figures"):
