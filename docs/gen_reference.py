@@ -52,6 +52,12 @@ def _fields_table(schema: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _section(title: str, schema: dict[str, Any]) -> list[str]:
+    """A schema's heading, its description and the table of its fields."""
+    description = _cell(schema.get("description", "")).strip()
+    return [f"## {title}", "", description, "", *_fields_table(schema), ""]
+
+
 def spec_page() -> str:
     spec = json.loads((SCHEMAS / "spec.json").read_text(encoding="utf-8"))
     out = [
@@ -63,8 +69,7 @@ def spec_page() -> str:
         "",
     ]
     for name, schema in spec["$defs"].items():
-        out += [f"## {name}", "", _cell(schema.get("description", "")).strip(), ""]
-        out += [*_fields_table(schema), ""]
+        out += _section(name, schema)
     return "\n".join(out)
 
 
@@ -79,9 +84,7 @@ def run_files_page() -> str:
     for path in sorted(SCHEMAS.glob("*.json")):
         if path.name == "spec.json":
             continue
-        schema = json.loads(path.read_text(encoding="utf-8"))
-        out += [f"## `{path.stem}`", "", _cell(schema.get("description", "")).strip(), ""]
-        out += [*_fields_table(schema), ""]
+        out += _section(f"`{path.stem}`", json.loads(path.read_text(encoding="utf-8")))
     return "\n".join(out)
 
 
