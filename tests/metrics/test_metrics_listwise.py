@@ -200,9 +200,10 @@ def test_a_planted_group_and_position_bias_are_found_and_nothing_where_none() ->
     assert fair.slot_entropy_ci is not None and fair.slot_entropy_ci[1] >= 0.99
 
 
-def test_intervals_cover_the_planted_values() -> None:
+def test_intervals_cover_the_planted_values(full_size: bool) -> None:
     """A group's top-1 rate, its ΔDP, its impact ratio and its RABBI of ranks, over 120
-    simulated audits of 40 pools with names of their own effect and a position bias."""
+    simulated audits of 40 pools with names of their own effect and a position bias
+    (``--calibration``; the suite runs 40 and checks only for under-coverage)."""
     effect = {"B_M": -0.5, "W_F": 0.2}
     truth = true_top1(effect, 0.4)
     top1 = {g: truth[g] for g in GROUPS}
@@ -213,7 +214,7 @@ def test_intervals_cover_the_planted_values() -> None:
         "rabbi": truth["rabbi B_M"],
     }
     covered = dict.fromkeys(targets, 0)
-    trials = 120
+    trials = 120 if full_size else 40
     for seed in range(trials):
         found = listwise_figures(
             simulate(1000 + seed, pools=40, group_effect=effect, slot_effect=0.4),
@@ -230,7 +231,8 @@ def test_intervals_cover_the_planted_values() -> None:
         for figure, row in rows.items():
             covered[figure] += bool(row["low"] <= targets[figure] <= row["high"])
     shares = {figure: count / trials for figure, count in covered.items()}
-    assert all(0.88 <= share <= 0.995 for share in shares.values()), shares
+    low, high = (0.88, 0.995) if full_size else (0.8, 1.0)
+    assert all(low <= share <= high for share in shares.values()), shares
 
 
 def test_first_choices_read_as_chances_count_as_those_chances() -> None:
