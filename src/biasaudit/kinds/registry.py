@@ -182,7 +182,7 @@ def runs_to_study(paths: Sequence[str | Path]) -> tuple[list[Path], list[str]]:
     """
     from biasaudit.store.runs import read_manifest
 
-    runs: list[Path] = []
+    runs: dict[Path, Manifest] = {}
     skipped: list[str] = []
     for path in map(Path, paths):
         if not path.exists():
@@ -194,12 +194,12 @@ def runs_to_study(paths: Sequence[str | Path]) -> tuple[list[Path], list[str]]:
             skipped.append(f"skipped {path}: an earlier {found}'s folder, not a run")
         elif not (path / "manifest.json").is_file():
             skipped.append(f"skipped {path}: not a run (no manifest.json)")
-        elif (kind := read_manifest(path).kind) not in KINDS:
-            skipped.append(f"skipped {path}: a {kind} run, not an audit run")
-        elif (why := _unusable(path)) is not None:
+        elif (manifest := read_manifest(path)).kind not in KINDS:
+            skipped.append(f"skipped {path}: a {manifest.kind} run, not an audit run")
+        elif (why := _unusable(path, manifest)) is not None:
             skipped.append(f"skipped {path}: {why}")
         else:
-            runs.append(path)
+            runs[path] = manifest
     if not runs:
         raise UsageError(
             "no audit run among the paths given" + (f" ({skipped[0]})" if skipped else "")
@@ -207,11 +207,8 @@ def runs_to_study(paths: Sequence[str | Path]) -> tuple[list[Path], list[str]]:
     return _once_per_audit(runs, skipped)
 
 
-def _unusable(path: Path) -> str | None:
+def _unusable(path: Path, manifest: Manifest) -> str | None:
     """Why a study cannot use an audit run (it stopped early, nothing was answered), or None."""
-    from biasaudit.store.runs import read_manifest
-
-    manifest = read_manifest(path)
     if not (path / "metrics.json").is_file():
         return (
             f"incomplete: no metrics.json, the run stopped before its figures "
@@ -239,11 +236,9 @@ _SIZE_AND_ENGINE_FIELDS = frozenset({
 })  # fmt: skip
 
 
-def _audit_identity(path: Path) -> str:
+def _audit_identity(path: Path, manifest: Manifest) -> str:
     """What a run audits, whatever its size: its kind and spec less sizes and engine settings."""
     import json
-
-    from biasaudit.store.runs import read_manifest
 
     try:
         spec = json.loads((path / "spec.json").read_text(encoding="utf-8"))
@@ -252,22 +247,19 @@ def _audit_identity(path: Path) -> str:
     if not isinstance(spec, dict):
         return str(path)
     asked = {k: v for k, v in spec.items() if k not in _SIZE_AND_ENGINE_FIELDS}
-    manifest = read_manifest(path)
     audited = [manifest.endpoint.get(k) for k in ("provider", "model", "base_url")]
     return json.dumps([manifest.kind, audited, asked], sort_keys=True, default=str)
 
 
-def _once_per_audit(runs: list[Path], skipped: list[str]) -> tuple[list[Path], list[str]]:
+def _once_per_audit(runs: dict[Path, Manifest], skipped: list[str]) -> tuple[list[Path], list[str]]:
     """One run for each audit of one model: the one with the most answers (the latest
     of equals); a note names the runs it stands for."""
-    from biasaudit.store.runs import read_manifest
-
     by_audit: dict[str, list[Path]] = {}
-    for path in runs:
-        by_audit.setdefault(_audit_identity(path), []).append(path)
+    for path, manifest in runs.items():
+        by_audit.setdefault(_audit_identity(path, manifest), []).append(path)
     kept: list[Path] = []
     for same in by_audit.values():
-        manifests = {path: read_manifest(path) for path in same}
+        manifests = {path: runs[path] for path in same}
         answered = {
             path: (m.counts.requests - m.counts.failures, m.started_at.isoformat())
             for path, m in manifests.items()
@@ -283,7 +275,8 @@ def _once_per_audit(runs: list[Path], skipped: list[str]) -> tuple[list[Path], l
                 f"(pilots, rounds or repeats); {chosen} stands for them (the most answers, "
                 f"{answered[chosen][0]}); left out: {', '.join(map(str, others))}"
             )
-    return sorted(kept, key=runs.index), skipped
+    order = list(runs)
+    return sorted(kept, key=order.index), skipped
 
 
 def study_kind(run_dirs: Sequence[str | Path]) -> str:

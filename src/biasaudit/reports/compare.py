@@ -281,14 +281,14 @@ def _versions(a: Manifest, b: Manifest) -> VersionChange:
 
 
 def _holm(tests: list[ChangeTest]) -> list[ChangeTest]:
-    """Holm's step-down adjustment: p_(i) x (m - i + 1), made monotone, capped at 1."""
-    order = sorted(range(len(tests)), key=lambda i: tests[i].p_value)
-    adjusted = [1.0] * len(tests)
-    running = 0.0
-    for rank, index in enumerate(order):
-        running = max(running, min(1.0, tests[index].p_value * (len(tests) - rank)))
-        adjusted[index] = running
-    return [replace(test, p_adjusted=p) for test, p in zip(tests, adjusted, strict=True)]
+    """Each test with its Holm-adjusted p-value (:func:`biasaudit.metrics.holm_adjust`)."""
+    from biasaudit.metrics import holm_adjust
+
+    adjusted = holm_adjust([test.p_value for test in tests])
+    return [
+        replace(test, p_adjusted=1.0 if p is None else p)
+        for test, p in zip(tests, adjusted, strict=True)
+    ]
 
 
 def _models(comparison: Comparison) -> str:
