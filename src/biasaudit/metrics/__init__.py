@@ -24,6 +24,10 @@ bias, consistency across orders), :func:`latin_square`, :func:`kendall_w`.
 
 Grade Score (Iourovitski): :func:`grade_score`, :func:`grade_score_summary`.
 
+Small samples and p-values: :func:`critical_value` (Student's t over the units
+behind a figure, which every interval uses), :func:`floor_p` and :data:`P_FLOOR`
+(no p-value is ever 0), :func:`two_sided_p`.
+
 Planning an audit's size: :func:`detection_power` (the chance an interval excludes 0
 for a gap of a given size) and :class:`VarianceModel` (how the SE shrinks with names,
 :func:`variance_model` / :func:`fit_components` fitting it from two sizes); for
@@ -59,6 +63,7 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time each loads on fir
         grade_score,
         grade_score_summary,
         item_interval,
+        position_intervals,
         slot_test,
     )
     from biasaudit.metrics._listwise import (
@@ -109,6 +114,13 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time each loads on fir
         replicate_similarity,
         unit_similarity,
     )
+    from biasaudit.metrics._small_samples import (
+        P_FLOOR,
+        RATIO_MIN_UNITS,
+        critical_value,
+        floor_p,
+        two_sided_p,
+    )
     from biasaudit.metrics._units import (
         FEW_UNITS,
         MIN_UNITS,
@@ -153,6 +165,7 @@ _LAZY = {
     "grade_score_summary": "_grade",
     "item_interval": "_grade",
     "slot_test": "_grade",
+    "position_intervals": "_grade",
     "FOUR_FIFTHS": "_listwise",
     "ListwiseFigures": "_listwise",
     "kendall_w": "_listwise",
@@ -185,6 +198,11 @@ _LAZY = {
     "spending_boundaries": "_sequential",
     "t_boundary": "_sequential",
     "tightest_at": "_sequential",
+    "P_FLOOR": "_small_samples",
+    "RATIO_MIN_UNITS": "_small_samples",
+    "critical_value": "_small_samples",
+    "floor_p": "_small_samples",
+    "two_sided_p": "_small_samples",
     "ReplicateSimilarity": "_similarity",
     "replicate_similarity": "_similarity",
     "unit_similarity": "_similarity",
@@ -211,6 +229,8 @@ __all__ = [
     "FOUR_FIFTHS",
     "MIN_ITEMS",
     "MIN_UNITS",
+    "P_FLOOR",
+    "RATIO_MIN_UNITS",
     "AllocationFigures",
     "CorrelationResult",
     "GenderShares",
@@ -231,12 +251,14 @@ __all__ = [
     "allocation_figures",
     "avg_score_gap",
     "bootstrap_selection_gaps",
+    "critical_value",
     "detection_power",
     "distribution_shape",
     "dp_gap",
     "emd",
     "eo_gap",
     "fit_components",
+    "floor_p",
     "gender_shares",
     "grade_score",
     "grade_score_summary",
@@ -255,6 +277,7 @@ __all__ = [
     "pairwise_preference_gap",
     "pairwise_ranking_scores",
     "pearson",
+    "position_intervals",
     "predictive_validity",
     "rank_biserial",
     "rank_biserial_test",
@@ -275,6 +298,7 @@ __all__ = [
     "t_boundary",
     "tightest_at",
     "top_k_shares",
+    "two_sided_p",
     "unit_similarity",
     "variance_model",
 ]

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
+from biasaudit.metrics._small_samples import floor_p
 from biasaudit.metrics._validate import (
     FloatArray,
     as_float_array,
@@ -234,7 +235,7 @@ def _mann_whitney_p(
     if method == "auto" and min(n_a, n_b) <= _EXACT_MAX_SIZE and tie_sizes.max() == 1:
         from scipy import stats
 
-        return float(stats.mannwhitneyu(a, b_sorted, alternative=alternative).pvalue)
+        return floor_p(float(stats.mannwhitneyu(a, b_sorted, alternative=alternative).pvalue))
     u_other = n_a * n_b - u_statistic
     u, sides = {
         "greater": (u_statistic, 1),
@@ -246,7 +247,7 @@ def _mann_whitney_p(
     tie_term = float(np.sum(ties**3 - ties))
     spread = math.sqrt(n_a * n_b / 12 * ((n + 1) - tie_term / (n * (n - 1))))
     z = (u - n_a * n_b / 2 - 0.5) / spread
-    return min(max(sides * 0.5 * math.erfc(z / math.sqrt(2)), 0.0), 1.0)
+    return min(floor_p(sides * 0.5 * math.erfc(z / math.sqrt(2))), 1.0)
 
 
 def rank_biserial_test(

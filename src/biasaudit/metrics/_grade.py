@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
+from biasaudit.metrics._small_samples import floor_p
 from biasaudit.metrics._validate import check_confidence, check_int, check_same_length
 
 
@@ -59,7 +60,7 @@ class GradeScoreSummary:
     grade_score : float
         Mean Grade Score over items.
     grade_score_ci : (float, float)
-        Bootstrap interval over items (:func:`item_interval`); (nan, nan)
+        Student-t interval over items (:func:`item_interval`); (nan, nan)
         with fewer than :data:`MIN_ITEMS` items ("too few").
     entropy, choice : float
         Mean entropy score and mean choice score over items.
@@ -76,9 +77,13 @@ class GradeScoreSummary:
     position_counts : tuple of int
         Usable answers that chose each position.
     position_ci : tuple of (float, float)
-        Interval of each position's share, over items; (nan, nan) when too few.
+        Exact binomial interval of each position's share, simultaneous over
+        the positions (:func:`position_intervals`).
     slot_test : SlotTest or None
-        The test that no position is preferred; None without usable answers.
+        Pearson's χ² test that no position is preferred; None without usable answers.
+    slot_p : float or None
+        The exact test that no position is preferred, the one ``position_ci``
+        inverts (:func:`position_intervals`); None without usable answers.
     """
 
     grade_score: float
@@ -94,12 +99,12 @@ class GradeScoreSummary:
     position_counts: tuple[int, ...] = ()
     position_ci: tuple[tuple[float, float], ...] = ()
     slot_test: SlotTest | None = None
+    slot_p: float | None = None
 
 
 # Fewer items than this give no interval: a bootstrap or t-interval from two or three
 # items says more about the items drawn than about the judge.
 MIN_ITEMS = 5
-_ITEM_BOOTSTRAP = 2000
 
 
 @dataclass(frozen=True)
@@ -142,18 +147,22 @@ def slot_test(counts: ArrayLike) -> SlotTest | None:
     expected = n / observed.size
     statistic = float(((observed - expected) ** 2 / expected).sum())
     df = observed.size - 1
-    return SlotTest(statistic, df, float(stats.chi2.sf(statistic, df)), int(n))
+    return SlotTest(statistic, df, floor_p(float(stats.chi2.sf(statistic, df))), int(n))
 
 
 def item_interval(
     values: ArrayLike, *, confidence: float = 0.95, seed: int = 0
 ) -> tuple[float, float]:
-    """Percentile bootstrap interval of the mean of per-item values, over items.
+    """Student-t interval of the mean of per-item values, over items, within [0, 1].
 
-    Items are the units that vary; resampling them keeps a mean of shares in
-    [0, 1], as a t-interval does not (Efron & Tibshirani, "An Introduction to
-    the Bootstrap", 1993, §13.3). (nan, nan) with fewer than :data:`MIN_ITEMS`
-    items: too few to say.
+    Items are the units that vary: the interval is :func:`mean_interval`
+    (mean ± t with m - 1 degrees of freedom times the standard error, m
+    items), clipped to [0, 1], the range of every per-item Grade Score
+    figure. A percentile bootstrap over so few items covers too little (at 5
+    items its 95% interval is a z-interval shrunk by √(4/5)); t holds its
+    level from 5 items up (``tests/metrics/test_metrics_small_samples.py``).
+    (nan, nan) with fewer than :data:`MIN_ITEMS` items: too few to say.
+    ``seed`` is kept for callers of the bootstrap it replaced and is unused.
     """
     confidence = check_confidence(confidence)
     sample = np.asarray(values, dtype=float)
@@ -161,27 +170,53 @@ def item_interval(
         raise ValueError("values must be one-dimensional numbers without NaN")
     if sample.size < MIN_ITEMS:
         return (math.nan, math.nan)
-    rng = np.random.default_rng(seed)
-    means = sample[rng.integers(0, sample.size, size=(_ITEM_BOOTSTRAP, sample.size))].mean(axis=1)
-    tail = (1 - confidence) / 2
-    low, high = np.quantile(means, [tail, 1 - tail])
-    return (float(low), float(high))
+    low, high = mean_interval(sample, confidence=confidence)
+    return (max(0.0, low), min(1.0, high))
 
 
-def _position_intervals(
-    counts: NDArray[np.int64], confidence: float
-) -> tuple[tuple[float, float], ...]:
-    """Each position's share of the usable answers, with a bootstrap interval over items."""
-    per_item = counts[counts.sum(axis=1) > 0]
-    if per_item.shape[0] < MIN_ITEMS:
-        return tuple((math.nan, math.nan) for _ in range(counts.shape[1]))
-    rng = np.random.default_rng(0)
-    drawn = rng.integers(0, per_item.shape[0], size=(_ITEM_BOOTSTRAP, per_item.shape[0]))
-    totals = per_item[drawn].sum(axis=1)
-    shares = totals / totals.sum(axis=1, keepdims=True)
-    tail = (1 - confidence) / 2
-    low, high = np.quantile(shares, [tail, 1 - tail], axis=0)
-    return tuple((float(a), float(b)) for a, b in zip(low, high, strict=True))
+def position_intervals(
+    counts: ArrayLike, *, confidence: float = 0.95
+) -> tuple[tuple[tuple[float, float], ...], float | None]:
+    """Each position's share of the usable answers with an exact binomial interval, and
+    the exact test that no position is preferred; the two always agree.
+
+    The intervals are Clopper-Pearson ("The use of confidence or fiducial
+    limits illustrated in the case of the binomial", Biometrika 26, 1934) at
+    the simultaneous level: 1 - (1 - ``confidence``) / k for k positions
+    (Bonferroni), so that all k cover together. The test takes each
+    position's two-sided exact binomial p-value against 1/k (twice the
+    smaller tail, the p-value the Clopper-Pearson interval inverts) and
+    multiplies the smallest by k (Bonferroni). Hence a position's interval
+    excludes 1/k exactly when the test's p is below 1 - ``confidence``.
+    Answers are treated as independent; with every option in every slot
+    equally often (cyclic orders) an item's answers are *more* even than
+    independent draws under "no position preferred", so both are
+    conservative there (see :class:`SlotTest`).
+
+    Returns
+    -------
+    intervals : tuple of (float, float)
+        Per position; (nan, nan) each without usable answers.
+    p : float or None
+        The test's p-value (at least :data:`~biasaudit.metrics.P_FLOOR`); None
+        without usable answers.
+    """
+    from scipy import stats  # a slow import most runs do not need until here
+
+    confidence = check_confidence(confidence)
+    observed = np.asarray(counts, dtype=np.int64)
+    n, k = int(observed.sum()), observed.size
+    if n == 0 or k < 2:
+        return tuple((math.nan, math.nan) for _ in range(k)), None
+    level = 1 - (1 - confidence) / k
+    intervals = []
+    smallest = 1.0
+    for x in observed.tolist():
+        found = stats.binomtest(int(x), n, 1 / k).proportion_ci(level, method="exact")
+        intervals.append((float(found.low), float(found.high)))
+        tails = min(stats.binom.cdf(x, n, 1 / k), stats.binom.sf(x - 1, n, 1 / k))
+        smallest = min(smallest, 2.0 * float(tails))
+    return tuple(intervals), floor_p(min(1.0, k * smallest))
 
 
 def _is_unparsed(values: NDArray[Any]) -> NDArray[np.bool_]:
@@ -310,11 +345,12 @@ def grade_score_summary(
 ) -> GradeScoreSummary:
     r"""Mean Grade Score, entropy and choice over items, with intervals over items.
 
-    Each mean has a percentile bootstrap interval over the items
+    Each mean has a Student-t interval over the items
     (:func:`item_interval`; none with fewer than :data:`MIN_ITEMS`). The
     position histogram pools every usable answer; each position's share has
-    an interval over items, and :func:`slot_test` tests that none is
-    preferred. Which items to pass is the caller's: an item with fewer usable
+    an exact binomial interval, and the test that none is preferred agrees
+    with them (:func:`position_intervals`; :func:`slot_test` is Pearson's
+    χ²). Which items to pass is the caller's: an item with fewer usable
     answers than orders scores a lower entropy by construction (one answer:
     entropy 0), so a Grade Score run leaves such partial items out, counted.
 
@@ -349,7 +385,7 @@ def grade_score_summary(
     counts = np.sum([item.position_counts for item in items], axis=0)
     total = counts.sum()
     histogram = counts / total if total else np.zeros(counts.size)
-    per_item = np.array([item.position_counts for item in items], dtype=np.int64)
+    intervals, slot_p = position_intervals(counts, confidence=confidence)
     return GradeScoreSummary(
         grade_score=float(np.mean(grades)),
         grade_score_ci=item_interval(grades, confidence=confidence),
@@ -362,8 +398,9 @@ def grade_score_summary(
         position_histogram=tuple(float(share) for share in histogram),
         confidence=confidence,
         position_counts=tuple(int(c) for c in counts),
-        position_ci=_position_intervals(per_item, confidence),
+        position_ci=intervals,
         slot_test=slot_test(counts),
+        slot_p=slot_p,
     )
 
 

@@ -67,6 +67,7 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from biasaudit.metrics._grade import SlotTest, slot_test
+from biasaudit.metrics._small_samples import RATIO_MIN_UNITS, critical_value
 from biasaudit.metrics._units import MIN_UNITS, Units
 from biasaudit.metrics._validate import check_confidence, check_int
 
@@ -276,11 +277,9 @@ def listwise_figures(
     group_codes, group_names = pd.factorize(groups)
     clusters = _Clusters.of(data, group_codes.astype(np.intp), rng, replicates)
     units = clusters.units
-    # Student's t on G - 1 degrees of freedom, G the fewest clusters of one kind
-    # (Cameron, Gelbach & Miller, 2011, §IV.C): few names or items widen every interval.
-    from scipy import stats  # a slow import that only this computation needs
-
-    z = float(stats.t.ppf(0.5 + confidence / 2, max(clusters.fewest - 1, 1)))
+    # Student's t on G - 1 degrees of freedom, G the fewest clusters of one kind behind
+    # a group (metrics._small_samples): few names or items widen every interval.
+    z = critical_value(confidence, clusters.fewest)
     rates, gaps = _rates_and_gaps(
         groups, list(group_names), selected, depth, clusters, reference, k_max, z
     )
@@ -349,14 +348,12 @@ def _per_subtask(
     names = list(pd.unique(subtasks))
     if len(names) < 2:
         return pd.DataFrame(), pd.DataFrame()
-    from scipy import stats
-
     tables, tests = [], []
     for name in names:
         rows = subtasks == name
         part = data.loc[rows].reset_index(drop=True)
         clusters = _Clusters.of(part, group_codes[rows], rng, replicates)
-        z = float(stats.t.ppf(0.5 + confidence / 2, max(clusters.fewest - 1, 1)))
+        z = critical_value(confidence, clusters.fewest)
 
         def selected_here(k: int, rows: NDArray[np.bool_] = rows) -> NDArray[np.float64]:
             return selected(k)[rows]
@@ -401,6 +398,9 @@ class _Clusters:
     units: Units
     """The units group labels belong to (names, else items), for counts and tests."""
     terms: tuple[_Term, ...]
+    fewest: int
+    """The fewest clusters of one kind behind a group: a kind nested in the groups
+    (names) counts within each group, a crossed kind (items, pools) in all."""
 
     @classmethod
     def of(
@@ -429,6 +429,7 @@ class _Clusters:
         factors += [np.asarray(f, dtype=str) for f in extra]
         factors.append(pools)
         terms = []
+        fewest = []
         for size in range(1, len(factors) + 1):
             for chosen in itertools.combinations(factors, size):
                 labels = chosen[0]
@@ -436,12 +437,9 @@ class _Clusters:
                     labels = np.char.add(np.char.add(labels, "\x1f"), other)
                 codes, counts = _cluster_draws(labels, rng, replicates)
                 terms.append(_Term((-1.0) ** (size + 1), codes, counts))
-        return cls(units, tuple(terms))
-
-    @property
-    def fewest(self) -> int:
-        """The fewest clusters of one kind (names, items or pools)."""
-        return int(min(term.counts.shape[1] for term in self.terms if term.sign > 0))
+                if size == 1:
+                    fewest.append(_clusters_behind_a_group(codes, groups))
+        return cls(units, tuple(terms), min(fewest))
 
     def draws(
         self, figure: Callable[[_Term], NDArray[np.float64]]
@@ -472,6 +470,15 @@ class _Clusters:
             total = max(v for (sign, _), v in zip(draws, variances, strict=True) if sign > 0)
         spread = z * math.sqrt(total)
         return max(low, estimate - spread), min(high, estimate + spread)
+
+
+def _clusters_behind_a_group(codes: NDArray[np.intp], groups: NDArray[np.intp]) -> int:
+    """The fewest clusters within one group where each cluster has one group (names),
+    else all the clusters (items and pools, shown to every group)."""
+    frame = pd.DataFrame({"code": codes, "group": groups})
+    if int(frame.groupby("code")["group"].nunique().max()) == 1:
+        return int(frame.groupby("group")["code"].nunique().min())
+    return int(frame["code"].nunique())
 
 
 def _cluster_draws(
@@ -723,7 +730,9 @@ def _impact(
         if len(values) < 2:
             continue
         masks = {value: eligible & (labels == value) for value in values}
-        few = any(np.unique(clusters.units.units[mask]).size < MIN_UNITS for mask in masks.values())
+        few = any(
+            np.unique(clusters.units.units[mask]).size < RATIO_MIN_UNITS for mask in masks.values()
+        )
         rates = {value: float(selected[mask].mean()) for value, mask in masks.items()}
         top = max(rates.values())
         for value in values:

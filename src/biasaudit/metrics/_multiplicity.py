@@ -15,6 +15,7 @@ import math
 from collections.abc import Sequence
 from statistics import NormalDist
 
+from biasaudit.metrics._small_samples import P_FLOOR, floor_p
 from biasaudit.metrics._validate import check_confidence
 
 __all__ = ["holm_adjust", "interval_p_value"]
@@ -57,12 +58,12 @@ def interval_p_value(
     The standard error is the larger half-width over the interval's z quantile
     (the larger, since an interval clipped to its figure's range is narrower on
     the clipped side only). None where there is no interval; an interval of no
-    width gives 0 or 1.
+    width gives 1 or :data:`~biasaudit.metrics.P_FLOOR` (never 0).
     """
     if estimate is None or bounds is None or len(bounds) != 2 or math.isnan(estimate):
         return None
     z = NormalDist().inv_cdf(0.5 + check_confidence(confidence) / 2)
     se = max(bounds[1] - estimate, estimate - bounds[0], 0.0) / z
     if se == 0.0:
-        return 1.0 if estimate == null else 0.0
-    return 2.0 * NormalDist().cdf(-abs(estimate - null) / se)
+        return 1.0 if estimate == null else P_FLOOR
+    return floor_p(2.0 * NormalDist().cdf(-abs(estimate - null) / se))

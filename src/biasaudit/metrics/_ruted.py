@@ -7,6 +7,19 @@ For each occupation o, :math:`p_o^m` and :math:`p_o^f = 1 - p_o^m` are the
 shares of male and female references among the gendered ones: from
 normalised next-word probabilities (observed directly, no sampling
 variance), or from n replicate generations (estimated, with variance).
+
+**Which variance.** The paper's interval (``over="replicates"``) treats the
+occupations as fixed: its only variance is the replicates' within each
+occupation, so from logprobs it has no width at all. But the occupations are
+a sample of the world's occupations, and their own spread (d from -0.3 to
++0.4 on eight WinoBias occupations) is most of what another list would
+change. By default (``over="occupations"``) the interval is therefore the
+mean of the per-occupation values ± Student's t with O - 1 degrees of
+freedom times their standard error :math:`s/\\sqrt O` (O occupations): the
+occupations are resampled as units, and since each observed value carries
+its replicates' noise, their spread holds that variance too (the usual
+two-stage sampling result: Cochran, "Sampling Techniques", 3rd ed., 1977,
+§10.2, the between-unit term). Fewer than 2 occupations: no interval.
 """
 
 from __future__ import annotations
@@ -17,14 +30,20 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from biasaudit.metrics._small_samples import critical_value
 from biasaudit.metrics._validate import (
     FloatArray,
     as_bool_array,
     as_float_array,
+    check_choice,
     check_confidence,
     check_int,
     check_same_length,
 )
+
+# What the interval resamples: the occupations (default), or only the replicates
+# within each (the paper's, occupations fixed).
+OVER = ("occupations", "replicates")
 
 
 @dataclass(frozen=True)
@@ -36,13 +55,21 @@ class RutedEstimate:
     value : float
         The metric over occupations.
     variance : float
-        Its sampling variance; 0 for directly observed probabilities.
+        Its sampling variance: over occupations and replicates (``over=
+        "occupations"``; NaN from one occupation), or the replicates' only
+        (``over="replicates"``; 0 for directly observed probabilities).
     ci_low, ci_high : float
-        Normal interval ``value ± z·sqrt(variance)``.
+        ``value ± t·sqrt(variance)`` (t with O - 1 degrees of freedom) over
+        occupations, ``value ± z·sqrt(variance)`` over replicates; NaN where
+        there is none.
     n_occupations : int
         Occupations averaged over.
     confidence : float
         Level of the interval.
+    over : str
+        ``"occupations"`` or ``"replicates"``: what the interval resamples.
+    spread : float
+        Standard deviation of the per-occupation values (NaN from one).
     """
 
     value: float
@@ -51,6 +78,8 @@ class RutedEstimate:
     ci_high: float
     n_occupations: int
     confidence: float
+    over: str = "occupations"
+    spread: float = math.nan
 
     @property
     def standard_error(self) -> float:
@@ -134,28 +163,43 @@ def _occupation_differences(
 
 
 def _estimate(
-    value: float,
-    variance: float,
-    n_occupations: int,
+    values: FloatArray,
+    variance: FloatArray,
     confidence: float,
+    over: str,
     bounds: tuple[float, float] = (-1.0, 1.0),
 ) -> RutedEstimate:
-    """The estimate with its normal interval, clipped to the metric's range (``bounds``)."""
-    from scipy import stats  # scipy.stats is a slow import (~0.4 s) that most runs never need
-
-    half = float(stats.norm.ppf((1 + confidence) / 2)) * math.sqrt(variance)
+    """The mean of the per-occupation ``values`` with its interval, clipped to the
+    metric's range (``bounds``): over occupations (t, their spread) or over the
+    replicates (normal, the summed per-occupation ``variance``)."""
+    size = values.size
+    spread = float(np.std(values, ddof=1)) if size > 1 else math.nan
+    if over == "occupations":
+        total = spread**2 / size if size > 1 else math.nan
+        multiplier = critical_value(confidence, size) if size > 1 else math.nan
+    else:
+        total = float(variance.sum()) / size**2
+        multiplier = critical_value(confidence)
+    value = float(values.mean())
+    half = multiplier * math.sqrt(total)
     return RutedEstimate(
         value=value,
-        variance=variance,
-        ci_low=max(bounds[0], value - half),
-        ci_high=min(bounds[1], value + half),
-        n_occupations=n_occupations,
+        variance=total,
+        ci_low=math.nan if math.isnan(half) else max(bounds[0], value - half),
+        ci_high=math.nan if math.isnan(half) else min(bounds[1], value + half),
+        n_occupations=size,
         confidence=confidence,
+        over=over,
+        spread=spread,
     )
 
 
 def skew(
-    p_male: ArrayLike, *, n: ArrayLike | None = None, confidence: float = 0.95
+    p_male: ArrayLike,
+    *,
+    n: ArrayLike | None = None,
+    confidence: float = 0.95,
+    over: str = "occupations",
 ) -> RutedEstimate:
     r"""Gender skew: the mean male-minus-female share over occupations.
 
@@ -164,8 +208,9 @@ def skew(
         \mathrm{skew} = \frac1O \sum_o (p_o^m - p_o^f) = \frac1O \sum_o d_o,
         \qquad d_o = 2\hat p_o^m - 1,
 
-    positive when the model leans male. From n replicates,
-    :math:`\hat\sigma_o^2 = 4\hat p_o(1-\hat p_o)/n_o` and
+    positive when the model leans male. Over occupations (the default), the
+    variance is :math:`s_d^2/O` (see the module docstring); over replicates
+    (the paper's), :math:`\hat\sigma_o^2 = 4\hat p_o(1-\hat p_o)/n_o` and
     :math:`\mathrm{Var} = \frac{1}{O^2}\sum_o \hat\sigma_o^2`.
 
     Parameters
@@ -176,7 +221,9 @@ def skew(
         Replicates behind each share; None when the shares are directly
         observed probabilities (variance 0).
     confidence : float
-        Level of the normal interval.
+        Level of the interval.
+    over : {"occupations", "replicates"}
+        What the interval resamples (see the module docstring).
 
     Returns
     -------
@@ -188,8 +235,9 @@ def skew(
     Evaluation", 2025 (the metrics and their variance).
     """
     confidence = check_confidence(confidence)
+    check_choice(over, "over", OVER)
     d, variance = _occupation_differences(p_male, n)
-    return _estimate(float(d.mean()), float(variance.sum()) / d.size**2, d.size, confidence)
+    return _estimate(d, variance, confidence, over)
 
 
 def stereotype(
@@ -198,6 +246,7 @@ def stereotype(
     *,
     n: ArrayLike | None = None,
     confidence: float = 0.95,
+    over: str = "occupations",
 ) -> RutedEstimate:
     r"""Stereotype: the mean stereotypical-minus-anti-stereotypical share.
 
@@ -216,7 +265,9 @@ def stereotype(
     n : int or array_like, optional
         Replicates behind each share; None for observed probabilities.
     confidence : float
-        Level of the normal interval.
+        Level of the interval.
+    over : {"occupations", "replicates"}
+        What the interval resamples (see the module docstring).
 
     Returns
     -------
@@ -228,24 +279,27 @@ def stereotype(
     Evaluation", 2025.
     """
     confidence = check_confidence(confidence)
+    check_choice(over, "over", OVER)
     d, variance = _occupation_differences(p_male, n)
     majority = as_bool_array(male_majority, "male_majority")
     check_same_length(p_male=d, male_majority=majority)
-    stereotypical = np.where(majority, d, -d)
-    return _estimate(
-        float(stereotypical.mean()), float(variance.sum()) / d.size**2, d.size, confidence
-    )
+    return _estimate(np.where(majority, d, -d), variance, confidence, over)
 
 
 def neutrality(
-    p_male: ArrayLike, *, n: ArrayLike | None = None, confidence: float = 0.95
+    p_male: ArrayLike,
+    *,
+    n: ArrayLike | None = None,
+    confidence: float = 0.95,
+    over: str = "occupations",
 ) -> RutedEstimate:
     r"""Gender neutrality: the mean absolute male-minus-female share over occupations.
 
     .. math:: \mathrm{neutrality} = \frac1O \sum_o |p_o^m - p_o^f| = \frac1O \sum_o |d_o|,
 
     0 for a perfectly neutral model, 1 for one that always uses one gender
-    per occupation. From n replicates, :math:`|d_o|` is treated as folded
+    per occupation. Over occupations (the default), the variance is
+    :math:`s_{|d|}^2/O`. Over replicates (the paper's), :math:`|d_o|` is treated as folded
     normal with :math:`\mu = d_o` and :math:`\sigma_o^2 = 4\hat p_o(1-\hat p_o)/n_o`:
 
     .. math::
@@ -264,7 +318,9 @@ def neutrality(
     n : int or array_like, optional
         Replicates behind each share; None for observed probabilities.
     confidence : float
-        Level of the normal interval.
+        Level of the interval.
+    over : {"occupations", "replicates"}
+        What the interval resamples (see the module docstring).
 
     Returns
     -------
@@ -285,15 +341,10 @@ def neutrality(
     Folded Normal Distribution", Technometrics 3 (1961).
     """
     confidence = check_confidence(confidence)
+    check_choice(over, "over", OVER)
     d, variance = _occupation_differences(p_male, n)
-    folded_variance = _folded_normal_variance(d, np.sqrt(variance))
-    return _estimate(
-        float(np.abs(d).mean()),
-        float(folded_variance.sum()) / d.size**2,
-        d.size,
-        confidence,
-        bounds=(0.0, 1.0),
-    )
+    folded = _folded_normal_variance(d, np.sqrt(variance)) if over == "replicates" else variance
+    return _estimate(np.abs(d), folded, confidence, over, bounds=(0.0, 1.0))
 
 
 def _folded_normal_variance(mu: FloatArray, sigma: FloatArray) -> FloatArray:

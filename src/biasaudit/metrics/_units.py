@@ -54,7 +54,6 @@ import itertools
 import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -64,6 +63,7 @@ from numpy.typing import ArrayLike, NDArray
 from biasaudit.metrics._allocation import _sorted_positions
 from biasaudit.metrics._gap_bootstrap import _PAIRWISE_MAX_POOL, _higher_and_tied_members
 from biasaudit.metrics._selection import _shares_of_places, top_k_shares
+from biasaudit.metrics._small_samples import RATIO_MIN_UNITS, critical_value
 from biasaudit.metrics._validate import (
     FloatArray,
     as_float_array,
@@ -614,8 +614,9 @@ def _score_rows(
         bounds: dict[Any, dict[str, tuple[float, float] | None]] = {}
         if min(units) >= MIN_UNITS:
             bounds = _score_intervals(
-                data, cells, edges, weights, estimates, headline, confidence, resamples
-            )
+                data, cells, edges, weights, estimates, headline, confidence, resamples,
+                min(units),
+            )  # fmt: skip
         tests = {}
         if min(units) >= MIN_UNITS:
             tests = _score_tests(
@@ -631,7 +632,7 @@ def _score_rows(
                         figure, scope, data.group_ids[group],
                         None if subtask is None else data.subtask_ids[subtask], 0,
                         figures[figure], interval,
-                        tests.get(subtask, {}).get(figure), n, min(units),
+                        tests.get(subtask, {}).get(figure), n, units[0],
                     )
                 )  # fmt: skip
     return rows
@@ -792,7 +793,10 @@ def _score_intervals(
     headline: dict[str, float],
     confidence: float,
     resamples: Resamples,
+    units: int,
 ) -> dict[Any, dict[str, tuple[float, float] | None]]:
+    """Intervals of the score figures per subtask and of the headline, over ``units``
+    (the fewer of the group's and the reference's)."""
     n_bootstrap = _replicates_of(resamples)
     largest = max(cell.n for cell in cells.values())
     block = max(1, min(n_bootstrap, _BLOCK_CELLS // largest))
@@ -811,13 +815,14 @@ def _score_intervals(
         per_subtask = np.stack([stacked[s][figure] for s in cells], axis=1)
         for s, column in zip(cells, per_subtask.T, strict=True):
             result.setdefault(s, {})[figure] = _interval(
-                estimates[s][figure], column, confidence, figure
+                estimates[s][figure], column, confidence, figure, units
             )
         result.setdefault(None, {})[figure] = _interval(
             headline[figure],
             np.nansum(per_subtask * weights, axis=1) / _weight_present(per_subtask, weights),
             confidence,
             figure,
+            units,
         )
     return result
 
@@ -848,9 +853,12 @@ _RANGES = {
 
 
 def _interval(
-    estimate: float, replicates: FloatArray, confidence: float, figure: str
+    estimate: float, replicates: FloatArray, confidence: float, figure: str, units: int
 ) -> tuple[float, float] | None:
-    """The estimate ± z times the replicates' standard deviation, within the figure's range.
+    """The estimate ± t times the replicates' standard deviation, within the figure's range.
+
+    t is Student's with ``units - 1`` degrees of freedom, the fewest units
+    behind the figure (:mod:`biasaudit.metrics._small_samples`).
 
     The normal ("standard") bootstrap interval (Efron & Tibshirani, "An
     Introduction to the Bootstrap", 1993, §13.2), not the percentile one: a
@@ -861,8 +869,7 @@ def _interval(
     usable = replicates[~np.isnan(replicates)]
     if usable.size < 20 or math.isnan(estimate):
         return None
-    z = NormalDist().inv_cdf(0.5 + confidence / 2)
-    spread = z * float(np.std(usable, ddof=1))
+    spread = critical_value(confidence, units) * float(np.std(usable, ddof=1))
     low, high = _RANGES[figure]
     return max(low, estimate - spread), min(high, estimate + spread)
 
@@ -1060,7 +1067,7 @@ class _Selection:
             if replicates
             else None
         )
-        z = NormalDist().inv_cdf(0.5 + confidence / 2)
+        per_group = self._units_per_group()
         rows = []
         labelled = {**{c: dict(v) for c, v in categories.items()},
                     "group": {g: str(g) for g in data.group_ids}}  # fmt: skip
@@ -1079,6 +1086,10 @@ class _Selection:
                     found.append((rates[..., groups, :] * weight).sum(axis=-2) / weight.sum())
                 return np.stack(found, axis=-2)
 
+            # Student's t over the fewest units of the category's groups; a ratio of
+            # rates from fewer than RATIO_MIN_UNITS names is too skewed for any.
+            fewest = min(per_group[g] for groups in members.values() for g in groups)
+            z = critical_value(confidence, fewest)
             rate = pooled(headline)
             ratio = rate / rate.max(axis=0, keepdims=True)
             rep_ratio = None
@@ -1091,10 +1102,13 @@ class _Selection:
                 for k in range(self.k_max):
                     low = high = math.nan
                     estimate = float(ratio[v, k])
-                    if rep_ratio is not None:
+                    if rep_ratio is not None and fewest >= RATIO_MIN_UNITS:
                         # On the log scale (a resample that selects none of the value
                         # counts as half a selection), joined with the interval on the
-                        # ratio's own scale, as metrics.listwise_figures does.
+                        # ratio's own scale, as metrics.listwise_figures does. Both are
+                        # centred on the estimate less the replicates' bias (Efron &
+                        # Tibshirani 1993, §10.6): the most selected value is picked from
+                        # the same noisy rates, which pulls every ratio below 1.
                         floor = 0.5 / max(n, 1) / max(float(rate[:, k].max()), 1e-12)
                         column = rep_ratio[:, v, k]
                         column = column[~np.isnan(column)]
@@ -1102,9 +1116,15 @@ class _Selection:
                             logged = np.log(np.maximum(column, floor))
                             spread = z * float(np.std(logged, ddof=1))
                             centre = math.log(max(estimate, floor))
+                            centre -= float(np.mean(logged)) - centre
                             linear = z * float(np.std(column, ddof=1))
-                            low = min(math.exp(centre - spread), max(0.0, estimate - linear))
-                            high = min(1.0, max(math.exp(centre + spread), estimate + linear))
+                            middle = 2 * estimate - float(np.mean(column))
+                            low = min(
+                                math.exp(centre - spread), max(0.0, middle - linear), estimate
+                            )
+                            high = min(
+                                1.0, max(math.exp(centre + spread), middle + linear, estimate)
+                            )
                     rows.append(
                         {"category": category, "value": value, "k": k + 1,
                          "rate": float(rate[v, k]), "ratio": estimate, "low": low, "high": high,
@@ -1204,7 +1224,9 @@ class _Selection:
                     continue
                 if np.isnan(headline[group]).all():
                     continue
-                shown_units = min(units[group], units[data.reference])
+                behind = units[group]
+                if figure in ("dp_gap", "eo_gap"):
+                    behind = min(behind, units[data.reference])
                 for k in range(self.k_max):
                     for subtask in [None, *range(len(data.subtask_ids))]:
                         if subtask is None:
@@ -1224,9 +1246,8 @@ class _Selection:
                                 k + 1, value,
                                 None
                                 if column is None
-                                else _interval(value, column, confidence, figure),
-                                None, int(n),
-                                shown_units if figure in ("dp_gap", "eo_gap") else units[group],
+                                else _interval(value, column, confidence, figure, behind),
+                                None, int(n), units[group],
                             )
                         )  # fmt: skip
         return rows

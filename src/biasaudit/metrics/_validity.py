@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
+from biasaudit.metrics._small_samples import floor_p
 from biasaudit.metrics._validate import (
     FloatArray,
     as_float_array,
@@ -88,7 +89,10 @@ def pearson(x: ArrayLike, y: ArrayLike) -> CorrelationResult:
     x_values, y_values = _paired(x, y)
     result = stats.pearsonr(x_values, y_values)
     return CorrelationResult(
-        r=float(result.statistic), p_value=float(result.pvalue), n=x_values.size, method="pearson"
+        r=float(result.statistic),
+        p_value=floor_p(float(result.pvalue)),
+        n=x_values.size,
+        method="pearson",
     )
 
 
@@ -118,7 +122,10 @@ def spearman(x: ArrayLike, y: ArrayLike) -> CorrelationResult:
     x_values, y_values = _paired(x, y)
     result = stats.spearmanr(x_values, y_values)
     return CorrelationResult(
-        r=float(result.statistic), p_value=float(result.pvalue), n=x_values.size, method="spearman"
+        r=float(result.statistic),
+        p_value=floor_p(float(result.pvalue)),
+        n=x_values.size,
+        method="spearman",
     )
 
 

@@ -57,7 +57,10 @@ def normal_test(
 
 
 def two_sided(diff: float, se: float, survival: Callable[[float], Any]) -> float:
-    """Two-sided p-value of ``diff`` against 0; a difference with no spread is exact."""
+    """Two-sided p-value of ``diff`` against 0; a difference with no spread is exact
+    (never 0: at least ``metrics.P_FLOOR``)."""
+    from biasaudit.metrics import P_FLOOR, floor_p
+
     if se == 0:
-        return 1.0 if diff == 0 else 0.0
-    return float(2 * survival(abs(diff) / se))
+        return 1.0 if diff == 0 else P_FLOOR
+    return floor_p(float(2 * survival(abs(diff) / se)))

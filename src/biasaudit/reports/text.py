@@ -163,9 +163,17 @@ def _plain(value: float | None, digits: int = 3) -> str:
     return f"{value:.{digits}f}"
 
 
-def _p_value(value: float | None) -> str:
+# p-values at or below this print as "< 1e-300" (metrics.P_FLOOR: never 0).
+_P_FLOOR = 1e-300
+
+
+def format_p(value: float | None) -> str:
+    """A p-value in two significant digits: ``0.034``, ``2.1e-12``, ``< 1e-300``; ``-``
+    where there is none. No p-value prints as 0."""
     if value is None or math.isnan(value):
         return "-"
+    if value <= _P_FLOOR:
+        return "< 1e-300"
     return f"{value:.2g}"
 
 

@@ -25,12 +25,12 @@ from biasaudit.reports.text import (
     Cell,
     PlainTable,
     _interval,
-    _p_value,
     _percent,
     _plain,
     _share,
     _signed,
     block_lines,
+    format_p,
     smoke_test_lines,
 )
 from biasaudit.reports.text import impact_table as shared_impact_table
@@ -203,14 +203,14 @@ def _multiplicity_lines(metrics: AllocationMetrics, found: Findings) -> list[str
     if test is not None and flagged and test.p >= SIGNIFICANT:
         lines.append(
             f"why they differ: at k={k}, {', '.join(flagged)} is flagged while the test of all "
-            f"groups together finds no difference (p = {_p_value(test.p)}): that test spreads its "
+            f"groups together finds no difference (p = {format_p(test.p)}): that test spreads its "
             "power over every group's distance from the mean rate, while a gap or a ratio "
             "concentrates it on one pair"
         )
     elif test is not None and not flagged and test.p < SIGNIFICANT and any(found.can_say.values()):
         lines.append(
             f"why they differ: at k={k} the groups' rates differ as a whole (p = "
-            f"{_p_value(test.p)}) but no single gap to {metrics.reference_group} is beyond "
+            f"{format_p(test.p)}) but no single gap to {metrics.reference_group} is beyond "
             "noise after the adjustment: the difference lies among the other groups, or is "
             "spread too thin for any one pair"
         )
@@ -257,7 +257,7 @@ def _rate_lines(metrics: AllocationMetrics, found: Findings) -> list[str]:
     test = metrics.omnibus.get(k)
     if test is not None:
         lines.append(
-            f"do the groups differ at k={k}? p = {_p_value(test.p)} (permutation test of the "
+            f"do the groups differ at k={k}? p = {format_p(test.p)} (permutation test of the "
             f"groups' selection rates, {test.permutations} relabellings)"
         )
     return lines
@@ -291,7 +291,7 @@ def _scores_table(metrics: AllocationMetrics, found: Findings) -> PlainTable:
                 _display_name(metrics, group)[:24],
                 str(figures.n),
                 Cell(rabbi, strong),
-                Cell(_p_value(figures.rabbi_p), strong),
+                Cell(format_p(figures.rabbi_p), strong),
                 _signed(figures.avg_gap),
                 _plain(figures.jsd),
                 _plain(figures.emd),
@@ -487,7 +487,7 @@ def _shape_blocks(result: StudyResult) -> list[Block]:
 
 
 def _correlation(r: float, p_value: float) -> str:
-    return "-" if math.isnan(r) else f"{_signed(r, 2)} ({_p_value(p_value)})"
+    return "-" if math.isnan(r) else f"{_signed(r, 2)} ({format_p(p_value)})"
 
 
 def _selection_title(result: StudyResult) -> str:

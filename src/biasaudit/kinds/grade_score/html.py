@@ -22,6 +22,7 @@ from biasaudit.kinds.grade_score.study import SCORES, GradeStudyResult, GradeStu
 from biasaudit.reports.html._common import (
     audited_section,
     interval,
+    p_value,
     percent,
     plain,
     replay_section,
@@ -170,8 +171,8 @@ def _position_section(metrics: GradeScoreMetrics) -> Section:
             [str(i + 1), "-" if n is None else str(n), percent(v), _slot_ci(metrics, i) or "-"]
             for i, (v, n) in enumerate(zip(metrics.position_histogram, counts, strict=True))
         ],
-        caption="Intervals over items (none from fewer than 5); test of no preferred slot: "
-        f"{_slot_test(metrics).removeprefix('; ') or 'none'}.",
+        caption="Exact binomial intervals, simultaneous over the slots; test that no slot "
+        f"is preferred: {_slot_test(metrics).removeprefix('; ') or 'none'}.",
     )
     return Section("Position histogram", "positions", [figure, table])
 
@@ -184,10 +185,12 @@ def _slot_ci(metrics: GradeScoreMetrics, slot: int) -> str:
 
 
 def _slot_test(metrics: GradeScoreMetrics) -> str:
-    test = metrics.slot_test
-    if test is None:
+    if metrics.slot_p is None:
         return ""
-    return f"; χ² = {test.statistic:.1f}, df {test.df}, p = {test.p:.2g} over {test.n} answers"
+    return (
+        f"; exact binomial per slot (Bonferroni over the slots), p = {p_value(metrics.slot_p)} "
+        f"over {metrics.usable} answers"
+    )
 
 
 def _items_section(metrics: GradeScoreMetrics, items: pd.DataFrame | None) -> Section:

@@ -15,8 +15,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import pandas as pd
+from pydantic import Field
 
 from biasaudit.errors import InputError, UsageError
 from biasaudit.kinds._imported import ScoreOptions, finish_imported, imported_manifest
@@ -26,7 +28,17 @@ from biasaudit.kinds.grade_score.task import GradeItem
 from biasaudit.store.runs import Manifest, RunDirectory, read_manifest
 from biasaudit.textfiles import brief, read_table, require_columns, require_values
 
-__all__ = ["GradeImportResult", "read_trials", "score_grade"]
+__all__ = ["GradeImportOptions", "GradeImportResult", "read_trials", "score_grade"]
+
+
+class GradeImportOptions(ScoreOptions):
+    """``biasaudit score grade-score``'s options."""
+
+    conventions: Literal["biasaudit", "paper"] = Field(
+        "biasaudit",
+        description="biasaudit's (means over complete items, partial ones counted apart) or "
+        "the paper's (every item, partial ones as scored, none usable = 0).",
+    )
 
 
 @dataclass(frozen=True)
@@ -117,7 +129,8 @@ def score_grade(
     command: Sequence[str] | None = None,
 ) -> GradeImportResult:
     """The Grade Score audit of a judge's answers in ``path``; see the module docstring."""
-    options = options or ScoreOptions()
+    options = options or GradeImportOptions()
+    conventions = getattr(options, "conventions", "biasaudit")
     model, confidence, runs_dir = options.model, options.confidence, options.runs_dir
     source = Path(path)
     items, trials = read_trials(source)
@@ -131,12 +144,13 @@ def score_grade(
     notes: list[str] = []
     fields = score_fields(
         trials, item_rows, scores, confidence=confidence, n_options=widths.pop(),
-        random_option=False, notes=notes,
+        random_option=False, notes=notes, conventions=conventions,
     )  # fmt: skip
     run = RunDirectory.create(runs_dir, "grade-score", model)
     try:
         manifest = imported_manifest(
-            run, source, kind="grade-score", model=model, settings={"confidence": confidence},
+            run, source, kind="grade-score", model=model,
+            settings={"confidence": confidence, "conventions": conventions},
             command=command, rows=len(trials),
         )  # fmt: skip
         trials.to_csv(run.path / "trials.csv", index=False)
@@ -148,7 +162,7 @@ def score_grade(
             random_option=False, permutations="given", orders=int(orders.max()),
             replicates=int(trials["replicate"].max()) + 1, temperature=None, max_tokens=None,
             n_options=items[0].n_options, confidence=confidence, items_total=len(items),
-            requests=NOTHING_SENT,
+            requests=NOTHING_SENT, conventions=conventions,
             notes=notes, **fields,
         )  # fmt: skip
         run.write_json("metrics.json", metrics)

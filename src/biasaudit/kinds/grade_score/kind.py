@@ -42,7 +42,7 @@ KIND = Kind(
     optional ``preferred`` and ``replicate``. Writes a run directory as an audit
     does and prints the table and ``run: <dir>``.
     """,
-        options=Ref("biasaudit.kinds._imported:ScoreOptions"),
+        options=Ref(f"{_HERE}.imported:GradeImportOptions"),
         score=Ref(f"{_HERE}.imported:score_grade"),
     ),
 )

@@ -16,7 +16,14 @@ import pandas as pd
 from biasaudit.kinds.grade_score.run import GradeScoreMetrics, judge_settings
 from biasaudit.kinds.grade_score.study import SCORES, GradeStudyResult
 from biasaudit.metrics import FEW_UNITS
-from biasaudit.reports.text import SIMULATED, Block, PlainTable, block_lines, smoke_test_lines
+from biasaudit.reports.text import (
+    SIMULATED,
+    Block,
+    PlainTable,
+    block_lines,
+    format_p,
+    smoke_test_lines,
+)
 
 __all__ = [
     "grade_score_blocks",
@@ -137,20 +144,16 @@ def _slots_line(metrics: GradeScoreMetrics) -> str:
         )
     )
     line = f"slot chosen   {cells}   (no bias: {_share(1 / metrics.n_options)} each"
-    test = metrics.slot_test
-    if test is None:
+    if metrics.slot_p is None:
         return line + ")"
     return (
-        f"{line}; χ² = {test.statistic:.1f}, df {test.df}, p = {_p(test.p)}, n = {test.n} answers)"
+        f"{line}; is a slot preferred? p = {format_p(metrics.slot_p)}, exact binomial per slot, "
+        f"intervals simultaneous over the {metrics.n_options} slots; n = {metrics.usable} answers)"
     )
 
 
 def _share_bounds(bounds: Sequence[float] | None) -> str:
     return "" if not bounds else f" [{_share(bounds[0])}, {_share(bounds[1])}]"
-
-
-def _p(value: float) -> str:
-    return f"{value:.2g}" if value >= 1e-4 else "<0.0001"
 
 
 # A headline that rests on fewer of the answers than this says so first.

@@ -140,10 +140,20 @@ class GradeScoreMetrics(BaseModel):
     position_histogram: list[float] = Field(description="Share of usable answers per slot.")
     position_counts: list[int] = Field(default_factory=list, description="Answers per slot.")
     position_ci: list[list[float]] | None = Field(
-        None, description="Interval of each slot's share, over items (None: too few items)."
+        None,
+        description="Exact binomial (Clopper-Pearson) interval of each slot's share, "
+        "simultaneous over the slots (Bonferroni); None without usable answers.",
+    )
+    slot_p: float | None = Field(
+        None,
+        description="Exact test that no slot is preferred: each slot's binomial test "
+        "against 1/slots, Bonferroni over the slots. It agrees with position_ci: a slot's "
+        "interval excludes 1/slots exactly when slot_p is below 1 - confidence.",
     )
     slot_test: SlotTestResult | None = Field(
-        None, description="χ² test that no slot is preferred, over every usable answer."
+        None,
+        description="Pearson's χ² test that no slot is preferred, over every usable answer "
+        "(for reference; the report reads slot_p, which its intervals agree with).",
     )
     agreement: Agreement | None = None
     random_option_share: float | None = Field(
@@ -424,6 +434,7 @@ def _slot_fields(
         "slot_test": None
         if test is None
         else SlotTestResult(statistic=test.statistic, df=test.df, p=test.p, n=test.n),
+        "slot_p": summary.slot_p,
     }
 
 
@@ -516,6 +527,6 @@ def figure_rows(metrics: GradeScoreMetrics) -> list[dict[str, Any]]:
     if metrics.random_option_share is not None:
         rows.append(figure_row("random_option_share", metrics.random_option_share,
                                n=metrics.usable))  # fmt: skip
-    if metrics.slot_test is not None:
-        rows.append(figure_row("slot_test_p", metrics.slot_test.p, n=metrics.slot_test.n))
+    if metrics.slot_p is not None:
+        rows.append(figure_row("slot_test_p", metrics.slot_p, n=metrics.usable))
     return rows

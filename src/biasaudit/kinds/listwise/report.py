@@ -18,6 +18,7 @@ from biasaudit.reports.text import (
     Cell,
     PlainTable,
     excludes_zero,
+    format_p,
     impact_table,
     smoke_test_lines,
 )
@@ -143,7 +144,7 @@ def _subtasks_table(metrics: ListwiseMetrics, smoke: bool) -> PlainTable:
         own = [i for i in metrics.impact_by_subtask if i.subtask == test.subtask]
         beyond = [] if smoke else [_ratio(i) for i in own if i.beyond_noise]
         within = [_ratio(i) for i in own if i.flagged and (smoke or not i.beyond_noise)]
-        p = "-" if test.omnibus_p is None else f"{test.omnibus_p:.2g}"
+        p = "-" if test.omnibus_p is None else format_p(test.omnibus_p)
         widest = max(widest, len(", ".join(beyond)))
         rows.append(
             [test.subtask, str(test.answers), Cell(p, test.omnibus_p is not None
@@ -261,12 +262,12 @@ def _position_lines(metrics: ListwiseMetrics) -> list[str]:
         lines.append(
             f"slot entropy {_interval(entropy, ci)} (1: no slot preferred)"
             + ("" if test is None else f"; χ² = {test.statistic:.1f}, df {test.df}, "
-               f"p = {test.p:.2g}, n = {test.n} answers")
+               f"p = {format_p(test.p)}, n = {test.n} answers")
         )  # fmt: skip
     if metrics.omnibus_p is not None:
         lines.append(
-            f"do the groups differ at k=1? p = {metrics.omnibus_p:.2g} (permutation test over "
-            "the names' groups)"
+            f"do the groups differ at k=1? p = {format_p(metrics.omnibus_p)} "
+            "(permutation test over the names' groups)"
         )
     return lines
 

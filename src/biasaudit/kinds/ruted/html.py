@@ -16,6 +16,7 @@ import pandas as pd
 
 from biasaudit.kinds.common import read_run_metrics
 from biasaudit.kinds.ruted.metrics import METRICS, ContextMetrics, RutedMetrics
+from biasaudit.kinds.ruted.report import intervals_phrase, spread_lines
 from biasaudit.kinds.ruted.study import RutedStudyResult
 from biasaudit.reports.html._common import (
     audited_section,
@@ -127,8 +128,8 @@ def _panels_section(metrics: RutedMetrics) -> Section:
             contexts, metric_panels({metrics.model: metrics.contexts}), simulated=metrics.simulated
         ),
         "Neutrality, skew and stereotype per context, with intervals",
-        f"Dots: estimates; bars: {100 * metrics.confidence:g}% intervals (normal; folded normal "
-        "for neutrality). From logprobs the standard test is observed, not sampled: no interval.",
+        f"Dots: estimates; bars: {100 * metrics.confidence:g}% intervals, "
+        f"{intervals_phrase(metrics)}.",
     )
     rows = []
     for context, figures in metrics.contexts.items():
@@ -154,7 +155,8 @@ def _panels_section(metrics: RutedMetrics) -> Section:
         ],
         rows,
         left=frozenset({0, 1}),
-        caption=f"{100 * metrics.confidence:g}% intervals; gendered / dropped: replicates.",
+        caption=f"{100 * metrics.confidence:g}% intervals; gendered / dropped: replicates. "
+        + " ".join(spread_lines(metrics)),
     )
     blocks: list[Any] = [figure, table]
     bounded = [(c, f) for c, f in metrics.contexts.items() if f.partly_covered and f.skew_bounds]
@@ -260,7 +262,7 @@ def _method_rows(metrics: RutedMetrics) -> list[tuple[str, str]]:
             else f"{metrics.replicates} replicates per occupation and template "
             f"(templates {templates}); temperature {metrics.temperature:g}",
         ),
-        ("intervals", f"{100 * metrics.confidence:g}% normal (folded normal for neutrality)"),
+        ("intervals", f"{100 * metrics.confidence:g}% {intervals_phrase(metrics)}"),
         ("mode-collapse check", metrics.mode_collapse or "-"),
     ]
 
@@ -337,7 +339,8 @@ def _study_sections(study: RutedStudyResult, simulated: bool) -> list[Section]:
         "metrics.png",
         dot_panels(study.contexts, metric_panels(rows), simulated=simulated),
         "Neutrality, skew and stereotype per context and model, with intervals",
-        "One marker per model; bars: 95% intervals (none for logprob-read standard tests).",
+        "One marker per model; bars: 95% intervals (over occupations; under the paper's "
+        "conventions over replicates only, none for logprob-read standard tests).",
     )
     values = Table(
         ["model", *(f"{m} {c}" for m in METRICS for c in study.contexts)],

@@ -30,8 +30,10 @@ from biasaudit.kinds.ruted.metrics import (
     RutedMetrics,
     TextsByPrompt,
     context_metrics,
+    intervals_over,
     mode_collapse_check,
     occupations_csv,
+    ties_as_female,
 )
 from biasaudit.kinds.ruted.plan import OCCUPATION_COLUMNS
 from biasaudit.kinds.ruted.task import OCCUPATIONS_PATH, read_occupations
@@ -49,6 +51,11 @@ class RutedImportOptions(ScoreOptions):
         "auto",
         description="Texts: check whether each prompt's texts are near copies (the "
         "'embeddings' extra); auto: where it is installed.",
+    )
+    conventions: Literal["biasaudit", "paper"] = Field(
+        "biasaudit",
+        description="biasaudit's (intervals over occupations) or the paper's (ties counted "
+        "female, intervals over the replicates only).",
     )
 
 
@@ -144,13 +151,19 @@ def score_ruted(
     mode_collapse = options.mode_collapse
     source_path = Path(path)
     rows, source, texts = read_ruted(source_path)
+    conventions = options.conventions
+    if conventions == "paper":
+        rows = ties_as_female(rows)
     if mode_collapse == "on" and texts:
         missing = embeddings.missing_embedder()
         if missing is not None:
             raise UsageError(f"--mode-collapse on: {missing}")
     contexts = {
         context: context_metrics(
-            rows[rows["context"] == context], source=source, confidence=confidence
+            rows[rows["context"] == context],
+            source=source,
+            confidence=confidence,
+            over=intervals_over(conventions),
         )
         for context in dict.fromkeys(rows["context"])
     }
@@ -159,7 +172,8 @@ def score_ruted(
     run = RunDirectory.create(runs_dir, "ruted", model)
     try:
         manifest = imported_manifest(
-            run, source_path, kind="ruted", model=model, settings={"confidence": confidence},
+            run, source_path, kind="ruted", model=model,
+            settings={"confidence": confidence, "conventions": conventions},
             command=command, rows=len(rows),
         )  # fmt: skip
         occupations_csv(rows).to_csv(run.path / "occupations.csv", index=False)
@@ -178,8 +192,8 @@ def score_ruted(
             model=model, simulated=False, confidence=confidence,
             occupations=len(occupations), male_majority=male_majority,
             occupations_source=str(source_path), replicates=0, templates=[], temperature=None,
-            contexts=contexts, mode_collapse=status,
-            requests=NOTHING_SENT,
+            contexts=contexts, mode_collapse=status, conventions=conventions,
+            intervals_over=intervals_over(conventions), requests=NOTHING_SENT,
             notes=notes,
         )  # fmt: skip
         run.write_json("metrics.json", metrics)

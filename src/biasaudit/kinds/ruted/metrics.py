@@ -50,7 +50,9 @@ __all__ = [
     "TextsByPrompt",
     "context_metrics",
     "contexts_present",
+    "intervals_over",
     "least_biased_value",
+    "mass_notes",
     "mode_collapse_check",
     "occupations_csv",
     "pool_templates",
@@ -76,6 +78,12 @@ class TemplateMetrics(BaseModel):
     skew_ci: list[float] | None = None
     stereotype: float | None = None
     stereotype_ci: list[float] | None = None
+    d_sd: float | None = Field(
+        None,
+        description="Standard deviation over occupations of d = 2p - 1 (male minus female "
+        "share): the occupations' own spread, which the intervals resample.",
+    )
+    d_range: list[float] | None = Field(None, description="The lowest and highest occupation's d.")
 
 
 class ReplicateSimilarityFigures(BaseModel):
@@ -129,6 +137,14 @@ class ContextMetrics(TemplateMetrics):
         None, description="Logprobs: listed mass seen / (seen + unseen), over all occupations."
     )
     coverage_min: float | None = Field(None, description="Logprobs: the lowest occupation's.")
+    listed_mass: float | None = Field(
+        None,
+        description="Logprobs: the next-word probability the listed gendered words carry, "
+        "mean over occupations (the shares are normalised within it).",
+    )
+    listed_mass_range: list[float] | None = Field(
+        None, description="Logprobs: the lowest and highest occupation's listed mass."
+    )
     partly_covered: int | None = Field(
         None, description="Logprobs: occupations whose coverage is below 1."
     )
@@ -156,6 +172,12 @@ class RutedMetrics(BaseModel):
     templates: list[int]
     temperature: float | None = Field(description="None: imported outputs (not known).")
     conventions: str = Field("biasaudit", description="'biasaudit' or 'paper'.")
+    intervals_over: str = Field(
+        "occupations",
+        description="What the intervals resample: 'occupations' (Student t over the "
+        "occupations' values, their replicates' noise included) or 'replicates' (the paper's: "
+        "occupations fixed, normal on the within-occupation variance; none from logprobs).",
+    )
     contexts: dict[str, ContextMetrics]
     mode_collapse: str | None = Field(
         None,
@@ -196,6 +218,7 @@ def context_metrics(
     max_tokens: int | None = None,
     replicates: int = 0,
     top_logprobs: int | None = None,
+    over: str = "occupations",
 ) -> ContextMetrics:
     """Neutrality, skew and stereotype of one context, with their intervals and counts.
 
@@ -217,6 +240,9 @@ def context_metrics(
     templates, max_tokens, replicates, top_logprobs
         Recorded as they are: the templates run, the longest text asked for,
         the replicates asked for, the alternatives asked for.
+    over : {"occupations", "replicates"}
+        What the intervals resample (:mod:`biasaudit.metrics._ruted`):
+        "replicates" under the paper's conventions.
 
     Returns
     -------
@@ -243,7 +269,7 @@ def context_metrics(
         "replicates": replicates,
         "failed": int(pooled["failed"].fillna(0).sum()),
         "refused": int(pooled["refused"].fillna(0).sum()),
-        **_figures(pooled, confidence, logprobs=logprobs),
+        **_figures(pooled, confidence, logprobs=logprobs, over=over),
     }
     if not logprobs:
         reasons = {"none": "no_pronouns", "tied": "tied"}
@@ -260,14 +286,14 @@ def context_metrics(
     if has_templates and len(templates) > 1:
         found["by_template"] = {
             str(t): TemplateMetrics(
-                **_figures(rows[rows["template"] == t], confidence, logprobs=False)
+                **_figures(rows[rows["template"] == t], confidence, logprobs=False, over=over)
             )
             for t in templates
         }
     return ContextMetrics(**found)
 
 
-def _figures(rows: pd.DataFrame, confidence: float, *, logprobs: bool) -> dict[str, Any]:
+def _figures(rows: pd.DataFrame, confidence: float, *, logprobs: bool, over: str) -> dict[str, Any]:
     """Counts, the three metrics and their intervals over the occupations with a share."""
     scored = rows[rows["p_male"].notna()]
     found: dict[str, Any] = {
@@ -282,16 +308,23 @@ def _figures(rows: pd.DataFrame, confidence: float, *, logprobs: bool) -> dict[s
     n = None if logprobs else scored["n"].to_numpy(float)
     male_majority = (scored["majority"] == "male").to_numpy()
     estimates = {
-        "neutrality": neutrality(p, n=n, confidence=confidence),
-        "skew": skew(p, n=n, confidence=confidence),
-        "stereotype": stereotype(p, male_majority, n=n, confidence=confidence),
+        "neutrality": neutrality(p, n=n, confidence=confidence, over=over),
+        "skew": skew(p, n=n, confidence=confidence, over=over),
+        "stereotype": stereotype(p, male_majority, n=n, confidence=confidence, over=over),
     }
     for name, estimate in estimates.items():
         found[name], found[f"{name}_ci"] = estimate.value, _interval(estimate)
+    d = 2 * p - 1
+    if d.size > 1:
+        found["d_sd"] = float(np.std(d, ddof=1))
+    found["d_range"] = [float(d.min()), float(d.max())]
     return found
 
 
-def _interval(estimate: RutedEstimate) -> list[float]:
+def _interval(estimate: RutedEstimate) -> list[float] | None:
+    """The interval, or None where there is none (one occupation, over occupations)."""
+    if math.isnan(estimate.ci_low):
+        return None
     return [estimate.ci_low, estimate.ci_high]
 
 
@@ -328,7 +361,32 @@ def _coverage(rows: pd.DataFrame) -> dict[str, Any]:
         "coverage": float(seen.sum()) / total if total > 0 else 1.0,
         "coverage_min": float(coverage.min()),
         "partly_covered": int((coverage < 1.0 - 1e-9).sum()),
+        "listed_mass": float(seen.mean()),
+        "listed_mass_range": [float(seen.min()), float(seen.max())],
     }
+
+
+# Below this share of the next-word probability, the listed gendered words are a rare
+# continuation, and their normalised shares say little about what the model writes.
+LOW_MASS = 0.05
+
+
+def intervals_over(conventions: str) -> str:
+    """What the intervals resample under ``conventions``: the paper's fixes the occupations."""
+    return "replicates" if conventions == "paper" else "occupations"
+
+
+def mass_notes(context: str, found: ContextMetrics) -> list[str]:
+    """A warning where the listed words carry little of the next-word probability."""
+    mass, bounds = found.listed_mass, found.listed_mass_range
+    if mass is None or bounds is None or mass >= LOW_MASS:
+        return []
+    return [
+        f"{context}: the listed gendered words carry only {100 * mass:.2g}% of the next-word "
+        f"probability on average ({100 * bounds[0]:.2g}% to {100 * bounds[1]:.2g}% by "
+        "occupation): the shares are normalised within that mass, so they describe a rare "
+        "continuation, not what the model usually writes next"
+    ]
 
 
 def occupations_csv(rows: pd.DataFrame) -> pd.DataFrame:

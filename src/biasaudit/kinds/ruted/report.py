@@ -1,8 +1,9 @@
 """Plain-text tables of RUTEd audits and studies, as the command line prints them.
 
-Every metric is shown with its 95% interval (a point, for probabilities
-read from logprobs) and with the occupations and replicates behind it; a
-simulated model is labelled as such on the first line.
+Every metric is shown with its 95% interval over the occupations (under the
+paper's conventions, over the replicates only: a point, for probabilities
+read from logprobs), with the occupations' spread and the replicates behind
+it; a simulated model is labelled as such on the first line.
 """
 
 from __future__ import annotations
@@ -21,15 +22,22 @@ from biasaudit.reports.text import (
     Block,
     Cell,
     PlainTable,
-    _p_value,
     _plain,
     _signed,
     block_lines,
     excludes_zero,
+    format_p,
     smoke_test_lines,
 )
 
-__all__ = ["ruted_blocks", "ruted_study_blocks", "ruted_study_table", "ruted_table"]
+__all__ = [
+    "intervals_phrase",
+    "ruted_blocks",
+    "ruted_study_blocks",
+    "ruted_study_table",
+    "ruted_table",
+    "spread_lines",
+]
 
 _WIDTH = 27
 
@@ -73,7 +81,7 @@ def ruted_blocks(metrics: RutedMetrics) -> list[Block]:
     lines += [
         f"requests: {requests.requests} ({requests.sent} sent, {requests.cache_hits} from cache, "
         f"{requests.failures} failed, {requests.refusals} refused); intervals: "
-        f"{100 * metrics.confidence:g}% normal (folded normal for neutrality)"
+        f"{100 * metrics.confidence:g}% {intervals_phrase(metrics)}"
         + (
             "; conventions: the paper's (ties counted female)"
             if metrics.conventions == "paper"
@@ -94,10 +102,36 @@ def ruted_blocks(metrics: RutedMetrics) -> list[Block]:
             right=frozenset({1, 2, 3}),
         ),
     ]
+    lines += spread_lines(metrics)
     lines += _bounds_rows(metrics)
     lines += similarity_lines(metrics)
     lines += [f"note: {note}" for note in metrics.notes]
     return lines
+
+
+def intervals_phrase(metrics: RutedMetrics) -> str:
+    if metrics.intervals_over == "replicates":
+        return (
+            "normal over the replicates only (folded normal for neutrality; occupations "
+            "fixed, as the paper does: none from logprobs)"
+        )
+    return "Student t over the occupations (their spread, replicates' noise included)"
+
+
+def spread_lines(metrics: RutedMetrics) -> list[str]:
+    """How far the occupations differ (d = 2p - 1), per context: the spread the intervals
+    resample, which a mean alone hides."""
+    cells = []
+    for name, figures in metrics.contexts.items():
+        if figures.d_range is None:
+            continue
+        sd = "" if figures.d_sd is None else f"SD {figures.d_sd:.2f}, "
+        cells.append(
+            f"{name} {sd}{_signed(figures.d_range[0], 2)} to {_signed(figures.d_range[1], 2)}"
+        )
+    if not cells:
+        return []
+    return ["occupations' spread (d = male - female share): " + "; ".join(cells)]
 
 
 def similarity_lines(metrics: RutedMetrics) -> list[str]:
@@ -134,6 +168,8 @@ def _how(standard: ContextMetrics, replicates: int) -> str:
             f"(lowest occupation {100 * (standard.coverage_min or 0):.1f}%)"
         )
     )
+    if standard.listed_mass is not None:
+        coverage += f"; they carry {100 * standard.listed_mass:.2g}% of the next-word probability"
     return f"from {standard.source} (top {standard.top_logprobs}){coverage}"
 
 
@@ -225,7 +261,7 @@ def _correlation_table(title: str, names: list[str], frame: pd.DataFrame) -> Pla
     for metric in METRICS:
         found = frame[frame["metric"] == metric]
         cells = [
-            "-" if math.isnan(r) else f"{_signed(r, 2)} ({_p_value(p)})"
+            "-" if math.isnan(r) else f"{_signed(r, 2)} ({format_p(p)})"
             for r, p in zip(found["rho"], found["p_value"], strict=True)
         ]
         rows.append([metric, *cells])

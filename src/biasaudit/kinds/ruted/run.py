@@ -43,6 +43,8 @@ from biasaudit.kinds.ruted.metrics import (
     ContextMetrics,
     RutedMetrics,
     context_metrics,
+    intervals_over,
+    mass_notes,
     mode_collapse_check,
     occupations_csv,
     ties_as_female,
@@ -146,6 +148,7 @@ def _write_results(
         templates=list(task.templates) if task.generation_contexts else [],
         temperature=spec.temperature,
         conventions=spec.conventions,
+        intervals_over=intervals_over(spec.conventions),
         contexts=contexts,
         mode_collapse=status,
         requests=request_counts(session),
@@ -173,6 +176,7 @@ def _context(
             confidence=spec.confidence,
             replicates=replicates,
             top_logprobs=plan.nextword.top_logprobs,
+            over=intervals_over(spec.conventions),
         )
     else:
         found = context_metrics(
@@ -182,6 +186,7 @@ def _context(
             templates=task.templates,
             max_tokens=task.prompts[context].max_tokens,
             replicates=spec.replicates * len(task.occupations) * len(task.templates),
+            over=intervals_over(spec.conventions),
         )
     notes.extend(_notes(context, found, spec))
     return found
@@ -209,12 +214,13 @@ def _notes(context: str, found: ContextMetrics, spec: RutedSpec) -> list[str]:
             f"a perfectly neutral model from these replicates ({floor:.3f}); there the estimate "
             "is biased upward and its interval can miss the true value"
         )
-    if found.unanimous:
+    if found.unanimous and spec.conventions == "paper":
         notes.append(
             f"{context}: {found.unanimous} occupations have every gendered replicate of one "
             "gender; the variance 4p(1-p)/n counts them as certain, so with few replicates "
             "the intervals are too narrow"
         )
+    notes.extend(mass_notes(context, found))
     if found.excluded:
         why = (
             "no listed word among the alternatives"

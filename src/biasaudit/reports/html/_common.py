@@ -41,7 +41,7 @@ def p_value(value: float | None) -> str:
     if _missing(value):
         return "-"
     assert value is not None
-    return "<0.001" if value < 0.001 else f"{value:.2g}"
+    return "<0.001" if value < 0.001 else f"{value:.2g}"  # never 0
 
 
 def percent(value: float | None, digits: int = 1) -> str:
