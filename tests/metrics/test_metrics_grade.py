@@ -153,7 +153,7 @@ def test_summary_validates() -> None:
         grade_score_summary([grade_score([0], ["A"], 2)], confidence=0)
 
 
-def test_summary_intervals_bootstrap_the_items_and_stay_within_zero_and_one() -> None:
+def test_summary_intervals_are_t_intervals_over_the_items_within_zero_and_one() -> None:
     items = [
         grade_score([0, 1, 2], ["A", "A", "A"], 3),
         grade_score([0, 0, 1], ["A", "B", "A"], 3),
@@ -166,13 +166,46 @@ def test_summary_intervals_bootstrap_the_items_and_stay_within_zero_and_one() ->
         (summary.grade_score, summary.grade_score_ci, [item.grade for item in items]),
     ):
         assert mean == pytest.approx(np.mean(values))
-        # An independent bootstrap of the item means agrees to within its own noise.
-        rng = np.random.default_rng(1)
-        means = np.asarray(values)[rng.integers(0, len(values), (20_000, len(values)))].mean(1)
-        assert interval == pytest.approx(tuple(np.quantile(means, [0.025, 0.975])), abs=0.02)
+        # scipy's t-interval over the 9 items, clipped to [0, 1].
+        low, high = stats.t.interval(0.95, 8, loc=np.mean(values), scale=stats.sem(values))
+        assert interval == pytest.approx((max(low, 0.0), min(high, 1.0)))
         assert 0.0 <= interval[0] <= mean <= interval[1] <= 1.0
     for low, high in summary.position_ci:
         assert 0.0 <= low <= high <= 1.0
+
+
+def test_slot_intervals_are_simultaneous_clopper_pearson_and_agree_with_their_test() -> None:
+    from biasaudit.metrics import position_intervals
+
+    # Independent: Clopper-Pearson from the beta quantiles at level 1 - 0.05 / k.
+    counts = [10, 0, 0]
+    intervals, p = position_intervals(counts)
+    n, k, alpha = 10, 3, 0.05 / 3
+    for x, (low, high) in zip(counts, intervals, strict=True):
+        want_low = 0.0 if x == 0 else stats.beta.ppf(alpha / 2, x, n - x + 1)
+        want_high = 1.0 if x == n else stats.beta.ppf(1 - alpha / 2, x + 1, n - x)
+        assert (low, high) == pytest.approx((want_low, want_high))
+    # 10 of 10 on one slot: [69%, 100%] at 95% unadjusted; wider at the simultaneous level.
+    assert intervals[0][0] < 0.69 and intervals[0][1] == 1.0
+    assert p is not None and p < 0.05
+    # The test rejects exactly when some interval excludes 1/k, over many tables.
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        k = int(rng.integers(2, 6))
+        counts = rng.multinomial(int(rng.integers(5, 60)), rng.dirichlet([2.0] * k))
+        intervals, p = position_intervals(counts)
+        excluded = any(not low <= 1 / k <= high for low, high in intervals)
+        assert p is not None and p > 0.0
+        assert excluded == (p < 0.05) or abs(p - 0.05) < 1e-9
+
+
+def test_no_p_value_is_zero() -> None:
+    from biasaudit.metrics import P_FLOOR, position_intervals, slot_test
+
+    test = slot_test([100_000, 0, 0, 0])
+    assert test is not None and test.p == P_FLOOR
+    _, p = position_intervals([5_000, 0, 0, 0])
+    assert p == P_FLOOR
 
 
 def test_shares_near_the_edge_keep_their_interval_inside_zero_and_one() -> None:

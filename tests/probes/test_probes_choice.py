@@ -123,9 +123,9 @@ Grade for option 4: 3/5, too technical.
         ("Option B", 1, "first_line"),
         ("**Option C**\nIt is the clearest.", 2, "first_line"),
         # The one option named.
-        ("I think Option 3 is the most accurate.", 2, "only_option"),
-        ("Clearly option 4 wins here.", 3, "only_option"),
-        ("Option 2 is better than the rest.", 1, "only_option"),
+        ("I think Option 3 is the most accurate.", 2, "verdict"),
+        ("Clearly option 4 wins here.", 3, "verdict"),
+        ("Option 2 is better than the rest.", 1, "verdict"),
         ("The strongest is Option D.", 3, "only_option"),
         ("<think>Option 1 is wrong, Option 4 too.</think>\nOption 2", 1, "first_line"),
         (

@@ -20,7 +20,10 @@ An answer is read, in this order, as
    ``The best option is 2.``, ``The answer is Option 2`` (reasoning prompts
    weigh every option first and decide last). A bare number counts only where
    it ends the verdict (``Answer: 3.1 miles`` is no verdict), and "the answer
-   is" needs the word "Option" (``the answer is 4`` may be about the item);
+   is" needs the word "Option" (``the answer is 4`` may be about the item).
+   Praise of one option is a verdict too: ``The first option is the best``,
+   ``Option 2 is clearly better``, ``Option 3 wins``; and so is a pronoun's
+   choice: ``The option I prefer is Option 2``;
 2. a first line that is nothing but an option: ``Option 2``, ``**Option 2**``,
    ``2``, ``2.``, ``(2)``, ``[[2]]``, or ``Option 2.`` / ``Option 2 - ...``
    followed by an explanation (a first line ``Option 1: ...`` is read as the
@@ -30,11 +33,20 @@ An answer is read, in this order, as
    user's request instead of judging), and reading its 1 as Option 1 would
    inflate the very position bias being measured;
 3. the one option the answer names, when it names exactly one
-   (``I think Option 3 is the most accurate``).
+   (``For a child, option 3 fits``), unless the answer was cut off by the
+   token limit (``truncated``) or opens an evaluation of each option that
+   stops mid-sentence (``Option 1: The response explains``: a heading, not a
+   verdict), or the option is named only to be turned down (``Option 1 is
+   wrong``, ``the option I like least is Option 1``).
 
-Options are numbered from 1 in the prompt. ``Option B`` is read as option 2
-(letters A-Z count from 1), but only after the word "Option" and in capitals:
-a lone letter is too often a word. Text inside ``<think>...</think>`` (the
+Options are referred to as ``Option 2``, by ordinal (``the second option``,
+``the 2nd response``, ``the last one``), or by capital letter A-H after the
+word "Option" or in brackets (``Option B``, ``(B)``: option 2). Letters stop
+at H because a lone capital is too often something else: ``the option I
+prefer`` is a pronoun, and ``Option N`` or ``Option X`` a placeholder copied
+from the prompt, which with 14 options would read as a verdict for the 14th.
+``tests/data/judge_answers.jsonl`` holds the hand-labelled answers (over 100
+shapes) this reading is tested on. Text inside ``<think>...</think>`` (the
 reasoning of R1-style models) is ignored. An answer that names no option,
 names several without a verdict, or names one that does not exist (``Option
 7`` of 4) is unparseable: :attr:`ChoiceAnswer.slot` is None, and the audit
@@ -71,12 +83,28 @@ _DEFAULT_MAX_TOKENS = 64
 
 # Markup and quoting a verdict may carry: "**Option 2**", "`2`", "(2)", "[[2]]".
 _OPEN = r"[*_`\"'(\[\s]*"
-_CLOSE = r"[*_`\"')\]]*"
-# "Option 2" or "Option B" (capital letter, after the word only).
-_OPTION_REF = r"(?i:option)\s*#?\s*(?:(?P<{g}_letter>[A-Z])|(?P<{g}>\d{{1,2}}))\b"
+_CLOSE = r"[*_`\"')\]\x7d]*"  # \x7d: "}", kept out of str.format's way
+# "Option 2" or "Option B" (a capital letter A-H, after the word only: "the option I
+# prefer" is a pronoun, "Option N" / "Option X" a placeholder copied from the prompt);
+# or an ordinal: "the first option", "the 2nd response", "the last one".
+_ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth",
+             "ninth", "tenth")  # fmt: skip
+_OPTION_REF = (
+    r"(?:(?i:option)\s*#?\s*(?:(?P<{g}_letter>[A-H])|(?P<{g}>\d{{1,2}}))(?![0-9A-Za-z])"
+    r"|\b(?i:the\s+)?(?P<{g}_ordinal>(?i:"
+    + "|".join(_ORDINALS)
+    + r"|last|\d{{1,2}}(?:st|nd|rd|th)))\s+(?i:option|response|answer|choice|candidate|one)\b)"
+)
 # A bare "2" counts only where it ends the verdict: "Answer: 3.1 miles" is no verdict.
 _BARE_REF = rf"#?(?P<{{g}}_bare>\d{{{{1,2}}}})(?![\d.,]\d){_CLOSE}(?=\s*(?:$|[.,;!]))"
-_ANY_REF = rf"(?:{_OPTION_REF}|{_BARE_REF})"
+# "(B)" or "[C]" after a verdict's label or verb: a letter in brackets is an option.
+_BRACKETED_LETTER = r"[(\[](?P<{g}_bracketed_letter>[A-H])[)\]]"
+_ANY_REF = rf"(?:{_OPTION_REF}|{_BARE_REF}|{_BRACKETED_LETTER})"
+# "the most accurate", "the correct one": praise a verdict may give an option.
+_POSITIVE = (
+    r"(?:most\s+(?:accurate|helpful|complete|correct|relevant|appropriate|informative|"
+    r"useful|faithful|thorough|precise)|(?:correct|right)\s+(?:one|choice|answer|option))"
+)
 _LABEL = r"\b(?i:(?:final\s+)?(?:selection|answer|choice|verdict|decision|pick|winner))"
 _VERDICT = re.compile(
     "(?:"
@@ -90,6 +118,14 @@ _VERDICT = re.compile(
     # "I choose option 2", "I'd go with Option 2", "I would pick 2."
     r"|\bI(?:\s+would|\s+will|'d|'ll)?\s+(?i:choose|select|pick|prefer|go\s+with)"
     rf"{_OPEN}{_ANY_REF.format(g='verb')}"
+    # "The option I prefer is Option 2", "the response I would choose is the second one"
+    r"|\b(?i:option|response|answer|choice|one)\s+(?i:that\s+)?I(?:\s+would|'d)?\s+"
+    r"(?i:choose|select|pick|prefer|recommend|go\s+with)\s+(?i:is|would\s+be)"
+    rf"{_OPEN}{_ANY_REF.format(g='pronoun')}"
+    # "The first option is the best.", "Option 2 is clearly better", "Option 3 wins"
+    rf"|{_OPTION_REF.format(g='praised')}{_CLOSE}\s+(?i:(?:is|seems|looks)\s+"
+    r"(?:clearly\s+|definitely\s+|by\s+far\s+)?(?:the\s+)?"
+    rf"(?:best|better|strongest|stronger|superior|preferred|winner|{_POSITIVE})|wins)\b"
     ")",
     re.MULTILINE,
 )
@@ -99,6 +135,19 @@ _FIRST_LINE = re.compile(
     rf"|#?(?P<first_bare>\d{{1,2}}){_CLOSE}\s*[.!]?{_CLOSE}\s*$)"
 )
 _MENTION = re.compile(_OPTION_REF.format(g="mention"))
+# An option as the label of an evaluation: "Option 1: The response explains ..."
+_LABELLED = re.compile(rf"^{_OPEN}{_OPTION_REF.format(g='label')}{_CLOSE}\s*:", re.MULTILINE)
+# An option named only to be turned down: "Option 1 is wrong", "not the second option".
+_REJECTED = re.compile(
+    rf"{_OPTION_REF.format(g='rejected')}{_CLOSE}\s+(?i:is|seems|looks)\s+(?i:(?:not|wrong|"
+    r"incorrect|inaccurate|worse|worst|weaker|bad|off|misleading|unhelpful)\b)"
+    # "The option I like least is Option 1", "the worst one is Option 2"
+    r"|\b(?i:least|worst|weakest)\b[^.\n]{0,30}?\b(?i:is|would\s+be)"
+    rf"{_OPEN}{_OPTION_REF.format(g='least')}"
+)
+# How an answer cut off by the token limit may end: mid-sentence, or with an ellipsis.
+_ENDS_A_SENTENCE = re.compile(r"[.!?)\]}\"'*`]\s*$")
+_ELLIPSIS = re.compile(r"(?:\.\.\.|\u2026)\s*$")
 _THINKING = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL | re.IGNORECASE)
 
 
@@ -206,30 +255,55 @@ class ChoiceProbe:
             for replicate in range(self.replicates)
         ]
 
-    def parse(self, text: str, n_options: int) -> ChoiceAnswer:
-        """Read one answer to a prompt of ``n_options`` options; see the module docstring."""
+    def parse(self, text: str, n_options: int, *, truncated: bool = False) -> ChoiceAnswer:
+        """Read one answer to a prompt of ``n_options`` options; see the module docstring.
+
+        ``truncated``: the answer was cut off by the token limit (finish reason
+        ``length``): it never reached its verdict, so an option it merely names
+        is not read as chosen (rule 3 is off).
+        """
         answer = _THINKING.sub("", text).strip()
         if not answer:
             return ChoiceAnswer(None)
         verdicts = list(_VERDICT.finditer(answer))
         if verdicts:
-            return _answer(_number(verdicts[-1]), n_options, "verdict")
+            return _answer(_number(verdicts[-1], n_options), n_options, "verdict")
         first_line = answer.splitlines()[0].strip()
         leading = None if first_line.startswith("#") else _FIRST_LINE.match(first_line)
         if leading is not None:
-            return _answer(_number(leading), n_options, "first_line")
-        named = {_number(match) for match in _MENTION.finditer(answer)}
+            return _answer(_number(leading, n_options), n_options, "first_line")
+        if truncated or _cut_evaluation(answer) or _REJECTED.search(answer):
+            return ChoiceAnswer(None)
+        named = {_number(match, n_options) for match in _MENTION.finditer(answer)}
         if len(named) == 1:
             return _answer(named.pop(), n_options, "only_option")
         return ChoiceAnswer(None)
 
 
-def _number(match: re.Match[str]) -> int:
-    """The 1-based option number a match names, from its digits or its letter."""
+def _cut_evaluation(answer: str) -> bool:
+    """An evaluation of each option that stops before its verdict: it opens with an
+    option's label ("Option 1: The response explains") and ends mid-sentence or with an
+    ellipsis, as an answer cut off by the token limit does."""
+    if not _LABELLED.match(answer):
+        return False
+    return _ELLIPSIS.search(answer) is not None or not _ENDS_A_SENTENCE.search(answer)
+
+
+def _number(match: re.Match[str], n_options: int) -> int:
+    """The 1-based option number a match names, from its digits, letter or ordinal."""
     for name, value in match.groupdict().items():
         if value is None:
             continue
-        return ord(value) - ord("A") + 1 if name.endswith("_letter") else int(value)
+        if name.endswith("_letter"):
+            return ord(value) - ord("A") + 1
+        if name.endswith("_ordinal"):
+            word = value.lower()
+            if word == "last":
+                return n_options
+            if word in _ORDINALS:
+                return _ORDINALS.index(word) + 1
+            return int(word[:-2])
+        return int(value)
     raise AssertionError("a reference pattern matched without naming an option")
 
 

@@ -16,7 +16,7 @@ import pandas as pd
 
 from biasaudit.kinds.common import read_run_metrics
 from biasaudit.kinds.grade_score.kind import KIND
-from biasaudit.kinds.grade_score.report import unusable_warning
+from biasaudit.kinds.grade_score.report import is_left_out, unusable_warning
 from biasaudit.kinds.grade_score.run import GradeScoreMetrics, judge_settings
 from biasaudit.kinds.grade_score.study import SCORES, GradeStudyResult, GradeStudyRun
 from biasaudit.reports.html._common import (
@@ -200,12 +200,12 @@ def _items_section(metrics: GradeScoreMetrics, items: pd.DataFrame | None) -> Se
     rows = []
     for row in items.sort_values("grade", na_position="first").to_dict("records"):
         preferred = row.get("preferred")
+        left_out = is_left_out(metrics, int(row["usable"]), int(row["trials"]))
+        scores = [plain(_number(row[name])) for name in ("grade", "entropy", "choice")]
         rows.append(
             [
                 str(row["item_id"]),
-                plain(_number(row["grade"])),
-                plain(_number(row["entropy"])),
-                plain(_number(row["choice"])),
+                *(["partial"] * 3 if left_out else scores),
                 " ".join(str(int(row.get(s, 0) or 0)) for s in slots),
                 _text(row.get("most_chosen")),
                 "-" if pd.isna(preferred) else str(int(preferred)),
@@ -231,7 +231,8 @@ def _items_section(metrics: GradeScoreMetrics, items: pd.DataFrame | None) -> Se
                 ],
                 rows,
                 caption="Lowest Grade Score first; answers per slot 1..n; options by index into "
-                "the item's options (random: the unrelated option).",
+                "the item's options (random: the unrelated option); partial: some answers "
+                "unusable, so the item is left out of the means and its scores not shown.",
                 left=frozenset({0, 4, 5}),
             )
         ],

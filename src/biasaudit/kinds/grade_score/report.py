@@ -189,6 +189,13 @@ def _agreement_lines(metrics: GradeScoreMetrics) -> list[str]:
     return lines
 
 
+def is_left_out(metrics: GradeScoreMetrics, usable: int, trials: int) -> bool:
+    """Whether an item is partial (some requests gave no usable answer), hence left out
+    of the means: its own scores rest on fewer answers than orders, so they are not shown
+    (one answer scores an entropy of 0 by construction). The paper's conventions keep it."""
+    return metrics.conventions != "paper" and 0 < usable < trials
+
+
 def _items_table(metrics: GradeScoreMetrics, items: pd.DataFrame) -> PlainTable:
     shown, title = (
         items,
@@ -203,12 +210,15 @@ def _items_table(metrics: GradeScoreMetrics, items: pd.DataFrame) -> PlainTable:
     rows = []
     for row in shown.itertuples(index=False):
         slots = " ".join(str(getattr(row, f"pos_{s}")) for s in range(1, metrics.n_options + 1))
+        left_out = is_left_out(metrics, row.usable, row.trials)
         rows.append(
             [
                 str(row.item_id)[:width],
-                _number(row.grade),
-                _number(row.entropy),
-                _number(row.choice),
+                *(
+                    ["partial"] * 3
+                    if left_out
+                    else [_number(row.grade), _number(row.entropy), _number(row.choice)]
+                ),
                 str(row.unparsed),
                 slots,
                 "-" if pd.isna(row.most_chosen) else str(row.most_chosen),
@@ -219,7 +229,7 @@ def _items_table(metrics: GradeScoreMetrics, items: pd.DataFrame) -> PlainTable:
         title,
         ["item", "grade", "entropy", "choice", "unparsed", "slots", "most chosen", "preferred"],
         rows,
-        widths=[width, 6, 7, 6, 8, 2 * metrics.n_options + 2, 12, 0],
+        widths=[width, 7, 7, 7, 8, 2 * metrics.n_options + 2, 12, 0],
         gaps=[0, 1, 1, 1, 1, 2, 1, 1],
         right=frozenset({1, 2, 3, 4}),
     )

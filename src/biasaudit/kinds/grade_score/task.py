@@ -417,7 +417,9 @@ class GradeScorePlan:
             self._answers[key] = (ChoiceAnswer(None), response.text)
             self._refused.add(key)
             return {"probe": self.probe.kind, "irregular": 1}
-        answer = self.probe.parse(response.text, self.task.n_options)
+        # Cut off by the token limit ("length"; Anthropic's "max_tokens"): no verdict yet.
+        cut = any(reason in ("length", "max_tokens") for reason in response.finish_reasons[:1])
+        answer = self.probe.parse(response.text, self.task.n_options, truncated=cut)
         self._answers[key] = (answer, response.text)
         return {
             "probe": self.probe.kind,
