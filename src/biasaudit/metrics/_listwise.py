@@ -145,6 +145,10 @@ class ListwiseFigures:
     subtask_tests:
         Per subtask: ``subtask``, ``answers`` and ``omnibus_p``, the permutation test
         of "the groups' top-1 rates do not differ" on its answers alone.
+    resampled:
+        The units the intervals resample: ``names``, ``items`` (given, and not one per
+        pool), ``pools`` (the answers where no pool is given); an item not given is
+        not resampled, and its variance is not in the intervals.
     """
 
     reference: str
@@ -171,6 +175,7 @@ class ListwiseFigures:
     ranked: int
     by_subtask: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
     subtask_tests: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
+    resampled: tuple[str, ...] = ()
 
 
 def latin_square(size: int) -> list[list[int]]:
@@ -324,6 +329,7 @@ def listwise_figures(
         ranked=int(pd.unique(data["answer"]).size),
         by_subtask=by_subtask,
         subtask_tests=subtask_tests,
+        resampled=clusters.resampled,
     )
 
 
@@ -401,6 +407,8 @@ class _Clusters:
     fewest: int
     """The fewest clusters of one kind behind a group: a kind nested in the groups
     (names) counts within each group, a crossed kind (items, pools) in all."""
+    resampled: tuple[str, ...] = ()
+    """The kinds resampled, in words: names, items, pools."""
 
     @classmethod
     def of(
@@ -421,13 +429,17 @@ class _Clusters:
         items = data["item"].astype(str).to_numpy() if "item" in data.columns else None
         units = Units.of(groups, subtasks, unrated, names=names, items=items)
         pools = data["pool"].astype(str).to_numpy()
+        pool_kind = "pools"
         if items is not None and pd.Series(items).groupby(pools).nunique().max() == 1:
             # One item per pool (every candidate on the same resume): the pools are
             # the clusters the items would be, and more of them.
-            items = None
+            items, pool_kind = None, "pools (one item each)"
         factors = [f for f in (names, items) if f is not None]
+        kinds = [k for k, f in (("names", names), ("items", items)) if f is not None]
         factors += [np.asarray(f, dtype=str) for f in extra]
+        kinds += ["extra"] * len(extra)
         factors.append(pools)
+        kinds.append(pool_kind)
         terms = []
         fewest = []
         for size in range(1, len(factors) + 1):
@@ -439,7 +451,7 @@ class _Clusters:
                 terms.append(_Term((-1.0) ** (size + 1), codes, counts))
                 if size == 1:
                     fewest.append(_clusters_behind_a_group(codes, groups))
-        return cls(units, tuple(terms), min(fewest))
+        return cls(units, tuple(terms), min(fewest), tuple(kinds))
 
     def draws(
         self, figure: Callable[[_Term], NDArray[np.float64]]

@@ -286,8 +286,9 @@ class AllocationMetrics(BaseModel):
         over = self.intervals.units
         bootstrap = "pigeonhole bootstrap" if over == "names x items" else "bootstrap"
         return (
-            f"{level}, over {over} ({bootstrap}); p: permutation of the "
-            f"{unit_noun(over)}' groups; headline: candidate-weighted mean of the subtasks"
+            f"{level}, over {over} ({bootstrap}, Student t on the fewer {unit_noun(over)} of a "
+            f"group and its reference); p: permutation of the {unit_noun(over)}' groups; "
+            "headline: candidate-weighted mean of the subtasks"
         )
 
 

@@ -16,6 +16,7 @@ from biasaudit.kinds.listwise.report import (
     fewest_units,
     impact_flags,
     listwise_blocks,
+    resampled_phrase,
     study_blocks,
 )
 from biasaudit.kinds.listwise.study import ListwiseStudy
@@ -120,8 +121,8 @@ def _method_rows(metrics: ListwiseMetrics) -> list[tuple[str, str]]:
         ("asked", "a full ranking" if metrics.listwise == "full" else "the top choice only"),
         ("pools", f"{metrics.pools} of {metrics.pool_size}, each in {metrics.orders_per_pool} "
                   f"orders ({metrics.orders}), {metrics.samples} answer(s) per order"),
-        ("intervals", f"{100 * metrics.confidence:g}%, multiway-clustered over names, items "
-                      "and pools (Cameron, Gelbach & Miller 2011)"),
+        ("intervals", f"{100 * metrics.confidence:g}%, {resampled_phrase(metrics)} "
+                      "(Cameron, Gelbach & Miller 2011)"),
     ]  # fmt: skip
 
 

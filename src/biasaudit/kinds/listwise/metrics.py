@@ -148,6 +148,12 @@ class ListwiseMetrics(BaseModel):
     slot_entropy: float | None = None
     slot_entropy_ci: list[float] | None = None
     slot_test: SlotTestResult | None = None
+    resampled: list[str] = Field(
+        default_factory=list,
+        description="The units the intervals resample: names, items (resumes), pools. A "
+        "unit not listed was not given (an import without its column) and its variance is "
+        "not in the intervals.",
+    )
     omnibus_p: float | None = None
     concordance: float | None = None
     concordance_ci: list[float] | None = None
@@ -246,6 +252,7 @@ def metrics_fields(figures: ListwiseFigures) -> dict[str, Any]:
         "top_change": figures.top_change,
         "top_change_ci": _pair(figures.top_change_ci),
         "top_change_pools": figures.top_change_pools,
+        "resampled": list(figures.resampled),
     }  # fmt: skip
 
 

@@ -28,6 +28,7 @@ __all__ = [
     "headline",
     "impact_flags",
     "listwise_blocks",
+    "resampled_phrase",
     "run_table",
     "study_blocks",
 ]
@@ -66,7 +67,7 @@ def listwise_blocks(metrics: ListwiseMetrics) -> list[Block]:
         f"{counts.ranked} ranked, {counts.unread} unread, {counts.partial} partial, "
         f"{counts.duplicates} with duplicates, {counts.invented} naming no shown candidate",
         f"reference: {metrics.reference_group}; intervals: {100 * metrics.confidence:g}%, "
-        "multiway-clustered over names, items and pools",
+        f"{resampled_phrase(metrics)}",
     ]
     fewest = fewest_units(metrics)
     smoke = fewest is not None and fewest < FEW_UNITS
@@ -97,6 +98,18 @@ def listwise_blocks(metrics: ListwiseMetrics) -> list[Block]:
     blocks += ["", *_position_lines(metrics), *_consistency_lines(metrics)]
     blocks += [f"note: {note}" for note in metrics.notes]
     return blocks
+
+
+def resampled_phrase(metrics: ListwiseMetrics) -> str:
+    """Which units the intervals resample, and which they could not (not given)."""
+    kinds = metrics.resampled or ["names", "items", "pools"]  # a run before this was recorded
+    phrase = "multiway-clustered over " + " x ".join(kinds) + " (Student t)"
+    if not any("item" in kind for kind in kinds):
+        phrase += (
+            "; no item (resume) column, so the items' own variance is not in them: "
+            "they are too narrow where items differ"
+        )
+    return phrase
 
 
 def fewest_units(metrics: ListwiseMetrics) -> int | None:
