@@ -77,7 +77,11 @@ def grade_score_blocks(metrics: GradeScoreMetrics, items: pd.DataFrame) -> list[
         header += smoke_test_lines(metrics.items, "items", "at least 8 items (the demo has 16)")
     means = PlainTable(
         None,
-        ["score", "mean", f"{100 * metrics.confidence:g}% interval (Student t over items; '-': too few)"],
+        [
+            "score",
+            "mean",
+            f"{100 * metrics.confidence:g}% interval (Student t over items; '-': too few)",
+        ],
         [
             [
                 _SCORE_NAMES[score],
