@@ -350,19 +350,23 @@ def _bounds(rows: pd.DataFrame) -> dict[str, list[float]]:
 
 
 def _coverage(rows: pd.DataFrame) -> dict[str, Any]:
+    read = rows[rows["male_mass"].notna() & rows["female_mass"].notna()]
+    found: dict[str, Any] = {}
+    if not read.empty:  # every path that reads probabilities (continuation ones too)
+        mass = (read["male_mass"] + read["female_mass"]).to_numpy(float)
+        found = {"listed_mass": float(mass.mean()),
+                 "listed_mass_range": [float(mass.min()), float(mass.max())]}  # fmt: skip
     asked = rows[rows["top_mass"].notna()]
     if asked.empty:
-        return {}
+        return found
     seen = (asked["male_mass"] + asked["female_mass"]).to_numpy(float)
     unseen = np.clip(1.0 - asked["top_mass"].to_numpy(float), 0.0, None)
     total = float((seen + unseen).sum())
     coverage = asked["coverage"].to_numpy(float)
-    return {
+    return found | {
         "coverage": float(seen.sum()) / total if total > 0 else 1.0,
         "coverage_min": float(coverage.min()),
         "partly_covered": int((coverage < 1.0 - 1e-9).sum()),
-        "listed_mass": float(seen.mean()),
-        "listed_mass_range": [float(seen.min()), float(seen.max())],
     }
 
 
