@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from statistics import NormalDist
 
-from biasaudit.metrics._small_samples import P_FLOOR, floor_p
+from biasaudit.metrics._small_samples import P_FLOOR, critical_value, two_sided_p
 from biasaudit.metrics._validate import check_confidence
 
 __all__ = ["holm_adjust", "interval_p_value"]
@@ -52,18 +51,23 @@ def interval_p_value(
     *,
     null: float = 0.0,
     confidence: float = 0.95,
+    units: int | None = None,
 ) -> float | None:
-    """The two-sided p-value of ``estimate`` against ``null`` that its normal interval implies.
+    """The two-sided p-value of ``estimate`` against ``null`` that its interval implies.
 
-    The standard error is the larger half-width over the interval's z quantile
-    (the larger, since an interval clipped to its figure's range is narrower on
-    the clipped side only). None where there is no interval; an interval of no
-    width gives 1 or :data:`~biasaudit.metrics.P_FLOOR` (never 0).
+    The standard error is the larger half-width over the interval's critical
+    value (the larger, since an interval clipped to its figure's range is
+    narrower on the clipped side only): Student's t over ``units`` units as
+    :func:`~biasaudit.metrics.critical_value` gives it, normal where
+    ``units`` is None. The p-value is read on the same distribution, so it is
+    below 1 - ``confidence`` exactly when the interval excludes ``null``.
+    None where there is no interval; an interval of no width gives 1 or
+    :data:`~biasaudit.metrics.P_FLOOR` (never 0).
     """
     if estimate is None or bounds is None or len(bounds) != 2 or math.isnan(estimate):
         return None
-    z = NormalDist().inv_cdf(0.5 + check_confidence(confidence) / 2)
-    se = max(bounds[1] - estimate, estimate - bounds[0], 0.0) / z
+    multiplier = critical_value(check_confidence(confidence), units)
+    se = max(bounds[1] - estimate, estimate - bounds[0], 0.0) / multiplier
     if se == 0.0:
         return 1.0 if estimate == null else P_FLOOR
-    return floor_p(2.0 * NormalDist().cdf(-abs(estimate - null) / se))
+    return two_sided_p(abs(estimate - null) / se, units)

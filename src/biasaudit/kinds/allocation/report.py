@@ -106,8 +106,10 @@ def findings(metrics: AllocationMetrics) -> Findings:
             for k in range(1, metrics.k_max + 1):
                 cells.append((kind, group, k))
                 estimate, bounds = _gap(figures, kind, k), _gap_ci(figures, kind, k)
+                behind = min(n for n in (figures.units, figures.units_reference, 10**9) if n)
                 p_values.append(
-                    interval_p_value(estimate, bounds, confidence=metrics.confidence)
+                    interval_p_value(estimate, bounds, confidence=metrics.confidence,
+                                     units=behind)
                     if tested else None
                 )  # fmt: skip
         adjusted = holm_adjust(p_values)
@@ -118,7 +120,8 @@ def findings(metrics: AllocationMetrics) -> Findings:
     whole = fewest is not None and fewest >= FEW_UNITS
     shown = [r for r in metrics.impact if r.k == metrics.headline_k]
     impact_p = holm_adjust([
-        interval_p_value(r.ratio, r.ci, null=FOUR_FIFTHS, confidence=metrics.confidence)
+        interval_p_value(r.ratio, r.ci, null=FOUR_FIFTHS, confidence=metrics.confidence,
+                         units=fewest)
         if whole else None
         for r in shown
     ])  # fmt: skip

@@ -120,8 +120,10 @@ def fewest_units(metrics: ListwiseMetrics) -> int | None:
 def _gap_flags(metrics: ListwiseMetrics) -> dict[tuple[str, int], bool]:
     """Each ΔDP cell beyond noise after Holm's adjustment over the table."""
     cells = [(g.group, g.k) for g in metrics.gaps]
+    fewest = fewest_units(metrics)
     p_values = [
-        interval_p_value(g.dp_gap, g.ci, confidence=metrics.confidence) for g in metrics.gaps
+        interval_p_value(g.dp_gap, g.ci, confidence=metrics.confidence, units=fewest)
+        for g in metrics.gaps
     ]
     return {
         cell: p is not None and p < SIGNIFICANT
@@ -132,8 +134,11 @@ def _gap_flags(metrics: ListwiseMetrics) -> dict[tuple[str, int], bool]:
 def impact_flags(metrics: ListwiseMetrics) -> dict[tuple[str, str], bool]:
     """Each impact ratio at the headline k below 0.8 beyond noise after Holm's adjustment."""
     shown = metrics.impact  # at the headline k only
+    fewest = fewest_units(metrics)
     p_values = [
-        interval_p_value(i.ratio, i.ci, null=FOUR_FIFTHS, confidence=metrics.confidence)
+        interval_p_value(
+            i.ratio, i.ci, null=FOUR_FIFTHS, confidence=metrics.confidence, units=fewest
+        )
         for i in shown
     ]
     return {
