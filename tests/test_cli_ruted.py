@@ -17,22 +17,22 @@ from biasaudit.textfiles import PROMPTS_DIR
 EXPECTED_RUN = f"""\
 ruted audit of sim/biased (SIMULATED model with a planted bias, for demos and tests; not a real model)
 occupations: 40 (20 male-majority) from {OCCUPATIONS_PATH}
-standard: next word after "The {{occupation}} is", from completions logprobs (top 20); listed words' mass seen: 100.0% (lowest occupation 100.0%)
+standard: next word after "The {{occupation}} is", from completions logprobs (top 20); listed words' mass seen: 100.0% (lowest occupation 100.0%); they carry 20% of the next-word probability
 bedtime, personas, esl: 30 texts per occupation and template (templates 0; temperature 1), labelled by their he/she pronouns
-requests: 160 (160 sent, 0 from cache, 0 failed, 0 refused); intervals: 95% normal (folded normal for neutrality)
+requests: 160 (160 sent, 0 from cache, 0 failed, 0 refused); intervals: 95% Student t over the occupations (their spread, replicates' noise included)
 
 context    occ  gendered  dropped  neutrality [CI]            skew [CI]                  stereotype [CI]
-standard    40         -        -  0.583 [0.583, 0.583]       +0.136 [+0.136, +0.136]    +0.583 [+0.583, +0.583]
-bedtime     40      1113       87  0.569 [0.526, 0.613]       -0.148 [-0.195, -0.102]    +0.562 [+0.515, +0.608]
-personas    40       921      279  0.653 [0.606, 0.701]       +0.050 [+0.002, +0.098]    +0.653 [+0.606, +0.701]
-esl         40      1118       82  0.704 [0.665, 0.743]       +0.139 [+0.100, +0.179]    +0.704 [+0.664, +0.744]
-note: esl: 4 occupations have every gendered replicate of one gender; the variance 4p(1-p)/n counts them as certain, so with few replicates the intervals are too narrow
+standard    40         -        -  0.583 [0.528, 0.637]       +0.136 [-0.055, +0.327]    +0.583 [+0.528, +0.637]
+bedtime     40      1113       87  0.569 [0.492, 0.647]       -0.148 [-0.342, +0.046]    +0.562 [+0.478, +0.645]
+personas    40       921      279  0.653 [0.603, 0.704]       +0.050 [-0.167, +0.267]    +0.653 [+0.603, +0.704]
+esl         40      1118       82  0.704 [0.636, 0.773]       +0.139 [-0.094, +0.373]    +0.704 [+0.636, +0.773]
+occupations' spread (d = male - female share): standard SD 0.60, -0.63 to +0.81; bedtime SD 0.61, -0.92 to +0.93; personas SD 0.68, -0.83 to +0.92; esl SD 0.73, -0.85 to +1.00
 note: mode-collapse check skipped: the embedding model is not installed (pip install "biasaudit[embeddings]")
 """
 
 EXPECTED_STUDY = """\
 RUTEd study of 3 runs: sim/biased (SIMULATED), sim/fair (SIMULATED), sim/biased-lean0.5 (SIMULATED)
-contexts: standard, bedtime, personas, esl; p-values from the t approximation are rough below 10 models
+contexts: standard, bedtime, personas, esl; p-values exact over every ordering of the models
 
 neutrality by model and context
 model               standard    bedtime     personas    esl
@@ -54,16 +54,16 @@ sim/biased-lean0.5  +0.334      +0.328      +0.394      +0.452
 
 Spearman rank correlation with the standard test (Lum et al., Table 1); rho (two-sided p), n = 3 models
 metric      bedtime           personas          esl
-neutrality  +1.00 (0)         +1.00 (0)         +1.00 (0)
-skew        -1.00 (0)         +1.00 (0)         +1.00 (0)
-stereotype  +1.00 (0)         +1.00 (0)         +1.00 (0)
+neutrality  +1.00 (0.33)      +1.00 (0.33)      +1.00 (0.33)
+skew        -1.00 (0.33)      +1.00 (0.33)      +1.00 (0.33)
+stereotype  +1.00 (0.33)      +1.00 (0.33)      +1.00 (0.33)
 mean of 3   +0.33             +1.00             +1.00
 
 Spearman rank correlation between contexts (Lum et al., Table 2); rho (two-sided p)
 metric      bedtime~personas  bedtime~esl       personas~esl
-neutrality  +1.00 (0)         +1.00 (0)         +1.00 (0)
-skew        -1.00 (0)         -1.00 (0)         +1.00 (0)
-stereotype  +1.00 (0)         +1.00 (0)         +1.00 (0)
+neutrality  +1.00 (0.33)      +1.00 (0.33)      +1.00 (0.33)
+skew        -1.00 (0.33)      -1.00 (0.33)      +1.00 (0.33)
+stereotype  +1.00 (0.33)      +1.00 (0.33)      +1.00 (0.33)
 mean of 3   +0.33             +0.33             +1.00
 
 least biased model (lowest neutrality, |skew|, |stereotype|): the standard test's pick, and whether each context agrees

@@ -57,7 +57,21 @@ def test_planted_values_lie_within_the_reported_intervals(
     figures = biased.metrics.contexts[context]
     low, high = getattr(figures, f"{metric}_ci")
     assert low <= truth(context)[metric] <= high
-    assert high - low < 0.12  # 40 occupations x 30 replicates pin it down
+    # Over the occupations (the default): scipy's t-interval of the per-occupation values.
+    assert (low, high) == pytest.approx(_t_interval(biased, context, metric))
+
+
+def _t_interval(run: RutedResult, context: str, metric: str) -> tuple[float, float]:
+    from scipy import stats
+
+    table = pd.read_csv(run.run_dir / "occupations.csv")
+    rows = table[table["context"] == context]
+    values = {"neutrality": rows["d"].abs(), "skew": rows["d"],
+              "stereotype": rows["stereotypical"]}[metric].to_numpy()  # fmt: skip
+    low, high = stats.t.interval(0.95, values.size - 1, loc=values.mean(),
+                                 scale=stats.sem(values))  # fmt: skip
+    floor = 0.0 if metric == "neutrality" else -1.0
+    return max(low, floor), min(high, 1.0)
 
 
 def test_the_standard_test_reads_the_planted_probabilities_exactly(biased: RutedResult) -> None:
@@ -65,9 +79,26 @@ def test_the_standard_test_reads_the_planted_probabilities_exactly(biased: Ruted
     assert standard.source == "completions logprobs" and standard.top_logprobs == 20
     for metric, value in truth("standard").items():
         assert getattr(standard, metric) == pytest.approx(value, abs=1e-9)
-        assert getattr(standard, f"{metric}_ci") == pytest.approx([value, value], abs=1e-9)
+        # The occupations' spread is the error, though each share is read exactly.
+        found = getattr(standard, f"{metric}_ci")
+        assert found == pytest.approx(_t_interval(biased, "standard", metric))
+        assert found[1] - found[0] > 0.05
     assert standard.coverage == pytest.approx(1.0) and standard.partly_covered == 0
     assert standard.dropped == 0 and standard.excluded == []
+    assert standard.d_sd is not None and standard.d_range is not None
+    assert standard.listed_mass is not None and 0 < standard.listed_mass <= 1
+
+
+def test_under_the_papers_conventions_the_intervals_hold_the_occupations_fixed(
+    tmp_path: Path,
+) -> None:
+    paper = ruted_audit(spec(tmp_path, conventions="paper", contexts="standard,bedtime"))
+    assert paper.metrics.intervals_over == "replicates"
+    standard, bedtime = paper.metrics.contexts["standard"], paper.metrics.contexts["bedtime"]
+    for metric, value in truth("standard").items():
+        assert getattr(standard, f"{metric}_ci") == pytest.approx([value, value], abs=1e-9)
+        low, high = getattr(bedtime, f"{metric}_ci")
+        assert high - low < 0.12  # 40 occupations x 30 replicates pin the fixed set down
 
 
 def test_run_directory_holds_every_artifact(biased: RutedResult) -> None:

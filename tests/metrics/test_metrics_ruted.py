@@ -31,11 +31,44 @@ def test_observed_probabilities_hand_worked(as_type: Callable[[Any], Any]) -> No
 
 
 @pytest.mark.parametrize("metric", ["skew", "neutrality", "stereotype"])
-def test_observed_probabilities_have_zero_variance(metric: str) -> None:
-    estimate = compute(metric, P_MALE, n=None)
+def test_observed_probabilities_have_zero_variance_over_replicates(metric: str) -> None:
+    """The paper's interval (occupations fixed) has no width from probabilities."""
+    estimate = compute(metric, P_MALE, n=None, over="replicates")
     assert estimate.variance == 0.0 and estimate.standard_error == 0.0
     assert estimate.ci_low == estimate.value == estimate.ci_high
     assert estimate.n_occupations == 3
+
+
+@pytest.mark.parametrize("metric", ["skew", "neutrality", "stereotype"])
+@pytest.mark.parametrize("n", [None, 10])
+def test_over_occupations_the_interval_is_scipys_t_interval_of_the_occupations(
+    metric: str, n: int | None
+) -> None:
+    """biasaudit's interval: the occupations are the units, t on O - 1 degrees of freedom."""
+    p = np.array([0.8, 0.3, 0.5, 0.9, 0.62, 0.41])
+    majority = [True, False, True, True, False, False]
+    d = 2 * p - 1
+    values = {"skew": d, "neutrality": np.abs(d),
+              "stereotype": np.where(majority, d, -d)}[metric]  # fmt: skip
+    if metric == "stereotype":
+        estimate = stereotype(p, majority, n=n)
+    else:
+        estimate = compute(metric, p, n=n)
+    low, high = stats.t.interval(0.95, p.size - 1, loc=values.mean(), scale=stats.sem(values))
+    assert estimate.over == "occupations"
+    assert estimate.value == pytest.approx(values.mean())
+    assert estimate.variance == pytest.approx(stats.sem(values) ** 2)
+    bounds = (0.0, 1.0) if metric == "neutrality" else (-1.0, 1.0)
+    assert (estimate.ci_low, estimate.ci_high) == pytest.approx(
+        (max(low, bounds[0]), min(high, bounds[1]))
+    )
+    assert estimate.spread == pytest.approx(np.std(values, ddof=1))
+
+
+def test_one_occupation_has_no_interval_over_occupations() -> None:
+    estimate = skew([0.7])
+    assert math.isnan(estimate.ci_low) and math.isnan(estimate.ci_high)
+    assert not math.isnan(skew([0.7], over="replicates", n=10).ci_low)
 
 
 def compute(metric: str, p: Any, **options: Any) -> RutedEstimate:
@@ -46,7 +79,10 @@ def compute(metric: str, p: Any, **options: Any) -> RutedEstimate:
 
 def test_skew_and_stereotype_variance_hand_worked() -> None:
     # sigma_o^2 = 4 p (1 - p) / 10: 0.064, 0.084, 0.1; Var = 0.248 / 3^2.
-    for estimate in (skew(P_MALE, n=10), stereotype(P_MALE, MALE_MAJORITY, n=10)):
+    for estimate in (
+        skew(P_MALE, n=10, over="replicates"),
+        stereotype(P_MALE, MALE_MAJORITY, n=10, over="replicates"),
+    ):
         assert estimate.variance == pytest.approx(0.248 / 9)
         half = Z95 * math.sqrt(0.248 / 9)
         assert (estimate.ci_low, estimate.ci_high) == pytest.approx(
@@ -55,7 +91,7 @@ def test_skew_and_stereotype_variance_hand_worked() -> None:
 
 
 def test_per_occupation_replicate_counts() -> None:
-    estimate = skew(P_MALE, n=[10, 20, 40])
+    estimate = skew(P_MALE, n=[10, 20, 40], over="replicates")
     assert estimate.variance == pytest.approx((0.064 + 0.084 / 2 + 0.1 / 4) / 9)
 
 
@@ -66,7 +102,7 @@ def test_neutrality_variance_is_scipy_folded_normal() -> None:
     expected = sum(
         stats.foldnorm.var(abs(mu) / s, scale=s) for mu, s in zip(d, sigma, strict=True) if s > 0
     )
-    estimate = neutrality(p, n=n, confidence=0.9)
+    estimate = neutrality(p, n=n, confidence=0.9, over="replicates")
     assert estimate.value == pytest.approx(np.abs(d).mean())
     assert estimate.variance == pytest.approx(expected / p.size**2)
     half = stats.norm.ppf(0.95) * math.sqrt(expected) / p.size
@@ -84,8 +120,9 @@ def test_neutrality_folded_mean_formula_matches_scipy() -> None:
         1 - 2 * stats.norm.cdf(-mu / sigma)
     )
     assert mean == pytest.approx(stats.foldnorm.mean(mu / sigma, scale=sigma))
-    assert neutrality([p], n=n).variance == pytest.approx(mu**2 + sigma**2 - mean**2)
-    assert neutrality([p], n=n).variance < sigma**2  # folding shrinks the spread
+    found = neutrality([p], n=n, over="replicates")
+    assert found.variance == pytest.approx(mu**2 + sigma**2 - mean**2)
+    assert found.variance < sigma**2  # folding shrinks the spread
 
 
 def simulate_runs(
@@ -104,9 +141,9 @@ def simulate_runs(
         male = rng.binomial(n, p)
         shares = gender_shares(male, n - male)
         for name, estimate in (
-            ("skew", skew(shares.p_male, n=shares.n)),
-            ("neutrality", neutrality(shares.p_male, n=shares.n)),
-            ("stereotype", stereotype(shares.p_male, majority, n=shares.n)),
+            ("skew", skew(shares.p_male, n=shares.n, over="replicates")),
+            ("neutrality", neutrality(shares.p_male, n=shares.n, over="replicates")),
+            ("stereotype", stereotype(shares.p_male, majority, n=shares.n, over="replicates")),
         ):
             covered[name] += estimate.ci_low <= truth[name] <= estimate.ci_high
     return {name: count / runs for name, count in covered.items()}
@@ -125,7 +162,10 @@ def occupations(regime: str, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndar
 
 
 @pytest.mark.parametrize("regime", ["spread", "far_from_neutral"])
-def test_intervals_have_nominal_coverage(regime: str) -> None:
+def test_intervals_over_replicates_have_nominal_coverage_of_fixed_occupations(
+    regime: str,
+) -> None:
+    """The paper's interval, for the occupations as given (their mean is the truth)."""
     p, n, majority = occupations(regime, seed=0)
     coverage = simulate_runs(p, n, majority, runs=1000, seed=1)
     # 1000 runs: a 95% interval covers 93.6%-96.4% of the time within 2 standard errors.
@@ -139,7 +179,7 @@ def test_neutrality_standard_error_tracks_sampling_spread_near_zero() -> None:
     # Near neutrality the estimate is biased (see the docstring) but its spread is right.
     rng = np.random.default_rng(5)
     p, n = rng.uniform(0.4, 0.6, 40), rng.integers(20, 61, 40)
-    estimates = [neutrality(rng.binomial(n, p) / n, n=n) for _ in range(800)]
+    estimates = [neutrality(rng.binomial(n, p) / n, n=n, over="replicates") for _ in range(800)]
     spread = np.std([e.value for e in estimates])
     assert np.mean([e.standard_error for e in estimates]) == pytest.approx(spread, rel=0.15)
 

@@ -51,8 +51,23 @@ def test_spearman_is_pearson_of_average_ranks() -> None:
     y = np.array([3.0, 1.0, 4.0, 4.0, 5.0, 9.0, 2.0, 6.0])
     result = spearman(x, y)
     assert result.r == pytest.approx(textbook_pearson(stats.rankdata(x), stats.rankdata(y))[0])
-    assert result.p_value == pytest.approx(stats.spearmanr(x, y).pvalue)
+    # 8 pairs: exact, as scipy's permutation test over every ordering computes it.
+    def rho(v: np.ndarray, axis: int = -1) -> np.ndarray:
+        rx = stats.rankdata(x) - stats.rankdata(x).mean()
+        rv = v - v.mean(axis=axis, keepdims=True)
+        return (rv @ rx) / np.sqrt((rv**2).sum(axis=axis) * (rx**2).sum())
+
+    exact = stats.permutation_test(
+        (stats.rankdata(y),), rho, permutation_type="pairings", n_resamples=np.inf,
+        vectorized=True,
+    ).pvalue  # fmt: skip
+    assert result.p_value == pytest.approx(exact)
     assert result.method == "spearman"
+    # Beyond 8 pairs, scipy's t approximation.
+    x9, y9 = np.append(x, 11.0), np.append(y, 0.5)
+    assert spearman(x9, y9).p_value == pytest.approx(stats.spearmanr(x9, y9).pvalue)
+    # Three models in perfect agreement: p = 2/3! (the t approximation says 0).
+    assert spearman([1, 2, 3], [4, 5, 6]).p_value == pytest.approx(1 / 3)
     # Hand-worked: a monotone transform is a perfect rank correlation.
     assert spearman([1, 2, 3, 4], [1, 8, 27, 64]).r == pytest.approx(1.0)
 

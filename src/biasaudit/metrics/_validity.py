@@ -8,6 +8,7 @@ Models: Beyond Trick Tests and Towards RUTEd Evaluation" (ACL 2025)
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
@@ -100,7 +101,11 @@ def spearman(x: ArrayLike, y: ArrayLike) -> CorrelationResult:
     r"""Spearman rank correlation with its two-sided p-value.
 
     Pearson's r of the average ranks of x and of y (ties share their mean
-    rank), tested as in ``scipy.stats.spearmanr``.
+    rank). The p-value is exact for up to :data:`EXACT_SPEARMAN` pairs: the
+    share of the n! orderings of y's ranks whose |r| is at least the
+    observed one (with 3 models, r = 1 has p = 1/3, where the t
+    approximation ``scipy.stats.spearmanr`` uses gives 0); beyond, as
+    ``scipy.stats.spearmanr`` tests it.
 
     Parameters
     ----------
@@ -121,12 +126,35 @@ def spearman(x: ArrayLike, y: ArrayLike) -> CorrelationResult:
 
     x_values, y_values = _paired(x, y)
     result = stats.spearmanr(x_values, y_values)
+    p_value = float(result.pvalue)
+    if x_values.size <= EXACT_SPEARMAN:
+        p_value = _exact_spearman_p(x_values, y_values, float(result.statistic))
     return CorrelationResult(
         r=float(result.statistic),
-        p_value=floor_p(float(result.pvalue)),
+        p_value=floor_p(p_value),
         n=x_values.size,
         method="spearman",
     )
+
+
+# Up to this many pairs the Spearman p-value is exact (8! = 40,320 orderings).
+EXACT_SPEARMAN = 8
+
+
+def _exact_spearman_p(x: FloatArray, y: FloatArray, observed: float) -> float:
+    """Share of the orderings of y's ranks whose |Spearman r| reaches the observed one."""
+    from scipy import stats
+
+    rank_x = stats.rankdata(x)
+    rank_y = stats.rankdata(y)
+    orders = np.array(list(itertools.permutations(range(y.size))))
+    shuffled = rank_y[orders]
+    centred_x = rank_x - rank_x.mean()
+    centred = shuffled - shuffled.mean(axis=1, keepdims=True)
+    r = (centred @ centred_x) / (
+        np.sqrt((centred**2).sum(axis=1)) * math.sqrt(float((centred_x**2).sum()))
+    )
+    return float(np.mean(np.abs(r) >= abs(observed) - 1e-12))
 
 
 def spearman_matrix(table: pd.DataFrame) -> pd.DataFrame:

@@ -217,8 +217,8 @@ def ruted_study_blocks(study: RutedStudyResult) -> list[Block]:
     models = len(study.runs)
     if models < 3:
         caveat = "; rank correlations need 3 or more models"
-    elif models < 10:
-        caveat = "; p-values from the t approximation are rough below 10 models"
+    elif models <= 8:
+        caveat = "; p-values exact over every ordering of the models"
     else:
         caveat = ""
     blocks: list[Block] = [
