@@ -173,10 +173,11 @@ class RutedMetrics(BaseModel):
     temperature: float | None = Field(description="None: imported outputs (not known).")
     conventions: str = Field("biasaudit", description="'biasaudit' or 'paper'.")
     intervals_over: str = Field(
-        "occupations",
+        "replicates",
         description="What the intervals resample: 'occupations' (Student t over the "
-        "occupations' values, their replicates' noise included) or 'replicates' (the paper's: "
-        "occupations fixed, normal on the within-occupation variance; none from logprobs).",
+        "occupations' values, their replicates' noise included; every new run records it) "
+        "or 'replicates' (the paper's: occupations fixed, normal on the within-occupation "
+        "variance; none from logprobs; runs that predate the field).",
     )
     contexts: dict[str, ContextMetrics]
     mode_collapse: str | None = Field(
