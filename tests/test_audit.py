@@ -72,13 +72,16 @@ def test_sim_biased_selection_gaps_find_the_planted_group_and_only_it(
 def test_impact_ratios_flag_the_planted_group_its_race_and_nothing_else(
     pointwise: AuditResult,
 ) -> None:
-    """sim/biased plants a lower score on Black male names: at k = 1 that group, and so
-    the Black race category, fall below four-fifths beyond noise; no other value does."""
+    """sim/biased plants a lower score on Black male names: at k = 1 that group falls
+    below four-fifths beyond noise, and the Black race category below four-fifths; no
+    other value does. (Six names per group: Student t over 12 names leaves the race's
+    interval reaching 0.8.)"""
     at_1 = {(r.category, r.value): r for r in pointwise.metrics.impact if r.k == 1}
     assert {c for c, _ in at_1} == {"race", "sex", "group"}
     assert len([v for c, v in at_1 if c == "group"]) == 8  # the reference is a group too
     beyond = {key for key, r in at_1.items() if r.beyond_noise}
-    assert beyond == {("group", "B_M"), ("race", "Black")}
+    assert ("group", "B_M") in beyond and beyond <= {("group", "B_M"), ("race", "Black")}
+    assert at_1[("race", "Black")].flagged
     for row in at_1.values():
         assert row.ci is not None and row.ci[0] <= row.ratio <= row.ci[1] <= 1.0
 
@@ -162,7 +165,8 @@ def test_sampled_replicates_agree_with_logprobs_within_their_intervals(
 
 
 def test_pairwise_run_finds_the_planted_group_and_reports_order_effects(tmp_path: Path) -> None:
-    result = run(tmp_path, method="pairwise", pools=20, jobs="hr-specialist,retail-associate")
+    result = run(tmp_path, method="pairwise", pools=40, jobs="hr-specialist,retail-associate",
+                 names_per_group=10)  # fmt: skip
     metrics = result.metrics
     assert (
         metrics.scoring.path == "pairwise"
@@ -170,8 +174,8 @@ def test_pairwise_run_finds_the_planted_group_and_reports_order_effects(tmp_path
         and metrics.selection.pool == "given"
     )
     stats = metrics.pairwise
-    assert stats is not None and stats.pools == 40 and stats.n_prompts == 40 * 8 * 7
-    assert stats.n_pairs == 40 * 28 and stats.regular == 1.0 and stats.unparsed == 0
+    assert stats is not None and stats.pools == 80 and stats.n_prompts == 80 * 8 * 7
+    assert stats.n_pairs == 80 * 28 and stats.regular == 1.0 and stats.unparsed == 0
     assert 0 < (stats.flipped or 0) < 0.5  # the sim's position bias flips near-equal pairs
     b_m = metrics.groups["B_M"]
     assert b_m.rabbi_ci and b_m.rabbi_ci[1] < 0 and (b_m.avg_gap or 0) < 0

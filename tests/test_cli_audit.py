@@ -65,30 +65,30 @@ EXPECTED_RUN = """\
 scholarship-screening audit of sim/biased (SIMULATED model with a planted bias, for demos and tests; not a real model)
 method: pointwise: expected label value (Yes=1, No=0) from first-token logprobs
 candidates: 24 (24 scored, 0 with irregular answers, 0 unscored); requests: 24 (24 sent, 0 from cache, 0 failed, 0 refused)
-reference: W_M (n = 8); intervals: 95%, over candidates (bootstrap); p: permutation of the candidates' groups; headline: candidate-weighted mean of the subtasks
+reference: W_M (n = 8); intervals: 95%, over candidates (bootstrap, Student t on the fewer candidates of a group and its reference); p: permutation of the candidates' groups; headline: candidate-weighted mean of the subtasks
 
 group                                n  RABBI [CI]                       p   δ mean    JSD    EMD  irreg
-B_M                                  8  -0.594 [-1.000, -0.169]      0.055   -0.223  0.422  0.223      0
-A_F                                  8  +0.000 [-0.524, +0.524]          1   -0.009  0.125  0.034      0
+B_M                                  8  -0.594 [-1.000, -0.081]      0.055   -0.223  0.422  0.223      0
+A_F                                  8  +0.000 [-0.632, +0.632]          1   -0.009  0.125  0.034      0
 
-selection rate at k=1: W_M 0.470 [0.199, 0.741], B_M 0.080 [0.000, 0.218], A_F 0.450 [0.167, 0.733]
+selection rate at k=1: W_M 0.470 [0.143, 0.797], B_M 0.080 [0.000, 0.247], A_F 0.450 [0.109, 0.791]
 do the groups differ at k=1? p = 0.21 (permutation test of the groups' selection rates, 200 relabellings)
 
 impact ratios at k=1 (Local Law 144, four-fifths rule): each value's selection rate over the most selected value's, flagged below 0.8; n = candidates
 category value       n   rate  ratio [CI]             flag
-group    A_F         8  0.450  0.957 [0.511, 1.000]
-group    B_M         8  0.080  0.170 [0.000, 0.519]   below 0.8, beyond noise
-group    W_M         8  0.470  1.000 [0.423, 1.000]
+group    A_F         8  0.450  0.957 [0.537, 1.000]
+group    B_M         8  0.080  0.170 [0.000, 0.580]   below 0.8, beyond noise
+group    W_M         8  0.470  1.000 [0.479, 1.000]
 
 ΔDP: selection rate minus W_M's, top k of each pool; 300 balanced simulated pools of 3 (one candidate per group) per subtask x 1 subtask; n = pool appearances; 40 bootstrap replicates
 group       n  k=1 [CI]                  k=2 [CI]                  k=3 [CI]
-B_M       300  -0.390 [-0.715, -0.065]   -0.527 [-0.829, -0.224]   +0.000 [+0.000, +0.000]
-A_F       300  -0.020 [-0.557, +0.517]   -0.043 [-0.253, +0.167]   +0.000 [+0.000, +0.000]
+B_M       300  -0.390 [-0.782, +0.002]   -0.527 [-0.891, -0.162]   +0.000 [+0.000, +0.000]
+A_F       300  -0.020 [-0.667, +0.627]   -0.043 [-0.297, +0.210]   +0.000 [+0.000, +0.000]
 
 ΔEO: selection rate of qualified candidates minus W_M's, top k of each pool; 300 balanced simulated pools of 3 (one candidate per group) per subtask x 1 subtask; n = pool appearances; 40 bootstrap replicates
 group       n  k=1 [CI]                  k=2 [CI]                  k=3 [CI]
-B_M       188  -0.463 [-0.895, -0.031]   -0.388 [-0.751, -0.026]   +0.000 [+0.000, +0.000]
-A_F       188  +0.073 [-0.663, +0.808]   +0.037 [-0.152, +0.226]   +0.000 [+0.000, +0.000]
+B_M       188  -0.463 [-0.984, +0.058]   -0.388 [-0.826, +0.049]   +0.000 [+0.000, +0.000]
+A_F       188  +0.073 [-0.814, +0.960]   +0.037 [-0.191, +0.265]   +0.000 [+0.000, +0.000]
 
 flags: each interval is 95% on its own; a figure is flagged (bold, 'beyond noise') only after Holm's adjustment over the
 figures of its table (RABBI 2, ΔDP 6, ΔEO 6, impact ratios 3), so that a model with no bias shows a false flag in at most 5% of tables

@@ -28,32 +28,32 @@ judge: prompt 1 (select, then explain); temperature 0.3, up to 200 tokens
 items: demo: 16 items x 4 options; 4 cyclic orders x 2 replicates = 128 requests
 requests: 128 (128 sent, 0 from cache, 0 failed, 0 refused); answers: 128 usable, 0 unparsed; items scored: 16
 
-score          mean  95% interval (over items; '-': too few)
-Grade Score   0.885  [0.834, 0.928]
-entropy       0.912  [0.857, 0.955]
-choice        0.859  [0.812, 0.906]
+score          mean  95% interval (Student t over items; '-': too few)
+Grade Score   0.885  [0.831, 0.938]
+entropy       0.912  [0.857, 0.968]
+choice        0.859  [0.806, 0.913]
 
-slot chosen   1: 39.1% [34.4%, 43.8%]   2: 15.6% [10.9%, 20.3%]   3: 24.2% [22.7%, 25.0%]   4: 21.1% [18.0%, 23.4%]   (no bias: 25.0% each; χ² = 15.4, df 3, p = 0.0015, n = 128 answers)
-preferred option (people's choice) chosen in 85.9% [81.2%, 90.6%] of answers, and most chosen in 100.0% of 16 items
+slot chosen   1: 39.1% [28.5%, 50.5%]   2: 15.6% [8.6%, 25.2%]   3: 24.2% [15.4%, 34.9%]   4: 21.1% [12.9%, 31.4%]   (no bias: 25.0% each; is a slot preferred? p = 0.0025, exact binomial per slot, intervals simultaneous over the 4 slots; n = 128 answers)
+preferred option (people's choice) chosen in 85.9% [80.6%, 91.3%] of answers, and most chosen in 100.0% of 16 items
 
 per item (slots: answers naming slot 1..n, slot 1 shown first; options by index)
-item                  grade entropy choice unparsed  slots      most chosen  preferred
-sky-blue              0.912   0.953  0.875        0  3 1 2 2    1            1
-capital-australia     0.912   0.953  0.875        0  3 1 2 2    3            3
-reverse-list          1.000   1.000  1.000        0  2 2 2 2    0            0
-decline-meeting       0.912   0.953  0.875        0  3 1 2 2    2            2
-gas-smell             0.912   0.953  0.875        0  3 1 2 2    3            3
-km-to-miles           0.912   0.953  0.875        0  3 2 2 1    0            0
-good-morning-spanish  1.000   1.000  1.000        0  2 2 2 2    1            1
-leap-years            0.637   0.649  0.625        0  5 0 2 1    2            2
-start-running         0.912   0.953  0.875        0  3 2 2 1    1            1
-http-404              0.808   0.875  0.750        0  4 2 1 1    3            3
-minutes-in-day        1.000   1.000  1.000        0  2 2 2 2    0            0
-fix-grammar           0.912   0.953  0.875        0  3 1 2 2    1            1
-budget-teen           0.912   0.953  0.875        0  3 1 2 2    1            1
-haiku-autumn          0.750   0.750  0.750        0  4 0 2 2    1            1
-boil-egg              0.912   0.953  0.875        0  3 2 2 1    2            2
-password-advice       0.750   0.750  0.750        0  4 0 2 2    3            3
+item                   grade entropy  choice unparsed  slots      most chosen  preferred
+sky-blue               0.912   0.953   0.875        0  3 1 2 2    1            1
+capital-australia      0.912   0.953   0.875        0  3 1 2 2    3            3
+reverse-list           1.000   1.000   1.000        0  2 2 2 2    0            0
+decline-meeting        0.912   0.953   0.875        0  3 1 2 2    2            2
+gas-smell              0.912   0.953   0.875        0  3 1 2 2    3            3
+km-to-miles            0.912   0.953   0.875        0  3 2 2 1    0            0
+good-morning-spanish   1.000   1.000   1.000        0  2 2 2 2    1            1
+leap-years             0.637   0.649   0.625        0  5 0 2 1    2            2
+start-running          0.912   0.953   0.875        0  3 2 2 1    1            1
+http-404               0.808   0.875   0.750        0  4 2 1 1    3            3
+minutes-in-day         1.000   1.000   1.000        0  2 2 2 2    0            0
+fix-grammar            0.912   0.953   0.875        0  3 1 2 2    1            1
+budget-teen            0.912   0.953   0.875        0  3 1 2 2    1            1
+haiku-autumn           0.750   0.750   0.750        0  4 0 2 2    1            1
+boil-egg               0.912   0.953   0.875        0  3 2 2 1    2            2
+password-advice        0.750   0.750   0.750        0  4 0 2 2    3            3
 """
 
 
@@ -107,13 +107,13 @@ judge: prompt 4 (grade each option 0-5, then select); temperature 0.3, up to 800
 items: demo: 16 items x 4 options + 1 unrelated option from another item; 5 cyclic orders x 1 replicate = 80 requests
 requests: 80 (80 sent, 0 from cache, 0 failed, 0 refused); answers: 80 usable, 0 unparsed; items scored: 16
 
-score          mean  95% interval (over items; '-': too few)
-Grade Score   1.000  [1.000, 1.000]
-entropy       1.000  [1.000, 1.000]
-choice        1.000  [1.000, 1.000]
+score          mean  95% interval (Student t over items; '-': too few)
+Grade Score   1.000  [0.794, 1.000]
+entropy       1.000  [0.794, 1.000]
+choice        1.000  [0.794, 1.000]
 
-slot chosen   1: 20.0% [20.0%, 20.0%]   2: 20.0% [20.0%, 20.0%]   3: 20.0% [20.0%, 20.0%]   4: 20.0% [20.0%, 20.0%]   5: 20.0% [20.0%, 20.0%]   (no bias: 20.0% each; χ² = 0.0, df 4, p = 1, n = 80 answers)
-preferred option (people's choice) chosen in 81.2% [62.5%, 100.0%] of answers, and most chosen in 81.2% of 16 items
+slot chosen   1: 20.0% [9.9%, 33.8%]   2: 20.0% [9.9%, 33.8%]   3: 20.0% [9.9%, 33.8%]   4: 20.0% [9.9%, 33.8%]   5: 20.0% [9.9%, 33.8%]   (no bias: 20.0% each; is a slot preferred? p = 1, exact binomial per slot, intervals simultaneous over the 5 slots; n = 80 answers)
+preferred option (people's choice) chosen in 81.2% [59.8%, 100.0%] of answers, and most chosen in 81.2% of 16 items
 unrelated option chosen in 18.8% of answers
 """
 
@@ -215,23 +215,23 @@ asked: cyclic orders x 1 replicate(s), temperature 0.3
 
 Grade Score: harmonic mean of the entropy and choice scores; mean ± half the 95% interval
 model       prompt 1      prompt 1 +random  prompt 2
-sim/biased  0.822 ±0.092  0.763 ±0.091      -
-sim/fair    -             -                 1.000 ±0.000
+sim/biased  0.822 ±0.101  0.763 ±0.102      -
+sim/fair    -             -                 1.000 ±0.103
 
 entropy score: 1 = no favourite slot, 0 = always the same slot; mean ± half the 95% interval
 model       prompt 1      prompt 1 +random  prompt 2
-sim/biased  0.816 ±0.098  0.764 ±0.094      -
-sim/fair    -             -                 1.000 ±0.000
+sim/biased  0.816 ±0.107  0.764 ±0.107      -
+sim/fair    -             -                 1.000 ±0.103
 
 choice score: share of answers naming the item's most chosen option; mean ± half the 95% interval
 model       prompt 1      prompt 1 +random  prompt 2
-sim/biased  0.828 ±0.086  0.762 ±0.088      -
-sim/fair    -             -                 1.000 ±0.000
+sim/biased  0.828 ±0.094  0.762 ±0.097      -
+sim/fair    -             -                 1.000 ±0.103
 
 agreement with people's preferred option: mean over items of the share of answers choosing it ± half its interval (items that name one)
 model       prompt 1      prompt 1 +random  prompt 2
-sim/biased  0.828 ±0.086  0.637 ±0.156      -
-sim/fair    -             -                 1.000 ±0.000
+sim/biased  0.828 ±0.094  0.637 ±0.179      -
+sim/fair    -             -                 1.000 ±0.103
 
 answers naming no option, of all asked (refusals included)
 model       prompt 1      prompt 1 +random  prompt 2

@@ -50,10 +50,7 @@ def test_over_occupations_the_interval_is_scipys_t_interval_of_the_occupations(
     d = 2 * p - 1
     values = {"skew": d, "neutrality": np.abs(d),
               "stereotype": np.where(majority, d, -d)}[metric]  # fmt: skip
-    if metric == "stereotype":
-        estimate = stereotype(p, majority, n=n)
-    else:
-        estimate = compute(metric, p, n=n)
+    estimate = stereotype(p, majority, n=n) if metric == "stereotype" else compute(metric, p, n=n)
     low, high = stats.t.interval(0.95, p.size - 1, loc=values.mean(), scale=stats.sem(values))
     assert estimate.over == "occupations"
     assert estimate.value == pytest.approx(values.mean())

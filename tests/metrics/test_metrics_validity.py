@@ -51,6 +51,7 @@ def test_spearman_is_pearson_of_average_ranks() -> None:
     y = np.array([3.0, 1.0, 4.0, 4.0, 5.0, 9.0, 2.0, 6.0])
     result = spearman(x, y)
     assert result.r == pytest.approx(textbook_pearson(stats.rankdata(x), stats.rankdata(y))[0])
+
     # 8 pairs: exact, as scipy's permutation test over every ordering computes it.
     def rho(v: np.ndarray, axis: int = -1) -> np.ndarray:
         rx = stats.rankdata(x) - stats.rankdata(x).mean()

@@ -161,6 +161,9 @@ def item_interval(
     figure. A percentile bootstrap over so few items covers too little (at 5
     items its 95% interval is a z-interval shrunk by √(4/5)); t holds its
     level from 5 items up (``tests/metrics/test_metrics_small_samples.py``).
+    Where every item scores 1 (or 0) the spread seen is none, and t would give
+    no width: the interval is then the exact one for values in [0, 1]
+    (Clopper-Pearson with every item at the edge: [(a/2)^(1/m), 1] at level 1 - a).
     (nan, nan) with fewer than :data:`MIN_ITEMS` items: too few to say.
     ``seed`` is kept for callers of the bootstrap it replaced and is unused.
     """
@@ -170,6 +173,13 @@ def item_interval(
         raise ValueError("values must be one-dimensional numbers without NaN")
     if sample.size < MIN_ITEMS:
         return (math.nan, math.nan)
+    tail = (1 - confidence) / 2
+    if np.all(sample == 1.0):
+        # No spread seen at the edge: the exact bound of a mean of values in [0, 1], whose
+        # widest case is 0 or 1 each (Clopper-Pearson with every item a success).
+        return (float(tail ** (1 / sample.size)), 1.0)
+    if np.all(sample == 0.0):
+        return (0.0, float(1 - tail ** (1 / sample.size)))
     low, high = mean_interval(sample, confidence=confidence)
     return (max(0.0, low), min(1.0, high))
 

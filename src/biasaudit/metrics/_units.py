@@ -1086,9 +1086,10 @@ class _Selection:
                     found.append((rates[..., groups, :] * weight).sum(axis=-2) / weight.sum())
                 return np.stack(found, axis=-2)
 
-            # Student's t over the fewest units of the category's groups; a ratio of
-            # rates from fewer than RATIO_MIN_UNITS names is too skewed for any.
-            fewest = min(per_group[g] for groups in members.values() for g in groups)
+            # Student's t over the fewest units behind a value of the category (its
+            # groups' together); a ratio of rates from fewer than RATIO_MIN_UNITS names
+            # is too skewed for any interval.
+            fewest = min(sum(per_group[g] for g in groups) for groups in members.values())
             z = critical_value(confidence, fewest)
             rate = pooled(headline)
             ratio = rate / rate.max(axis=0, keepdims=True)
