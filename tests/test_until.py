@@ -156,7 +156,7 @@ def test_a_dry_run_of_until_gives_the_ceiling_of_its_rounds(tmp_path: Path) -> N
 def test_until_decided_with_a_power_plan_runs_a_group_sequential_design(tmp_path: Path) -> None:
     """With --like, the power analysis sizes the design: five looks up to 1.1 times the
     names that give 80% power for D, each read on its O'Brien-Fleming-type boundary."""
-    from biasaudit.metrics import spending_boundaries
+    from biasaudit.metrics import critical_value, spending_boundaries
 
     code, out, err = invoke(*BASE, "--names-per-group", "6", "--runs-dir", str(tmp_path))
     assert code == 0, err
@@ -178,10 +178,14 @@ def test_until_decided_with_a_power_plan_runs_a_group_sequential_design(tmp_path
     for look, bound in zip(record.rounds, record.boundaries, strict=False):
         for found in look.figures.values():  # the boundary on the t scale of the look's names
             fixed_half = (found.fixed_interval[1] - found.fixed_interval[0]) / 2
-            half = (found.interval[1] - found.interval[0]) / 2
             times = float(stats.t.ppf(stats.norm.cdf(bound), found.units - 1))
             assert found.multiplier == pytest.approx(times) and times > bound
-            assert half == pytest.approx(fixed_half * times / 1.959963984540054, rel=1e-6)
+            # the run's own interval is t over the units behind the gap; both within ±1
+            own = critical_value(0.95, found.interval_units)
+            assert found.interval_units == found.units
+            half = fixed_half * times / own
+            expected = [max(-1.0, found.estimate - half), min(1.0, found.estimate + half)]
+            assert found.interval == pytest.approx(expected, rel=1e-6)
     last = record.boundaries[-1]
     assert 1.96 < last < 2.2
     assert spending_boundaries([1.0])[0] < last

@@ -168,7 +168,8 @@ def test_a_confidence_sequence_over_replicates_covers_every_look() -> None:
         male = rng.random((300, 40)) < p
         ok = fixed_ok = True
         for n in range(10, 301, 10):
-            found = skew(male[:n].mean(axis=0), n=np.full(40, n))
+            # these 40 occupations held fixed: the interval over their replicates only
+            found = skew(male[:n].mean(axis=0), n=np.full(40, n), over="replicates")
             se = (found.ci_high - found.ci_low) / (2 * 1.959963984540054)
             half = se * sequence_multiplier(n, target_n=150)
             ok &= abs(found.value - truth) <= half
@@ -223,7 +224,7 @@ def test_a_listwise_audit_with_a_power_plan_runs_a_group_sequential_design(
     _, record = finished(out)
     assert record.design == "group sequential" and record.boundaries is not None
     sizes = [r.size for r in record.rounds]
-    assert sizes[0] == 8 and sizes == sorted(set(sizes)) and len(sizes) <= 5
+    assert sizes[0] >= 8 and sizes == sorted(set(sizes)) and len(sizes) <= 5
     assert record.fixed_size is not None and sizes[-1] <= math.ceil(1.1 * record.fixed_size)
     assert record.boundaries == sorted(record.boundaries, reverse=True)
     only_new_units_are_sent(record)

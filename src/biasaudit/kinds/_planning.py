@@ -157,17 +157,23 @@ def stated(
 
 
 def model_of(
-    bounds: Sequence[float] | None, units: int, confidence: float, *, estimated: bool = True
+    bounds: Sequence[float] | None,
+    units: int,
+    confidence: float,
+    *,
+    estimated: bool = True,
+    interval_units: int | None = None,
 ) -> VarianceModel | None:
-    """A figure's model from its interval (``estimate ± z · SE``) over ``units``; None
-    where it has none or too few units. ``estimated``: the SE was estimated from the
-    units' spread, so its plan allows for its uncertainty on ``units - 1`` degrees of
-    freedom (:attr:`~biasaudit.metrics.VarianceModel.df`)."""
-    from scipy import stats
+    """A figure's model from its interval (``estimate ± t · SE``, t over
+    ``interval_units`` as :func:`~biasaudit.metrics.critical_value` gives it; z where
+    None) over ``units``; None where it has none or too few units. ``estimated``: the
+    SE was estimated from the units' spread, so its plan allows for its uncertainty on
+    ``units - 1`` degrees of freedom (:attr:`~biasaudit.metrics.VarianceModel.df`)."""
+    from biasaudit.metrics import critical_value
 
     if bounds is None or units < 2:
         return None
-    se = (bounds[1] - bounds[0]) / (2 * float(stats.norm.ppf(0.5 + confidence / 2)))
+    se = (bounds[1] - bounds[0]) / (2 * critical_value(confidence, interval_units))
     if not se > 0:
         return None
     from biasaudit.metrics import VarianceModel

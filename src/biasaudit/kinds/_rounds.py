@@ -45,7 +45,7 @@ from typing import Any, NamedTuple, TextIO
 from pydantic import BaseModel, Field, model_validator
 
 from biasaudit.errors import RunAbortedError, RunInterruptedError, UsageError
-from biasaudit.metrics import VarianceModel, sequence_multiplier, t_boundary
+from biasaudit.metrics import VarianceModel, critical_value, sequence_multiplier, t_boundary
 
 __all__ = [
     "ROUNDS_FILE",
@@ -77,6 +77,9 @@ class Figure(NamedTuple):
     limits: tuple[float, float] = (-1.0, 1.0)
     """The values the figure can take (a gap or a skew: -1 to 1; a score: 0 to 1): the
     intervals of the rounds are cut to them, as the runs' own intervals are."""
+    interval_units: int | None = None
+    """The units whose Student t made the run's own interval (None: normal), to read its
+    standard error back (:func:`biasaudit.metrics.critical_value`)."""
 
 
 class Design(NamedTuple):
@@ -148,6 +151,11 @@ class Look(BaseModel):
     units: int = Field(description="Units behind the figure (names, pools, items, replicates).")
     multiplier: float | None = Field(
         None, description="The SEs on each side of the estimate that ``interval`` spans."
+    )
+    interval_units: int | None = Field(
+        None,
+        description="The units whose Student t made fixed_interval (None: normal, or a run "
+        "before intervals took t).",
     )
     equivalence_interval: list[float] | None = Field(
         None,
@@ -313,12 +321,13 @@ def _looks(
     """Each figure with the intervals the rule reads: ``estimate ± multiplier(units) ·
     SE`` (the SE from the run's own interval), and for ``decided`` the equivalence
     interval, ``estimate ± equivalence(units) · SE``."""
-    z = _z(confidence)
     found = {}
     for label, figure in figures.items():
         if figure.bounds is None or figure.units < 2:
             continue
-        se = (figure.bounds[1] - figure.bounds[0]) / (2 * z)
+        se = (figure.bounds[1] - figure.bounds[0]) / (
+            2 * critical_value(confidence, figure.interval_units)
+        )
         times = multiplier(figure.units)
         half = se * times
         within = None
@@ -330,6 +339,7 @@ def _looks(
             estimate=figure.estimate, units=figure.units, multiplier=times,
             interval=[max(low, figure.estimate - half), min(high, figure.estimate + half)],
             fixed_interval=list(figure.bounds), equivalence_interval=within,
+            interval_units=figure.interval_units,
         )  # fmt: skip
     return found
 
@@ -366,7 +376,9 @@ def _fixed_size(spec: Any, last: Round, confidence: float) -> int | None:
     z = _z(confidence)
     sizes = []
     for look in last.figures.values():
-        se = (look.fixed_interval[1] - look.fixed_interval[0]) / (2 * z)
+        se = (look.fixed_interval[1] - look.fixed_interval[0]) / (
+            2 * critical_value(confidence, look.interval_units)
+        )
         if se <= 0:
             continue
         model = VarianceModel(se * se * last.size, 0.0, last.size)

@@ -146,6 +146,9 @@ class ListwiseFigures:
     subtask_tests:
         Per subtask: ``subtask``, ``answers`` and ``omnibus_p``, the permutation test
         of "the groups' top-1 rates do not differ" on its answers alone.
+    interval_units:
+        The clusters whose Student t the intervals take (the fewest of one kind
+        behind a group).
     resampled:
         The units the intervals resample: ``names``, ``items`` (given, and not one per
         pool), ``pools`` (the answers where no pool is given); an item not given is
@@ -177,6 +180,7 @@ class ListwiseFigures:
     by_subtask: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
     subtask_tests: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
     resampled: tuple[str, ...] = ()
+    interval_units: int = 0
 
 
 def latin_square(size: int) -> list[list[int]]:
@@ -331,6 +335,7 @@ def listwise_figures(
         by_subtask=by_subtask,
         subtask_tests=subtask_tests,
         resampled=clusters.resampled,
+        interval_units=clusters.fewest,
     )
 
 

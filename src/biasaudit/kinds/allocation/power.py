@@ -76,7 +76,9 @@ def planned(spec: Any, k: int) -> Planned:
     like, metrics = like_metrics(spec, "allocation", AllocationMetrics, "an allocation run")
     models = {}
     for group, found in metrics.groups.items():
-        model = model_of(found.dp_gap_ci.get(str(k)), found.units or 0, metrics.confidence)
+        behind = gap_units(found)
+        model = model_of(found.dp_gap_ci.get(str(k)), behind, metrics.confidence,
+                         interval_units=behind)  # fmt: skip
         if model is not None:
             models[group] = model
     if not models:
@@ -333,10 +335,21 @@ def _gaps(metrics: AllocationMetrics, spec: Any) -> dict[str, Figure]:
     found = {}
     for group, figures in metrics.groups.items():
         bounds, estimate = figures.dp_gap_ci.get(k), figures.dp_gap.get(k)
-        units = spec.pools if spec.method == "pairwise" else figures.units or 0
-        if estimate is not None:
-            found[group] = Figure(estimate, bounds, units)
+        if estimate is None:
+            continue
+        if spec.method == "pairwise":
+            found[group] = Figure(estimate, bounds, spec.pools)
+        else:
+            behind = gap_units(figures)
+            found[group] = Figure(estimate, bounds, behind, interval_units=behind)
     return found
+
+
+def gap_units(figures: Any) -> int:
+    """The units behind a group's gap: the fewer of its names and its reference's (the
+    Student t of its interval counts them)."""
+    own, reference = figures.units or 0, figures.units_reference
+    return own if reference is None else min(own, reference)
 
 
 def growth(spec: Any) -> Growth:

@@ -79,7 +79,8 @@ def _from_like(spec: Any) -> Planned:
     like, metrics = like_metrics(spec, "grade-score", GradeScoreMetrics, "a Grade Score run")
     models = {}
     for name in SCORES:
-        model = model_of(getattr(metrics, f"{name}_ci"), metrics.items, metrics.confidence)
+        model = model_of(getattr(metrics, f"{name}_ci"), metrics.items, metrics.confidence,
+                         interval_units=metrics.items)  # fmt: skip
         if model is not None:
             models[name.replace("_", " ")] = model
     if not models:
@@ -93,7 +94,9 @@ def _scores(metrics: GradeScoreMetrics, spec: Any) -> dict[str, Figure]:
     for name in SCORES:
         estimate, bounds = getattr(metrics, name), getattr(metrics, f"{name}_ci")
         if estimate is not None:
-            found[name.replace("_", " ")] = Figure(estimate, bounds, metrics.items, (0.0, 1.0))
+            found[name.replace("_", " ")] = Figure(
+                estimate, bounds, metrics.items, (0.0, 1.0), interval_units=metrics.items
+            )
     return found
 
 

@@ -148,6 +148,11 @@ class ListwiseMetrics(BaseModel):
     slot_entropy: float | None = None
     slot_entropy_ci: list[float] | None = None
     slot_test: SlotTestResult | None = None
+    interval_units: int | None = Field(
+        None,
+        description="The clusters behind the Student t of the intervals (the fewest of one "
+        "kind behind a group); None: a run before intervals took t.",
+    )
     resampled: list[str] = Field(
         default_factory=list,
         description="The units the intervals resample: names, items (resumes), pools. A "
@@ -253,6 +258,7 @@ def metrics_fields(figures: ListwiseFigures) -> dict[str, Any]:
         "top_change_ci": _pair(figures.top_change_ci),
         "top_change_pools": figures.top_change_pools,
         "resampled": list(figures.resampled),
+        "interval_units": figures.interval_units or None,
     }  # fmt: skip
 
 

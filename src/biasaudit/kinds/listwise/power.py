@@ -38,7 +38,8 @@ def planned(spec: Any, k: int) -> Planned:
     pools = like_pools(like)
     models = {}
     for gap in metrics.gaps:
-        if gap.k == k and (model := model_of(gap.ci, pools, metrics.confidence)) is not None:
+        model = model_of(gap.ci, pools, metrics.confidence, interval_units=metrics.interval_units)
+        if gap.k == k and model is not None:
             models[gap.group] = model
     if not models:
         raise UsageError(
@@ -68,7 +69,7 @@ def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) ->
 def _gaps(metrics: ListwiseMetrics, spec: Any) -> dict[str, Figure]:
     """Each group's ΔDP at the headline k, over the round's pools per subtask."""
     return {
-        gap.group: Figure(gap.dp_gap, gap.ci, spec.pools)
+        gap.group: Figure(gap.dp_gap, gap.ci, spec.pools, interval_units=metrics.interval_units)
         for gap in metrics.gaps
         if gap.k == spec.headline_k
     }

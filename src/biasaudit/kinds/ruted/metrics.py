@@ -84,6 +84,12 @@ class TemplateMetrics(BaseModel):
         "share): the occupations' own spread, which the intervals resample.",
     )
     d_range: list[float] | None = Field(None, description="The lowest and highest occupation's d.")
+    skew_ci_fixed: list[float] | None = Field(
+        None,
+        description="The skew's interval with these occupations held fixed (the paper's: "
+        "the replicates' noise only). More replicates narrow it; only more occupations "
+        "narrow skew_ci. --until and the power plans of a RUTEd run read it.",
+    )
 
 
 class ReplicateSimilarityFigures(BaseModel):
@@ -315,6 +321,7 @@ def _figures(rows: pd.DataFrame, confidence: float, *, logprobs: bool, over: str
     }
     for name, estimate in estimates.items():
         found[name], found[f"{name}_ci"] = estimate.value, _interval(estimate)
+    found["skew_ci_fixed"] = _interval(skew(p, n=n, confidence=confidence, over="replicates"))
     d = 2 * p - 1
     if d.size > 1:
         found["d_sd"] = float(np.std(d, ddof=1))

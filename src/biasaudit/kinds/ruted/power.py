@@ -68,7 +68,8 @@ def _from_like(spec: Any) -> tuple[Planned, int]:
     for context, found in metrics.contexts.items():
         # The skew's variance is each occupation's binomial one, 4p(1-p)/n, not an
         # estimate from the occupations' spread: taken as known.
-        model = model_of(found.skew_ci, found.occupations, metrics.confidence, estimated=False)
+        fixed = found.skew_ci_fixed if found.skew_ci_fixed is not None else found.skew_ci
+        model = model_of(fixed, found.occupations, metrics.confidence, estimated=False)
         if model is not None:
             models[context] = model
     if not models:
@@ -79,9 +80,14 @@ def _from_like(spec: Any) -> tuple[Planned, int]:
 
 
 def _skews(metrics: RutedMetrics, spec: Any) -> dict[str, Figure]:
-    """Each context's skew with its interval, over the round's replicates."""
+    """Each context's skew with its interval over the round's replicates, the
+    occupations held fixed (what more replicates narrow: ``skew_ci_fixed``)."""
     return {
-        context: Figure(found.skew, found.skew_ci, spec.replicates)
+        context: Figure(
+            found.skew,
+            found.skew_ci_fixed if found.skew_ci_fixed is not None else found.skew_ci,
+            spec.replicates,
+        )
         for context, found in metrics.contexts.items()
         if found.skew is not None
     }
