@@ -310,3 +310,25 @@ def test_a_read_only_cache_serves_replays_and_stats_and_refuses_a_run_that_must_
     code, text = outcome("runs-dir")
     assert code == 2 and f"cannot create a run directory in {runs}" in text
     assert "Traceback" not in "".join((outcomes / f"{n}.out").read_text() for n in steps)
+
+
+@pytest.mark.parametrize("command", ["fanout", "replay", "cache stats"])
+@pytest.mark.parametrize("version", ["2", "two"])
+def test_a_cache_a_newer_biasaudit_wrote_is_refused_by_name(
+    filled: tuple[Path, Path, Path], command: str, version: str
+) -> None:
+    """Neither read nor written: a newer layout may mean something else."""
+    prompts, runs, run_dir = filled
+    path = runs / "cache.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE meta SET value = ? WHERE name = 'schema_version'", (version,))
+        db.execute("CREATE TABLE newer (x)")
+    before = path.read_bytes()
+    result = CliRunner().invoke(cli, commands(prompts, runs, run_dir)[command])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert f"the response cache {path} was written by a newer biasaudit" in result.output
+    assert "upgrade biasaudit, or give --cache another file" in result.output
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT value FROM meta").fetchall() == [(version,)]
+    assert len(path.read_bytes()) == len(before)

@@ -48,7 +48,7 @@ from biasaudit.errors import BiasauditError, StorageFailedError, StorageUnusable
 from biasaudit.providers import ModelResponse
 from biasaudit.store.processes import holder_alive
 
-__all__ = ["CacheStats", "Claim", "ResponseCache", "cache_error"]
+__all__ = ["CACHE_SCHEMA_VERSION", "CacheStats", "Claim", "ResponseCache", "cache_error"]
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +69,9 @@ CREATE TABLE IF NOT EXISTS leases (
     expires REAL NOT NULL
 ) WITHOUT ROWID;
 """
+# The cache layout this biasaudit writes and reads. A cache whose meta table says more
+# was written by a newer biasaudit: refused by name, never read or written.
+CACHE_SCHEMA_VERSION = 1
 _INSERT = "INSERT OR REPLACE INTO responses (key, model_id, created, body) VALUES (?, ?, ?, ?)"
 _CHUNK = 500  # keys per SELECT ... IN (...): under SQLite's variable limit
 _BUSY_TIMEOUT_S = 30.0
@@ -135,6 +138,12 @@ class ResponseCache:
                 f"cannot create the response cache {self.path}: {error.strerror}; "
                 "give --cache a file in a writable folder"
             ) from None
+        if readonly:
+            try:
+                _check_version(self._db, self.path)
+            except BaseException:
+                self._db.close()
+                raise
         self._pending_hits: list[str] = []
         self._pending_rows: list[tuple[str, str, float, str]] = []
         self._commit_scheduled = False
@@ -166,6 +175,7 @@ class ResponseCache:
                     (mode,) = db.execute("PRAGMA journal_mode=WAL").fetchone()
                     if str(mode).lower() == "wal":
                         db.execute("PRAGMA synchronous=NORMAL")
+                        _check_version(db, self.path)  # before a newer layout is touched
                         db.executescript(_SCHEMA)
                         return db
                 except sqlite3.OperationalError as error:
@@ -476,6 +486,31 @@ def _while_busy(db: sqlite3.Connection, operation: Callable[[], object]) -> None
             if time.monotonic() - start >= timeout_s:
                 raise
         time.sleep(0.02)
+
+
+def _check_version(db: sqlite3.Connection, path: Path) -> None:
+    """Refuse a cache a newer biasaudit wrote: its layout may mean something else.
+
+    Raises
+    ------
+    StorageUnusableError
+        The cache's ``schema_version`` is above :data:`CACHE_SCHEMA_VERSION`.
+    """
+    try:
+        rows = db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchall()
+    except sqlite3.OperationalError:
+        return  # no meta table yet (a new file): the schema is written next
+    found = rows[0][0] if rows else None
+    try:
+        version = int(found) if found is not None else CACHE_SCHEMA_VERSION
+    except (TypeError, ValueError):
+        version = CACHE_SCHEMA_VERSION + 1  # not a number: nothing this one wrote
+    if version > CACHE_SCHEMA_VERSION:
+        raise StorageUnusableError(
+            f"the response cache {path} was written by a newer biasaudit (cache "
+            f"schema_version {found}; this one reads up to {CACHE_SCHEMA_VERSION}): "
+            "upgrade biasaudit, or give --cache another file"
+        )
 
 
 def _chunks(keys: list[str]) -> Iterable[list[str]]:
