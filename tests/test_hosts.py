@@ -64,6 +64,27 @@ def test_azure_needs_an_address_and_a_deployment_url_its_api_version(
     assert given._endpoint.query == {"api-version": "2025-01-01"}  # type: ignore[attr-defined]
 
 
+def test_credentials_in_an_azure_url_are_refused_not_dropped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Azure takes no basic auth: a URL's user:password@ would go unsent without a word."""
+    from click.testing import CliRunner
+
+    from biasaudit.cli import cli
+
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", KEY)
+    url = "https://alice:s3cret-pass@res.openai.azure.com/openai/v1"
+    with pytest.raises(ConfigurationError, match=r"carries credentials \(user:password@\)"):
+        resolve_model("azure/dep", base_url=url)
+    result = CliRunner().invoke(
+        cli, ["run", "ruted", "--contexts", "standard", "--model", "azure/dep", "--base-url",
+              url, "--dry-run"],
+    )  # fmt: skip
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "s3cret-pass" not in result.output and "alice" not in result.output
+    assert "AZURE_OPENAI_API_KEY" in result.output
+
+
 def test_the_sdks_base_url_variables_are_honoured_without_base_url(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -482,6 +482,15 @@ def _azure(url: str, api_key: str | None, headers: dict[str, str]) -> tuple[str,
     deployment's URL (``.../openai/deployments/NAME``) with its ``api-version``, from the
     URL or ``OPENAI_API_VERSION``. The v1 API (``.../openai/v1``) takes none."""
     parsed = urlparse(url)
+    if "@" in parsed.netloc:
+        # Azure takes its key in the api-key header only: basic auth in the URL would be
+        # dropped without a word, and the request sent without the credentials given.
+        raise ConfigurationError(
+            f"--base-url '{redact_url(url)}' carries credentials (user:password@), which "
+            "Azure OpenAI does not take: give the key in AZURE_OPENAI_API_KEY (sent as the "
+            "api-key header) and drop them from the URL, or, for a gateway in front of Azure "
+            "that wants basic auth, use openai/MODEL with that --base-url"
+        )
     if "/deployments/" in parsed.path and "api-version=" not in parsed.query:
         version = os.environ.get(AZURE_API_VERSION_ENV)
         if not version:
