@@ -27,6 +27,7 @@ from typing import Any, Literal
 import pandas as pd
 
 from biasaudit.errors import UsageError
+from biasaudit.store.tables import read_csv, write_csv
 
 __all__ = [
     "FIGURE_COLUMNS",
@@ -186,7 +187,7 @@ def load_scores(paths: Paths) -> pd.DataFrame:
             skipped.append(f"{run.path}: no {source.name}")
             continue
         try:
-            part = pd.read_csv(source, keep_default_na=True)
+            part = read_csv(source, keep_default_na=True)
         except (OSError, ValueError) as error:  # pandas' parser errors are ValueErrors
             skipped.append(f"{run.path}: its {source.name} cannot be read ({type(error).__name__})")
             continue
@@ -246,7 +247,7 @@ def export_runs(paths: Paths, output: str | Path, *, what: What = "figures",
     target = Path(output)
     try:
         if format == "csv":
-            _flat(frame).to_csv(target, index=False)
+            write_csv(_flat(frame), target)
         elif format == "jsonl":
             frame.to_json(target, orient="records", lines=True, force_ascii=False)
         else:

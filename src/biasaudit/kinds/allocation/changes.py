@@ -16,6 +16,7 @@ from biasaudit.errors import UsageError
 from biasaudit.metrics import Resamples, headline_replicates
 from biasaudit.metrics._validate import FloatArray
 from biasaudit.reports.changes import ChangeTest, normal_test, two_sided
+from biasaudit.store.tables import read_csv
 
 __all__ = ["change_tests"]
 
@@ -64,7 +65,7 @@ def change_tests(
 
 
 def _scores(path: Path) -> pd.DataFrame:
-    frame = pd.read_csv(path / "scores.csv")
+    frame = read_csv(path / "scores.csv")
     return frame[frame["score"].notna()]
 
 

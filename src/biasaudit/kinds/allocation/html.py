@@ -53,6 +53,7 @@ from biasaudit.reports.html._figures import (
     scatter_grid,
 )
 from biasaudit.store.runs import Manifest
+from biasaudit.store.tables import read_csv
 
 if TYPE_CHECKING:
     from biasaudit.reports.compare import Comparison
@@ -515,7 +516,7 @@ def allocation_document(run_dir: Path, manifest: Manifest, spec: Mapping[str, An
     """The report of the allocation run in ``run_dir``."""
     metrics: AllocationMetrics = read_run_metrics(run_dir, AllocationMetrics)
     scores_path = run_dir / "scores.csv"
-    scores = pd.read_csv(scores_path) if scores_path.exists() else None
+    scores = read_csv(scores_path) if scores_path.exists() else None
     document = Document(
         f"{metrics.task} audit of {metrics.model}",
         f"Allocation audit, {metrics.method}; reference group {metrics.reference_group}; "

@@ -46,6 +46,7 @@ from biasaudit.kinds.allocation.spec import AllocationSpec
 from biasaudit.kinds.candidates.task import PoolDesign
 from biasaudit.kinds.common import NOTHING_SENT
 from biasaudit.store.runs import Manifest, RunDirectory, read_manifest
+from biasaudit.store.tables import write_csv
 from biasaudit.textfiles import read_table, require_columns, require_values
 
 __all__ = ["ImportOptions", "ImportResult", "read_scores", "score_allocation"]
@@ -184,7 +185,7 @@ def score_allocation(
             run, source, kind="allocation", model=options.model, settings=_settings(options),
             command=command, rows=len(scores),
         )  # fmt: skip
-        scores.to_csv(run.path / "scores.csv", index=False)
+        write_csv(scores, run.path / "scores.csv")
         metrics = AllocationMetrics(
             task=f"imported:{source.name}",
             method="imported",

@@ -52,6 +52,7 @@ from biasaudit.kinds._planning import (
 from biasaudit.kinds._rounds import Design, Figure, Growth, planned_design, pools_growth
 from biasaudit.kinds.allocation.metrics import AllocationMetrics
 from biasaudit.metrics import VarianceModel
+from biasaudit.store.tables import read_csv
 
 __all__ = [
     "CANDIDATES_GROWTH",
@@ -158,7 +159,7 @@ def _refit(
             or selection.pool not in ("one_per_group", "random")):  # fmt: skip
         return None
     try:
-        scores = pd.read_csv(path)
+        scores = read_csv(path)
     except (OSError, ValueError, pd.errors.ParserError):
         return None
     scores = scores[scores["score"].notna()] if "score" in scores.columns else scores.iloc[:0]

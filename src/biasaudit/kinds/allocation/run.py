@@ -45,6 +45,7 @@ from biasaudit.kinds.common import request_counts
 from biasaudit.metrics import PairwiseOutputStats
 from biasaudit.providers import Provider
 from biasaudit.store.runs import RunResult
+from biasaudit.store.tables import write_csv
 
 __all__ = ["AuditResult", "audit", "run_audit"]
 
@@ -99,11 +100,11 @@ def _write_results(
     session: RunSession, task: AllocationTask, spec: AllocationSpec, plan: ScoringPlan
 ) -> AllocationMetrics:
     scores = plan.scores()
-    scores.to_csv(session.run.path / "scores.csv", index=False)
+    write_csv(scores, session.run.path / "scores.csv")
     comparisons = None
     if isinstance(plan, PairwisePlan):
         comparisons = plan.comparisons()
-        comparisons.to_csv(session.run.path / "comparisons.csv", index=False)
+        write_csv(comparisons, session.run.path / "comparisons.csv")
     metrics = _metrics(task, spec, plan, scores, comparisons, session)
     session.run.write_json("metrics.json", metrics)
     return metrics

@@ -35,6 +35,7 @@ from biasaudit.errors import UsageError
 from biasaudit.kinds.allocation.metrics import AllocationMetrics
 from biasaudit.kinds.common import load_study_metrics
 from biasaudit.metrics import distribution_shape, model_selection_ndcg, predictive_validity
+from biasaudit.store.tables import read_csv
 
 __all__ = ["METRICS", "StudyResult", "StudyRun", "run_study"]
 
@@ -256,7 +257,7 @@ def _shapes(runs: Sequence[StudyRun]) -> pd.DataFrame:
     frames = []
     for run in runs:
         try:
-            scores = pd.read_csv(run.path / "scores.csv")
+            scores = read_csv(run.path / "scores.csv")
         except (OSError, ValueError):
             continue
         scored = scores[scores["score"].notna()]

@@ -13,6 +13,7 @@ import pandas as pd
 from scipy import stats
 
 from biasaudit.reports.changes import ChangeTest, two_sided
+from biasaudit.store.tables import read_csv
 
 __all__ = ["change_tests"]
 
@@ -30,8 +31,8 @@ def change_tests(
     notes: list[str],
 ) -> list[ChangeTest]:
     """One paired test per score over the items both runs scored, B - A."""
-    items_a = pd.read_csv(path_a / "items.csv").set_index("item_id")
-    items_b = pd.read_csv(path_b / "items.csv").set_index("item_id")
+    items_a = read_csv(path_a / "items.csv").set_index("item_id")
+    items_b = read_csv(path_b / "items.csv").set_index("item_id")
     tests = []
     for metric, column in _GRADE_SCORES.items():
         both = pd.concat([items_a[column], items_b[column]], axis=1, join="inner").dropna()

@@ -44,6 +44,7 @@ from biasaudit.reports.html._figures import (
     dot_panels,
 )
 from biasaudit.store.runs import Manifest
+from biasaudit.store.tables import read_csv
 
 if TYPE_CHECKING:
     from biasaudit.reports.compare import Comparison
@@ -289,7 +290,7 @@ def grade_document(run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -
     """The report of the Grade Score run in ``run_dir``."""
     metrics: GradeScoreMetrics = read_run_metrics(run_dir, GradeScoreMetrics)
     items_path = run_dir / "items.csv"
-    items = pd.read_csv(items_path) if items_path.exists() else None
+    items = read_csv(items_path) if items_path.exists() else None
     document = Document(
         f"Grade Score audit of {metrics.model}",
         f"Order bias and choice stability of an LLM judge; items: {metrics.items_source}; "

@@ -26,6 +26,7 @@ from biasaudit.kinds.common import NOTHING_SENT
 from biasaudit.kinds.grade_score.run import GradeScoreMetrics, item_figures, score_fields
 from biasaudit.kinds.grade_score.task import GradeItem
 from biasaudit.store.runs import Manifest, RunDirectory, read_manifest
+from biasaudit.store.tables import write_csv
 from biasaudit.textfiles import brief, read_table, require_columns, require_values
 
 __all__ = ["GradeImportOptions", "GradeImportResult", "read_trials", "score_grade"]
@@ -153,8 +154,8 @@ def score_grade(
             settings={"confidence": confidence, "conventions": conventions},
             command=command, rows=len(trials),
         )  # fmt: skip
-        trials.to_csv(run.path / "trials.csv", index=False)
-        item_rows.to_csv(run.path / "items.csv", index=False)
+        write_csv(trials, run.path / "trials.csv")
+        write_csv(item_rows, run.path / "items.csv")
         orders = trials.groupby("item_id")["order"].nunique()
         metrics = GradeScoreMetrics(
             model=model, simulated=False, items_source=str(source),

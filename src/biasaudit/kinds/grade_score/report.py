@@ -24,6 +24,7 @@ from biasaudit.reports.text import (
     format_p,
     smoke_test_lines,
 )
+from biasaudit.store.tables import read_csv
 
 __all__ = [
     "grade_score_blocks",
@@ -358,7 +359,7 @@ def _cell(table: pd.DataFrame, model: str, setting: tuple[str, bool], score: str
 
 def run_table(metrics: GradeScoreMetrics, run_dir: Path) -> list[Block]:
     """What ``biasaudit run`` prints (it reads the run's ``items.csv``)."""
-    return grade_score_blocks(metrics, pd.read_csv(run_dir / "items.csv"))
+    return grade_score_blocks(metrics, read_csv(run_dir / "items.csv"))
 
 
 def headline(metrics: GradeScoreMetrics) -> str:

@@ -63,6 +63,7 @@ from biasaudit.metrics import (
 )
 from biasaudit.providers import Provider
 from biasaudit.store.runs import RunResult
+from biasaudit.store.tables import write_csv
 
 __all__ = [
     "GRADE_METRICS_SCHEMA_VERSION",
@@ -218,9 +219,9 @@ def _write_results(
     session: RunSession, task: GradeScoreTask, spec: GradeScoreSpec, plan: GradeScorePlan
 ) -> tuple[GradeScoreMetrics, pd.DataFrame]:
     trials = plan.trials()
-    trials.to_csv(session.run.path / "trials.csv", index=False)
+    write_csv(trials, session.run.path / "trials.csv")
     items, scores = item_figures(task.items, trials)
-    items.to_csv(session.run.path / "items.csv", index=False)
+    write_csv(items, session.run.path / "items.csv")
     metrics = _metrics(task, spec, plan, trials, items, scores, session)
     session.run.write_json("metrics.json", metrics)
     return metrics, items

@@ -37,6 +37,7 @@ from biasaudit.kinds.common import NOTHING_SENT
 from biasaudit.kinds.listwise.metrics import AnswerCounts, ListwiseMetrics, metrics_fields
 from biasaudit.metrics import FEW_UNITS, listwise_figures
 from biasaudit.store.runs import Manifest, RunDirectory, read_manifest
+from biasaudit.store.tables import write_csv
 from biasaudit.textfiles import brief, read_table, require_columns, require_values
 
 __all__ = ["ListwiseImportOptions", "ListwiseImportResult", "read_rankings", "score_listwise"]
@@ -216,7 +217,7 @@ def score_listwise(
             settings={"confidence": options.confidence, "bootstrap": options.bootstrap},
             command=command, rows=len(shown),
         )  # fmt: skip
-        shown.to_csv(run.path / "shown.csv", index=False)
+        write_csv(shown, run.path / "shown.csv")
         pools = shown["pool"].nunique()
         metrics = ListwiseMetrics(
             task="imported", model=options.model, simulated=False,

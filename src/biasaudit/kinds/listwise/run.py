@@ -21,6 +21,7 @@ from biasaudit.kinds.listwise.spec import ListwiseSpec
 from biasaudit.metrics import FEW_UNITS, listwise_figures
 from biasaudit.providers import Provider
 from biasaudit.store.runs import Manifest
+from biasaudit.store.tables import write_csv
 
 __all__ = ["ListwiseResult", "listwise_audit"]
 
@@ -66,8 +67,8 @@ def _write_results(
 ) -> ListwiseMetrics:
     answers = plan.answers()
     shown = plan.shown()
-    answers.to_csv(session.run.path / "answers.csv", index=False)
-    shown.to_csv(session.run.path / "shown.csv", index=False)
+    write_csv(answers, session.run.path / "answers.csv")
+    write_csv(shown, session.run.path / "shown.csv")
     notes: list[str] = []
     fields = {}
     k_max = 1 if plan.path == "logprobs" else min(spec.k_max, len(plan.labels))

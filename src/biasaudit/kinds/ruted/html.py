@@ -40,6 +40,7 @@ from biasaudit.reports.html._figures import (
     dot_panels,
 )
 from biasaudit.store.runs import Manifest
+from biasaudit.store.tables import read_csv
 
 if TYPE_CHECKING:
     from biasaudit.reports.compare import Comparison
@@ -298,7 +299,7 @@ def ruted_document(run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -
     """The report of the RUTEd run in ``run_dir``."""
     metrics: RutedMetrics = read_run_metrics(run_dir, RutedMetrics)
     path = run_dir / "occupations.csv"
-    rows = pd.read_csv(path) if path.exists() else None
+    rows = read_csv(path) if path.exists() else None
     document = Document(
         f"RUTEd audit of {metrics.model}",
         f"Gender-occupation bias in a trick test and in long-form text; run {manifest.run_id}",

@@ -39,6 +39,7 @@ from biasaudit.kinds.ruted.plan import OCCUPATION_COLUMNS
 from biasaudit.kinds.ruted.task import OCCUPATIONS_PATH, read_occupations
 from biasaudit.probes._pronouns import classify_pronouns
 from biasaudit.store.runs import Manifest, RunDirectory, read_manifest
+from biasaudit.store.tables import write_csv
 from biasaudit.textfiles import brief, read_table, require_columns, require_values
 
 __all__ = ["RutedImportOptions", "RutedImportResult", "read_ruted", "score_ruted"]
@@ -176,7 +177,7 @@ def score_ruted(
             settings={"confidence": confidence, "conventions": conventions},
             command=command, rows=len(rows),
         )  # fmt: skip
-        occupations_csv(rows).to_csv(run.path / "occupations.csv", index=False)
+        write_csv(occupations_csv(rows), run.path / "occupations.csv")
         notes = [
             f"{'next-word shares' if source == 'imported shares' else 'texts'} imported "
             "with biasaudit score: no request was sent"
@@ -187,7 +188,7 @@ def score_ruted(
         if status is not None and status.startswith("skipped:"):
             notes.append(f"mode-collapse check {status}")
         if similarity:
-            by_occupation.to_csv(run.path / "similarity.csv", index=False)
+            write_csv(by_occupation, run.path / "similarity.csv")
         metrics = RutedMetrics(
             model=model, simulated=False, confidence=confidence,
             occupations=len(occupations), male_majority=male_majority,

@@ -54,6 +54,7 @@ from biasaudit.kinds.ruted.spec import RutedSpec
 from biasaudit.kinds.ruted.task import RutedTask, build_ruted_task
 from biasaudit.providers import Provider
 from biasaudit.store.runs import RunResult
+from biasaudit.store.tables import write_csv
 
 __all__ = ["RutedResult", "run_ruted_audit", "ruted_audit"]
 
@@ -119,8 +120,8 @@ def _write_results(
     session: RunSession, task: RutedTask, spec: RutedSpec, plan: RutedPlan
 ) -> RutedMetrics:
     rows = plan.occupation_rows()
-    occupations_csv(rows).to_csv(session.run.path / "occupations.csv", index=False)
-    plan.replicate_rows().to_csv(session.run.path / "replicates.csv", index=False)
+    write_csv(occupations_csv(rows), session.run.path / "occupations.csv")
+    write_csv(plan.replicate_rows(), session.run.path / "replicates.csv")
     notes: list[str] = []
     counted = ties_as_female(rows) if spec.conventions == "paper" else rows
     contexts = {
@@ -135,7 +136,7 @@ def _write_results(
     if status is not None and status.startswith("skipped:"):
         notes.append(f"mode-collapse check {status}")
     if similarity:
-        by_occupation.to_csv(session.run.path / "similarity.csv", index=False)
+        write_csv(by_occupation, session.run.path / "similarity.csv")
     metrics = RutedMetrics(
         model=session.provider.model_id,
         simulated=session.provider.simulated,

@@ -1,0 +1,82 @@
+"""CSV files biasaudit writes, safe to open in a spreadsheet, and read back exactly.
+
+Names, labels and texts come from users and from models, and a spreadsheet
+runs a cell that begins with ``=``, ``+``, ``-``, ``@``, a tab or a carriage
+return as a formula (``=HYPERLINK(...)``, ``+cmd|' /C calc'!A0``): CSV
+injection. Every CSV biasaudit writes (the run's ``scores.csv``,
+``items.csv``, ... and ``biasaudit export``) therefore follows OWASP's rule
+("CSV Injection", OWASP Foundation): such a text cell is written with a
+leading single quote, which spreadsheets show as text. A number (``-0.25``,
+``+3``) is left as it is. JSON and Parquet keep the raw value.
+
+:func:`read_csv` undoes it, so that biasaudit reads its own files back as they
+were: a cell that began with quotes before a trigger gets one more quote on
+the way out and loses one on the way in, so every text round-trips exactly.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["neutralise", "read_csv", "restore", "write_csv"]
+
+# Any number of quotes, then a character a spreadsheet starts a formula with.
+_TRIGGER = re.compile(r"^'*[=+\-@\t\r]")
+_NUMBER = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$")
+
+
+def neutralise(value: Any) -> Any:
+    """``value`` as a CSV cell a spreadsheet will not run: a quote before a text that
+    starts like a formula (numbers and non-text values unchanged)."""
+    if isinstance(value, str) and _TRIGGER.match(value) and not _NUMBER.match(value):
+        return "'" + value
+    return value
+
+
+def restore(value: Any) -> Any:
+    """The value :func:`neutralise` was given."""
+    if isinstance(value, str) and value.startswith("'") and _TRIGGER.match(value[1:]):
+        return value[1:]
+    return value
+
+
+def write_csv(frame: pd.DataFrame, target: str | Path | IO[str]) -> None:
+    """``frame`` as CSV (no index, RFC 4180 line ends), every text cell and header
+    neutralised."""
+    safe = frame.copy()
+    for column in safe.columns:
+        if _texts(safe[column]):
+            safe[column] = safe[column].map(neutralise, na_action="ignore")
+    safe.columns = [neutralise(str(c)) if isinstance(c, str) else c for c in safe.columns]
+    # CRLF ends a record (RFC 4180): a cell holding a carriage return or a newline is
+    # then quoted, where with "\n" alone a lone "\r" would be written bare and split it.
+    safe.to_csv(target, index=False, lineterminator="\r\n")
+
+
+def read_csv(source: str | Path | IO[str], **options: Any) -> pd.DataFrame:
+    """A CSV :func:`write_csv` wrote, with every text cell and header as it was."""
+    import pandas as pd
+
+    frame = pd.read_csv(source, **options)
+    for column in frame.columns:
+        if _texts(frame[column]):
+            frame[column] = frame[column].map(restore, na_action="ignore")
+    frame.columns = [restore(c) for c in frame.columns]
+    return frame
+
+
+def _texts(column: pd.Series) -> bool:
+    """Whether a column may hold text: object, string or categorical."""
+    import pandas as pd
+
+    dtype = column.dtype
+    return bool(
+        pd.api.types.is_object_dtype(dtype)
+        or pd.api.types.is_string_dtype(dtype)
+        or isinstance(dtype, pd.CategoricalDtype)
+    )
