@@ -166,6 +166,10 @@ def test_score_listwise_of_a_runs_own_rankings_gives_its_figures(tmp_path: Path)
         ("p1,1,2,c2,W_M,2.5", "line 3, field 'rank': '2.5' is not a whole number from 1"),
         ("p1,1,2,c1,W_M,2", "line 3, field 'candidate': 'c1' appears twice in one answer"),
         ("p1,1,,c3,W_M,2", "line 3, field 'slot': empty"),
+        # impossible places: beyond the two candidates of the answer, or a rank given twice
+        ("p1,1,3,c2,W_M,2", "line 3, field 'slot': 3 is beyond the 2 candidates shown"),
+        ("p1,1,2,c2,W_M,5", "line 3, field 'rank': 5 is beyond the 2 candidates shown"),
+        ("p1,1,2,c2,W_M,1", "line 3, field 'rank': rank 1 is given to two candidates"),
     ],
 )
 def test_a_malformed_rankings_file_is_named_before_anything_is_written(
@@ -176,6 +180,16 @@ def test_a_malformed_rankings_file_is_named_before_anything_is_written(
     result = CliRunner().invoke(cli, ["score", "listwise", str(path), "--runs-dir",
                                       str(tmp_path / "runs")])  # fmt: skip
     assert result.exit_code == 2 and expected in result.stderr, result.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_column_named_twice_is_refused_not_silently_one_of_them(tmp_path: Path) -> None:
+    path = tmp_path / "rankings.csv"
+    path.write_text("pool,order,slot,candidate,group,rank,group\np1,1,1,c1,W_M,1,B_F\n")
+    result = CliRunner().invoke(cli, ["score", "listwise", str(path), "--runs-dir",
+                                      str(tmp_path / "runs")])  # fmt: skip
+    assert result.exit_code == 2
+    assert "line 1, field 'group': named twice in the header" in result.stderr
     assert not (tmp_path / "runs").exists()
 
 

@@ -155,6 +155,7 @@ def read_table(path: str | Path, what: str) -> pd.DataFrame:
     import pandas as pd  # only the audits read tables; fanout starts without pandas
 
     text = read_text(path, what)
+    _unique_header(text, path)
     try:
         frame = pd.read_csv(
             io.StringIO(text), dtype=str, keep_default_na=False, skipinitialspace=True
@@ -165,6 +166,29 @@ def read_table(path: str | Path, what: str) -> pd.DataFrame:
         raise UsageError(f"{what} {path} has no rows")
     frame.columns = [str(column).strip() for column in frame.columns]
     return frame.apply(lambda column: column.str.strip())
+
+
+def _unique_header(text: str, path: str | Path) -> None:
+    """Refuse a header that names a column twice: one of the two would silently win.
+
+    Raises
+    ------
+    InputError
+        Line 1, naming the column.
+    """
+    import csv
+
+    try:
+        header = next(csv.reader(io.StringIO(text, newline="")), [])
+    except csv.Error:
+        return  # pandas names what is wrong with the file
+    seen: set[str] = set()
+    for name in (cell.strip() for cell in header):
+        if name in seen and name:
+            raise InputError(
+                str(path), 1, name, "named twice in the header: say which one is meant"
+            )
+        seen.add(name)
 
 
 def require_columns(

@@ -105,6 +105,7 @@ def read_rankings(path: Path) -> pd.DataFrame:
                 f"{brief(frame[column].iloc[row])} appears twice in one answer "
                 f"(pool {brief(frame['pool'].iloc[row])}, order {brief(frame['order'].iloc[row])})",
             )  # fmt: skip
+    _check_places(frame, answer, slots, ranks, path)
     found = pd.DataFrame(
         {"answer": answer, "pool": frame["pool"], "group": frame["group"], "slot": slots,
          "rank": ranks, "candidate": frame["candidate"]}
@@ -119,6 +120,41 @@ def read_rankings(path: Path) -> pd.DataFrame:
         if column not in found.columns and column not in ("order", "model"):
             found[column] = frame[column]
     return found
+
+
+def _check_places(
+    frame: pd.DataFrame, answer: pd.Series, slots: list[float], ranks: list[float], path: Path
+) -> None:
+    """Refuse what no answer can hold: a slot or rank beyond the candidates shown in its
+    answer, or one rank given to two candidates of an answer.
+
+    Raises
+    ------
+    InputError
+        Named by the first offending line and column.
+    """
+    places = pd.DataFrame({"answer": answer.to_numpy(), "slot": slots, "rank": ranks})
+    shown = places.groupby("answer", sort=False)["slot"].transform("size").to_numpy()
+    for column in ("slot", "rank"):
+        values = places[column].to_numpy(float)
+        beyond = values > shown  # NaN (not ranked) compares False
+        if beyond.any():
+            row = int(beyond.argmax())
+            raise InputError(
+                str(path), row + 2, column,
+                f"{int(values[row])} is beyond the {int(shown[row])} candidates shown in its "
+                f"answer (pool {brief(frame['pool'].iloc[row])}, order "
+                f"{brief(frame['order'].iloc[row])})",
+            )  # fmt: skip
+    ranked = places[places["rank"].notna()]
+    twice = ranked.duplicated(["answer", "rank"]).to_numpy()
+    if twice.any():
+        row = int(ranked.index[twice.argmax()])
+        raise InputError(
+            str(path), row + 2, "rank",
+            f"rank {int(ranks[row])} is given to two candidates of one answer (pool "
+            f"{brief(frame['pool'].iloc[row])}, order {brief(frame['order'].iloc[row])})",
+        )  # fmt: skip
 
 
 def _shares(frame: pd.DataFrame, path: Path) -> list[float]:
