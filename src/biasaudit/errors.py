@@ -216,6 +216,18 @@ class RunAbortedError(BiasauditError):
         super().__init__(f"run stopped: {cause}")
 
 
+class NoAnswerError(BiasauditError):
+    """Every request of a run failed: it has no answer to compute a figure from.
+
+    The run is recorded ``failed`` (its responses say why each request failed) and no
+    figures or report are written; the exit code is 1.
+    """
+
+    def __init__(self, message: str, run_dir: str | None = None) -> None:
+        self.run_dir = run_dir
+        super().__init__(message)
+
+
 class RunInterruptedError(BiasauditError):
     """The user stopped a run (Ctrl-C, SIGTERM); every answer received is in the cache."""
 

@@ -165,8 +165,11 @@ class RunSession:
         manifest, run = self.manifest, self.run
         progress = ProgressPrinter(lambda: self.engine.stats, stderr, label=label)
         progress.start()
+        first_error: str | None = None
         try:
             async for result in self.engine.run(requests):
+                if first_error is None and result.response is None and result.error:
+                    first_error = result.error
                 record = response_record(result)
                 if annotate is not None:
                     record = record.model_copy(update=annotate(result))
@@ -175,6 +178,12 @@ class RunSession:
                 except OSError as error:
                     raise self._storage_failed(error) from None
             manifest.status = "completed"
+            if requests and self.engine.stats.failures >= len(requests):
+                manifest.status = "failed"
+                manifest.error = (
+                    f"every request failed ({len(requests)}): no answer to compute a figure "
+                    f"from; the first: {first_error or 'no answer'}"
+                )
         except StorageFailedError as error:
             manifest.status, manifest.error = "failed", str(error)
             raise StorageFailedError(f"{error}{self._keep_what_arrived()}", str(run.path)) from None

@@ -17,7 +17,7 @@ from typing import Any, Generic, TextIO, TypeVar
 
 from biasaudit.engine.progress import phase
 from biasaudit.engine.session import Annotate, RunSession
-from biasaudit.errors import BiasauditError, RunAbortedError
+from biasaudit.errors import BiasauditError, NoAnswerError, RunAbortedError
 from biasaudit.providers import ModelRequest, Provider
 from biasaudit.spec import AuditSpec
 
@@ -70,6 +70,12 @@ async def run_planned(
     try:
         session.run.write_json("spec.json", recorded_spec)
         await session.send(requests, stderr=stderr, label=f"{label}: ", annotate=annotate)
+        if session.manifest.status == "failed":  # every request failed: nothing to compute
+            raise NoAnswerError(
+                f"{session.manifest.error}; the run is recorded as failed, with every "
+                "request's error in its responses.jsonl; a rerun sends them again",
+                str(session.run.path),
+            )
         with phase(f"{label}: computing the figures", stderr):
             results = write_results(session)
     except RunAbortedError as error:

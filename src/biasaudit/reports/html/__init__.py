@@ -92,7 +92,8 @@ def run_document(run_dir: Path) -> Document:
         return compare_document(run_dir)
     manifest = read_manifest(run_dir)
     if not (run_dir / "metrics.json").exists():
-        raise UsageError(f"{run_dir} has no metrics.json: a {manifest.kind} run has no report")
+        why = f" (it {manifest.status}: {manifest.error})" if manifest.error else ""
+        raise UsageError(f"{run_dir} has no metrics.json{why}: a {manifest.kind} run has no report")
     spec = read_spec(run_dir)
     from biasaudit.kinds.registry import KINDS, audit_kind
 
