@@ -44,3 +44,18 @@ def test_a_run_with_no_answer_is_failed_everywhere(tmp_path: Path, kind: str) ->
     assert report.exit_code == 2 and "(it failed: every request failed" in report.stderr
     study = CliRunner().invoke(cli, ["study", str(run_dir)])
     assert study.exit_code == 2 and "no metrics.json" in study.stderr
+
+
+@pytest.mark.parametrize("rpm", ["1e-9", "0.01"])
+def test_a_rate_that_cannot_finish_within_a_day_is_refused_before_anything_runs(
+    tmp_path: Path, rpm: str
+) -> None:
+    runs = tmp_path / "runs"
+    result = CliRunner().invoke(
+        cli, ["run", "grade-score", "--items", "demo", "--model", "sim/biased", "--rpm", rpm,
+              "--runs-dir", str(runs)],
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert f"error: --rpm {float(rpm):g}: the 64 requests to send would take" in result.stderr
+    assert "more than a day" in result.stderr
+    assert not list(runs.glob("*-grade-score-*"))

@@ -52,6 +52,7 @@ from biasaudit.errors import (
     StorageFailedError,
     StorageUnusableError,
     TransientProviderError,
+    UsageError,
     WaitTooLongError,
 )
 from biasaudit.providers import ModelRequest, ModelResponse, Provider, Usage
@@ -171,6 +172,27 @@ class Engine:
             missing = [unit.id for unit, key in keyed if key not in in_cache]
             path = str(self.cache.path) if self.cache is not None else "(no cache)"
             raise ReplayMissError(len(missing), len(keyed), path, missing)
+
+    def check_rate(self, requests: Sequence[ModelRequest]) -> None:
+        """Before a run starts: at ``--rpm``, what is not cached can be sent within a day.
+
+        Raises
+        ------
+        UsageError
+            A rate so low that the run would take more than :data:`MOST_MINUTES`.
+        """
+        rpm = self.settings.rpm
+        if not rpm or not requests:
+            return
+        keys = [self.key(unit) for unit in self.calls(requests)]
+        to_send = len(keys) - len(self._cached_keys(keys))
+        minutes = to_send / rpm
+        if minutes > MOST_MINUTES:
+            raise UsageError(
+                f"--rpm {rpm:g}: the {to_send:,} requests to send would take "
+                f"{_long_duration(minutes)}, more than a day: give the provider's real limit "
+                "(requests per minute), or send fewer requests"
+            )
 
     async def run(self, requests: Sequence[ModelRequest]) -> AsyncIterator[RequestResult]:
         """Yield one :class:`RequestResult` per request, cached ones first.
@@ -858,3 +880,13 @@ def _merge(parent: ModelRequest, key: str, parts: list[RequestResult]) -> Reques
     waits = [p.waited_s for p in parts if p.waited_s is not None]
     merged.waited_s = max(waits) if waits else None
     return merged
+
+
+# The longest a run may be planned to take at --rpm: beyond a day, the rate is a typo.
+MOST_MINUTES = 24 * 60
+
+
+def _long_duration(minutes: float) -> str:
+    """``3.5 days``, ``1.2e+06 years``: a long time, in the larger unit that reads."""
+    days = minutes / MOST_MINUTES
+    return f"{days:.3g} days" if days < 365 else f"{days / 365:.3g} years"

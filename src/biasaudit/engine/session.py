@@ -114,6 +114,8 @@ class RunSession:
         try:
             if settings.replay and requests:  # a replay that cannot finish creates nothing
                 Engine(provider, cache, settings).check_replay(requests)
+            elif requests:  # nor does a rate that cannot finish within a day
+                Engine(provider, cache, settings).check_rate(requests)
             run = RunDirectory.create(runs_dir, kind, provider.model_id)
         except BiasauditError:
             cache.close()
