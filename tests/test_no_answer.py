@@ -59,3 +59,21 @@ def test_a_rate_that_cannot_finish_within_a_day_is_refused_before_anything_runs(
     assert f"error: --rpm {float(rpm):g}: the 64 requests to send would take" in result.stderr
     assert "more than a day" in result.stderr
     assert not list(runs.glob("*-grade-score-*"))
+
+
+def test_oversized_inputs_are_refused_up_front_and_never_echoed_whole(tmp_path: Path) -> None:
+    huge = "G" * 2_000_000
+    scores = tmp_path / "scores.csv"
+    scores.write_text("candidate,group,score\nc1,R,0.5\nc2," + huge + ",0.4\n")
+    result = CliRunner().invoke(cli, ["score", "allocation", str(scores), "--runs-dir",
+                                      str(tmp_path / "runs")])  # fmt: skip
+    assert result.exit_code == 2
+    assert "line 3, field 'group': 2,000,000 characters" in result.stderr
+    assert "a label may have at most 200" in result.stderr
+    assert len(result.output) < 2_000  # the value is never echoed whole
+    spec = tmp_path / "audit.yaml"
+    spec.write_text("task: ruted\nmodel: sim/biased\n# " + "x" * (2 << 20) + "\n")
+    result = CliRunner().invoke(cli, ["run", str(spec)])
+    assert result.exit_code == 2
+    assert "is 2 MiB; a spec file may be at most 1 MiB" in result.stderr
+    assert not (tmp_path / "runs").exists()

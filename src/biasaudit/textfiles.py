@@ -48,16 +48,40 @@ def brief(value: object) -> str:
     return _BRIEF.repr(value)
 
 
-def read_text(path: str | Path, what: str) -> str:
-    """The whole file as text.
+# The largest file of each sort biasaudit reads: a spec or prompt is written by hand, a
+# data file may hold a million rows; beyond these, a file is a mistake (or an attack),
+# refused before it is read into memory.
+MOST_YAML_BYTES = 1 << 20  # 1 MiB
+MOST_DATA_BYTES = 1 << 30  # 1 GiB
+# The longest cell of a table, and the longest label (a group, a name, a subtask...):
+# one is echoed in every table and message that names it.
+MOST_CELL_CHARS = 100_000
+MOST_LABEL_CHARS = 200
+_LABEL_COLUMNS = frozenset({
+    "group", "name", "subtask", "candidate", "candidate_id", "pool", "order", "item",
+    "item_id", "occupation", "context", "majority", "race", "sex", "model", "answer",
+})  # fmt: skip
+
+
+def read_text(path: str | Path, what: str, *, most: int = MOST_DATA_BYTES) -> str:
+    """The whole file as text, if it is at most ``most`` bytes.
 
     Raises
     ------
     UsageError
-        The file cannot be read.
+        The file cannot be read, or is larger than ``most`` bytes.
     InputError
         It is not UTF-8 (naming the line and column of the first bad byte).
     """
+    try:
+        size = Path(path).stat().st_size
+    except OSError as error:
+        raise UsageError(f"cannot read {what} {path}: {error.strerror or error}") from None
+    if size > most:
+        raise UsageError(
+            f"{what} {path} is {_size(size)}; a {what} file may be at most {_size(most)}: "
+            "is it the file you meant?"
+        )
     try:
         data = Path(path).read_bytes()
     except OSError as error:
@@ -83,7 +107,7 @@ def load_yaml(path: str | Path, what: str) -> Any:
     """
     import yaml  # here: a fan-out reads no YAML and need not pay for importing it
 
-    stream = io.StringIO(read_text(path, what))
+    stream = io.StringIO(read_text(path, what, most=MOST_YAML_BYTES))
     stream.name = str(path)  # what PyYAML's marks call the file
     try:
         return yaml.load(stream, Loader=_unique_key_loader())
@@ -165,7 +189,39 @@ def read_table(path: str | Path, what: str) -> pd.DataFrame:
     if frame.empty:
         raise UsageError(f"{what} {path} has no rows")
     frame.columns = [str(column).strip() for column in frame.columns]
-    return frame.apply(lambda column: column.str.strip())
+    frame = frame.apply(lambda column: column.str.strip())
+    _bounded_cells(frame, path)
+    return frame
+
+
+def _bounded_cells(frame: pd.DataFrame, path: str | Path) -> None:
+    """Refuse a cell longer than :data:`MOST_CELL_CHARS`, or a label (a group, a name...)
+    longer than :data:`MOST_LABEL_CHARS`, naming its line and column.
+
+    Lines count the header as line 1 (a cell holding a line break shifts them).
+    """
+    for column in frame.columns:
+        lengths = frame[column].str.len().to_numpy()
+        if not lengths.size:
+            continue
+        most = MOST_LABEL_CHARS if column in _LABEL_COLUMNS else MOST_CELL_CHARS
+        row = int(lengths.argmax())
+        if lengths[row] > most:
+            raise InputError(
+                str(path), row + 2, column,
+                f"{lengths[row]:,} characters, {brief(frame[column].iloc[row])}; a "
+                f"{'label' if most == MOST_LABEL_CHARS else 'cell'} may have at most "
+                f"{most:,}",
+            )  # fmt: skip
+
+
+def _size(size: int) -> str:
+    """``1.5 MiB``: a byte count as a person reads it."""
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:,} bytes" if unit == "bytes" else f"{size:.3g} {unit}"
+        size /= 1024  # type: ignore[assignment]
+    return f"{size} bytes"
 
 
 def _unique_header(text: str, path: str | Path) -> None:
