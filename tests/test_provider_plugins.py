@@ -88,3 +88,92 @@ def test_providers_lists_plugins_and_names_a_broken_one(plugins: Path) -> None:
     result = CliRunner().invoke(cli, ["fanout", str(EXAMPLE / "prompts.jsonl"), "-m", "broken/x",
                                       "--runs-dir", str(plugins / "runs")])  # fmt: skip
     assert result.exit_code == 2 and "could not be loaded" in result.stderr
+
+
+HOSTILE_PLUGINS = """
+import sys
+import time
+
+from biasaudit.providers import Capabilities, ModelResponse, Provider, ProviderPlugin
+
+
+class OddProvider(Provider):
+    def __init__(self, model, answer):
+        self.name, self.model, self.base_url = "odd", model, None
+        self.capabilities = Capabilities(logprobs=False, max_top_logprobs=0)
+        self.answer = answer
+
+    async def complete(self, request, *, timeout):
+        if self.answer == "raise":
+            raise ValueError("the plugin's own bug")
+        if self.answer == "dict":
+            return {"texts": ["hello"]}
+        n = request.params.n or 1
+        return ModelResponse(texts=("hello",) * n, finish_reasons=("stop",) * n)
+
+
+WRONG_TYPES = ProviderPlugin(capabilities="everything", note="capabilities of the wrong type")
+DICT = ProviderPlugin(build=lambda model, **_: OddProvider(model, "dict"))
+RAISES = ProviderPlugin(build=lambda model, **_: OddProvider(model, "raise"))
+"""
+
+
+@pytest.fixture
+def hostile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Plugins that break in every way a package can: wrong types, a wrong return
+    type, an exception of its own, sys.exit and a hang at import."""
+    import biasaudit.providers as providers
+
+    site = tmp_path / "site"
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "hostile_plugins.py").write_text(HOSTILE_PLUGINS)
+    (tmp_path / "code" / "exits_plugin.py").write_text("import sys\nsys.exit(3)\n")
+    (tmp_path / "code" / "hangs_plugin.py").write_text(
+        "import time\nwhile True:\n    time.sleep(0.05)\n"
+    )
+    install(site, "hostile-plugins", {
+        "wrongtypes": "hostile_plugins:WRONG_TYPES", "dicty": "hostile_plugins:DICT",
+        "raisy": "hostile_plugins:RAISES", "exits": "exits_plugin:X",
+        "hangs": "hangs_plugin:X",
+    })  # fmt: skip
+    install(site, "biasaudit-example-provider", {"shout": "biasaudit_example_provider:SHOUT"})
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.syspath_prepend(str(tmp_path / "code"))
+    monkeypatch.syspath_prepend(str(EXAMPLE))
+    monkeypatch.setattr(providers, "PLUGIN_LOAD_TIMEOUT_S", 1.0)
+    providers.provider_plugins.cache_clear()
+    yield tmp_path
+    providers.provider_plugins.cache_clear()
+
+
+def test_broken_plugins_are_named_bounded_and_do_not_stop_the_others(hostile: Path) -> None:
+    result = CliRunner().invoke(cli, ["providers"])
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output
+    rows = {line.split()[0]: line for line in result.stdout.splitlines() if line.strip()}
+    assert "its capabilities is a str" in rows["wrongtypes"]
+    assert "called sys.exit(3) while importing" in rows["exits"]
+    assert "did not finish importing within 1 s (it hangs at import)" in rows["hangs"]
+    assert "plugin of biasaudit-example-provider" in rows["shout"]  # the others still work
+    result = CliRunner().invoke(cli, ["fanout", str(EXAMPLE / "prompts.jsonl"), "-m",
+                                      "shout/x", "--runs-dir", str(hostile / "runs")])  # fmt: skip
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize(("provider", "message"), [
+    ("dicty", "OddProvider.complete() returned a dict, not a ModelResponse"),
+    ("raisy", "OddProvider (a provider plugin) failed: ValueError: the plugin's own bug"),
+])  # fmt: skip
+def test_a_plugin_that_answers_wrongly_fails_its_requests_named_never_a_traceback(
+    hostile: Path, provider: str, message: str
+) -> None:
+    result = CliRunner().invoke(cli, ["fanout", str(EXAMPLE / "prompts.jsonl"), "-m",
+                                      f"{provider}/x", "--runs-dir", str(hostile / "runs"),
+                                      "--max-retries", "0"])  # fmt: skip
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    assert "Traceback" not in result.output
+    assert result.exit_code == 1
+    run_dir = Path(result.stdout.strip().splitlines()[-1].removeprefix("run: "))
+    errors = [json.loads(line).get("error") for line in
+              (run_dir / "responses.jsonl").read_text().splitlines()]  # fmt: skip
+    assert errors and all(message in (error or "") for error in errors), errors

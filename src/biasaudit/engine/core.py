@@ -44,10 +44,12 @@ from biasaudit.errors import (
     BiasauditError,
     EndpointUnreachableError,
     FatalProviderError,
+    MalformedResponseError,
     ProviderError,
     QuotaExhaustedError,
     RateLimitedError,
     ReplayMissError,
+    RequestRejectedError,
     RunAbortedError,
     StorageFailedError,
     StorageUnusableError,
@@ -57,6 +59,7 @@ from biasaudit.errors import (
 )
 from biasaudit.providers import ModelRequest, ModelResponse, Provider, Usage
 from biasaudit.providers._types import estimate_tokens
+from biasaudit.secrets import redact
 from biasaudit.store.cache import ResponseCache
 from biasaudit.store.processes import new_holder, running
 from biasaudit.store.runs import BatchRecord
@@ -688,6 +691,11 @@ class Engine:
             response = await self.provider.complete(request, timeout=self.settings.timeout)
         finally:
             self.stats.in_flight -= 1
+        if not isinstance(response, ModelResponse):  # a plugin's provider, checked here
+            raise MalformedResponseError(
+                f"{type(self.provider).__name__}.complete() returned a "
+                f"{type(response).__name__}, not a ModelResponse"
+            )
         return response, time.perf_counter() - started
 
     def _record(self, response: ModelResponse) -> None:
@@ -698,7 +706,17 @@ class Engine:
     def _classify(self, raw: BaseException) -> ProviderError:
         if isinstance(raw, asyncio.CancelledError | KeyboardInterrupt):
             raise raw
-        return self.provider.classify(raw)
+        try:
+            return self.provider.classify(raw)
+        except Exception:
+            if type(self.provider).__module__.startswith("biasaudit."):
+                raise  # biasaudit's own providers: a bug, shown as one
+            # A plugin's provider that fails in its own way: that request fails, named,
+            # and the run goes on.
+            return RequestRejectedError(
+                redact(f"{type(self.provider).__name__} (a provider plugin) failed: "
+                       f"{type(raw).__name__}: {raw}")
+            )  # fmt: skip
 
     def _should_retry(self, state: RetryCallState) -> bool:
         error = state.outcome.exception() if state.outcome else None

@@ -201,14 +201,68 @@ def provider_plugins() -> dict[str, tuple[ProviderPlugin | BaseException, str]]:
     for entry in sorted(entry_points(group=PLUGIN_GROUP), key=lambda e: e.name):
         package = entry.dist.name if entry.dist is not None else entry.value
         try:
-            plugin = entry.load()
-            if not isinstance(plugin, ProviderPlugin):
-                raise TypeError(f"{entry.value} is a {type(plugin).__name__}, not a ProviderPlugin")
+            plugin = _load_bounded(entry)
+            _check_plugin(plugin, entry.value)
         except Exception as error:  # a broken plugin is named, never a traceback
             found[entry.name] = (error, package)
             continue
         found[entry.name] = (plugin, package)
     return found
+
+
+# How long a plugin may take to import before it is named as hanging and left out.
+PLUGIN_LOAD_TIMEOUT_S = 10.0
+
+
+def _load_bounded(entry: Any) -> Any:
+    """``entry.load()`` in a thread, waited for at most :data:`PLUGIN_LOAD_TIMEOUT_S`: a
+    plugin that hangs at import, or exits (``sys.exit``), is an error, not the end of
+    every command that looks for plugins."""
+    import threading
+
+    outcome: dict[str, Any] = {}
+
+    def load() -> None:
+        try:
+            outcome["plugin"] = entry.load()
+        except BaseException as error:
+            outcome["error"] = error
+
+    thread = threading.Thread(target=load, name=f"plugin-{entry.name}", daemon=True)
+    thread.start()
+    thread.join(PLUGIN_LOAD_TIMEOUT_S)
+    if thread.is_alive():
+        raise TimeoutError(
+            f"{entry.value} did not finish importing within {PLUGIN_LOAD_TIMEOUT_S:g} s "
+            "(it hangs at import)"
+        )
+    error = outcome.get("error")
+    if isinstance(error, SystemExit):
+        raise RuntimeError(f"{entry.value} called sys.exit({error.code!r}) while importing")
+    if error is not None:
+        raise error
+    return outcome["plugin"]
+
+
+def _check_plugin(plugin: Any, where: str) -> None:
+    """Refuse a plugin whose declared fields are not of their types (checked once, at the
+    boundary, so that nothing later meets a wrong type)."""
+    if not isinstance(plugin, ProviderPlugin):
+        raise TypeError(f"{where} is a {type(plugin).__name__}, not a ProviderPlugin")
+    checks = {
+        "capabilities": isinstance(plugin.capabilities, Capabilities),
+        "base_url": plugin.base_url is None or isinstance(plugin.base_url, str),
+        "key_env": plugin.key_env is None or isinstance(plugin.key_env, str),
+        "note": isinstance(plugin.note, str),
+        "build": plugin.build is None or callable(plugin.build),
+    }
+    for field, ok in checks.items():
+        if not ok:
+            value = getattr(plugin, field)
+            raise TypeError(
+                f"{where}: its {field} is a {type(value).__name__}, which a ProviderPlugin's "
+                f"{field} cannot be"
+            )
 
 
 def _plugin_info(name: str) -> tuple[ProviderInfo, ProviderPlugin] | None:
