@@ -153,6 +153,34 @@ def test_spend_crossing_the_budget_stops_the_run_cleanly(
     assert rerun.manifest.counts.cache_hits == sent
 
 
+def test_answers_in_flight_when_the_budget_is_reached_are_kept_not_paid_twice(
+    tmp_path: Path,
+) -> None:
+    """Eight requests at a time, each taking 0.3 s: when the budget is spent, the seven
+    others already sent are paid for; they are awaited and cached, so the rerun sends
+    only what was never sent."""
+    with OpenAIServer(latency=0.3) as server:
+        spec = parse_spec(
+            {"task": "resume-screening", "model": "vllm/test-model", "base_url": server.base_url,
+             "runs_dir": str(tmp_path), "jobs": "software-engineer", "names_per_group": 1,
+             "concurrency": 8}
+        )  # fmt: skip
+        inner = resolve_model("vllm/test-model", base_url=server.base_url)
+        budgeted = BudgetedProvider(inner, ModelPrice(input=100.0, output=100.0), max_cost=0.1)
+        with pytest.raises(RunAbortedError, match=r"--max-cost \$0\.1 budget"):
+            run_spec(spec, provider=budgeted, command=["test"])
+        (run_dir,) = tmp_path.glob("2*")
+        paid = server.request_count
+        records = read_responses(run_dir)
+        answered = sum(r.error is None for r in records)
+        assert answered == paid  # every request sent was answered and recorded
+        assert paid > 10 and paid % 8 != 1  # the in-flight ones past the budget too
+        rerun = run_spec(spec, command=["test"])
+        assert rerun.exit_code == 0
+        assert server.request_count == 48  # nothing paid twice
+        assert rerun.manifest.counts.cache_hits == paid
+
+
 def test_a_dry_run_says_why_an_endpoint_without_logprobs_or_n_costs_so_many_calls(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

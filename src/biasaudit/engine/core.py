@@ -414,6 +414,13 @@ class Engine:
                     fatal = outcome
                     break
                 yield outcome
+            if isinstance(fatal, ProviderError):
+                # A stop the endpoint or the budget called: nothing new is sent, but the
+                # answers already in flight are paid for, so they are awaited and kept.
+                _drain(queue)
+                async for outcome in _in_flight(tasks, results, lambda: self.stats.in_flight):
+                    if not isinstance(outcome, BaseException):
+                        yield outcome
         finally:
             for task in tasks:
                 task.cancel()
@@ -908,3 +915,29 @@ def _long_duration(minutes: float) -> str:
     """``3.5 days``, ``1.2e+06 years``: a long time, in the larger unit that reads."""
     days = minutes / MOST_MINUTES
     return f"{days:.3g} days" if days < 365 else f"{days / 365:.3g} years"
+
+
+def _drain(queue: asyncio.Queue[Any]) -> None:
+    """Empty ``queue``: the workers take nothing more from it."""
+    while True:
+        try:
+            queue.get_nowait()
+        except asyncio.QueueEmpty:
+            return
+
+
+async def _in_flight(
+    tasks: Sequence[asyncio.Task[None]],
+    results: asyncio.Queue[RequestResult | BaseException],
+    sending: Callable[[], int],
+) -> AsyncIterator[RequestResult | BaseException]:
+    """What the workers still put in ``results`` while any request is on the wire
+    (``sending()``): a worker waiting for its turn or backing off before a retry has
+    nothing paid for, and is cancelled with the rest."""
+    while True:
+        if results.empty() and (sending() == 0 or all(task.done() for task in tasks)):
+            return
+        try:
+            yield await asyncio.wait_for(results.get(), timeout=0.2)
+        except TimeoutError:
+            continue
