@@ -94,7 +94,9 @@ def test_a_consistent_position_free_judge_scores_one(tmp_path: Path) -> None:
     m = result.metrics
     assert JUDGE_FIRST_OPTION_RATE["fair"] == 0.0
     assert (m.grade_score, m.entropy, m.choice) == (1.0, 1.0, 1.0)
-    assert m.grade_score_ci == [1.0, 1.0] and m.position_histogram == [0.25] * 4
+    # Every item at 1: no spread seen, so the exact bound for 16 items, not zero width.
+    assert m.grade_score_ci == pytest.approx([0.025 ** (1 / 16), 1.0])
+    assert m.position_histogram == [0.25] * 4
     assert (result.items["grade"] == 1.0).all()
     # The sim's content score agrees with the people who wrote the demo items.
     assert m.agreement is not None and m.agreement.rate == 1.0 and m.agreement.most_chosen == 1.0
