@@ -162,7 +162,8 @@ def test_broken_plugins_are_named_bounded_and_do_not_stop_the_others(hostile: Pa
 
 @pytest.mark.parametrize(("provider", "message"), [
     ("dicty", "OddProvider.complete() returned a dict, not a ModelResponse"),
-    ("raisy", "OddProvider (a provider plugin) failed: ValueError: the plugin's own bug"),
+    ("raisy", "OddProvider (provider plugin of hostile-plugins) failed: ValueError: the "
+              "plugin's own bug"),
 ])  # fmt: skip
 def test_a_plugin_that_answers_wrongly_fails_its_requests_named_never_a_traceback(
     hostile: Path, provider: str, message: str

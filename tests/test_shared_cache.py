@@ -66,3 +66,33 @@ def test_a_run_takes_over_the_requests_of_a_run_killed_mid_way(
     received = server.received()
     assert len(received) == N
     assert sum(1 for n in received.values() if n > 1) <= 8, "more than the kill's in-flight re-sent"
+
+
+def test_a_run_frozen_past_its_lease_checks_again_before_sending(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """Ctrl-Z, SIGSTOP or a laptop lid for longer than the lease: the second run takes the
+    frozen one's requests over and answers them; when the first resumes, it claims each
+    request again before sending it, and pays for none of them a second time (only what
+    it had on the wire at the freeze, or had received and not yet written, which the
+    other cannot see, can be paid twice: as when a run is killed)."""
+    prompts, runs = tmp_path / "prompts.jsonl", tmp_path / "runs"
+    write_prompts(prompts, N)
+    env = {"BIASAUDIT_LEASE_SECONDS": "2"}
+    first = fanout(prompts, server.base_url, runs, "--concurrency", "4", env=env)
+    wait_until(lambda: sum(server.received().values()) >= N // 8)
+    first.send_signal(signal.SIGSTOP)
+    try:
+        second = fanout(prompts, server.base_url, runs, "--concurrency", "16", env=env)
+        out, err = second.communicate(timeout=120)
+        assert second.returncode == 0, err
+        assert f"{N} answered, 0 failed" in out
+    finally:
+        first.send_signal(signal.SIGCONT)
+    out, err = first.communicate(timeout=120)
+    assert first.returncode == 0, err
+    assert f"{N} answered, 0 failed" in out
+    received = server.received()
+    assert len(received) == N
+    twice = sum(1 for n in received.values() if n > 1)
+    assert twice <= 8, f"{twice} prompts paid twice (more than the freeze had in hand)"

@@ -287,6 +287,7 @@ class BudgetedProvider(Provider):
         self.inner, self.price, self.max_cost = inner, price, max_cost
         self.name, self.model, self.base_url = inner.name, inner.model, inner.base_url
         self.capabilities, self.simulated = inner.capabilities, inner.simulated
+        self.plugin = inner.plugin
         self.spec = None
         self.spent = 0.0
 

@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from asyncio_throttle import Throttler  # type: ignore[attr-defined]
@@ -78,9 +79,26 @@ _UNREACHABLE_ATTEMPTS = 2
 # Leases on requests in flight (see Engine._fan_out_leased): how long one lasts
 # unrenewed (what a holder on another host that died blocks others for), and how
 # often a run waiting on another process's requests looks at the cache again.
-_LEASE_S = 120.0
+_LEASE_S = float(os.environ.get("BIASAUDIT_LEASE_SECONDS", "") or 120.0)
 _LEASE_POLL_S = 0.25
 _LEASE_POLL_MAX_S = 5.0
+
+
+@dataclass
+class _Lease:
+    """This run's leases while it sends under them: its holder, until when they are
+    surely its own (renewed in time), and the requests another process took over."""
+
+    holder: str
+    until: float
+    lost: list[str] = field(default_factory=list)
+
+
+class _Lost:
+    """A request another process took over while this one was frozen."""
+
+
+_LOST = _Lost()
 
 
 class _AdaptiveLimit:
@@ -154,6 +172,8 @@ class Engine:
         # With worker processes: the children's concurrency limits, and this process's.
         self._limit_elsewhere = 0
         self._limit_here: _AdaptiveLimit | None = None
+        # This run's leases while it sends under them (see _fan_out_leased and _fenced).
+        self._lease: _Lease | None = None
         # Called with the records of the run's provider batches whenever one changes.
         self.on_batch_update: Callable[[list[BatchRecord]], None] | None = None
 
@@ -303,23 +323,28 @@ class Engine:
         units = {key: unit for unit, key in todo}
         holder = new_holder()
         with running(holder):
+            self._lease = _Lease(holder, time.time() + _LEASE_S)
             renewing = asyncio.create_task(self._renew_leases(holder))
             try:
                 waiting = list(units)  # in the run's order, as every list below
                 delay = _LEASE_POLL_S
                 while waiting:
                     claim = cache.claim(waiting, holder, lease_s=_LEASE_S)
+                    self._lease.until = time.time() + _LEASE_S
                     answered = [(units[k], k) for k in waiting if k in claim.answered]
                     for result in self._served(answered):
                         yield result
                     async for result in self._fan_out([(units[k], k) for k in claim.taken]):
                         yield result
-                    waiting = [k for k in waiting if k in claim.held]
+                    lost = set(self._lease.lost)
+                    self._lease.lost.clear()
+                    waiting = [k for k in waiting if k in claim.held or k in lost]
                     self.stats.waiting = len(waiting)
                     if waiting:
                         await asyncio.sleep(delay)
                         delay = min(delay * 2, _LEASE_POLL_MAX_S)
             finally:
+                self._lease = None
                 self.stats.waiting = 0
                 renewing.cancel()
                 await asyncio.gather(renewing, return_exceptions=True)
@@ -332,8 +357,12 @@ class Engine:
         assert self.cache is not None
         while True:
             await asyncio.sleep(_LEASE_S / 4)
+            started = time.time()
             try:
                 self.cache.renew(holder, lease_s=_LEASE_S)
+                if self._lease is not None and started < self._lease.until:
+                    # renewed in time: no other process could have taken a lease meanwhile
+                    self._lease.until = started + _LEASE_S
             except BiasauditError as error:
                 logger.warning("could not renew this run's leases: %s", error)
 
@@ -396,7 +425,7 @@ class Engine:
         queue: asyncio.Queue[tuple[ModelRequest, str]] = asyncio.Queue()
         for pair in todo:
             queue.put_nowait(pair)
-        results: asyncio.Queue[RequestResult | BaseException] = asyncio.Queue()
+        results: asyncio.Queue[RequestResult | _Lost | BaseException] = asyncio.Queue()
         most = self.provider.answers_at_once or settings.concurrency
         limit = self._limit_here = _AdaptiveLimit(min(settings.concurrency, most, len(todo)))
         total = limit.limit + self._limit_elsewhere
@@ -413,13 +442,15 @@ class Engine:
                 if isinstance(outcome, BaseException):
                     fatal = outcome
                     break
+                if isinstance(outcome, _Lost):
+                    continue  # another process holds it: waited for by the caller
                 yield outcome
             if isinstance(fatal, ProviderError):
                 # A stop the endpoint or the budget called: nothing new is sent, but the
                 # answers already in flight are paid for, so they are awaited and kept.
                 _drain(queue)
                 async for outcome in _in_flight(tasks, results, lambda: self.stats.in_flight):
-                    if not isinstance(outcome, BaseException):
+                    if isinstance(outcome, RequestResult):
                         yield outcome
         finally:
             for task in tasks:
@@ -564,7 +595,7 @@ class Engine:
         self,
         index: int,
         queue: asyncio.Queue[tuple[ModelRequest, str]],
-        results: asyncio.Queue[RequestResult | BaseException],
+        results: asyncio.Queue[RequestResult | _Lost | BaseException],
         limit: _AdaptiveLimit,
         throttler: _Pace | None,
     ) -> None:
@@ -575,6 +606,10 @@ class Engine:
             except asyncio.QueueEmpty:
                 return
             try:
+                fenced = self._fenced(request, key)
+                if fenced is not None:
+                    results.put_nowait(fenced)
+                    continue
                 result = await self._attempt_all(request, key, limit, throttler)
             except asyncio.CancelledError:
                 raise
@@ -582,6 +617,23 @@ class Engine:
                 results.put_nowait(error)
                 return
             results.put_nowait(result)
+
+    def _fenced(self, request: ModelRequest, key: str) -> RequestResult | _Lost | None:
+        """Before sending under a lease that may have run out (the process was frozen:
+        Ctrl-Z, SIGSTOP, a laptop lid, past the lease): claim the request again. Another
+        process that took it over answered it (served from the cache) or still holds it
+        (given back, waited for); None: it is this run's to send."""
+        lease = self._lease
+        if lease is None or time.time() < lease.until - _LEASE_S / 4:
+            return None  # renewed in time: nobody else can hold it
+        assert self.cache is not None
+        claim = self.cache.claim([key], lease.holder, lease_s=_LEASE_S)
+        if key in claim.answered:
+            return next(self._served([(request, key)]))
+        if key in claim.held:
+            lease.lost.append(key)
+            return _LOST
+        return None
 
     async def _attempt_all(
         self, request: ModelRequest, key: str, limit: _AdaptiveLimit, throttler: _Pace | None
@@ -716,13 +768,13 @@ class Engine:
         try:
             return self.provider.classify(raw)
         except Exception:
-            if type(self.provider).__module__.startswith("biasaudit."):
+            if self.provider.plugin is None:
                 raise  # biasaudit's own providers: a bug, shown as one
             # A plugin's provider that fails in its own way: that request fails, named,
             # and the run goes on.
             return RequestRejectedError(
-                redact(f"{type(self.provider).__name__} (a provider plugin) failed: "
-                       f"{type(raw).__name__}: {raw}")
+                redact(f"{type(self.provider).__name__} (provider plugin of "
+                       f"{self.provider.plugin}) failed: {type(raw).__name__}: {raw}")
             )  # fmt: skip
 
     def _should_retry(self, state: RetryCallState) -> bool:
@@ -928,9 +980,9 @@ def _drain(queue: asyncio.Queue[Any]) -> None:
 
 async def _in_flight(
     tasks: Sequence[asyncio.Task[None]],
-    results: asyncio.Queue[RequestResult | BaseException],
+    results: asyncio.Queue[RequestResult | _Lost | BaseException],
     sending: Callable[[], int],
-) -> AsyncIterator[RequestResult | BaseException]:
+) -> AsyncIterator[RequestResult | _Lost | BaseException]:
     """What the workers still put in ``results`` while any request is on the wire
     (``sending()``): a worker waiting for its turn or backing off before a retry has
     nothing paid for, and is cancelled with the rest."""

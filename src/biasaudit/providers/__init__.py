@@ -524,6 +524,7 @@ def _built_by(
             f"provider plugin (package {info.plugin}) built a {type(provider).__name__}, "
             "not a biasaudit Provider"
         )
+    provider.plugin = info.plugin or "a provider plugin"
     return provider
 
 

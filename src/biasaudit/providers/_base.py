@@ -50,6 +50,10 @@ class Provider(ABC):
     base_url: str | None = None
     capabilities: Capabilities = Capabilities()
     simulated: bool = False
+    # The package of the provider plugin that built it (None: one of biasaudit's own). An
+    # exception of a plugin's own fails the request it was raised for, named; one of
+    # biasaudit's is a bug, and surfaces.
+    plugin: str | None = None
     # Most requests the endpoint answers at once, where it is known to be few (local
     # servers: one each). The engine keeps no more in flight, so a request's latency and
     # the progress line's "in flight" are the endpoint's, not a queue's. None: no limit.
