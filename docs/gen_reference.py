@@ -102,6 +102,8 @@ def environment_page() -> str:
         "(as `--prices`) |",
         "| `BIASAUDIT_COST_NOTICE=DOLLARS` | an estimate above this (default 1) is printed "
         "before a run starts |",
+        "| `BIASAUDIT_LEASE_SECONDS=S` | how long a claim on a request in a shared cache "
+        "lasts unrenewed (default 120) |",
         "| `NO_COLOR` | tables and progress without colour |",
         "",
         "## API keys, by provider",
