@@ -250,6 +250,14 @@ def test_a_round_stopped_by_the_budget_leaves_the_rounds_before_it_recorded(
     assert record is not None and [r.size for r in record.rounds] == [5]
     assert record.stopped.startswith("round 2 (10 names per group) stopped: run stopped: ")
     assert f"the rounds before it: {recorded[0] / 'rounds.json'}" in stderr.getvalue()
+    # The same audit again, unbudgeted, fills the cache with every round; a replay of the
+    # stopped one still stops where it did, and reproduces it.
+    run_spec(spec("runs"))
+    replayed = replay_run(recorded[0])
+    assert replayed.differences == []
+    again = read_rounds(replayed.run_dir)
+    assert again is not None and [r.size for r in again.rounds] == [5]
+    assert again.stopped == record.stopped
 
 
 def test_a_damaged_rounds_record_is_named_not_a_traceback(tmp_path: Path) -> None:

@@ -157,7 +157,10 @@ def _replay_audit(
         design = rounds.planned()  # as recorded: the pilot it was planned from may be gone
         asked = rounds.spec if design is not None else {**rounds.spec, "like": None}
         spec = _replay_spec(original, cache_path, out, asked)
-        finished = run_spec(spec, stderr=stderr, command=command, design=design)
+        # Rounds a failure stopped stop there again, even where the cache now holds more.
+        halted = (len(rounds.rounds), rounds.stopped) if _failed_round(rounds.stopped) else None
+        finished = run_spec(spec, stderr=stderr, command=command, design=design,
+                            stopped=halted)  # fmt: skip
     else:
         spec = _replay_spec(original, cache_path, out)
         finished = run_spec(spec, stderr=stderr, command=command)
@@ -173,6 +176,12 @@ def _replay_audit(
     return ReplayResult(
         finished.run_dir, original, manifest.kind, finished.manifest, finished.table, differences
     )
+
+
+def _failed_round(stopped: str) -> bool:
+    """Whether an audit in rounds was stopped by a failure (the endpoint, storage, the
+    budget, Ctrl-C) rather than by its rule or its ceiling."""
+    return stopped.startswith("round ") and " stopped: " in stopped
 
 
 def _replay_spec(

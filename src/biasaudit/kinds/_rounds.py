@@ -422,11 +422,13 @@ def audit_until(
     stderr: TextIO | None = None,
     command: Sequence[str] | None = None,
     design: Design | None = None,
+    stopped: tuple[int, str] | None = None,
 ) -> Any:
     """Run ``spec`` in rounds of ``audit`` (the kind's run at one size) until its
     ``until`` rule holds; see the module docstring. Returns the last round's run.
     ``design``: the group-sequential design to follow (a replay's, as recorded) in
-    place of the one the growth plans.
+    place of the one the growth plans. ``stopped``: (rounds, why) of an audit a
+    failure stopped, which a replay stops where it did, whatever the cache holds now.
 
     Raises
     ------
@@ -478,6 +480,8 @@ def audit_until(
         rounds.append(Round(size=size, run_dir=str(result.run_dir), requests=counts.requests,
                             sent=counts.sent, figures=looks))  # fmt: skip
         reason = _settled(spec, looks, len(figures))
+        if reason is None and stopped is not None and len(rounds) >= stopped[0]:
+            reason = stopped[1]  # a replay stops where the original was stopped
         last_look = design.looks[-1] if design else most
         if reason is None and size >= last_look:
             reason = (

@@ -321,9 +321,11 @@ def run_spec(
     stderr: TextIO | None = None,
     command: Sequence[str] | None = None,
     design: Any = None,
+    stopped: tuple[int, str] | None = None,
 ) -> FinishedAudit:
     """Run the audit ``spec`` describes, whatever its kind: in rounds where it has
-    ``until`` (``design``: a group-sequential design to follow, as a replay does).
+    ``until`` (``design``: a group-sequential design to follow, as a replay does;
+    ``stopped``: where a failure stopped the rounds a replay repeats).
 
     Raises
     ------
@@ -344,7 +346,8 @@ def run_spec(
             raise UsageError(f"--until: a {kind.name} audit does not grow in rounds")
         growth = growth_for(kind.growth.load(), spec)
         ran = audit_until(spec, growth, kind.run.load(), provider=provider,
-                          stderr=stderr, command=command, design=design)  # fmt: skip
+                          stderr=stderr, command=command, design=design,
+                          stopped=stopped)  # fmt: skip
     else:
         ran = kind.run(spec, provider=provider, stderr=stderr, command=command)
     blocks = kind.run_blocks(ran.metrics, ran.run_dir)
