@@ -27,7 +27,7 @@ from tests.metrics.test_metrics_small_samples import (  # noqa: E402  (needs the
     coverage_table,
 )
 
-FULL = {"allocation": 60, "listwise": 40, "grade_score": 2000, "ruted": 2000}
+FULL = {"allocation": 60, "listwise": 40, "listwise_pools": 40, "grade_score": 2000, "ruted": 2000}
 
 
 def main() -> int:

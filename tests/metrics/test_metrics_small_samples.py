@@ -14,7 +14,8 @@ sized down (a few worlds, a loose bound); ``--calibration`` and
   every resume of two jobs; RABBI, δ and ΔDP at k=1 against 0.
 - **listwise**: pools of one candidate per group in a Latin square of
   orders (the Plackett-Luce ranker of ``test_metrics_listwise.py``); ΔDP at
-  k=1 against 0.
+  k=1 against 0, with 3-20 names per group (24 pools), and with 3-20 pools
+  (12 names per group).
 - **Grade Score**: per-item scores from a skewed Beta(2, 5); the mean
   score's interval against the population mean (from 5 items; fewer: none).
 - **RUTEd**: per-occupation leans d_o ~ N(0.1, 0.4) clipped to [-1, 1];
@@ -75,6 +76,13 @@ def listwise_misses(units: int, seed: int) -> dict[str, list[int | None]]:
     return {"listwise dp_gap": [_missed(r.low, r.high, 0.0) for r in gaps.itertuples()]}
 
 
+def listwise_pool_misses(units: int, seed: int) -> dict[str, list[int | None]]:
+    """The pools as the few units: 3 to 20 pools, 12 names per group."""
+    shown = listwise_world(seed, pools=units, names=12, resumes=8, name_sd=1.0)
+    gaps = listwise_figures(shown, reference="W_M", k_max=1, replicates=200, permutations=0).gaps
+    return {"listwise dp_gap (pools)": [_missed(r.low, r.high, 0.0) for r in gaps.itertuples()]}
+
+
 def grade_misses(units: int, seed: int) -> dict[str, list[int | None]]:
     values = np.random.default_rng(seed).beta(2, 5, units)
     low, high = item_interval(values)
@@ -96,6 +104,7 @@ def ruted_misses(units: int, seed: int) -> dict[str, list[int | None]]:
 WORLDS: dict[str, Callable[[int, int], dict[str, list[int | None]]]] = {
     "allocation": allocation_misses,
     "listwise": listwise_misses,
+    "listwise_pools": listwise_pool_misses,
     "grade_score": grade_misses,
     "ruted": ruted_misses,
 }
@@ -128,9 +137,11 @@ def allowed_misses(n: int) -> int:
 
 @pytest.mark.parametrize("kind", list(WORLDS))
 def test_intervals_hold_their_level_from_three_units_up(kind: str, full_size: bool) -> None:
-    seeds = {"allocation": 60, "listwise": 40, "grade_score": 2000, "ruted": 2000}[kind]
+    seeds = {"allocation": 60, "listwise": 40, "listwise_pools": 40, "grade_score": 2000,
+             "ruted": 2000}[kind]  # fmt: skip
     if not full_size:
-        seeds = {"allocation": 8, "listwise": 6, "grade_score": 400, "ruted": 400}[kind]
+        seeds = {"allocation": 8, "listwise": 6, "listwise_pools": 6, "grade_score": 400,
+                 "ruted": 400}[kind]  # fmt: skip
     table = coverage_table({kind: seeds})
     for (figure, units), (n, missed, _) in table.items():
         assert missed <= allowed_misses(n), (figure, units, n, missed)
