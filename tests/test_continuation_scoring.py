@@ -85,12 +85,18 @@ def test_every_label_is_scored_whole_and_the_score_is_its_expected_value(tmp_pat
 def test_an_endpoint_that_does_not_echo_fails_those_candidates_and_says_why(
     tmp_path: Path,
 ) -> None:
-    with OpenAIServer() as server:  # answers echo requests with 400
-        result = run(server, tmp_path, max_retries=0)
-    assert result.exit_code == 1
-    scores = pd.read_csv(result.run_dir / "scores.csv")
-    assert scores["score"].isna().all()
-    assert scores["error"].str.contains("echo is not supported").all()
+    from biasaudit.errors import NoAnswerError
+    from biasaudit.store.runs import read_manifest, read_responses
+
+    with OpenAIServer() as server, pytest.raises(NoAnswerError) as raised:  # echo: 400
+        run(server, tmp_path, max_retries=0)
+    # Every request failed: the run is failed, says why, and has no figures to mislead.
+    assert "every request failed" in str(raised.value)
+    assert "echo is not supported" in str(raised.value)
+    run_dir = Path(raised.value.run_dir or "")
+    assert read_manifest(run_dir).status == "failed"
+    assert not (run_dir / "scores.csv").exists()
+    assert all("echo is not supported" in (r.error or "") for r in read_responses(run_dir))
 
 
 def test_the_models_own_template_of_a_remote_model_is_asked_for_before_sending(

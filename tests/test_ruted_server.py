@@ -206,8 +206,14 @@ def test_every_listed_word_is_scored_whole_where_the_endpoint_echoes(tmp_path: P
 
 
 def test_an_endpoint_that_refuses_echo_fails_those_requests_and_says_why(tmp_path: Path) -> None:
-    with OpenAIServer(responder=planted) as server:
-        result = run(server, tmp_path, next_word="continuation", max_retries=0)
-    assert result.exit_code == 1 and result.metrics.requests.failures == 3 * 22
-    table = pd.read_csv(result.run_dir / "occupations.csv")
-    assert table["error"].str.contains("echo is not supported").all()
+    from biasaudit.errors import NoAnswerError
+    from biasaudit.store.runs import read_manifest, read_responses
+
+    with OpenAIServer(responder=planted) as server, pytest.raises(NoAnswerError) as raised:
+        run(server, tmp_path, next_word="continuation", max_retries=0)
+    assert "every request failed (66)" in str(raised.value)
+    assert "echo is not supported" in str(raised.value)
+    run_dir = Path(raised.value.run_dir or "")
+    manifest = read_manifest(run_dir)
+    assert manifest.status == "failed" and manifest.counts.failures == 3 * 22
+    assert all("echo is not supported" in (r.error or "") for r in read_responses(run_dir))

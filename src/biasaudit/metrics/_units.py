@@ -86,7 +86,7 @@ __all__ = [
 # p-value: a resample of one name is that name.
 MIN_UNITS = 2
 # Fewer than this: the interval is reported, with a warning that it rests on few units
-# (percentile intervals from so few clusters are too narrow).
+# (Student t intervals from so few clusters are honest but wide: nothing is flagged).
 FEW_UNITS = 8
 _SCORE_FIGURES = ("rabbi", "avg_gap", "jsd", "emd")
 _JSD_BINS = 10

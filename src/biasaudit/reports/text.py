@@ -44,7 +44,8 @@ def smoke_test_lines(fewest: int, unit: str, more: str, *, where: str = "") -> l
     return [
         "",
         f"SMOKE TEST: as few as {fewest} {unit}{where} (fewer than 8). Intervals from so few "
-        f"{unit} cover too little, so no figure below is flagged ('{TOO_FEW_TO_SAY}'):",
+        f"{unit} are wide (Student t) and say little, so no figure below is flagged "
+        f"('{TOO_FEW_TO_SAY}'):",
         f"read this run as the pipeline at work, not as a finding. An audit to sign: {more}.",
     ]
 

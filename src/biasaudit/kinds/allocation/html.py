@@ -119,8 +119,8 @@ def _headlines(metrics: AllocationMetrics) -> Section:
         blocks.append(
             Paragraph(
                 f"Smoke test: as few as {found.fewest} {found.unit} stand behind a group, fewer "
-                f"than 8. Intervals from so few {found.unit} cover too little, so nothing in this "
-                "report is flagged: read it as the pipeline at work, not as a finding.",
+                f"than 8. Intervals from so few {found.unit} are wide and say little, so nothing "
+                "in this report is flagged: read it as the pipeline at work, not as a finding.",
                 strong=True,
             )
         )

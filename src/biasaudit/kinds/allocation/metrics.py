@@ -694,7 +694,7 @@ def _unit_notes(figures: AllocationFigures, options: MetricOptions, notes: list[
         shown = ", ".join(f"{g} {n}" for g, n in few.items())
         notes.append(
             f"intervals rest on few {what} ({shown}; fewer than {FEW_UNITS} per group): "
-            f"they are too narrow to support a claim about a group; audit more {what}"
+            f"they are wide (Student t) and cannot support a claim about a group; audit more {what}"
         )
 
 

@@ -64,7 +64,7 @@ def _headline(metrics: ListwiseMetrics) -> Section:
     if smoke:
         sentences.append(
             f"Smoke test: as few as {fewest} names (else items) stand behind a group, fewer "
-            "than 8; intervals from so few cover too little, so no ratio is flagged."
+            "than 8; intervals from so few are wide and say little, so no ratio is flagged."
         )
     if beyond:
         sentences.append(

@@ -241,7 +241,7 @@ def score_listwise(
         if fewest < FEW_UNITS:
             notes.append(
                 f"a group has only {fewest} units (names, else items or candidates) behind "
-                "its rates: intervals from so few are too narrow to support a claim"
+                "its rates: intervals from so few are wide and cannot support a claim"
             )
     else:
         notes.append("no row holds a rank: no figure can be computed")

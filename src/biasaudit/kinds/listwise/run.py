@@ -91,7 +91,7 @@ def _write_results(
         if fewest < FEW_UNITS:
             notes.append(
                 f"a group has only {fewest} units (names, else items) behind its rates: "
-                "intervals from so few are too narrow to support a claim about a group (use "
+                "intervals from so few are wide and cannot support a claim about a group (use "
                 f"at least {FEW_UNITS} per group in the pools: more names, items or pools)"
             )
     failed = answers["error"].notna()
