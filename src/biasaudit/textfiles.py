@@ -217,11 +217,14 @@ def _bounded_cells(frame: pd.DataFrame, path: str | Path) -> None:
 
 def _size(size: int) -> str:
     """``1.5 MiB``: a byte count as a person reads it."""
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:,} bytes" if unit == "bytes" else f"{size:.3g} {unit}"
-        size /= 1024  # type: ignore[assignment]
-    return f"{size} bytes"
+    if size < 1024:
+        return f"{size:,} bytes"
+    scaled = float(size)
+    for unit in ("KiB", "MiB", "GiB"):
+        scaled /= 1024
+        if scaled < 1024 or unit == "GiB":
+            break
+    return f"{scaled:.3g} {unit}"
 
 
 def _unique_header(text: str, path: str | Path) -> None:

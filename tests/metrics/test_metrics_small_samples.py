@@ -149,9 +149,9 @@ def test_intervals_hold_their_level_from_three_units_up(kind: str, full_size: bo
         assert table["grade_score mean", 3][0] == 0
 
 
-def test_the_normal_interval_of_three_names_did_cover_too_little() -> None:
-    """What the issue found, kept as a check that the simulation can see it: with z in
-    place of t, 3 names per group miss 0 far more often than 5% of the time."""
+def test_t_on_few_units_widens_the_interval_and_hardly_on_many() -> None:
+    """The critical values the intervals above take: t on 2 degrees of freedom is 2.2
+    times z (3 units), on 19 under 1.07 times (20 units)."""
     from statistics import NormalDist
 
     from biasaudit.metrics._small_samples import critical_value
