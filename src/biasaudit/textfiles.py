@@ -194,6 +194,19 @@ def read_table(path: str | Path, what: str) -> pd.DataFrame:
     return frame
 
 
+def label_problem(label: str) -> str | None:
+    """What is wrong with ``label`` as an id or a label a user gave, or None: longer than
+    :data:`MOST_LABEL_CHARS`, or holding a NUL byte."""
+    if len(label) > MOST_LABEL_CHARS:
+        return (
+            f"{len(label):,} characters, {brief(label)}; a label may have at most "
+            f"{MOST_LABEL_CHARS:,}"
+        )
+    if "\0" in label:
+        return f"{brief(label)} holds a NUL byte (a binary or damaged file?)"
+    return None
+
+
 def _bounded_cells(frame: pd.DataFrame, path: str | Path) -> None:
     """Refuse a cell longer than :data:`MOST_CELL_CHARS`, or a label (a group, a name...)
     longer than :data:`MOST_LABEL_CHARS`, naming its line and column.
@@ -204,6 +217,13 @@ def _bounded_cells(frame: pd.DataFrame, path: str | Path) -> None:
         lengths = frame[column].str.len().to_numpy()
         if not lengths.size:
             continue
+        nul = frame[column].str.contains("\0", regex=False).to_numpy()
+        if nul.any():
+            row = int(nul.argmax())
+            raise InputError(
+                str(path), row + 2, column,
+                f"{brief(frame[column].iloc[row])} holds a NUL byte (a binary or damaged file?)",
+            )  # fmt: skip
         most = MOST_LABEL_CHARS if column in _LABEL_COLUMNS else MOST_CELL_CHARS
         row = int(lengths.argmax())
         if lengths[row] > most:

@@ -25,7 +25,7 @@ from biasaudit.errors import BiasauditError, InputError, UsageError
 from biasaudit.providers import ModelRequest
 from biasaudit.secrets import public_headers, redact_urls
 from biasaudit.store.runs import RunResult
-from biasaudit.textfiles import brief, json_object, text_lines
+from biasaudit.textfiles import brief, json_object, label_problem, text_lines
 
 __all__ = ["FanoutOptions", "FanoutResult", "fanout", "read_prompts", "run_fanout"]
 
@@ -104,6 +104,10 @@ def _parse_line(name: str, number: int, line: str) -> ModelRequest:
     data = json_object(name, number, line)
     if isinstance(data.get("id"), int):
         data["id"] = str(data["id"])
+    if isinstance(data.get("id"), str):
+        problem = label_problem(data["id"])
+        if problem:
+            raise InputError(name, number, "id", problem)
     try:
         return ModelRequest.model_validate(data)
     except ValidationError as error:

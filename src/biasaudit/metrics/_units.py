@@ -52,18 +52,19 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import scipy.stats
 from numpy.typing import ArrayLike, NDArray
 
 from biasaudit.metrics._allocation import _sorted_positions
 from biasaudit.metrics._gap_bootstrap import _PAIRWISE_MAX_POOL, _higher_and_tied_members
 from biasaudit.metrics._selection import _shares_of_places, top_k_shares
-from biasaudit.metrics._small_samples import RATIO_MIN_UNITS, critical_value
+from biasaudit.metrics._small_samples import P_FLOOR, RATIO_MIN_UNITS, critical_value, floor_p
 from biasaudit.metrics._validate import (
     FloatArray,
     as_float_array,
@@ -92,6 +93,15 @@ _SCORE_FIGURES = ("rabbi", "avg_gap", "jsd", "emd")
 _JSD_BINS = 10
 # Bootstrap replicates of the score figures computed at once (bounds memory).
 _BLOCK_CELLS = 4_000_000
+# From this many units of a one-way design (candidates, or items without names), the
+# bootstrap is the bag of little bootstraps (see :meth:`Units.resample`) and the
+# permutation tests read the permutation distribution's exact moments (:func:`_score_tests`).
+LITTLE_FROM = 20_000
+# A subset holds n ** 0.8 of n units: Kleiner et al. (2014, §3) find 0.6-0.8 enough for
+# smooth figures; JSD, a plug-in divergence biased upwards in small samples, needs the
+# larger subsets (its standard error is then ~20% wide at 30,000 units, less above).
+_LITTLE_GAMMA = 0.8
+_LITTLE_REPLICATES = 100  # resamples per subset (ibid.)
 
 
 @dataclass(frozen=True)
@@ -167,7 +177,24 @@ class Units:
         return found
 
     def resample(self, rng: np.random.Generator, replicates: int) -> Resamples:
-        """``replicates`` resamples of the units (see :class:`Resamples`)."""
+        """``replicates`` resamples of the units (see :class:`Resamples`).
+
+        From :data:`LITTLE_FROM` units of a one-way design, a (replicates x units)
+        matrix would be gigabytes and every figure would be computed over every
+        candidate in every replicate; there the resamples are a *bag of little
+        bootstraps* (Kleiner, Talwalkar, Sarkar & Jordan, "A scalable bootstrap for
+        massive data", JRSS B 76(4), 2014): replicates / 100 subsets, each holding
+        the same share n^0.8 / n of every stratum's units (drawn without
+        replacement), and 100 resamples of each that draw a stratum's N - 1 units
+        from its subset (multinomial weights). The spread of the replicates within
+        each subset estimates the standard error; :func:`_replicate_figures` pools
+        it (each subset's replicates are centred on their mean).
+        """
+        if self.names is None and self.items is not None:
+            size = int(self.items.max()) + 1
+            if size >= LITTLE_FROM and replicates >= 2 * _LITTLE_REPLICATES:
+                subsets = _little_subsets(rng, self.item_strata, size, replicates)
+                return Resamples(self, None, None, subsets)
         items = names = None
         if self.items is not None:
             size = int(self.items.max()) + 1
@@ -178,8 +205,14 @@ class Units:
         return Resamples(self, items, names)
 
     def weights(self, rng: np.random.Generator, replicates: int) -> NDArray[np.float64]:
-        """How often each candidate counts in each of ``replicates`` resamples, shaped (r, n)."""
-        return self.resample(rng, replicates).of(np.arange(self.units.size))
+        """How often each candidate counts in each of ``replicates`` resamples, shaped (r, n)
+        (always whole resamples, never little ones)."""
+        items = names = None
+        if self.items is not None:
+            items = _multiplicities(rng, self.item_strata, int(self.items.max()) + 1, replicates)
+        if self.names is not None:
+            names = _multiplicities(rng, self.name_strata, int(self.names.max()) + 1, replicates)
+        return Resamples(self, items, names).of(np.arange(self.units.size))
 
     def permutation_strata(self, units: NDArray[np.intp]) -> NDArray[np.intp]:
         """Within which stratum the group label of each of ``units`` (codes of
@@ -196,15 +229,36 @@ class Resamples:
 
     Small (replicates x units); :meth:`of` reads the weights of any set of
     candidates from them, so that no (replicates x all candidates) matrix is
-    ever built.
+    ever built. Little bootstraps (:meth:`Units.resample`) keep ``subsets``
+    instead: the replicates are theirs, subset after subset.
     """
 
     units: Units
     items: NDArray[np.float64] | None
     names: NDArray[np.float64] | None
+    subsets: tuple[_Subset, ...] = ()
+
+    @property
+    def replicates(self) -> int:
+        """How many replicates these are."""
+        if self.subsets:
+            return sum(subset.weights.shape[0] for subset in self.subsets)
+        drawn = self.items if self.items is not None else self.names
+        assert drawn is not None
+        return int(drawn.shape[0])
+
+    def blocks(self, cells: int) -> list[Resamples]:
+        """These replicates in consecutive blocks of about :data:`_BLOCK_CELLS` weights when
+        ``cells`` candidates are read. A little bootstrap is one block: its replicates are
+        centred over all its subsets together, and it reads a subset at a time anyway."""
+        if self.subsets:
+            return [self]
+        block = max(1, _BLOCK_CELLS // max(cells, 1))
+        return [self.rows(start, start + block) for start in range(0, self.replicates, block)]
 
     def of(self, positions: NDArray[np.intp]) -> NDArray[np.float64]:
         """The weights of the candidates at ``positions``, shaped (replicates, positions)."""
+        assert not self.subsets, "little bootstraps are read subset by subset"
         found: NDArray[np.float64] | None = None
         if self.items is not None and self.units.items is not None:
             found = self.items[:, self.units.items[positions]]
@@ -215,12 +269,62 @@ class Resamples:
         return found
 
     def rows(self, start: int, stop: int) -> Resamples:
-        """Replicates ``start`` to ``stop``."""
+        """Replicates ``start`` to ``stop`` (of whole resamples)."""
+        assert not self.subsets
         return Resamples(
             self.units,
             None if self.items is None else self.items[start:stop],
             None if self.names is None else self.names[start:stop],
         )
+
+
+@dataclass(frozen=True)
+class _Subset:
+    """One subset of a little bootstrap: its units' codes (sorted) and, per replicate, how
+    often each of them was drawn, shaped (replicates, codes)."""
+
+    codes: NDArray[np.intp]
+    weights: NDArray[np.int32]
+
+    def where(self, units: NDArray[np.intp], size: int) -> NDArray[np.intp]:
+        """The column of each of ``units`` in :attr:`weights`; -1 where not in the subset."""
+        column = np.full(size, -1, dtype=np.intp)
+        column[self.codes] = np.arange(self.codes.size)
+        found: NDArray[np.intp] = column[units]
+        return found
+
+
+def _little_subsets(
+    rng: np.random.Generator,
+    strata: Sequence[NDArray[np.intp]],
+    size: int,
+    replicates: int,
+) -> tuple[_Subset, ...]:
+    """The subsets of a bag of little bootstraps of ``size`` units (:meth:`Units.resample`)."""
+    share = size**_LITTLE_GAMMA / size
+    subsets = []
+    for count in _split(replicates, _LITTLE_REPLICATES):
+        codes, weights = [], []
+        for stratum in strata:
+            held = min(stratum.size, max(2, math.ceil(share * stratum.size)))
+            chosen = rng.choice(stratum, size=held, replace=False)
+            draws = max(stratum.size - 1, 1)
+            codes.append(chosen)
+            weights.append(rng.multinomial(draws, np.full(held, 1.0 / held), size=count))
+        order = np.argsort(np.concatenate(codes), kind="stable")
+        subsets.append(
+            _Subset(
+                np.concatenate(codes)[order].astype(np.intp),
+                np.concatenate(weights, axis=1)[:, order].astype(np.int32),
+            )
+        )
+    return tuple(subsets)
+
+
+def _split(total: int, part: int) -> list[int]:
+    """``total`` in parts of about ``part`` each (at least one part)."""
+    parts = max(1, round(total / part))
+    return [len(chunk) for chunk in np.array_split(np.arange(total), parts)]
 
 
 def _first_of(codes: NDArray[np.intp], values: NDArray[np.intp]) -> NDArray[np.intp]:
@@ -252,10 +356,19 @@ def _multiplicities(
     n - 1 times (n when n is 1; see the module docstring)."""
     counts = np.zeros(replicates * size, dtype=np.float64)
     offsets = (np.arange(replicates) * size)[:, None]
+    # Draws are counted in batches of about a quarter of the counts (one pass of
+    # bincount over all of them per batch, not one per stratum).
+    batch, held = [], 0
     for codes in strata:
         draws = max(codes.size - 1, 1)
         drawn = codes[rng.integers(0, codes.size, size=(replicates, draws))] + offsets
-        counts += np.bincount(drawn.ravel(), minlength=replicates * size)
+        batch.append(drawn.ravel())
+        held += drawn.size
+        if held * 4 >= counts.size:
+            counts += np.bincount(np.concatenate(batch), minlength=counts.size)
+            batch, held = [], 0
+    if batch:
+        counts += np.bincount(np.concatenate(batch), minlength=counts.size)
     return counts.reshape(replicates, size)
 
 
@@ -294,6 +407,9 @@ class AllocationFigures:
         ``pool_size``, ``subtasks``.
     n_bootstrap, n_permutations : int
     confidence : float
+    little_bootstrap : bool
+        Whether the units were many enough (:data:`LITTLE_FROM`) for a bag of little
+        bootstraps and the tests on the permutation law's moments.
     """
 
     table: pd.DataFrame
@@ -305,6 +421,7 @@ class AllocationFigures:
     n_bootstrap: int
     n_permutations: int
     confidence: float
+    little_bootstrap: bool = False
 
 
 @dataclass(frozen=True)
@@ -451,6 +568,7 @@ def allocation_figures(
         n_bootstrap=n_bootstrap,
         n_permutations=n_permutations,
         confidence=confidence,
+        little_bootstrap=bool(resamples.subsets),
     )
 
 
@@ -573,12 +691,51 @@ def _replicate_figures(
     values: FloatArray, cell: _Cell, edges: FloatArray, resamples: Resamples
 ) -> dict[str, FloatArray]:
     """The score figures of one cell in every replicate; NaN where a replicate left the
-    group or the reference without a candidate."""
+    group or the reference without a candidate.
+
+    Little bootstraps give each subset's replicates centred on the mean of all of them:
+    their spread is then the pooled spread within the subsets (Kleiner et al. 2014)."""
+    if resamples.subsets:
+        return _little_figures(values, cell, edges, resamples)
     w_a, w_b = resamples.of(cell.group), resamples.of(cell.reference)
     usable = (w_a.sum(axis=1) > 0) & (w_b.sum(axis=1) > 0)
     w_a[~usable], w_b[~usable] = 1.0, 1.0  # computed, then dropped
     found = _weighted_figures(values, cell, edges, w_a, w_b)
     return {figure: np.where(usable, column, np.nan) for figure, column in found.items()}
+
+
+def _little_figures(
+    values: FloatArray, cell: _Cell, edges: FloatArray, resamples: Resamples
+) -> dict[str, FloatArray]:
+    unit_of = resamples.units.units
+    size = int(unit_of.max()) + 1
+    parts: dict[str, list[FloatArray]] = {figure: [] for figure in _SCORE_FIGURES}
+    means: dict[str, list[float]] = {figure: [] for figure in _SCORE_FIGURES}
+    for subset in resamples.subsets:
+        count = subset.weights.shape[0]
+        column_a = subset.where(unit_of[cell.group], size)
+        column_b = subset.where(unit_of[cell.reference], size)
+        held_a, held_b = column_a >= 0, column_b >= 0
+        if not held_a.any() or not held_b.any():  # the subset holds none of one side
+            for figure in _SCORE_FIGURES:
+                parts[figure].append(np.full(count, np.nan))
+            continue
+        part = _Cell(cell.group[held_a], cell.reference[held_b])
+        w_a = subset.weights[:, column_a[held_a]].astype(np.float64)
+        w_b = subset.weights[:, column_b[held_b]].astype(np.float64)
+        usable = (w_a.sum(axis=1) > 0) & (w_b.sum(axis=1) > 0)
+        w_a[~usable], w_b[~usable] = 1.0, 1.0  # computed, then dropped
+        for figure, column in _weighted_figures(values, part, edges, w_a, w_b).items():
+            kept = np.where(usable, column, np.nan)
+            if usable.any():
+                means[figure].append(float(np.nanmean(kept)))
+                kept = kept - means[figure][-1]
+            parts[figure].append(kept)
+    # Centred within their subsets, around the subsets' grand mean.
+    return {
+        figure: np.concatenate(parts[figure]) + (np.mean(means[figure]) if means[figure] else 0.0)
+        for figure in _SCORE_FIGURES
+    }
 
 
 # --- score figures: RABBI, δ, JSD, EMD ------------------------------------------------
@@ -797,12 +954,9 @@ def _score_intervals(
 ) -> dict[Any, dict[str, tuple[float, float] | None]]:
     """Intervals of the score figures per subtask and of the headline, over ``units``
     (the fewer of the group's and the reference's)."""
-    n_bootstrap = _replicates_of(resamples)
     largest = max(cell.n for cell in cells.values())
-    block = max(1, min(n_bootstrap, _BLOCK_CELLS // largest))
     replicates: dict[int, dict[str, list[FloatArray]]] = {s: {} for s in cells}
-    for start in range(0, n_bootstrap, block):
-        rows = resamples.rows(start, start + block)
+    for rows in resamples.blocks(largest):
         for subtask, cell in cells.items():
             for figure, values in _replicate_figures(data.values, cell, edges, rows).items():
                 replicates[subtask].setdefault(figure, []).append(values)
@@ -825,12 +979,6 @@ def _score_intervals(
             units,
         )
     return result
-
-
-def _replicates_of(resamples: Resamples) -> int:
-    drawn = resamples.items if resamples.items is not None else resamples.names
-    assert drawn is not None
-    return int(drawn.shape[0])
 
 
 def _weight_present(per_subtask: FloatArray, weights: FloatArray) -> FloatArray:
@@ -883,7 +1031,11 @@ def _score_tests(
     n_permutations: int,
     rng: np.random.Generator,
 ) -> dict[Any, dict[str, float | None]]:
-    """Permutation p-values of RABBI and δ: the group labels of the units are shuffled."""
+    """Permutation p-values of RABBI and δ: the group labels of the units are shuffled.
+
+    From :data:`LITTLE_FROM` units, each one candidate (a one-way design), the
+    p-value is read from the permutation distribution's exact mean and variance
+    (:func:`_moment_tests`) instead of random relabellings."""
     unit_of = data.units.units
     units, inverse = np.unique(unit_of[pair], return_inverse=True)
     in_group = np.zeros(units.size, dtype=bool)
@@ -900,17 +1052,25 @@ def _score_tests(
         np.add.at(rank_sums[:, column], position[members], ranks)
         np.add.at(score_sums[:, column], position[members], data.values[members])
         np.add.at(counts[:, column], position[members], 1.0)
+    if data.units.names is None and units.size >= LITTLE_FROM and counts.sum() == units.size:
+        return _moment_tests(in_group, rank_sums, score_sums, counts, cells, weights)
     strata = data.units.permutation_strata(units)
-    arrangements, exact = _arrangements(in_group, strata, n_permutations, rng)
-    n_a = arrangements @ counts
     total = counts.sum(axis=0)
-    n_b = total - n_a
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rabbi = 2 * (arrangements @ rank_sums - n_a * (n_a + 1) / 2) / (n_a * n_b) - 1
-        score_a = arrangements @ score_sums
-        gap = score_a / n_a - (score_sums.sum(axis=0) - score_a) / n_b
+    statistics: dict[str, list[FloatArray]] = {"rabbi": [], "avg_gap": []}
+    exact = False
+    for arrangements, listed in _arrangements(in_group, strata, n_permutations, rng):
+        exact = listed
+        n_a = arrangements @ counts
+        n_b = total - n_a
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rabbi = 2 * (arrangements @ rank_sums - n_a * (n_a + 1) / 2) / (n_a * n_b) - 1
+            score_a = arrangements @ score_sums
+            gap = score_a / n_a - (score_sums.sum(axis=0) - score_a) / n_b
+        statistics["rabbi"].append(rabbi)
+        statistics["avg_gap"].append(gap)
     result: dict[Any, dict[str, float | None]] = {}
-    for figure, values in (("rabbi", rabbi), ("avg_gap", gap)):
+    for figure, blocks in statistics.items():
+        values = np.concatenate(blocks)
         observed, permuted = values[0], values[1:]
         for column, subtask in enumerate(cells):
             result.setdefault(subtask, {})[figure] = _p_two_sided(
@@ -921,26 +1081,87 @@ def _score_tests(
     return result
 
 
+def _moment_tests(
+    in_group: NDArray[np.bool_],
+    rank_sums: FloatArray,
+    score_sums: FloatArray,
+    counts: FloatArray,
+    cells: dict[int, _Cell],
+    weights: FloatArray,
+) -> dict[Any, dict[str, float | None]]:
+    """Two-sided p of RABBI and δ on the normal law with the permutation distribution's
+    exact mean and variance, units (one candidate each) shuffled within their subtask.
+
+    In a subtask of N = a + b candidates, the group's sum of n_a of N values x drawn
+    without replacement has mean a·x̄ and variance a·b·S²/N (S² with N - 1), so
+    RABBI = 2(R_a - a(a+1)/2)/(ab) - 1 on the ranks has mean 0 and variance
+    4·S²_rank/(a·b·N), and δ has mean 0 and variance N·S²/(a·b); subtasks are
+    shuffled independently, so the headline's variance is the weighted sum. At
+    this many units the permutation law is normal (Hoeffding's combinatorial
+    central limit theorem, Ann. Math. Stat. 22, 1951; Lehmann, "Nonparametrics",
+    1975, §1.3 for the ranks with ties), closer than 2,000 random relabellings
+    could tell.
+    """
+    result: dict[Any, dict[str, float | None]] = {}
+    for figure, sums in (("rabbi", rank_sums), ("avg_gap", score_sums)):
+        observed, variances = [], []
+        for column in range(len(cells)):
+            here = counts[:, column] > 0
+            x = sums[here, column]
+            mine = in_group[here]
+            a, b = int(mine.sum()), int((~mine).sum())
+            n = a + b
+            spread = float(np.var(x, ddof=1)) if n > 1 else 0.0
+            if figure == "rabbi":
+                value = 2 * (float(x[mine].sum()) - a * (a + 1) / 2) / (a * b) - 1
+                variance = 4 * spread / (a * b * n)
+            else:
+                value = float(x[mine].mean() - x[~mine].mean())
+                variance = n * spread / (a * b)
+            observed.append(value)
+            variances.append(variance)
+        for column, subtask in enumerate(cells):
+            result.setdefault(subtask, {})[figure] = _normal_p(observed[column], variances[column])
+        total = float(weights.sum())
+        headline = float(np.dot(observed, weights)) / total
+        variance = float(np.dot(np.square(weights), variances)) / total**2
+        result.setdefault(None, {})[figure] = _normal_p(headline, variance)
+    return result
+
+
+def _normal_p(observed: float, variance: float) -> float | None:
+    if math.isnan(observed):
+        return None
+    if variance <= 0:
+        return 1.0 if abs(observed) < 1e-12 else P_FLOOR
+    return floor_p(float(2 * scipy.stats.norm.sf(abs(observed) / math.sqrt(variance))))
+
+
 def _arrangements(
     in_group: NDArray[np.bool_],
     strata: NDArray[np.intp],
     n_permutations: int,
     rng: np.random.Generator,
-) -> tuple[FloatArray, bool]:
+) -> Iterator[tuple[FloatArray, bool]]:
     """The observed labelling (first row), then every relabelling (when they number at most
-    ``n_permutations`` and there is one stratum: exact) or ``n_permutations`` random ones."""
+    ``n_permutations`` and there is one stratum: exact) or ``n_permutations`` random ones,
+    in blocks of rows of at most about :data:`_BLOCK_CELLS` cells; with whether exact."""
     n, chosen = in_group.size, int(in_group.sum())
     observed = in_group.astype(float)[None, :]
     if np.unique(strata).size == 1 and math.comb(n, chosen) <= n_permutations:
         rows = np.zeros((math.comb(n, chosen), n))
         for row, picked in enumerate(itertools.combinations(range(n), chosen)):
             rows[row, list(picked)] = 1.0
-        return np.vstack([observed, rows]), True
-    rows = np.repeat(observed, n_permutations, axis=0)
-    for stratum in np.unique(strata):
-        members = np.flatnonzero(strata == stratum)
-        rows[:, members] = rng.permuted(rows[:, members], axis=1)
-    return np.vstack([observed, rows]), False
+        yield np.vstack([observed, rows]), True
+        return
+    yield observed, False
+    block = max(1, _BLOCK_CELLS // max(n, 1))
+    members_of = [np.flatnonzero(strata == stratum) for stratum in np.unique(strata)]
+    for start in range(0, n_permutations, block):
+        rows = np.repeat(observed, min(block, n_permutations - start), axis=0)
+        for members in members_of:
+            rows[:, members] = rng.permuted(rows[:, members], axis=1)
+        yield rows, False
 
 
 def _p_two_sided(observed: float, permuted: FloatArray, exact: bool) -> float | None:
@@ -957,6 +1178,8 @@ def _p_two_sided(observed: float, permuted: FloatArray, exact: bool) -> float | 
 
 # --- selection: ΔDP, ΔEO, selection rates --------------------------------------------
 
+_RATES = ("selection_rate", "true_positive_rate")
+
 
 class _Selection:
     """Top-k selection in balanced pools, per subtask, for a set of candidate weights."""
@@ -967,6 +1190,10 @@ class _Selection:
         self.n_groups = len(data.group_ids)
         # Dense ranks order (and tie) the candidates exactly as their scores do.
         self.ranks: NDArray[np.intp] = np.unique(data.values, return_inverse=True)[1]
+        self._in_subtask = [data.subtasks == s for s in range(len(data.subtask_ids))]
+        self._members: dict[tuple[int, int], NDArray[np.intp]] = {}  # of the own groups
+        self._counts: dict[str, FloatArray] = {}
+        self._units: dict[int, int] = {}
 
     def tally(
         self,
@@ -977,22 +1204,62 @@ class _Selection:
         """Places won per (candidate, k) and appearances per candidate for one set of
         weights (and of group labels: the candidates' own by default). A candidate is
         pooled within its own subtask only."""
-        data = self.data
-        groups = data.groups if groups is None else groups
-        n = data.values.size
+        n = self.data.values.size
         places = np.zeros((n, self.k_max))
         shown = np.zeros(n)
-        for subtask in range(len(data.subtask_ids)):
-            here = data.subtasks == subtask
-            pools = self._pools(here, weights, groups, rng)
-            if pools is None:
-                continue
-            shares = self._shares(pools)
+        for pools, shares in self._drawn(weights, rng, groups):
             flat = pools.ravel()
             for k in range(self.k_max):
                 places[:, k] += np.bincount(flat, shares[:, :, k].ravel(), minlength=n)
             shown += np.bincount(flat, minlength=n)
         return places, shown
+
+    def _drawn(
+        self,
+        weights: NDArray[np.int64],
+        rng: np.random.Generator,
+        groups: NDArray[np.intp] | None,
+    ) -> Iterator[tuple[NDArray[np.intp], FloatArray]]:
+        """Per subtask that fills a pool: its pools and each member's share of the places."""
+        data = self.data
+        groups = data.groups if groups is None else groups
+        own = groups is data.groups
+        for subtask in range(len(data.subtask_ids)):
+            pools = self._pools(subtask, weights, groups, rng, own)
+            if pools is not None:
+                yield pools, self._shares(pools)
+
+    def _tallied_rates(
+        self,
+        weights: NDArray[np.int64],
+        rng: np.random.Generator,
+        groups: NDArray[np.intp] | None = None,
+    ) -> dict[str, FloatArray]:
+        """Per (subtask, group, k): selection rate and true positive rate (NaN where none
+        was shown) of one selection, tallied per (subtask, group) as the pools are read:
+        nothing per candidate, whatever their number."""
+        data = self.data
+        groups = data.groups if groups is None else groups
+        cells = len(data.subtask_ids) * self.n_groups
+        keys = data.subtasks * self.n_groups + groups
+        won = {figure: np.zeros((cells, self.k_max)) for figure in _RATES}
+        seen = {figure: np.zeros(cells) for figure in _RATES}
+        for pools, shares in self._drawn(weights, rng, groups):
+            flat = pools.ravel()
+            for figure in _RATES:
+                kept = slice(None) if figure == "selection_rate" else data.qualified[flat] == 1
+                own = keys[flat][kept]
+                seen[figure] += np.bincount(own, minlength=cells)
+                for k in range(self.k_max):
+                    won[figure][:, k] += np.bincount(
+                        own, shares[:, :, k].ravel()[kept], minlength=cells
+                    )
+        out = {}
+        for figure in _RATES:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                rates = won[figure] / seen[figure][:, None]
+            out[figure] = rates.reshape(len(data.subtask_ids), self.n_groups, self.k_max)
+        return out
 
     def _shares(self, pools: NDArray[np.intp]) -> FloatArray:
         """Each member's share of the k places, shaped (pool, member, k)."""
@@ -1004,30 +1271,35 @@ class _Selection:
 
     def _pools(
         self,
-        here: NDArray[np.bool_],
+        subtask: int,
         weights: NDArray[np.int64],
         groups: NDArray[np.intp],
         rng: np.random.Generator,
+        own: bool,
     ) -> NDArray[np.intp] | None:
-        """Pools of candidate positions, shaped (rounds, pool size), or None if none fills."""
+        """Pools of candidate positions, shaped (rounds, pool size), or None if none fills.
+        ``own``: ``groups`` are the candidates' own labels (their members are kept)."""
         rounds = self.n_rounds
+        here = self._in_subtask[subtask]
         if self.pool == "random":
             members = _expanded(np.flatnonzero(here), weights)
             per_shuffle = members.size // self.pool_size
             if per_shuffle == 0:
                 return None
-            shuffles = -(-rounds // per_shuffle)
-            keys = rng.random((shuffles, members.size)).argsort(axis=1)
-            chunks = members[keys[:, : per_shuffle * self.pool_size]]
-            return chunks.reshape(-1, self.pool_size)[:rounds]
+            return _shuffled_in_turn(
+                members, rounds * self.pool_size, rng, per_shuffle * self.pool_size
+            ).reshape(-1, self.pool_size)
         columns = []
         for group in range(self.n_groups):
-            members = _expanded(np.flatnonzero(here & (groups == group)), weights)
+            found = self._members.get((subtask, group)) if own else None
+            if found is None:
+                found = np.flatnonzero(here & (groups == group))
+                if own:
+                    self._members[(subtask, group)] = found
+            members = _expanded(found, weights)
             if members.size == 0:
                 return None
-            shuffles = -(-rounds // members.size)
-            keys = rng.random((shuffles, members.size)).argsort(axis=1)
-            columns.append(members[keys].ravel()[:rounds])
+            columns.append(_shuffled_in_turn(members, rounds, rng, members.size))
         return np.stack(columns, axis=1)
 
     def rates(
@@ -1037,15 +1309,14 @@ class _Selection:
         (none where a group has too few units)."""
         data = self.data
         ones = np.ones(data.values.size, dtype=np.int64)
-        places, shown = self.tally(ones, np.random.default_rng(seeds[2]))
-        estimates = self._rates(places, shown)
+        estimates = self._tallied_rates(ones, np.random.default_rng(seeds[2]))
         few = min(self._units_per_group().values()) < MIN_UNITS
         replicate_rates = []
         if not few:
             rng = np.random.default_rng(seeds[2].spawn(1)[0])
             for _ in range(n_bootstrap):
                 weights = data.units.weights(rng, 1)[0].astype(np.int64)
-                replicate_rates.append(self._rates(*self.tally(weights, rng)))
+                replicate_rates.append(self._tallied_rates(weights, rng))
         return estimates, replicate_rates
 
     def impact(
@@ -1144,46 +1415,27 @@ class _Selection:
         return self._rows(estimates, replicate_rates, confidence)
 
     def _units_per_group(self) -> dict[int, int]:
-        units = self.data.units.units
-        return {g: int(np.unique(units[self.data.groups == g]).size) for g in range(self.n_groups)}
-
-    def _rates(
-        self, places: FloatArray, shown: FloatArray, groups: NDArray[np.intp] | None = None
-    ) -> dict[str, FloatArray]:
-        """Per (subtask, group, k): selection rate, true positive rate; NaN where none shown."""
-        data = self.data
-        groups = data.groups if groups is None else groups
-        n_subtasks = len(data.subtask_ids)
-        cells = n_subtasks * self.n_groups
-        keys = data.subtasks * self.n_groups + groups
-        out = {}
-        for figure, mask in (
-            ("selection_rate", None),
-            ("true_positive_rate", data.qualified == 1),
-        ):
-            own = keys if mask is None else keys[mask]
-            won_at = places if mask is None else places[mask]
-            seen = np.bincount(own, shown if mask is None else shown[mask], minlength=cells)
-            won = np.stack(
-                [np.bincount(own, won_at[:, k], minlength=cells) for k in range(self.k_max)],
-                axis=1,
-            )
-            with np.errstate(divide="ignore", invalid="ignore"):
-                rates = won / seen[:, None]
-            out[figure] = rates.reshape(n_subtasks, self.n_groups, self.k_max)
-        return out
+        if not self._units:
+            units = self.data.units.units
+            for g in range(self.n_groups):
+                self._units[g] = int(np.unique(units[self.data.groups == g]).size)
+        return dict(self._units)
 
     def _weights(self, figure: str) -> FloatArray:
         """Per (subtask, group): its candidates and the reference's (qualified ones for EO)."""
-        data = self.data
-        mask = np.ones(data.values.size, dtype=bool)
-        if figure in ("true_positive_rate", "eo_gap"):
-            mask = data.qualified == 1
-        counts = np.zeros((len(data.subtask_ids), self.n_groups))
-        np.add.at(counts, (data.subtasks[mask], data.groups[mask]), 1.0)
-        if figure in ("dp_gap", "eo_gap"):
-            counts = counts + counts[:, [data.reference]]
-        return counts
+        if figure not in self._counts:
+            data = self.data
+            mask = np.ones(data.values.size, dtype=bool)
+            if figure in ("true_positive_rate", "eo_gap"):
+                mask = data.qualified == 1
+            shape = (len(data.subtask_ids), self.n_groups)
+            keys = data.subtasks[mask] * self.n_groups + data.groups[mask]
+            counts: FloatArray = np.bincount(keys, minlength=shape[0] * shape[1]).astype(float)
+            counts = counts.reshape(shape)
+            if figure in ("dp_gap", "eo_gap"):
+                counts = counts + counts[:, [data.reference]]
+            self._counts[figure] = counts
+        return self._counts[figure].copy()
 
     def _aggregate(self, figure: str, per_subtask: FloatArray) -> FloatArray:
         """Headline per (group, k) of a (..., subtask, group, k) array: weighted subtask mean."""
@@ -1273,7 +1525,7 @@ class _Selection:
         statistic = np.zeros((n_permutations + 1, self.k_max))
         for row in range(n_permutations + 1):
             groups = data.groups if row == 0 else labels[inverse]
-            rates = self._rates(*self.tally(ones, rng, groups), groups)["selection_rate"]
+            rates = self._tallied_rates(ones, rng, groups)["selection_rate"]
             statistic[row] = self._spread(rates)
             labels = self._shuffled(labels, strata, 1, rng)[0]
         rows = []
@@ -1307,6 +1559,23 @@ class _Selection:
             members = np.flatnonzero(strata == stratum)
             rows[:, members] = rng.permuted(rows[:, members], axis=1)
         return rows
+
+
+def _shuffled_in_turn(
+    members: NDArray[np.intp], count: int, rng: np.random.Generator, used: int
+) -> NDArray[np.intp]:
+    """``count`` of ``members`` taken in turn from shuffles of them (the first ``used`` of
+    each shuffle), reshuffled once a shuffle is used up: the balanced draw.
+
+    Where one shuffle covers ``count`` and ``members`` are many times more, the first
+    ``count`` of a shuffle are a sample without replacement, drawn as such (in
+    O(count), not a sort of every member)."""
+    if count * 8 <= used and members.size >= 10_000:
+        return members[rng.choice(members.size, size=count, replace=False)]
+    shuffles = -(-count // used)
+    keys = rng.random((shuffles, members.size)).argsort(axis=1)
+    found: NDArray[np.intp] = members[keys[:, :used]].ravel()[:count]
+    return found
 
 
 def _expanded(positions: NDArray[np.intp], weights: NDArray[np.int64]) -> NDArray[np.intp]:

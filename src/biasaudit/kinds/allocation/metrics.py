@@ -331,9 +331,15 @@ _HEADLINE = (
     "and the reference (qualified ones for ΔEO and the '_qualified' figures)"
 )
 _METHOD = (
-    "estimate ± z·SE, the SE from a bootstrap of the units (names within groups and items "
-    "within subtasks, crossed: the pigeonhole bootstrap; n-1 of n units per stratum), "
+    "estimate ± t·SE (Student t on the fewer units), the SE from a bootstrap of the units "
+    "(names within groups and items within subtasks, crossed: the pigeonhole bootstrap; "
+    "n-1 of n units per stratum), "
     "clipped to the figure's range; p-values: permutation of the units' group labels"
+)
+_LITTLE = (
+    "; with this many units, a bag of little bootstraps (Kleiner et al. 2014: subsets of "
+    "n^0.8 units, resampled to full size) and p-values from the permutation law's exact "
+    "mean and variance (normal law)"
 )
 
 
@@ -430,7 +436,7 @@ def allocation_results(
         ],
         intervals=IntervalSummary(
             units=figures.unit_kind,
-            method=_METHOD,
+            method=_METHOD + (_LITTLE if figures.little_bootstrap else ""),
             bootstrap=options.bootstrap,
             gap_bootstrap=None if options.pairwise else options.gap_bootstrap,
             permutations=options.bootstrap,

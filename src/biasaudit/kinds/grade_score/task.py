@@ -60,7 +60,15 @@ from biasaudit.kinds.grade_score.spec import GRADE_SCORE_PROMPTS, GradeScoreSpec
 from biasaudit.kinds.prompt import PromptTemplate
 from biasaudit.probes import ChoiceAnswer, ChoiceProbe
 from biasaudit.providers import ModelRequest, Provider
-from biasaudit.textfiles import DATA_DIR, PROMPTS_DIR, json_object, load_yaml, text_lines
+from biasaudit.textfiles import (
+    DATA_DIR,
+    PROMPTS_DIR,
+    brief,
+    json_object,
+    label_problem,
+    load_yaml,
+    text_lines,
+)
 
 __all__ = [
     "DEMO_ITEMS",
@@ -209,9 +217,12 @@ def read_items(path: str | Path) -> tuple[GradeItem, ...]:
         if not line.strip():
             continue
         item = _parse_item(name, number, line)
+        problem = label_problem(item.id)
+        if problem:
+            raise InputError(name, number, "id", problem)
         if item.id in seen:
             raise InputError(
-                name, number, "id", f"{item.id!r} already appears on line {seen[item.id]}"
+                name, number, "id", f"{brief(item.id)} already appears on line {seen[item.id]}"
             )
         seen[item.id] = number
         if items and item.n_options != items[0].n_options:
