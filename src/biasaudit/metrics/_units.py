@@ -186,7 +186,7 @@ class Units:
         massive data", JRSS B 76(4), 2014): replicates / 100 subsets, each holding
         the same share n^0.8 / n of every stratum's units (drawn without
         replacement), and 100 resamples of each that draw a stratum's N - 1 units
-        from its subset (multinomial weights). The spread of the replicates within
+        from its subset (Poisson weights of that mean, see :func:`_little_subsets`). The spread of the replicates within
         each subset estimates the standard error; :func:`_replicate_figures` pools
         it (each subset's replicates are centred on their mean).
         """
@@ -310,7 +310,11 @@ def _little_subsets(
             chosen = rng.choice(stratum, size=held, replace=False)
             draws = max(stratum.size - 1, 1)
             codes.append(chosen)
-            weights.append(rng.multinomial(draws, np.full(held, 1.0 / held), size=count))
+            # Poisson weights of mean (N - 1) / b: the multinomial's counts but for their
+            # sum, which no figure reads (each normalises its weights); a draw per unit,
+            # where a multinomial costs a binomial draw per unit (Chamandy, Muralidharan,
+            # Najmi & Naidu, "Estimating uncertainty for massive data streams", 2012).
+            weights.append(rng.poisson(draws / held, size=(count, held)))
         order = np.argsort(np.concatenate(codes), kind="stable")
         subsets.append(
             _Subset(

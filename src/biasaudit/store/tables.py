@@ -27,6 +27,8 @@ __all__ = ["neutralise", "read_csv", "restore", "write_csv"]
 
 # Any number of quotes, then a character a spreadsheet starts a formula with.
 _TRIGGER = re.compile(r"^'*[=+\-@\t\r]")
+# A cell neutralise quoted: a quote, then any quotes, then a trigger.
+_QUOTED = re.compile(r"^''*[=+\-@\t\r]")
 _NUMBER = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$")
 
 
@@ -47,11 +49,19 @@ def restore(value: Any) -> Any:
 
 def write_csv(frame: pd.DataFrame, target: str | Path | IO[str]) -> None:
     """``frame`` as CSV (no index, RFC 4180 line ends), every text cell and header
-    neutralised."""
-    safe = frame.copy()
+    neutralised (a column at a time, touching only the cells that need it)."""
+    safe = frame.copy(deep=False)
     for column in safe.columns:
-        if _texts(safe[column]):
-            safe[column] = safe[column].map(neutralise, na_action="ignore")
+        values = safe[column]
+        if _texts(values):
+            texts = values.astype(object)
+            starts = texts.str.match(_TRIGGER.pattern, na=False)
+            if starts.any():
+                quoted = starts & ~texts.str.match(_NUMBER.pattern, na=False)
+                if quoted.any():
+                    texts = texts.copy()
+                    texts[quoted] = "'" + texts[quoted]
+                    safe[column] = texts
     safe.columns = [neutralise(str(c)) if isinstance(c, str) else c for c in safe.columns]
     # CRLF ends a record (RFC 4180): a cell holding a carriage return or a newline is
     # then quoted, where with "\n" alone a lone "\r" would be written bare and split it.
@@ -64,10 +74,25 @@ def read_csv(source: str | Path | IO[str], **options: Any) -> pd.DataFrame:
 
     frame = pd.read_csv(source, **options)
     for column in frame.columns:
-        if _texts(frame[column]):
-            frame[column] = frame[column].map(restore, na_action="ignore")
+        values = frame[column]
+        if _texts(values):
+            texts = values.astype(object)
+            quoted = texts.str.match(_QUOTED.pattern, na=False)
+            if quoted.any():
+                texts = texts.copy()
+                texts[quoted] = texts[quoted].str.slice(1)
+                frame[column] = _as(texts, values.dtype)
     frame.columns = [restore(c) for c in frame.columns]
     return frame
+
+
+def _as(texts: pd.Series, dtype: Any) -> pd.Series:
+    """``texts`` (object) back in a text column's own dtype."""
+    import pandas as pd
+
+    if isinstance(dtype, pd.CategoricalDtype):
+        return texts.astype("category")
+    return texts.astype(dtype)
 
 
 def _texts(column: pd.Series) -> bool:
