@@ -86,3 +86,18 @@ def test_hostile_names_reach_no_run_csv_or_export_as_formulas(tmp_path: Path) ->
         else:
             names = {json.loads(line)["name"] for line in text.splitlines()}
             assert names >= set(NAMES)  # JSON keeps the raw value
+
+
+def test_columns_without_text_or_with_mixed_values_are_written_as_they_are() -> None:
+    frame = pd.DataFrame(
+        {"flag": [True, False], "mixed": ["=SUM(A1)", 1], "number": ["-1", "@x"]}, dtype=object
+    )
+    buffer = io.StringIO()
+    write_csv(frame, buffer)
+    assert buffer.getvalue().splitlines() == [
+        "flag,mixed,number", "True,'=SUM(A1),-1", "False,1,'@x"
+    ]  # fmt: skip
+    back = read_csv(io.StringIO(buffer.getvalue()))
+    assert back["flag"].tolist() == [True, False]
+    assert back["mixed"].tolist() == ["=SUM(A1)", "1"]
+    assert back["number"].tolist() == ["-1", "@x"]

@@ -169,6 +169,20 @@ def test_importing_the_metrics_loads_no_engine_and_no_sdk() -> None:
     assert all(m == "biasaudit" or m.startswith("biasaudit.metrics") for m in loaded), loaded
 
 
+def test_loading_the_kinds_and_their_metrics_loads_no_scipy() -> None:
+    """SciPy takes over a second to load: the registry, every kind's run and metrics
+    modules and the allocation statistics import it where a figure needs it."""
+    modules = ["biasaudit.kinds.registry", "biasaudit.kinds.allocation.run",
+               "biasaudit.kinds.allocation.metrics", "biasaudit.metrics._units"]  # fmt: skip
+    code = (
+        f"import json, sys; import {', '.join(modules)}; "
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('scipy'))))"
+    )
+    loaded = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True,
+                                       text=True, check=True).stdout)  # fmt: skip
+    assert loaded == [], loaded[:5]
+
+
 KIND_FOLDERS = ("allocation", "grade_score", "ruted", "listwise")
 
 

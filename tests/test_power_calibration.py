@@ -136,14 +136,14 @@ def test_audits_planned_at_80_percent_power_detect_the_planted_gap_75_to_85_perc
     detect = abs(TRUTH_THREE["B_M"])
     detected = runs = 0
     sizes = []
-    for pilot in range(8 if full_size else 2):
+    for pilot in range(8 if full_size else 1):
         like = run_at(where, 30, 7000 + pilot).run_dir
         plan = planned(where.spec(names_per_group=30, like=str(like), detect=detect), 1)
         assert plan.how.startswith("SE² = A/names + B")
         size = plan.models["B_M"].names_for(detect, 0.8)
         assert size is not None
         sizes.append(size)
-        for seed in range(20 if full_size else 6):
+        for seed in range(20 if full_size else 4):
             _, (low, high) = gap_at_k1(run_at(where, size, 8000 + 100 * pilot + seed), "B_M")
             detected += high < 0 or low > 0
             runs += 1
@@ -169,7 +169,7 @@ def test_runs_stopped_by_until_keep_their_coverage_and_false_alarm_rate(
     held = intervals = false_alarms = false_settled = 0
     designs = set()
     detect = abs(TRUTH_THREE["B_M"])
-    audits = 32 if full_size else 8
+    audits = 32 if full_size else 4
     for seed in range(audits):
         fields: dict[str, Any] = {"detect": detect, "names_per_group": 10,
                                   "round_names": 10, "max_names": 40}  # fmt: skip
@@ -210,7 +210,7 @@ def test_until_decided_spends_less_than_the_fixed_size_its_power_plan_recommends
     fixed = plan.models["B_M"].names_for(detect, 0.8)
     assert fixed is not None
     used, sent, declared = [], [], 0
-    audits = 30 if full_size else 8
+    audits = 30 if full_size else 4
     for seed in range(audits):
         record = run_until(where, 90_000 + seed, detect=detect, names_per_group=3,
                            max_names=400, like=str(like))  # fmt: skip
@@ -224,7 +224,7 @@ def test_until_decided_spends_less_than_the_fixed_size_its_power_plan_recommends
         assert float(np.mean(used)) < fixed, (used, fixed)
         assert float(np.mean(sent)) < fixed_requests
         assert declared / audits >= 0.6, declared
-    else:  # the saving is a few percent: 8 audits show the design at work, not the saving
+    else:  # the saving is a few percent: 4 audits show the design at work, not the saving
         assert float(np.mean(used)) < 1.5 * fixed, (used, fixed)
         assert wilson(declared, audits)[1] >= 0.6, declared
 
@@ -258,14 +258,14 @@ def test_listwise_audits_planned_at_80_percent_power_detect_the_gap_about_as_oft
 
     detected = runs = 0
     sizes = []
-    for pilot in range(8 if full_size else 2):
+    for pilot in range(8 if full_size else 1):
         like, _ = gap(30, 300 + pilot)
         plan = listwise_planned(where.spec(method="listwise", names_per_group=100, pools=30,
                                            like=str(like), detect=detect), 1)  # fmt: skip
         size = plan.models["B_M"].names_for(detect, 0.8)
         assert size is not None
         sizes.append(size)
-        for seed in range(15 if full_size else 4):
+        for seed in range(15 if full_size else 3):
             low, high = gap(size, 40_000 + 100 * pilot + seed)[1]
             detected += high < 0 or low > 0
             runs += 1

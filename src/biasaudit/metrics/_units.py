@@ -58,7 +58,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import scipy.stats
 from numpy.typing import ArrayLike, NDArray
 
 from biasaudit.metrics._allocation import _sorted_positions
@@ -186,9 +185,10 @@ class Units:
         massive data", JRSS B 76(4), 2014): replicates / 100 subsets, each holding
         the same share n^0.8 / n of every stratum's units (drawn without
         replacement), and 100 resamples of each that draw a stratum's N - 1 units
-        from its subset (Poisson weights of that mean, see :func:`_little_subsets`). The spread of the replicates within
-        each subset estimates the standard error; :func:`_replicate_figures` pools
-        it (each subset's replicates are centred on their mean).
+        from its subset (Poisson weights of that mean, see :func:`_little_subsets`).
+        The spread of the replicates within each subset estimates the standard
+        error; :func:`_replicate_figures` pools it (each subset's replicates are
+        centred on their mean).
         """
         if self.names is None and self.items is not None:
             size = int(self.items.max()) + 1
@@ -1138,7 +1138,8 @@ def _normal_p(observed: float, variance: float) -> float | None:
         return None
     if variance <= 0:
         return 1.0 if abs(observed) < 1e-12 else P_FLOOR
-    return floor_p(float(2 * scipy.stats.norm.sf(abs(observed) / math.sqrt(variance))))
+    # The normal tail from the complementary error function: scipy is not loaded for it.
+    return floor_p(math.erfc(abs(observed) / math.sqrt(2 * variance)))
 
 
 def _arrangements(

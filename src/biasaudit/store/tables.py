@@ -55,9 +55,9 @@ def write_csv(frame: pd.DataFrame, target: str | Path | IO[str]) -> None:
         values = safe[column]
         if _texts(values):
             texts = values.astype(object)
-            starts = texts.str.match(_TRIGGER.pattern, na=False)
+            starts = _matches(texts, _TRIGGER)
             if starts.any():
-                quoted = starts & ~texts.str.match(_NUMBER.pattern, na=False)
+                quoted = starts & ~_matches(texts, _NUMBER)
                 if quoted.any():
                     texts = texts.copy()
                     texts[quoted] = "'" + texts[quoted]
@@ -77,13 +77,21 @@ def read_csv(source: str | Path | IO[str], **options: Any) -> pd.DataFrame:
         values = frame[column]
         if _texts(values):
             texts = values.astype(object)
-            quoted = texts.str.match(_QUOTED.pattern, na=False)
+            quoted = _matches(texts, _QUOTED)
             if quoted.any():
                 texts = texts.copy()
                 texts[quoted] = texts[quoted].str.slice(1)
                 frame[column] = _as(texts, values.dtype)
     frame.columns = [restore(c) for c in frame.columns]
     return frame
+
+
+def _matches(texts: pd.Series, pattern: re.Pattern[str]) -> pd.Series:
+    """Whether each cell is a text that ``pattern`` matches at its start."""
+    try:
+        return texts.str.match(pattern.pattern, na=False).astype(bool)
+    except AttributeError:  # no text in the column at all (flags, numbers as objects)
+        return texts.map(lambda value: False)
 
 
 def _as(texts: pd.Series, dtype: Any) -> pd.Series:
