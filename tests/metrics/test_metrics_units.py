@@ -9,6 +9,8 @@ the truth (0) about 95% of the time, and intervals over candidates do not.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -232,11 +234,15 @@ def test_the_omnibus_test_finds_a_planted_group_and_holds_its_level_without_one(
     assert rejected <= 6  # level 0.05 of 40: 2 expected; P(7 or more) < 0.01
 
 
-def test_intervals_over_names_cover_the_truth_and_intervals_over_candidates_do_not() -> None:
-    """Per-name effects planted, no group effect: every population gap is 0."""
+def test_intervals_over_names_cover_the_truth_and_intervals_over_candidates_do_not(
+    full_size: bool,
+) -> None:
+    """Per-name effects planted, no group effect: every population gap is 0 (120 worlds
+    under ``--calibration``, 60 in the suite)."""
     covered: dict[str, list[bool]] = {}
     rejected = []
-    for seed in range(120):
+    worlds = 120 if full_size else 60
+    for seed in range(worlds):
         frame = screening(np.random.default_rng(seed), names=8, name_sd=0.8)
         found = all_figures_of(frame, seed=seed)
         table = found.table
@@ -256,7 +262,8 @@ def test_intervals_over_names_cover_the_truth_and_intervals_over_candidates_do_n
         )
     rates = {figure: float(np.mean(hits)) for figure, hits in covered.items()}
     for figure in ("rabbi", "avg_gap", "dp_gap", "eo_gap", "impact_ratio"):
-        assert 0.88 <= rates[figure] <= 1.0, rates  # 95% of 120: 0.88 is 3 SE below
+        # 95% of the worlds: 3 binomial SEs below (0.88 of 120, 0.86 of 60).
+        assert 0.95 - 3 * math.sqrt(0.95 * 0.05 / worlds) <= rates[figure] <= 1.0, rates
     assert rates["rabbi over candidates"] < 0.8, rates
     assert np.mean(rejected) <= 0.1
 
