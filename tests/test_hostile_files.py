@@ -154,3 +154,51 @@ def test_grade_score_item_files(tmp_path: Path, variant: str) -> None:
     assert result.exception is None or isinstance(result.exception, SystemExit)
     assert path.name in result.output and len(result.output) < 5_000
     assert not runs.exists() or not any(runs.iterdir())
+
+
+YAML_VARIANTS = {
+    "empty": b"",
+    "latin-1": "key: r\xe9sum\xe9\n".encode("latin-1"),
+    "NUL byte": b"key: a\0b\n",
+    "random bytes": np.random.default_rng(4).bytes(4096),
+    "open bracket": b"jobs: [a, b\n",
+    "duplicate key": b"jobs: []\njobs: []\n",
+    "huge": f"# {'y' * 2_000_000}\n".encode(),
+}
+TASK_FILES = {
+    "names": (["run", "resume-screening", "--model", "sim/fair", "--names"],
+              "name,group\nAnn Lee,W_F\nBo Chan,B_M\nCy Dee,W_M\nDi Eve,B_F\n"),
+    "essays": (["run", "essay-grading", "--model", "sim/fair", "--essays"],
+               "text,group\nA short essay.,W\nAnother essay.,B\n"),
+    "occupations": (["run", "ruted", "--model", "sim/fair", "--occupations"],
+                    "occupation,majority\nnurse,female\nplumber,male\n"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("task", sorted(TASK_FILES))
+@pytest.mark.parametrize("variant", sorted(csv_variants(CSV_FILES["ruted"])))
+def test_task_data_files(tmp_path: Path, task: str, variant: str) -> None:
+    command, base = TASK_FILES[task]
+
+    def write(folder: Path) -> Path:
+        path = folder / f"my-{task}.csv"
+        path.write_bytes(csv_variants(base)[variant])
+        return path
+
+    refused(tmp_path, write, *command)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["run", "resume-screening", "--model", "sim/fair", "--resumes"],
+     ["run", "resume-screening", "--model", "sim/fair", "--dry-run", "--prices"]],
+    ids=["resumes", "prices"],
+)  # fmt: skip
+@pytest.mark.parametrize("variant", sorted(YAML_VARIANTS))
+def test_task_yaml_files(tmp_path: Path, command: list[str], variant: str) -> None:
+    def write(folder: Path) -> Path:
+        path = folder / "my-task-file.yaml"
+        path.write_bytes(YAML_VARIANTS[variant])
+        return path
+
+    refused(tmp_path, write, *command)
