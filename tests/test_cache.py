@@ -95,7 +95,7 @@ def test_a_claim_takes_free_keys_and_reports_answered_and_held_ones(tmp_path: Pa
     import subprocess
     import sys
 
-    from biasaudit.store.processes import new_holder, running
+    from biasaudit.processes import new_holder, running
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()

@@ -82,6 +82,18 @@ def test_probes_import_only_the_provider_types_errors_and_text_helpers() -> None
             assert not outside, (name, outside)
 
 
+def test_providers_import_only_the_foundations() -> None:
+    """Providers sit on the foundations alone: no store, engine, probe, kind or report
+    (the local model's servers take their process helpers from ``processes``)."""
+    foundations = ("biasaudit.providers", "biasaudit.errors", "biasaudit.secrets",
+                   "biasaudit.textfiles", "biasaudit.processes")  # fmt: skip
+    for name, path in MODULES.items():
+        if name.startswith("biasaudit.providers"):
+            outside = {m for m in imports(path, load_time_only=False)
+                       if not m.startswith(foundations)}  # fmt: skip
+            assert not outside, (name, outside)
+
+
 @pytest.mark.parametrize("wing", ["engine", "store", "providers", "metrics", "probes"])
 def test_the_lower_wings_name_no_audit_kind(wing: str) -> None:
     kinds = ("biasaudit.kinds", "biasaudit.spec", "biasaudit.reports",

@@ -7,7 +7,7 @@ import socket
 import subprocess
 import sys
 
-from biasaudit.store.processes import holder_alive, new_holder, running
+from biasaudit.processes import holder_alive, new_holder, running
 
 
 def test_a_holder_is_alive_while_its_process_or_runner_is() -> None:

@@ -34,9 +34,9 @@ from biasaudit.engine.core import Engine, EngineSettings, RequestResult
 from biasaudit.engine.loop import pause_gc_until_run, run_async
 from biasaudit.engine.worker_pool import PARENT_ENV
 from biasaudit.errors import BiasauditError, RunAbortedError
+from biasaudit.processes import die_with_parent
 from biasaudit.providers import ModelRequest, Provider, resolve_model
 from biasaudit.store.cache import ResponseCache
-from biasaudit.store.processes import die_with_parent
 
 
 async def serve(provider: Provider, lines: list[str], out: Any) -> None:

@@ -60,9 +60,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from biasaudit.errors import ProviderError, TransientProviderError, UsageError
+from biasaudit.processes import holder_alive, new_holder, running
 from biasaudit.providers import ModelRequest, ModelResponse, Provider
 from biasaudit.providers._batch_api import BatchAPI, BatchEntry, BatchLimits, BatchState
-from biasaudit.store.processes import holder_alive, new_holder, running
 from biasaudit.store.runs import BatchRecord, BatchRunState
 
 if TYPE_CHECKING:

@@ -58,11 +58,11 @@ from biasaudit.errors import (
     UsageError,
     WaitTooLongError,
 )
+from biasaudit.processes import new_holder, running
 from biasaudit.providers import ModelRequest, ModelResponse, Provider, Usage
 from biasaudit.providers._types import estimate_tokens
 from biasaudit.secrets import redact
 from biasaudit.store.cache import ResponseCache
-from biasaudit.store.processes import new_holder, running
 from biasaudit.store.runs import BatchRecord
 
 __all__ = ["Engine", "EngineSettings", "EngineStats", "RequestResult"]

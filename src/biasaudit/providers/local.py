@@ -46,10 +46,10 @@ from pathlib import Path
 import httpx
 
 from biasaudit.errors import ConfigurationError, FatalProviderError, ProviderError
+from biasaudit.processes import die_with_parent
 from biasaudit.providers._base import Provider
 from biasaudit.providers._types import Capabilities, ModelChatTemplate, ModelRequest, ModelResponse
 from biasaudit.providers.openai_compatible import OpenAICompatibleProvider
-from biasaudit.store.processes import die_with_parent
 
 __all__ = [
     "BUNDLED_MODELS",

@@ -15,7 +15,7 @@ twice: before sending, a run :meth:`claims <ResponseCache.claim>` its requests
 in one write transaction, which also finds the answers another process stored
 since the run planned. A request another live process has claimed is waited
 for, not sent again; a claim (a lease, table ``leases``) lapses when its
-holder's process is gone (:mod:`biasaudit.store.processes`) or, for a holder on
+holder's process is gone (:mod:`biasaudit.processes`) or, for a holder on
 another host, when the lease runs out unrenewed.
 
 **Storage that fails is named, never a traceback.** A file that is not an
@@ -45,8 +45,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from biasaudit.errors import BiasauditError, StorageFailedError, StorageUnusableError
+from biasaudit.processes import holder_alive
 from biasaudit.providers import ModelResponse
-from biasaudit.store.processes import holder_alive
 
 __all__ = ["CACHE_SCHEMA_VERSION", "CacheStats", "Claim", "ResponseCache", "cache_error"]
 
