@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from biasaudit.errors import UsageError
 from biasaudit.store.runs import check_version
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FIGURE_COLUMNS",
+    "MetricsHeader",
     "RequestCounts",
     "TaskInfo",
     "figure_row",
@@ -39,6 +40,20 @@ class TaskInfo:
     data: tuple[tuple[str, str], ...]
     prompts: tuple[str, ...]
     usage: str
+
+
+class MetricsHeader(BaseModel):
+    """What every kind's ``metrics.json`` opens with, declared once: each kind's model
+    adds its own figures (and its own ``schema_version`` and ``task`` defaults)."""
+
+    schema_version: int = Field(description="The version of this kind's metrics.json layout.")
+    task: str = Field(description="The task audited (a built-in one's name, or the spec's).")
+    model: str = Field(description="The model as given (provider/model).")
+    simulated: bool = Field(description="Whether the answers came from a simulated model.")
+    model_versions: dict[str, int] = Field(
+        default_factory=dict,
+        description="The versions the endpoint reported, with how many answers each gave.",
+    )
 
 
 class RequestCounts(BaseModel):

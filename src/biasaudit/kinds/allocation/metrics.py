@@ -30,7 +30,7 @@ import pandas as pd
 from pydantic import BaseModel, Field
 
 from biasaudit.kinds.candidates.task import PoolDesign
-from biasaudit.kinds.common import RequestCounts, figure_row
+from biasaudit.kinds.common import MetricsHeader, RequestCounts, figure_row
 from biasaudit.metrics import (
     FEW_UNITS,
     MIN_UNITS,
@@ -234,15 +234,11 @@ class ImpactRatio(BaseModel):
     beyond_noise: bool = Field(description="The whole interval is below 0.8.")
 
 
-class AllocationMetrics(BaseModel):
+class AllocationMetrics(MetricsHeader):
     """``metrics.json`` of an allocation run (its ``groups`` shape is a contract)."""
 
     schema_version: int = METRICS_SCHEMA_VERSION
-    task: str
     method: str
-    model: str
-    simulated: bool
-    model_versions: dict[str, int] = Field(default_factory=dict)
     reference_group: str
     group_names: dict[str, str] = Field(default_factory=dict)
     k_max: int

@@ -44,7 +44,7 @@ from pydantic import BaseModel, Field
 from biasaudit.engine.loop import run_async
 from biasaudit.engine.session import RunSession
 from biasaudit.kinds._runner import run_planned
-from biasaudit.kinds.common import RequestCounts, figure_row
+from biasaudit.kinds.common import MetricsHeader, RequestCounts, figure_row
 from biasaudit.kinds.grade_score.spec import GradeScoreSpec
 from biasaudit.kinds.grade_score.task import (
     GradeItem,
@@ -99,14 +99,11 @@ class SlotTestResult(BaseModel):
     n: int = Field(description="Usable answers tested.")
 
 
-class GradeScoreMetrics(BaseModel):
+class GradeScoreMetrics(MetricsHeader):
     """``metrics.json`` of a Grade Score run (its top-level scores are a contract)."""
 
     schema_version: int = GRADE_METRICS_SCHEMA_VERSION
     task: str = "grade-score"
-    model: str
-    simulated: bool
-    model_versions: dict[str, int] = Field(default_factory=dict)
     items_source: str = Field(description="'demo' or the items file.")
     prompt: str = Field(description="'1'..'4' (shipped) or the prompt file.")
     prompt_description: str

@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel, Field
 
-from biasaudit.kinds.common import RequestCounts, figure_row
+from biasaudit.kinds.common import MetricsHeader, RequestCounts, figure_row
 from biasaudit.metrics import ListwiseFigures
 
 __all__ = ["ListwiseMetrics", "figure_rows", "metrics_fields"]
@@ -107,14 +107,10 @@ class AnswerCounts(BaseModel):
     failed: int = Field(description="Requests that got no answer.")
 
 
-class ListwiseMetrics(BaseModel):
+class ListwiseMetrics(MetricsHeader):
     """``metrics.json`` of a listwise run."""
 
     schema_version: int = METRICS_SCHEMA_VERSION
-    task: str
-    model: str
-    simulated: bool
-    model_versions: dict[str, int] = Field(default_factory=dict)
     reference_group: str
     group_names: dict[str, str] = Field(default_factory=dict)
     listwise: str = Field(description="'full' rankings or the 'top1' choice only.")

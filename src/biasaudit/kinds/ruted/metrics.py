@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, Field
 
-from biasaudit.kinds.common import RequestCounts, figure_row
+from biasaudit.kinds.common import MetricsHeader, RequestCounts, figure_row
 from biasaudit.metrics import RutedEstimate, neutrality, replicate_similarity, skew, stereotype
 
 if TYPE_CHECKING:
@@ -162,14 +162,11 @@ class ContextMetrics(TemplateMetrics):
     )
 
 
-class RutedMetrics(BaseModel):
+class RutedMetrics(MetricsHeader):
     """``metrics.json`` of a RUTEd run (its ``contexts.<c>.<metric>[_ci]`` shape is a contract)."""
 
     schema_version: int = RUTED_SCHEMA_VERSION
     task: str = "ruted"
-    model: str
-    simulated: bool
-    model_versions: dict[str, int] = Field(default_factory=dict)
     confidence: float
     occupations: int
     male_majority: int
