@@ -58,17 +58,24 @@ SPEC_VARIANTS = {
     "huge": (SPEC + f"# {'y' * 2_000_000}\n").encode(),
 }
 
+
+def jsonl_variants(line: dict[str, object], seed: int) -> dict[str, bytes]:
+    """A JSONL file of ``line``, broken every way (as :func:`csv_variants`)."""
+    text = json.dumps(line)
+    return {
+        "empty": b"",
+        "latin-1": (text + "\n" + '{"id": "r\xe9", "prompt": "x"}\n').encode("latin-1"),
+        "NUL byte": (json.dumps({**line, "id": "a\0b"}) + "\n").encode(),
+        "random bytes": np.random.default_rng(seed).bytes(4096),
+        "truncated line": (text + "\n" + text[:-7]).encode(),
+        "an array": b'[{"id": "q"}]\n',
+        "duplicate id": (text + "\n" + text + "\n").encode(),
+        "huge value": (json.dumps({**line, "id": BIG}) + "\n").encode(),
+    }
+
+
 PROMPT = {"id": "q", "messages": [{"role": "user", "content": "Hi"}]}
-JSONL_VARIANTS = {
-    "empty": b"",
-    "latin-1": (json.dumps(PROMPT) + "\n" + '{"id": "r\xe9", "prompt": "x"}\n').encode("latin-1"),
-    "NUL byte": (json.dumps({**PROMPT, "id": "a\0b"}) + "\n").encode(),
-    "random bytes": np.random.default_rng(2).bytes(4096),
-    "truncated line": (json.dumps(PROMPT) + "\n" + json.dumps(PROMPT)[:-7]).encode(),
-    "an array": b'[{"id": "q"}]\n',
-    "duplicate id": (json.dumps(PROMPT) + "\n" + json.dumps(PROMPT) + "\n").encode(),
-    "huge value": (json.dumps({**PROMPT, "id": BIG}) + "\n").encode(),
-}
+JSONL_VARIANTS = jsonl_variants(PROMPT, seed=2)
 
 
 def refused(tmp_path: Path, write: Callable[[Path], Path], *command: str) -> None:
@@ -127,16 +134,7 @@ def test_fanout_prompt_files(tmp_path: Path, variant: str) -> None:
 
 
 ITEM = {"id": "q", "prompt": "Which is best?", "options": ["A", "B", "C"]}
-ITEM_VARIANTS = {
-    "empty": b"",
-    "latin-1": (json.dumps(ITEM) + "\n" + '{"id": "r\xe9", "prompt": "x"}\n').encode("latin-1"),
-    "NUL byte": (json.dumps({**ITEM, "id": "a\0b"}) + "\n").encode(),
-    "random bytes": np.random.default_rng(3).bytes(4096),
-    "truncated line": (json.dumps(ITEM) + "\n" + json.dumps(ITEM)[:-7]).encode(),
-    "an array": b'[{"id": "q"}]\n',
-    "duplicate id": (json.dumps(ITEM) + "\n" + json.dumps(ITEM) + "\n").encode(),
-    "huge value": (json.dumps({**ITEM, "id": BIG}) + "\n").encode(),
-}
+ITEM_VARIANTS = jsonl_variants(ITEM, seed=3)
 
 
 @pytest.mark.parametrize("variant", sorted(ITEM_VARIANTS))
@@ -146,14 +144,7 @@ def test_grade_score_item_files(tmp_path: Path, variant: str) -> None:
         path.write_bytes(ITEM_VARIANTS[variant])
         return path
 
-    path = write(tmp_path)
-    runs = tmp_path / "runs"
-    result = CliRunner().invoke(cli, ["run", "grade-score", "--model", "sim/fair", "--items",
-                                      str(path), "--runs-dir", str(runs)])  # fmt: skip
-    assert result.exit_code == 2, result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit)
-    assert path.name in result.output and len(result.output) < 5_000
-    assert not runs.exists() or not any(runs.iterdir())
+    refused(tmp_path, write, "run", "grade-score", "--model", "sim/fair", "--items")
 
 
 YAML_VARIANTS = {

@@ -36,6 +36,14 @@ def candidates(n: int, seed: int, shift: float = 0.0, subtasks: int = 1) -> pd.D
     )
 
 
+def sides(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """The scores of the group (B) and of the reference (W)."""
+    return (
+        frame.loc[frame.group == "B", "score"].to_numpy(),
+        frame.loc[frame.group == "W", "score"].to_numpy(),
+    )
+
+
 def figures(frame: pd.DataFrame, **options: object) -> pd.DataFrame:
     found = allocation_figures(
         frame["score"], frame["group"], reference="W", subtasks=frame["subtask"],
@@ -78,8 +86,7 @@ def little_from_3000(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_little_bootstrap_errors_match_the_closed_forms_and_the_whole_bootstrap() -> None:
     frame = candidates(8_000, seed=1, shift=0.3)
     table = figures(frame)
-    a = frame.loc[frame.group == "B", "score"].to_numpy()
-    b = frame.loc[frame.group == "W", "score"].to_numpy()
+    a, b = sides(frame)
     welch = float(np.sqrt(a.var(ddof=1) / a.size + b.var(ddof=1) / b.size))
     assert standard_error(headline(table, "avg_gap")) == pytest.approx(welch, rel=0.12)
     assert standard_error(headline(table, "rabbi")) == pytest.approx(
@@ -115,8 +122,7 @@ def test_little_bootstrap_headline_pools_subtasks() -> None:
 def test_moment_p_values_match_mann_whitney_and_relabellings() -> None:
     frame = candidates(6_000, seed=4, shift=0.08)
     table = figures(frame)
-    a = frame.loc[frame.group == "B", "score"].to_numpy()
-    b = frame.loc[frame.group == "W", "score"].to_numpy()
+    a, b = sides(frame)
     expected = scipy.stats.mannwhitneyu(a, b, use_continuity=False, method="asymptotic").pvalue
     assert headline(table, "rabbi")["p"] == pytest.approx(expected, rel=1e-6)
     # δ: against random relabellings of the candidates.
