@@ -301,3 +301,23 @@ def _alive(pid: int) -> bool:
         return False
     status = Path(f"/proc/{pid}/stat")
     return not (status.exists() and status.read_text().split(")")[-1].split()[0] == "Z")
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [("BIASAUDIT_LEASE_SECONDS", "abc"), ("BIASAUDIT_LEASE_SECONDS", "-5"),
+     ("BIASAUDIT_LEASE_SECONDS", "nan"), ("BIASAUDIT_COST_NOTICE", "one dollar")],
+)  # fmt: skip
+def test_a_malformed_number_in_the_environment_is_named_before_anything_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variable: str, value: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    runs = tmp_path / "runs"
+    result = CliRunner().invoke(
+        cli, ["run", "resume-screening", "--model", "sim/fair", "--jobs", "software-engineer",
+              "--names-per-group", "2", "--runs-dir", str(runs), "--no-report"],
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert f"{variable}={value!r}: expected a number" in result.output
+    assert not runs.exists() or not [p for p in runs.iterdir() if p.is_dir()]

@@ -28,6 +28,7 @@ __all__ = [
     "DATA_DIR",
     "PROMPTS_DIR",
     "brief",
+    "env_number",
     "json_object",
     "load_yaml",
     "read_table",
@@ -192,6 +193,31 @@ def read_table(path: str | Path, what: str) -> pd.DataFrame:
     frame = frame.apply(lambda column: column.str.strip())
     _bounded_cells(frame, path)
     return frame
+
+
+def env_number(name: str, default: float, *, above: float | None = None) -> float:
+    """The number the environment variable ``name`` holds, else ``default``.
+
+    Raises
+    ------
+    UsageError
+        It holds something other than a finite number (above ``above``, where given),
+        named with what it holds.
+    """
+    import math
+    import os
+
+    given = os.environ.get(name, "").strip()
+    if not given:
+        return default
+    try:
+        value = float(given)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or (above is not None and value <= above):
+        wanted = "a number" if above is None else f"a number above {above:g}"
+        raise UsageError(f"{name}={brief(given)}: expected {wanted} (or unset: {default:g})")
+    return value
 
 
 def label_problem(label: str) -> str | None:

@@ -7,7 +7,6 @@ become messages and exit codes in one place).
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -49,7 +48,9 @@ def check_budget(
     from biasaudit.engine.loop import run_async
     from biasaudit.errors import UsageError
     from biasaudit.pricing import BudgetedProvider, estimate_spec_cost, load_prices
+    from biasaudit.textfiles import env_number
 
+    notice = env_number(COST_NOTICE_ENV, 1.0)  # refused up front when malformed
     table = load_prices(prices)
     price = table.price(spec.model, base_url=spec.base_url)
     if not dry_run and max_cost is None and (price is None or price.input == price.output == 0):
@@ -68,7 +69,6 @@ def check_budget(
         for line in lines:
             click.echo(line)
         sys.exit(0)
-    notice = float(os.environ.get(COST_NOTICE_ENV) or 1.0)
     cost = estimate.cost
     if max_cost is not None and (cost is None or cost > max_cost):
         run_async(provider.aclose())

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -64,6 +63,7 @@ from biasaudit.providers._types import estimate_tokens
 from biasaudit.secrets import redact
 from biasaudit.store.cache import ResponseCache
 from biasaudit.store.runs import BatchRecord
+from biasaudit.textfiles import env_number
 
 __all__ = ["Engine", "EngineSettings", "EngineStats", "RequestResult"]
 
@@ -79,17 +79,20 @@ _UNREACHABLE_ATTEMPTS = 2
 # Leases on requests in flight (see Engine._fan_out_leased): how long one lasts
 # unrenewed (what a holder on another host that died blocks others for), and how
 # often a run waiting on another process's requests looks at the cache again.
-_LEASE_S = float(os.environ.get("BIASAUDIT_LEASE_SECONDS", "") or 120.0)
+LEASE_ENV = "BIASAUDIT_LEASE_SECONDS"
+_LEASE_S = 120.0
 _LEASE_POLL_S = 0.25
 _LEASE_POLL_MAX_S = 5.0
 
 
 @dataclass
 class _Lease:
-    """This run's leases while it sends under them: its holder, until when they are
-    surely its own (renewed in time), and the requests another process took over."""
+    """This run's leases while it sends under them: its holder, how long a lease lasts
+    unrenewed, until when they are surely its own (renewed in time), and the requests
+    another process took over."""
 
     holder: str
+    seconds: float
     until: float
     lost: list[str] = field(default_factory=list)
 
@@ -172,8 +175,10 @@ class Engine:
         # With worker processes: the children's concurrency limits, and this process's.
         self._limit_elsewhere = 0
         self._limit_here: _AdaptiveLimit | None = None
-        # This run's leases while it sends under them (see _fan_out_leased and _fenced).
+        # This run's leases while it sends under them (see _fan_out_leased and _fenced),
+        # and how long one lasts unrenewed (read, and refused if malformed, up front).
         self._lease: _Lease | None = None
+        self._lease_s = env_number(LEASE_ENV, _LEASE_S, above=0.0)
         # Called with the records of the run's provider batches whenever one changes.
         self.on_batch_update: Callable[[list[BatchRecord]], None] | None = None
 
@@ -323,14 +328,15 @@ class Engine:
         units = {key: unit for unit, key in todo}
         holder = new_holder()
         with running(holder):
-            self._lease = _Lease(holder, time.time() + _LEASE_S)
-            renewing = asyncio.create_task(self._renew_leases(holder))
+            seconds = self._lease_s
+            self._lease = _Lease(holder, seconds, time.time() + seconds)
+            renewing = asyncio.create_task(self._renew_leases(holder, seconds))
             try:
                 waiting = list(units)  # in the run's order, as every list below
                 delay = _LEASE_POLL_S
                 while waiting:
-                    claim = cache.claim(waiting, holder, lease_s=_LEASE_S)
-                    self._lease.until = time.time() + _LEASE_S
+                    claim = cache.claim(waiting, holder, lease_s=seconds)
+                    self._lease.until = time.time() + seconds
                     answered = [(units[k], k) for k in waiting if k in claim.answered]
                     for result in self._served(answered):
                         yield result
@@ -353,16 +359,16 @@ class Engine:
                 except BiasauditError as error:  # they lapse with this process anyway
                     logger.warning("could not release this run's leases: %s", error)
 
-    async def _renew_leases(self, holder: str) -> None:
+    async def _renew_leases(self, holder: str, seconds: float) -> None:
         assert self.cache is not None
         while True:
-            await asyncio.sleep(_LEASE_S / 4)
+            await asyncio.sleep(seconds / 4)
             started = time.time()
             try:
-                self.cache.renew(holder, lease_s=_LEASE_S)
+                self.cache.renew(holder, lease_s=seconds)
                 if self._lease is not None and started < self._lease.until:
                     # renewed in time: no other process could have taken a lease meanwhile
-                    self._lease.until = started + _LEASE_S
+                    self._lease.until = started + seconds
             except BiasauditError as error:
                 logger.warning("could not renew this run's leases: %s", error)
 
@@ -624,10 +630,10 @@ class Engine:
         process that took it over answered it (served from the cache) or still holds it
         (given back, waited for); None: it is this run's to send."""
         lease = self._lease
-        if lease is None or time.time() < lease.until - _LEASE_S / 4:
+        if lease is None or time.time() < lease.until - lease.seconds / 4:
             return None  # renewed in time: nobody else can hold it
         assert self.cache is not None
-        claim = self.cache.claim([key], lease.holder, lease_s=_LEASE_S)
+        claim = self.cache.claim([key], lease.holder, lease_s=lease.seconds)
         if key in claim.answered:
             return next(self._served([(request, key)]))
         if key in claim.held:
