@@ -150,7 +150,7 @@ def _replay_audit(
     stderr: TextIO | None,
     command: list[str],
 ) -> ReplayResult:
-    from biasaudit.kinds._rounds import read_rounds
+    from biasaudit.kinds._rounds import failure_stopped, read_rounds
 
     rounds = read_rounds(original)
     if rounds is not None and rounds.spec is not None:  # every round again, from the cache
@@ -158,7 +158,7 @@ def _replay_audit(
         asked = rounds.spec if design is not None else {**rounds.spec, "like": None}
         spec = _replay_spec(original, cache_path, out, asked)
         # Rounds a failure stopped stop there again, even where the cache now holds more.
-        halted = (len(rounds.rounds), rounds.stopped) if _failed_round(rounds.stopped) else None
+        halted = (len(rounds.rounds), rounds.stopped) if failure_stopped(rounds) else None
         finished = run_spec(spec, stderr=stderr, command=command, design=design,
                             stopped=halted)  # fmt: skip
     else:
@@ -176,12 +176,6 @@ def _replay_audit(
     return ReplayResult(
         finished.run_dir, original, manifest.kind, finished.manifest, finished.table, differences
     )
-
-
-def _failed_round(stopped: str) -> bool:
-    """Whether an audit in rounds was stopped by a failure (the endpoint, storage, the
-    budget, Ctrl-C) rather than by its rule or its ceiling."""
-    return stopped.startswith("round ") and " stopped: " in stopped
 
 
 def _replay_spec(

@@ -55,6 +55,7 @@ __all__ = [
     "RoundsRecord",
     "audit_until",
     "equivalence_level",
+    "failure_stopped",
     "growth_for",
     "planned_design",
     "pools_growth",
@@ -413,6 +414,16 @@ def _check(spec: Any, growth: Growth) -> int:
     return most
 
 
+_FAILED = " stopped: "
+"""What follows the round in ``stopped`` of rounds a failure stopped (:func:`audit_until`)."""
+
+
+def failure_stopped(record: RoundsRecord) -> bool:
+    """Whether a failure (the endpoint, storage, the budget, Ctrl-C) stopped the rounds,
+    rather than their rule or their ceiling."""
+    return record.stopped.startswith("round ") and _FAILED in record.stopped
+
+
 def audit_until(
     spec: Any,
     growth: Growth,
@@ -457,7 +468,7 @@ def audit_until(
             result = audit(sized, provider=provider, stderr=stderr, command=command)
         except (RunAbortedError, RunInterruptedError) as error:
             if result is not None:  # the rounds before are kept, and recorded
-                why = f"round {len(rounds) + 1} ({size} {growth.unit}) stopped: {error}"
+                why = f"round {len(rounds) + 1} ({size} {growth.unit}){_FAILED}{error}"
                 _write(result.run_dir, spec, growth, design, rounds, why, sent, target,
                        confidence)  # fmt: skip
                 if stderr is not None:

@@ -42,7 +42,7 @@ def neutralise(value: Any) -> Any:
 
 def restore(value: Any) -> Any:
     """The value :func:`neutralise` was given."""
-    if isinstance(value, str) and value.startswith("'") and _TRIGGER.match(value[1:]):
+    if isinstance(value, str) and _QUOTED.match(value):
         return value[1:]
     return value
 
@@ -53,15 +53,15 @@ def write_csv(frame: pd.DataFrame, target: str | Path | IO[str]) -> None:
     safe = frame.copy(deep=False)
     for column in safe.columns:
         values = safe[column]
-        if _texts(values):
-            texts = values.astype(object)
-            starts = _matches(texts, _TRIGGER)
-            if starts.any():
-                quoted = starts & ~_matches(texts, _NUMBER)
-                if quoted.any():
-                    texts = texts.copy()
-                    texts[quoted] = "'" + texts[quoted]
-                    safe[column] = texts
+        if not _texts(values):
+            continue
+        quoted = _matches(values, _TRIGGER)
+        if quoted.any():
+            quoted &= ~_matches(values, _NUMBER)
+        if quoted.any():
+            texts = values.astype(object)  # a copy: the caller's frame is left as it was
+            texts[quoted] = "'" + texts[quoted]
+            safe[column] = texts
     safe.columns = [neutralise(str(c)) if isinstance(c, str) else c for c in safe.columns]
     # CRLF ends a record (RFC 4180): a cell holding a carriage return or a newline is
     # then quoted, where with "\n" alone a lone "\r" would be written bare and split it.
@@ -75,13 +75,13 @@ def read_csv(source: str | Path | IO[str], **options: Any) -> pd.DataFrame:
     frame = pd.read_csv(source, **options)
     for column in frame.columns:
         values = frame[column]
-        if _texts(values):
+        if not _texts(values):
+            continue
+        quoted = _matches(values, _QUOTED)
+        if quoted.any():
             texts = values.astype(object)
-            quoted = _matches(texts, _QUOTED)
-            if quoted.any():
-                texts = texts.copy()
-                texts[quoted] = texts[quoted].str.slice(1)
-                frame[column] = _as(texts, values.dtype)
+            texts[quoted] = texts[quoted].str.slice(1)
+            frame[column] = _as(texts, values.dtype)
     frame.columns = [restore(c) for c in frame.columns]
     return frame
 
@@ -91,7 +91,9 @@ def _matches(texts: pd.Series, pattern: re.Pattern[str]) -> pd.Series:
     try:
         return texts.str.match(pattern.pattern, na=False).astype(bool)
     except AttributeError:  # no text in the column at all (flags, numbers as objects)
-        return texts.map(lambda value: False)
+        import pandas as pd
+
+        return pd.Series(False, index=texts.index)
 
 
 def _as(texts: pd.Series, dtype: Any) -> pd.Series:
