@@ -66,7 +66,9 @@ def coverage(replications: int, n: int = 30_000) -> None:
 
     missed = {f: 0 for f in ("rabbi", "avg_gap")}
     rng = np.random.default_rng(11)
-    for _ in range(replications):
+    for done in range(replications):
+        if done % 25 == 0:
+            print(f"coverage: {done} of {replications} worlds", file=sys.stderr, flush=True)
         group = np.where(rng.random(n) < 0.5, "B", "W")
         score = np.round(np.clip(rng.normal(5, 2, n), 0, 10) * 2) / 2
         table = allocation_figures(

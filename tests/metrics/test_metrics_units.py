@@ -180,16 +180,22 @@ def test_qualified_figures_are_computed_on_the_qualified_candidates_only() -> No
     assert found["n"] == len(kept)
 
 
+def appearances(selection: _Selection, n: int) -> np.ndarray:
+    """How often each of ``n`` candidates appears in one selection's pools."""
+    drawn = selection._drawn(np.ones(n, dtype=np.int64), np.random.default_rng(0), None)
+    return np.bincount(np.concatenate([pools.ravel() for pools, _ in drawn]), minlength=n)
+
+
 def test_balanced_pools_show_every_candidate_equally_often() -> None:
     frame = screening(np.random.default_rng(8), names=5, resumes=4, jobs=1)
     data = _data(frame["score"], frame["group"], "W", frame["subtask"], frame["qualified"],
                  frame["name"], frame["item"])  # fmt: skip
     selection = _Selection(data, "one_per_group", 2, n_rounds=100, k_max=1)
-    _, shown = selection.tally(np.ones(len(frame), dtype=np.int64), np.random.default_rng(0))
+    shown = appearances(selection, len(frame))
     # 20 candidates per group, 100 pools: each appears 5 times, exactly.
     assert set(shown) == {5.0}
     random = _Selection(data, "random", 4, n_rounds=100, k_max=1)
-    _, shown = random.tally(np.ones(len(frame), dtype=np.int64), np.random.default_rng(0))
+    shown = appearances(random, len(frame))
     assert set(shown) == {10.0}  # 40 candidates in pools of 4: 10 pools per shuffle
 
 

@@ -1200,25 +1200,6 @@ class _Selection:
         self._counts: dict[str, FloatArray] = {}
         self._units: dict[int, int] = {}
 
-    def tally(
-        self,
-        weights: NDArray[np.int64],
-        rng: np.random.Generator,
-        groups: NDArray[np.intp] | None = None,
-    ) -> tuple[FloatArray, FloatArray]:
-        """Places won per (candidate, k) and appearances per candidate for one set of
-        weights (and of group labels: the candidates' own by default). A candidate is
-        pooled within its own subtask only."""
-        n = self.data.values.size
-        places = np.zeros((n, self.k_max))
-        shown = np.zeros(n)
-        for pools, shares in self._drawn(weights, rng, groups):
-            flat = pools.ravel()
-            for k in range(self.k_max):
-                places[:, k] += np.bincount(flat, shares[:, :, k].ravel(), minlength=n)
-            shown += np.bincount(flat, minlength=n)
-        return places, shown
-
     def _drawn(
         self,
         weights: NDArray[np.int64],
