@@ -57,9 +57,10 @@ def critical_value(confidence: float, units: int | None = None) -> float:
     """
     if units is None or units > 10_000:
         return NormalDist().inv_cdf(0.5 + confidence / 2)
-    from scipy.stats import t
+    # scipy.special's Student t (what scipy.stats.t calls), without loading scipy.stats.
+    from scipy.special import stdtrit
 
-    return float(t.ppf(0.5 + confidence / 2, max(int(units), 2) - 1))
+    return float(stdtrit(max(int(units), 2) - 1, 0.5 + confidence / 2))
 
 
 def floor_p(p: float) -> float:
@@ -74,6 +75,6 @@ def two_sided_p(statistic: float, units: int | None = None) -> float:
         return P_FLOOR
     if units is None or units > 10_000:
         return floor_p(2.0 * NormalDist().cdf(-abs(statistic)))
-    from scipy.stats import t
+    from scipy.special import stdtr
 
-    return floor_p(float(2.0 * t.sf(abs(statistic), max(int(units), 2) - 1)))
+    return floor_p(float(2.0 * stdtr(max(int(units), 2) - 1, -abs(statistic))))

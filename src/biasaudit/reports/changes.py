@@ -9,9 +9,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from scipy import stats
+from scipy import special
 
-__all__ = ["ChangeTest", "normal_test", "two_sided"]
+__all__ = ["ChangeTest", "normal_sf", "normal_test", "two_sided"]
 
 
 @dataclass(frozen=True)
@@ -48,12 +48,18 @@ def normal_test(
     """Difference of two independent estimates whose intervals give their standard errors."""
     if a is None or b is None or not a_ci or not b_ci:
         return None
-    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    z = float(special.ndtri(0.5 + confidence / 2))
     se = math.hypot((a_ci[1] - a_ci[0]) / (2 * z), (b_ci[1] - b_ci[0]) / (2 * z))
     diff = b - a
-    p = two_sided(diff, se, stats.norm.sf)
+    p = two_sided(diff, se, normal_sf)
     method = "normal, from the runs' intervals"
     return ChangeTest(metric, group, a, b, diff, (diff - z * se, diff + z * se), p, method)
+
+
+def normal_sf(x: float) -> float:
+    """The standard normal's upper tail, as scipy.stats.norm.sf computes it (from
+    scipy.special, which loads in a third of scipy.stats' time)."""
+    return float(special.ndtr(-x))
 
 
 def two_sided(diff: float, se: float, survival: Callable[[float], Any]) -> float:

@@ -10,12 +10,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+from scipy import special
 
 from biasaudit.errors import UsageError
 from biasaudit.metrics import Resamples, headline_replicates
 from biasaudit.metrics._validate import FloatArray
-from biasaudit.reports.changes import ChangeTest, normal_test, two_sided
+from biasaudit.reports.changes import ChangeTest, normal_sf, normal_test, two_sided
 from biasaudit.store.tables import read_csv
 
 __all__ = ["change_tests"]
@@ -123,8 +123,8 @@ def _score_tests(
             # counting replicates past 0 would floor p at 2 / (B + 1), which no
             # multiple-test adjustment could pass.
             diff, se = after - before, float(spread.std(ddof=1))
-            half = float(stats.norm.ppf(0.975)) * se
-            p = two_sided(diff, se, stats.norm.sf)
+            half = float(special.ndtri(0.975)) * se
+            p = two_sided(diff, se, normal_sf)
             tests.append(
                 ChangeTest(
                     name, str(group), before, after, diff, (diff - half, diff + half), p, method,

@@ -171,11 +171,34 @@ def _correlation_rows(points: pd.DataFrame, k_max: int) -> list[dict[str, Any]]:
     return rows
 
 
+class _Setting:
+    """One (task, method, subtask) of two or more models, with its wide tables (model by
+    group) built once per column: the selection curve reads each many times."""
+
+    def __init__(self, frame: pd.DataFrame) -> None:
+        self.frame = frame
+        self.models = int(frame["model"].nunique())
+        self._wide: dict[str, pd.DataFrame] = {}
+
+    def wide(self, column: str) -> pd.DataFrame:
+        if column not in self._wide:
+            found = self.frame.pivot(index="model", columns="group", values=column)
+            self._wide[column] = found.astype(float)
+        return self._wide[column]
+
+
+def _settings(points: pd.DataFrame) -> list[_Setting]:
+    return [
+        _Setting(frame)
+        for _, frame in points.groupby(["task", "method", "subtask"], sort=False)
+        if frame["model"].nunique() >= 2
+    ]
+
+
 def _ndcg_in_setting(
-    setting: pd.DataFrame, metric: str, gap: str, at: int, convention: str = "biasaudit"
+    setting: _Setting, metric: str, gap: str, at: int, convention: str = "biasaudit"
 ) -> float | None:
-    wide_metric = setting.pivot(index="model", columns="group", values=metric).astype(float)
-    wide_gap = setting.pivot(index="model", columns="group", values=gap).astype(float)
+    wide_metric, wide_gap = setting.wide(metric), setting.wide(gap)
     if wide_metric.isna().any().any() or wide_gap.isna().any().any():
         return None
     if (wide_gap**2).mean(axis=1).nunique() < 2:  # every model equally fair: no ideal order
@@ -187,14 +210,13 @@ def _ndcg_in_setting(
 
 
 def _selection(
-    points: pd.DataFrame, k_max: int, at: int, convention: str = "biasaudit"
+    points: pd.DataFrame,
+    settings: list[_Setting],
+    k_max: int,
+    at: int,
+    convention: str = "biasaudit",
 ) -> pd.DataFrame:
-    settings = [
-        frame
-        for _, frame in points.groupby(["task", "method", "subtask"], sort=False)
-        if frame["model"].nunique() >= 2
-    ]
-    fewest = min((s["model"].nunique() for s in settings), default=0)
+    fewest = min((s.models for s in settings), default=0)
     rows = []
     for metric in METRICS:
         for gap in GAPS:
@@ -232,15 +254,16 @@ def run_study(run_dirs: Sequence[str | Path], *, ndcg_at: int = 3) -> StudyResul
     k_max = min(run.metrics.k_max for run in runs)
     points = _points(runs, k_max)
     convention = "paper" if all(run.metrics.conventions == "paper" for run in runs) else "biasaudit"
+    settings = _settings(points)
     curve = [
-        _selection(points, k_max, at, convention).assign(at=at)
+        _selection(points, settings, k_max, at, convention).assign(at=at)
         for at in range(1, _NDCG_CURVE_MAX + 1)
     ]
     return StudyResult(
         runs=runs,
         points=points,
         correlations=_correlations(points, k_max),
-        selection=_selection(points, k_max, ndcg_at, convention),
+        selection=_selection(points, settings, k_max, ndcg_at, convention),
         k_max=k_max,
         ndcg_curve=pd.concat(curve, ignore_index=True),
         group_correlations=_group_correlations(points, k_max),

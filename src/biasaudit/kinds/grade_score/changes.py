@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+from scipy import special
 
 from biasaudit.reports.changes import ChangeTest, two_sided
 from biasaudit.store.tables import read_csv
@@ -43,8 +43,9 @@ def change_tests(
         diffs = after - before
         diff = float(diffs.mean())
         se = float(diffs.std(ddof=1) / math.sqrt(len(diffs)))
-        t = float(stats.t.ppf(0.975, len(diffs) - 1))
-        p = two_sided(diff, se, stats.t(len(diffs) - 1).sf)
+        df = len(diffs) - 1
+        t = float(special.stdtrit(df, 0.975))
+        p = two_sided(diff, se, lambda x: special.stdtr(df, -x))
         interval = (diff - t * se, diff + t * se)
         method = f"paired t over {len(diffs)} items"
         mean_a, mean_b = float(before.mean()), float(after.mean())
