@@ -32,6 +32,18 @@ def full_size(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--calibration"))
 
 
+@pytest.fixture
+def quick_refit(monkeypatch: pytest.MonkeyPatch, full_size: bool) -> None:
+    """The power planner's refit on halves of a pilot's names with 200 gap-bootstrap
+    replicates, not 800 (a quarter of the time): for tests of what the plan prints and
+    records, not of how precise it is (``tests/test_power_calibration.py`` and
+    ``bench/bench_power_calibration.py`` keep the product's size)."""
+    if not full_size:
+        import biasaudit.kinds.allocation.power
+
+        monkeypatch.setattr(biasaudit.kinds.allocation.power, "REPLICATES", 200)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if config.getoption("--live"):
         return

@@ -197,6 +197,7 @@ def test_a_dry_run_says_why_an_endpoint_without_logprobs_or_n_costs_so_many_call
     )
 
 
+@pytest.mark.usefixtures("quick_refit")
 def test_a_dry_run_plans_the_names_that_detect_a_gap_from_a_pilot(tmp_path: Path) -> None:
     """A pilot of 6 names per group, then --dry-run --detect: the power as configured,
     and the names per group for 80% and 95% with their requests. The pilot is refitted on
@@ -301,6 +302,7 @@ def test_every_kind_plans_its_own_unit_from_a_pilot(
         assert mismatch[0] == 2 and "not an allocation run" in mismatch[2]
 
 
+@pytest.mark.usefixtures("quick_refit")
 def test_a_pilot_is_run_and_planned_from_when_asked(tmp_path: Path) -> None:
     base = ["run", "resume-screening", "--model", "sim/biased", "--jobs", "software-engineer",
             "--runs-dir", str(tmp_path), "--names-per-group", "20", "--dry-run",

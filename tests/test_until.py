@@ -156,6 +156,7 @@ def test_a_dry_run_of_until_gives_the_ceiling_of_its_rounds(tmp_path: Path) -> N
     assert "at most 60 names per group: 2880 requests" in ceiling
 
 
+@pytest.mark.usefixtures("quick_refit")
 def test_until_decided_with_a_power_plan_runs_a_group_sequential_design(tmp_path: Path) -> None:
     """With --like, the power analysis sizes the design: five looks up to 1.1 times the
     names that give 80% power for D, each read on its O'Brien-Fleming-type boundary."""
@@ -165,7 +166,7 @@ def test_until_decided_with_a_power_plan_runs_a_group_sequential_design(tmp_path
     assert code == 0, err
     pilot = last_run(out)
     code, out, err = invoke(*BASE, "--names-per-group", "6", "--until", "decided",
-                            "--detect", "0.1", "--like", str(pilot),
+                            "--detect", "0.2", "--like", str(pilot),
                             "--runs-dir", str(tmp_path))  # fmt: skip
     assert code == 0, err
     record = read_rounds(last_run(out))

@@ -857,20 +857,35 @@ def _concordance(
 ) -> tuple[
     float | None, tuple[float, float] | None, int, float | None, tuple[float, float] | None, int
 ]:
-    frame = pd.DataFrame(
-        {"pool": pools, "answer": data["answer"].to_numpy(), "candidate": _candidates(data),
-         "rank": rank}
-    )  # fmt: skip
+    # Per pool (in the order pools first appear), a table of answers by candidates: the
+    # candidate's rank in the answer (the mean where it is shown twice), in numpy; a
+    # pandas pivot per pool took most of a listwise audit's statistics.
+    pool_codes = pd.factorize(pools)[0]
+    answers = pd.factorize(data["answer"].to_numpy())[0]
+    candidates = pd.factorize(_candidates(data))[0]
+    order = np.argsort(pool_codes, kind="stable")
+    bounds = np.flatnonzero(np.diff(pool_codes[order])) + 1
     w_values, change_values = [], []
-    for _, pool in frame.groupby("pool", sort=False):
-        table = pool.pivot_table(index="answer", columns="candidate", values="rank")
-        tops = pool.loc[pool["rank"] == 1, "candidate"]
+    for rows in np.split(order, bounds) if order.size else []:
+        pool_rank = rank[rows]
+        tops = candidates[rows][pool_rank == 1]
         if tops.size >= 2:
-            counts = tops.value_counts().to_numpy(float)
+            counts = np.unique(tops, return_counts=True)[1].astype(float)
             m = float(counts.sum())
             change_values.append(1.0 - float((counts * (counts - 1)).sum()) / (m * (m - 1)))
-        full = table.dropna().to_numpy(float)
-        complete = full[(np.sort(full, axis=1) == np.arange(1, table.shape[1] + 1)).all(axis=1)]
+        shown = ~np.isnan(pool_rank)
+        answer = np.unique(answers[rows][shown], return_inverse=True)[1]
+        candidate = np.unique(candidates[rows][shown], return_inverse=True)[1]
+        if answer.size == 0:
+            continue
+        size = (int(answer.max()) + 1, int(candidate.max()) + 1)
+        total, times = np.zeros(size), np.zeros(size)
+        np.add.at(total, (answer, candidate), pool_rank[shown])
+        np.add.at(times, (answer, candidate), 1.0)
+        with np.errstate(invalid="ignore"):
+            table = total / times  # NaN where an answer left a candidate out
+        full = table[~np.isnan(table).any(axis=1)]
+        complete = full[(np.sort(full, axis=1) == np.arange(1, size[1] + 1)).all(axis=1)]
         if len(complete) >= 2:
             w_values.append(kendall_w(complete))
     w = _mean_with_interval(np.array(w_values), rng, replicates, z)

@@ -1228,22 +1228,26 @@ class _Selection:
         groups = data.groups if groups is None else groups
         cells = len(data.subtask_ids) * self.n_groups
         keys = data.subtasks * self.n_groups + groups
-        won = {figure: np.zeros((cells, self.k_max)) for figure in _RATES}
+        k_max = self.k_max
+        places = np.arange(k_max)
+        won = {figure: np.zeros(cells * k_max) for figure in _RATES}
         seen = {figure: np.zeros(cells) for figure in _RATES}
         for pools, shares in self._drawn(weights, rng, groups):
             flat = pools.ravel()
+            own, rows = keys[flat], shares.reshape(-1, k_max)  # per (pool, member)
+            qualified = data.qualified[flat] == 1
             for figure in _RATES:
-                kept = slice(None) if figure == "selection_rate" else data.qualified[flat] == 1
-                own = keys[flat][kept]
+                if figure == "true_positive_rate":  # among the qualified alone
+                    own, rows = own[qualified], rows[qualified]
                 seen[figure] += np.bincount(own, minlength=cells)
-                for k in range(self.k_max):
-                    won[figure][:, k] += np.bincount(
-                        own, shares[:, :, k].ravel()[kept], minlength=cells
-                    )
+                # One count of every (cell, k): each bin adds its members in the order
+                # a count per k would, so the sums are the same to the bit.
+                bins = (own[:, None] * k_max + places).ravel()
+                won[figure] += np.bincount(bins, rows.ravel(), minlength=cells * k_max)
         out = {}
         for figure in _RATES:
             with np.errstate(divide="ignore", invalid="ignore"):
-                rates = won[figure] / seen[figure][:, None]
+                rates = won[figure].reshape(cells, k_max) / seen[figure][:, None]
             out[figure] = rates.reshape(len(data.subtask_ids), self.n_groups, self.k_max)
         return out
 
