@@ -45,7 +45,7 @@ def change_tests(
         se = float(diffs.std(ddof=1) / math.sqrt(len(diffs)))
         df = len(diffs) - 1
         t = float(special.stdtrit(df, 0.975))
-        p = two_sided(diff, se, lambda x: special.stdtr(df, -x))
+        p = two_sided(diff, se, lambda x, df=df: special.stdtr(df, -x))
         interval = (diff - t * se, diff + t * se)
         method = f"paired t over {len(diffs)} items"
         mean_a, mean_b = float(before.mean()), float(after.mean())
