@@ -5,6 +5,7 @@ choice scores by a paired t-test over the items both runs scored; see
 from __future__ import annotations
 
 import math
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,12 @@ from biasaudit.reports.changes import ChangeTest, two_sided
 from biasaudit.store.tables import read_csv
 
 __all__ = ["change_tests"]
+
+
+def _t_sf(df: int, x: float) -> float:
+    """Student t's upper tail with ``df`` degrees of freedom (scipy.stats.t.sf's own)."""
+    return float(special.stdtr(df, -x))
+
 
 _GRADE_SCORES = {"grade_score": "grade", "entropy": "entropy", "choice": "choice"}
 
@@ -45,7 +52,7 @@ def change_tests(
         se = float(diffs.std(ddof=1) / math.sqrt(len(diffs)))
         df = len(diffs) - 1
         t = float(special.stdtrit(df, 0.975))
-        p = two_sided(diff, se, lambda x, df=df: special.stdtr(df, -x))
+        p = two_sided(diff, se, partial(_t_sf, df))
         interval = (diff - t * se, diff + t * se)
         method = f"paired t over {len(diffs)} items"
         mean_a, mean_b = float(before.mean()), float(after.mean())
