@@ -120,6 +120,7 @@ def gap_at_k1(result: AuditResult, group: str) -> tuple[float, list[float]]:
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("quick_refit")
 def test_audits_planned_at_80_percent_power_detect_the_planted_gap_75_to_85_percent_of_the_time(
     tmp_path: Path, full_size: bool
 ) -> None:
@@ -155,6 +156,7 @@ def test_audits_planned_at_80_percent_power_detect_the_planted_gap_75_to_85_perc
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("quick_refit")
 def test_runs_stopped_by_until_keep_their_coverage_and_false_alarm_rate(
     tmp_path: Path, full_size: bool
 ) -> None:
@@ -193,6 +195,7 @@ def test_runs_stopped_by_until_keep_their_coverage_and_false_alarm_rate(
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("quick_refit")
 def test_until_decided_spends_less_than_the_fixed_size_its_power_plan_recommends(
     tmp_path: Path, full_size: bool
 ) -> None:

@@ -230,9 +230,9 @@ def _refit(
 
 
 def _z(confidence: float) -> float:
-    from scipy import stats
+    from scipy.special import ndtri  # scipy.stats.norm.ppf's own, without scipy.stats
 
-    return float(stats.norm.ppf(0.5 + confidence / 2))
+    return float(ndtri(0.5 + confidence / 2))
 
 
 def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) -> list[str]:
