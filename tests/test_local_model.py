@@ -426,10 +426,10 @@ def test_a_listwise_audit_on_smollm2_reads_or_counts_every_answer(tmp_path: Path
 def test_the_standard_test_on_smollm2_scores_every_occupation(tmp_path: Path) -> None:
     """None of the 22 listed words is in SmolLM2's top 20 after "The {occupation} is":
     scored whole as continuations (llama.cpp echoes prompts), every occupation has a
-    share. Four occupations here (the README's run takes all 40 in about two minutes)."""
+    share. Two occupations here, one of each majority (the README's run takes all 40 in
+    about two minutes)."""
     occupations = tmp_path / "occupations.csv"
-    occupations.write_text("occupation,majority\nnurse,female\ncarpenter,male\n"
-                           "secretary,female\nmechanic,male\n")  # fmt: skip
+    occupations.write_text("occupation,majority\nnurse,female\ncarpenter,male\n")
     result = CliRunner().invoke(
         cli,
         ["run", "ruted", "--contexts", "standard", "--model", "local/smollm2",
@@ -442,10 +442,10 @@ def test_the_standard_test_on_smollm2_scores_every_occupation(tmp_path: Path) ->
     run_dir = Path(result.stdout.strip().splitlines()[-1].removeprefix("run: "))
     metrics = json.loads((run_dir / "metrics.json").read_text())
     standard = metrics["contexts"]["standard"]
-    assert standard["source"] == "continuation logprobs" and standard["occupations"] == 4
+    assert standard["source"] == "continuation logprobs" and standard["occupations"] == 2
     assert standard["excluded"] == [] and metrics["requests"]["failures"] == 0
     rows = [line for line in (run_dir / "occupations.csv").read_text().splitlines()[1:]]
-    assert len(rows) == 4 and not server_processes()
+    assert len(rows) == 2 and not server_processes()
 
 
 @needs_local_model
@@ -454,10 +454,12 @@ def test_labels_scored_as_continuations_match_the_chat_endpoints_own_logprobs(
 ) -> None:
     """The GGUF's own chat template, rendered by biasaudit, is the text the server builds
     for a chat request: each label's continuation logprob equals the chat answer's
-    first-token logprob (one-token labels), and an audit scores every candidate."""
+    first-token logprob (one-token labels), and an audit scores every candidate. (Short
+    prompts: llama-cpp-python ranks the whole vocabulary in Python for every echoed
+    token, about 0.1 s a token on one thread.)"""
     messages = (
-        {"role": "system", "content": "You screen job applicants."},
-        {"role": "user", "content": "Ann Lee: five years of Python. A good fit? Yes or No."},
+        {"role": "system", "content": "Screen."},
+        {"role": "user", "content": "Ann Lee: Python. Fit? Yes or No."},
     )
 
     async def both() -> tuple[dict[str, float], dict[str, float | None]]:
@@ -489,8 +491,7 @@ def test_labels_scored_as_continuations_match_the_chat_endpoints_own_logprobs(
     spec = {
         "task": "allocation", "model": "local/smollm2", "candidates": "candidates.csv",
         "reference_group": "A", "scoring": "continuation", "runs_dir": "runs",
-        "pointwise": {"system": "You screen job applicants.",
-                      "user": "{name}: five years of Python. A good fit? Yes or No."},
+        "pointwise": {"system": "Screen.", "user": "{name}: Python. Fit? Yes or No."},
     }  # fmt: skip
     (tmp_path / "spec.yaml").write_text(json.dumps(spec))
     result = CliRunner().invoke(
