@@ -17,7 +17,7 @@ import asyncio
 import statistics
 import time
 
-from biasaudit.kinds.allocation.scoring import plan_scoring
+from biasaudit.kinds.allocation.plan import plan_scoring
 from biasaudit.kinds.candidates.tasks import build_task
 from biasaudit.providers import resolve_model
 from biasaudit.spec import parse_spec

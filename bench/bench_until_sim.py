@@ -34,7 +34,7 @@ import numpy as np
 
 from biasaudit.kinds._rounds import read_rounds
 from biasaudit.kinds.allocation.power import planned
-from biasaudit.kinds.allocation.run import audit
+from biasaudit.kinds.allocation.run import run as audit
 from biasaudit.kinds.registry import run_spec
 from biasaudit.providers.sim import SimProvider
 from biasaudit.spec import parse_spec

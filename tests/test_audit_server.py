@@ -12,7 +12,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from biasaudit.kinds.allocation.run import AuditResult, audit
+from biasaudit.kinds.allocation.run import AuditResult
+from biasaudit.kinds.allocation.run import run as audit
 from biasaudit.kinds.candidates.resume import read_names
 from biasaudit.spec import parse_spec
 from biasaudit.textfiles import DATA_DIR

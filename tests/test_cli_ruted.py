@@ -7,7 +7,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from biasaudit.cli import cli
-from biasaudit.kinds.ruted.run import ruted_audit
+from biasaudit.kinds.ruted.run import run as ruted_audit
 from biasaudit.kinds.ruted.spec import RutedSpec
 from biasaudit.kinds.ruted.task import OCCUPATIONS_PATH
 from biasaudit.providers.sim import SimProvider

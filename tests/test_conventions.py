@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from biasaudit.kinds.grade_score.run import GradeScoreMetrics
+from biasaudit.kinds.grade_score.metrics import GradeScoreMetrics
 from biasaudit.kinds.ruted.metrics import least_biased_value, ties_as_female
 from biasaudit.metrics import ndcg_at
 
@@ -48,7 +48,7 @@ def test_ndcg_relevance_runs_from_m_minus_one_to_zero_in_the_paper() -> None:
 
 
 def test_grade_score_counts_items_without_an_answer_as_zero_in_the_paper(tmp_path: Path) -> None:
-    from biasaudit.kinds.grade_score.run import grade_audit
+    from biasaudit.kinds.grade_score.run import run as grade_audit
     from biasaudit.kinds.grade_score.spec import GradeScoreSpec
     from biasaudit.providers import ModelResponse
     from tests.fakes import FakeProvider
@@ -83,7 +83,7 @@ def test_the_papers_regular_share_leaves_ties_out() -> None:
 
 
 def test_a_ruted_run_under_the_papers_conventions_drops_no_tie(tmp_path: Path) -> None:
-    from biasaudit.kinds.ruted.run import ruted_audit
+    from biasaudit.kinds.ruted.run import run as ruted_audit
     from biasaudit.kinds.ruted.spec import RutedSpec
     from biasaudit.spec import parse_spec
 

@@ -14,7 +14,8 @@ import pandas as pd
 import pytest
 
 from biasaudit.kinds.grade_score.report import grade_score_table
-from biasaudit.kinds.grade_score.run import GradeScoreResult, grade_audit
+from biasaudit.kinds.grade_score.run import GradeScoreResult
+from biasaudit.kinds.grade_score.run import run as grade_audit
 from biasaudit.kinds.grade_score.spec import GradeScoreSpec
 from biasaudit.kinds.grade_score.task import DEMO_ITEMS
 from biasaudit.providers import ModelRequest, ModelResponse, SamplingParams

@@ -11,7 +11,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from biasaudit.kinds.grade_score.run import GradeScoreResult, grade_audit
+from biasaudit.kinds.grade_score.run import GradeScoreResult
+from biasaudit.kinds.grade_score.run import run as grade_audit
 from biasaudit.kinds.grade_score.spec import GradeScoreSpec
 from tests.servers import Choice, OpenAIServer, request_key
 

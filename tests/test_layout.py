@@ -17,8 +17,11 @@ from pathlib import Path
 import pytest
 
 import biasaudit
+from biasaudit.kinds.registry import KINDS, audit_kind
 
 PACKAGE = Path(biasaudit.__file__).parent
+KIND_FOLDERS = tuple(module.split(".")[2] for module in KINDS.values())
+"""Each kind's folder under ``kinds/``, as the registry lists them."""
 MAX_TOP_LEVEL_MODULES = 12
 
 
@@ -104,15 +107,11 @@ def test_the_lower_wings_name_no_audit_kind(wing: str) -> None:
             assert not upward, (name, upward)
 
 
-@pytest.mark.parametrize("kind", ["allocation", "grade_score", "ruted", "listwise"])
+@pytest.mark.parametrize("kind", KIND_FOLDERS)
 def test_no_kind_imports_another(kind: str) -> None:
     """Kinds meet in ``kinds.common``, ``kinds.prompt`` and ``kinds.candidates``, never in
     each other's folders."""
-    others = tuple(
-        f"biasaudit.kinds.{k}"
-        for k in ("allocation", "grade_score", "ruted", "listwise")
-        if k != kind
-    )
+    others = tuple(f"biasaudit.kinds.{k}" for k in KIND_FOLDERS if k != kind)
     for name, path in MODULES.items():
         if name.startswith(f"biasaudit.kinds.{kind}"):
             crossing = {m for m in imports(path, load_time_only=False) if m.startswith(others)}
@@ -195,9 +194,6 @@ def test_loading_the_kinds_and_their_metrics_loads_no_scipy() -> None:
     assert loaded == [], loaded[:5]
 
 
-KIND_FOLDERS = ("allocation", "grade_score", "ruted", "listwise")
-
-
 def test_outside_the_kinds_no_module_imports_a_kinds_folder() -> None:
     """The command line, the reports, replay and pricing reach a kind through the
     registry only, so a new kind needs no edit outside ``kinds/``. (The package's
@@ -210,7 +206,7 @@ def test_outside_the_kinds_no_module_imports_a_kinds_folder() -> None:
         assert not reached, (name, reached)
 
 
-# What each reference of a kind's declaration must take: the parameters' names.
+# What each step of a kind must take: the parameters' names.
 CONTRACT = {
     "run": ["spec", "provider", "stderr", "command"],
     "plan": ["spec", "provider"],
@@ -223,50 +219,49 @@ CONTRACT = {
     "compare_figures": ["comparison", "names", "reference", "simulated"],
     "headline": ["metrics"],
     "figures": ["metrics"],
+    "power": ["spec", "cost_at"],
+    "score": ["path", "options", "command"],
 }
-OPTIONAL = {"power": ["spec", "cost_at"]}
 
 
-@pytest.mark.parametrize("kind", ["allocation", "grade-score", "ruted", "listwise"])
-def test_each_kind_declares_every_step_in_its_own_folder(kind: str) -> None:
+def test_a_kind_declares_no_step_by_hand() -> None:
+    """Every step is found by its fixed name: a kind.py names none, and stays short."""
+    for folder in KIND_FOLDERS:
+        text = (PACKAGE / "kinds" / folder / "kind.py").read_text(encoding="utf-8")
+        assert "Ref(" not in text and "biasaudit.kinds." + folder + "." not in text.replace(
+            f"biasaudit.kinds.{folder}.spec", ""
+        )
+        assert len(text.splitlines()) <= 26, folder
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_each_kind_has_every_step_in_its_own_folder(kind: str) -> None:
     import inspect
 
     from pydantic import BaseModel
 
-    from biasaudit.kinds.declare import Ref
-    from biasaudit.kinds.registry import KINDS, audit_kind
+    from biasaudit.kinds._rounds import Growth
+    from biasaudit.kinds.declare import STEPS, Step
 
     declared = audit_kind(kind)
     home = KINDS[kind].rpartition(".")[0]
-    shared = ("biasaudit.kinds._imported", "biasaudit.kinds.common", "biasaudit.kinds.candidates")
-    refs = {name: getattr(declared, name) for name in (*CONTRACT, "tasks", "metrics")}
-    if declared.scorer is not None:
-        refs |= {"score": declared.scorer.score, "options": declared.scorer.options}
-    if declared.power is not None:
-        refs["power"] = declared.power
-    if declared.growth is not None:
-        refs["growth"] = declared.growth
-    for name, ref in refs.items():
-        assert isinstance(ref, Ref), name
-        assert ref.target.startswith((home + ".", *shared)), (name, ref.target)
-        target = ref.load()
-        if name in CONTRACT or name in OPTIONAL:
+    assert declared.declared_in == KINDS[kind]
+    for name in STEPS:
+        step = getattr(declared, name)
+        assert isinstance(step, Step) and step.package == home, (name, step)
+        target = step.load()
+        if name in CONTRACT:
             parameters = list(inspect.signature(target).parameters)
-            assert parameters == {**CONTRACT, **OPTIONAL}[name], (name, ref.target, parameters)
-    assert issubclass(refs["metrics"].load(), BaseModel)
-    if declared.growth is not None:  # each spec that grows has the fields its growth names
-        from biasaudit.kinds._rounds import Growth
-
-        found = declared.growth.load()
-        chosen = ("GROWTH", "CANDIDATES_GROWTH", "PAIRWISE_GROWTH")  # a chooser's growths
-        module = inspect.getmodule(found)
-        growths = [found] if isinstance(found, Growth) else [getattr(module, n) for n in chosen]
-        for growth in growths:
-            assert isinstance(growth, Growth)
-            grown = [s for s in declared.specs if growth.size in s.model_fields]
-            assert grown and all({"until", growth.step} <= set(s.model_fields) for s in grown)
-    assert set(declared.commands) <= {info.name for info in refs["tasks"].load()}
-    if declared.scorer is not None:
-        parameters = list(inspect.signature(declared.scorer.score.load()).parameters)
-        assert parameters == ["path", "options", "command"], parameters
-        assert issubclass(declared.scorer.options.load(), BaseModel)
+            assert parameters == CONTRACT[name], (name, step.target, parameters)
+    assert issubclass(declared.metrics.load(), BaseModel)
+    assert issubclass(declared.score_options.load(), BaseModel)
+    # each spec that grows has the fields its growth names
+    found = declared.growth.load()
+    chosen = ("GROWTH", "CANDIDATES_GROWTH", "PAIRWISE_GROWTH")  # a chooser's growths
+    module = inspect.getmodule(found)
+    growths = [found] if isinstance(found, Growth) else [getattr(module, n) for n in chosen]
+    for growth in growths:
+        assert isinstance(growth, Growth)
+        grown = [s for s in declared.specs if growth.size in s.model_fields]
+        assert grown and all({"until", growth.step} <= set(s.model_fields) for s in grown)
+    assert set(declared.commands) <= {info.name for info in declared.tasks.load()}

@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from biasaudit.cli import cli
-from biasaudit.kinds.allocation.run import audit
-from biasaudit.kinds.ruted.run import ruted_audit
+from biasaudit.kinds.allocation.run import run as audit
+from biasaudit.kinds.ruted.run import run as ruted_audit
 from biasaudit.kinds.ruted.spec import RutedSpec
 from biasaudit.providers import ModelRequest, ModelResponse
 from biasaudit.providers.sim import SimProvider

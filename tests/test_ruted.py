@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 
 from biasaudit.errors import UsageError
-from biasaudit.kinds.ruted.run import RutedResult, ruted_audit
+from biasaudit.kinds.ruted.run import RutedResult
+from biasaudit.kinds.ruted.run import run as ruted_audit
 from biasaudit.kinds.ruted.spec import RutedSpec
 from biasaudit.kinds.ruted.task import (
     OCCUPATIONS_PATH,

@@ -23,10 +23,12 @@ if TYPE_CHECKING:
     from biasaudit.engine.loop import run_async
     from biasaudit.errors import BiasauditError
     from biasaudit.frames import export_runs, load_responses, load_runs, load_scores
-    from biasaudit.kinds.allocation.run import AuditResult, audit, run_audit
+    from biasaudit.kinds.allocation.run import AuditResult, run_audit
+    from biasaudit.kinds.allocation.run import run as audit
     from biasaudit.kinds.allocation.study import run_study
-    from biasaudit.kinds.ruted.run import RutedResult, run_ruted_audit, ruted_audit
-    from biasaudit.kinds.ruted.study import run_ruted_study
+    from biasaudit.kinds.ruted.run import RutedResult, run_ruted_audit
+    from biasaudit.kinds.ruted.run import run as ruted_audit
+    from biasaudit.kinds.ruted.study import run_study as run_ruted_study
     from biasaudit.providers import (
         Capabilities,
         ModelRequest,
@@ -40,10 +42,11 @@ if TYPE_CHECKING:
     from biasaudit.store.runs import Manifest, ResponseRecord, RunDirectory
 
 # Every public name is imported on first use (PEP 562): `import biasaudit.metrics`
-# loads no engine and no SDK, and `biasaudit fanout` does not pay for pandas.
+# loads no engine and no SDK, and `biasaudit fanout` does not pay for pandas. A kind's
+# steps keep the names its contract gives them (``module:name``; see kinds/declare.py).
 _LAZY = {
     "AuditResult": "biasaudit.kinds.allocation.run",
-    "audit": "biasaudit.kinds.allocation.run",
+    "audit": "biasaudit.kinds.allocation.run:run",
     "run_audit": "biasaudit.kinds.allocation.run",
     "CacheStats": "biasaudit.store.cache",
     "ResponseCache": "biasaudit.store.cache",
@@ -75,17 +78,18 @@ _LAZY = {
     "parse_spec": "biasaudit.spec",
     "run_study": "biasaudit.kinds.allocation.study",
     "RutedResult": "biasaudit.kinds.ruted.run",
-    "ruted_audit": "biasaudit.kinds.ruted.run",
+    "ruted_audit": "biasaudit.kinds.ruted.run:run",
     "run_ruted_audit": "biasaudit.kinds.ruted.run",
-    "run_ruted_study": "biasaudit.kinds.ruted.study",
+    "run_ruted_study": "biasaudit.kinds.ruted.study:run_study",
 }
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
+    found = _LAZY.get(name)
+    if found is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+    module, _, attribute = found.partition(":")
+    return getattr(importlib.import_module(module), attribute or name)
 
 
 def __dir__() -> list[str]:

@@ -515,19 +515,17 @@ def run() -> None:
 
 
 class _Scorers(click.Group):
-    """``biasaudit score <kind> FILE``: the commands of the kinds that declare one."""
+    """``biasaudit score <kind> FILE``: a command per kind."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        from biasaudit.kinds.registry import KINDS, audit_kind
+        from biasaudit.kinds.registry import KINDS
 
-        return [name for name in KINDS if audit_kind(name).scorer is not None]
+        return list(KINDS)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        from biasaudit.kinds.registry import KINDS, audit_kind
+        from biasaudit.kinds.registry import KINDS
 
-        if name not in KINDS or audit_kind(name).scorer is None:
-            return None
-        return _score_command(name)
+        return _score_command(name) if name in KINDS else None
 
 
 @cli.group(cls=_Scorers)
@@ -541,9 +539,7 @@ def _score_command(name: str) -> click.Command:
     from biasaudit.kinds.registry import audit_kind
 
     kind = audit_kind(name)
-    scorer = kind.scorer
-    assert scorer is not None
-    model = scorer.options.load()
+    model = kind.score_options.load()
 
     def score_file(path: Path, no_report: bool, **fields: Any) -> None:
         from biasaudit.cli.options import given
@@ -553,13 +549,13 @@ def _score_command(name: str) -> click.Command:
 
         options = validated(model, given(fields), "command line")
         with phase(f"reading {path.name} and computing the figures"):
-            result = scorer.score(path, options, command=["biasaudit", *sys.argv[1:]])
+            result = kind.score(path, options, command=["biasaudit", *sys.argv[1:]])
         echo_blocks(kind.run_blocks(result.metrics, result.run_dir))
         _write_report(result.run_dir, not no_report)
         click.echo(f"run: {result.run_dir}")
 
     path = click.Argument(
-        ["path"], metavar=scorer.argument, type=click.Path(dir_okay=False, path_type=Path)
+        ["path"], metavar=kind.score_argument, type=click.Path(dir_okay=False, path_type=Path)
     )
     no_report = click.Option(
         ["--no-report", "no_report"], is_flag=True, help="Print the table only; write no report."
@@ -568,7 +564,7 @@ def _score_command(name: str) -> click.Command:
         name,
         params=[path, *field_options(model), no_report],
         callback=_reports_errors(score_file),
-        help=scorer.help,
+        help=kind.score_help,
     )
 
 

@@ -97,15 +97,13 @@ def _power_lines(spec: AuditSpec, provider: Any, table: Any) -> list[str]:
 
     kind = kind_of_spec(spec)
     planner = kind.power
-    if planner is None:
-        return ["--detect and --until are not planned for this kind of audit"]
 
     def cost_at(sized: AuditSpec) -> tuple[int, float | None]:
         estimate = estimate_spec_cost(sized, provider, table)
         return estimate.to_send, estimate.cost
 
     found: list[str] = []
-    if getattr(spec, "until", None) is not None and kind.growth is not None:
+    if getattr(spec, "until", None) is not None:
         from biasaudit.kinds._rounds import growth_for, until_lines
 
         found += until_lines(spec, growth_for(kind.growth.load(), spec), cost_at)

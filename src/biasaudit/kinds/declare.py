@@ -1,11 +1,14 @@
-"""What an audit kind declares: one :class:`Kind` in its ``kind.py``.
+"""What an audit kind is: a folder under ``kinds/`` whose modules export fixed names.
 
-A kind names its specs and tasks, and where each step of the pipeline lives:
-``"module:attribute"`` references (:class:`Ref`) imported on first use, so that
-listing the kinds (``biasaudit run --help``) loads only their specs. The
-registry (:mod:`biasaudit.kinds.registry`) and its callers reach a kind through
-these fields only; each field's docstring is the signature its target has
-(``tests/test_layout.py`` checks the parameters' names).
+Its ``kind.py`` declares a :class:`Kind`: the manifest's ``kind``, its specs, its
+commands and how its reports name things. Every step of the pipeline is found by
+name (:data:`STEPS`): the run in ``run.py`` as ``run``, the requests it would send
+in ``plan.py`` as ``plan_requests``, and so on. The registry
+(:mod:`biasaudit.kinds.registry`) and its callers reach a kind through these steps
+only; each is imported on first use, so that listing the kinds (``biasaudit run
+--help``) loads only their specs. Each step's signature is in the docstring of its
+field below (``tests/test_layout.py`` checks the parameters' names, and that every
+kind's folder has every step).
 """
 
 from __future__ import annotations
@@ -18,43 +21,61 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from biasaudit.spec import RunSpec
 
-__all__ = ["Kind", "Ref", "Scorer"]
+__all__ = ["STEPS", "Kind", "Step"]
 
 
 @dataclass(frozen=True)
-class Ref:
-    """A function, class or value of a kind, named ``"package.module:attribute"``
-    and imported when first used. Calling it calls its target."""
+class Step:
+    """One step of a kind: ``attribute`` of its folder's ``module``, imported when first
+    used. Calling it calls its target."""
 
-    target: str
+    package: str
+    module: str
+    attribute: str
+
+    @property
+    def target(self) -> str:
+        return f"{self.package}.{self.module}:{self.attribute}"
 
     def load(self) -> Any:
-        module, _, attribute = self.target.partition(":")
-        return getattr(importlib.import_module(module), attribute)
+        return getattr(importlib.import_module(f"{self.package}.{self.module}"), self.attribute)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.load()(*args, **kwargs)
 
 
-@dataclass(frozen=True)
-class Scorer:
-    """``biasaudit score <kind> FILE``: the kind's figures of outputs produced elsewhere."""
-
-    argument: str
-    """What the file is called in the command's usage, e.g. ``SCORES_FILE``."""
-    help: str
-    """The command's help: the file's columns, what is written."""
-    options: Ref
-    """A pydantic model of the command's options (each field an option)."""
-    score: Ref
-    """``(path, options, *, command) -> ran``: a run directory with ``run_dir``,
-    ``manifest`` and ``metrics``, whose table the kind's ``table`` prints."""
+STEPS: dict[str, tuple[str, str]] = {
+    "tasks": ("task", "TASK_INFOS"),
+    "metrics": ("metrics", "Metrics"),
+    "figures": ("metrics", "figure_rows"),
+    "run": ("run", "run"),
+    "plan": ("plan", "plan_requests"),
+    "table": ("report", "run_table"),
+    "study_blocks": ("report", "study_blocks"),
+    "headline": ("report", "headline"),
+    "document": ("html", "run_document"),
+    "study_sections": ("html", "study_page"),
+    "compare_figures": ("html", "compare_figures"),
+    "study": ("study", "run_study"),
+    "change_tests": ("changes", "change_tests"),
+    "power": ("power", "plan_power"),
+    "growth": ("power", "growth"),
+    "score_options": ("imported", "ImportOptions"),
+    "score": ("imported", "score"),
+}
+"""Each step of a kind: the module of its folder and the name it exports there."""
 
 
 @dataclass(frozen=True)
 class Kind:
-    """An audit kind: the manifest's ``kind``, its specs, and its pipeline."""
+    """An audit kind: the manifest's ``kind``, its specs, and its pipeline.
 
+    ``Kind(__name__, name=..., ...)`` in the kind's ``kind.py``: the folder holding
+    that module holds its steps.
+    """
+
+    declared_in: str
+    """The module declaring it (its ``kind.py``): its folder holds the steps."""
     name: str
     """The manifest's ``kind`` of its runs, e.g. ``grade-score``."""
     specs: tuple[type[RunSpec], ...]
@@ -63,56 +84,80 @@ class Kind:
     commands: tuple[str, ...]
     """The tasks that have a ``biasaudit run <task>`` command (the others need a spec
     file: a task of your own)."""
-    tasks: Ref
-    """The built-in tasks as ``biasaudit tasks`` lists them: a tuple of ``TaskInfo``."""
-    metrics: Ref
-    """The pydantic model of its ``metrics.json``."""
-    run: Ref
-    """``(spec, *, provider, stderr, command) -> ran``: the audit, into a run directory
-    (``run_dir``, ``manifest``, ``metrics``)."""
-    plan: Ref
-    """``(spec, provider) -> list[ModelRequest]``: the requests a run would send."""
-    table: Ref
-    """``(metrics, run_dir) -> list[Block]``: what ``biasaudit run`` prints, described
-    once: plain lines, or drawn with rich on a terminal."""
-    document: Ref
-    """``(run_dir, manifest, spec) -> Document``: the run's HTML / Markdown report."""
-    study: Ref
-    """``(run_dirs, *, ndcg_at) -> study``: runs of this kind read side by side."""
-    study_blocks: Ref
-    """``(study) -> list[Block]``: what ``biasaudit study`` prints."""
-    study_sections: Ref
-    """``(study) -> (title, sections, simulated)``: the study's page."""
-    change_tests: Ref
-    """``(path_a, path_b, metrics_a, metrics_b, *, rng, bootstrap, notes) ->
-    list[ChangeTest]``: the tests of "no change" that ``biasaudit compare`` adjusts."""
-    compare_figures: Ref
-    """``(comparison, names, reference, simulated) -> list[Figure]``: the compare
-    page's figures of B - A."""
-    headline: Ref
-    """``(metrics) -> str``: one line of the figures that matter most (``history``)."""
-    figures: Ref
-    """``(metrics) -> list[dict]``: every figure in long form, one row per figure with
-    :data:`biasaudit.kinds.common.FIGURE_COLUMNS` (``biasaudit.load_runs``, ``export``)."""
     compared_per: str
     """What the compare page shows its differences per: group, figure or context."""
     scores_file: str
     """The run file of its per-unit results (candidates, items, occupations, answers
     shown), which ``biasaudit.load_scores`` reads."""
+    score_argument: str
+    """What ``biasaudit score <name> FILE`` calls its file in the usage, e.g.
+    ``SCORES_FILE``."""
+    score_help: str
+    """The help of ``biasaudit score <name>``: the file's columns, what is written."""
     compare_note: str = ""
     """Added to the caption of the compare page's table of tests."""
     figure_names: Mapping[str, str] = field(default_factory=dict)
     """How reports name the figures its change tests key (``dp_gap`` -> ``ΔDP``)."""
     in_points: tuple[str, ...] = ()
     """The figures of its change tests shown in percentage points (shares)."""
-    scorer: Scorer | None = None
-    """``biasaudit score <name>``, where the kind reads outputs produced elsewhere."""
-    power: Ref | None = None
-    """``(spec, cost_at) -> list[str]``: the dry run's power lines for a spec's ``detect``
-    (``cost_at(spec)``: requests to send and cost of a spec), where the kind plans them."""
-    growth: Ref | None = None
-    """A :class:`biasaudit.kinds._rounds.Growth`, or ``(spec) -> Growth``: how ``--until``
-    grows its audits in rounds, where it does."""
+
+    tasks: Step = field(init=False, repr=False, compare=False)
+    """``task.TASK_INFOS``: the built-in tasks as ``biasaudit tasks`` lists them, a
+    tuple of ``TaskInfo``."""
+    metrics: Step = field(init=False, repr=False, compare=False)
+    """``metrics.Metrics``: the pydantic model of its ``metrics.json``."""
+    figures: Step = field(init=False, repr=False, compare=False)
+    """``metrics.figure_rows``, ``(metrics) -> list[dict]``: every figure in long form,
+    one row per figure with :data:`biasaudit.kinds.common.FIGURE_COLUMNS`
+    (``biasaudit.load_runs``, ``export``)."""
+    run: Step = field(init=False, repr=False, compare=False)
+    """``run.run``, ``(spec, *, provider, stderr, command) -> ran``: the audit, into a
+    run directory (``run_dir``, ``manifest``, ``metrics``)."""
+    plan: Step = field(init=False, repr=False, compare=False)
+    """``plan.plan_requests``, ``(spec, provider) -> list[ModelRequest]``: the requests
+    a run would send."""
+    table: Step = field(init=False, repr=False, compare=False)
+    """``report.run_table``, ``(metrics, run_dir) -> list[Block]``: what ``biasaudit
+    run`` prints, described once: plain lines, or drawn with rich on a terminal."""
+    study_blocks: Step = field(init=False, repr=False, compare=False)
+    """``report.study_blocks``, ``(study) -> list[Block]``: what ``biasaudit study``
+    prints."""
+    headline: Step = field(init=False, repr=False, compare=False)
+    """``report.headline``, ``(metrics) -> str``: one line of the figures that matter
+    most (``history``)."""
+    document: Step = field(init=False, repr=False, compare=False)
+    """``html.run_document``, ``(run_dir, manifest, spec) -> Document``: the run's HTML
+    / Markdown report."""
+    study_sections: Step = field(init=False, repr=False, compare=False)
+    """``html.study_page``, ``(study) -> (title, sections, simulated)``: the study's
+    page."""
+    compare_figures: Step = field(init=False, repr=False, compare=False)
+    """``html.compare_figures``, ``(comparison, names, reference, simulated) ->
+    list[Figure]``: the compare page's figures of B - A."""
+    study: Step = field(init=False, repr=False, compare=False)
+    """``study.run_study``, ``(run_dirs, *, ndcg_at) -> study``: runs of this kind read
+    side by side."""
+    change_tests: Step = field(init=False, repr=False, compare=False)
+    """``changes.change_tests``, ``(path_a, path_b, metrics_a, metrics_b, *, rng,
+    bootstrap, notes) -> list[ChangeTest]``: the tests of "no change" that ``biasaudit
+    compare`` adjusts."""
+    power: Step = field(init=False, repr=False, compare=False)
+    """``power.plan_power``, ``(spec, cost_at) -> list[str]``: the dry run's power lines
+    for a spec's ``detect`` (``cost_at(spec)``: requests to send and cost of a spec)."""
+    growth: Step = field(init=False, repr=False, compare=False)
+    """``power.growth``: a :class:`biasaudit.kinds._rounds.Growth`, or ``(spec) ->
+    Growth``: how ``--until`` grows its audits in rounds."""
+    score_options: Step = field(init=False, repr=False, compare=False)
+    """``imported.ImportOptions``: a pydantic model of ``biasaudit score <name>``'s
+    options (each field an option)."""
+    score: Step = field(init=False, repr=False, compare=False)
+    """``imported.score``, ``(path, options, *, command) -> ran``: the figures of
+    outputs produced elsewhere, into a run directory whose table ``table`` prints."""
+
+    def __post_init__(self) -> None:
+        package = self.declared_in.rpartition(".")[0]
+        for name, (module, attribute) in STEPS.items():
+            object.__setattr__(self, name, Step(package, module, attribute))
 
     def run_blocks(self, metrics: Any, run_dir: Any) -> list[Any]:
         """Its ``table`` of a run, and the rounds of one run with ``--until``."""
@@ -121,7 +166,7 @@ class Kind:
 
         blocks: list[Any] = self.table(metrics, run_dir)
         try:
-            record = read_rounds(run_dir) if self.growth is not None else None
+            record = read_rounds(run_dir)
         except UsageError as error:  # a damaged record: the run's own table stands
             return [*blocks, f"note: {error}; its rounds are left out"]
         if record is None:

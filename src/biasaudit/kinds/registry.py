@@ -1,11 +1,11 @@
 """The audit kinds behind one call: run a spec, plan it, read a run's metrics, print
 its table, draw it, write its report.
 
-:data:`KINDS` maps each manifest kind to the module that declares it, one line a
-kind: its ``kind.py``, whose ``KIND`` is a :class:`~biasaudit.kinds.declare.Kind`.
+:data:`~biasaudit.kinds.KINDS` maps each manifest kind to the module that declares it,
+one line a kind: its ``kind.py``, whose ``KIND`` is a :class:`~biasaudit.kinds.declare.Kind`.
 The command line, ``replay``, ``reaudit``, ``report``, ``study``, ``compare``,
 ``history`` and ``run --max-cost`` reach a kind only through here, so a new kind
-is a folder under ``kinds/`` with its ``kind.py``, and one line below.
+is a folder under ``kinds/`` with its ``kind.py``, and one line in ``kinds/__init__.py``.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any, TextIO, get_args
 from pydantic import BaseModel
 
 from biasaudit.errors import UsageError
+from biasaudit.kinds import KINDS
 from biasaudit.kinds.common import TaskInfo, read_run_metrics
 from biasaudit.kinds.declare import Kind
 from biasaudit.providers import ModelRequest, Provider
@@ -50,13 +51,6 @@ __all__ = [
     "table_of",
 ]
 
-KINDS: dict[str, str] = {
-    "allocation": "biasaudit.kinds.allocation.kind",
-    "grade-score": "biasaudit.kinds.grade_score.kind",
-    "ruted": "biasaudit.kinds.ruted.kind",
-    "listwise": "biasaudit.kinds.listwise.kind",
-}
-"""Each audit kind (the manifest's ``kind``) and the module declaring it (its ``KIND``)."""
 AUDIT_KINDS = tuple(KINDS)
 
 
@@ -342,8 +336,6 @@ def run_spec(
     if getattr(spec, "until", None) is not None:
         from biasaudit.kinds._rounds import audit_until, growth_for
 
-        if kind.growth is None:
-            raise UsageError(f"--until: a {kind.name} audit does not grow in rounds")
         growth = growth_for(kind.growth.load(), spec)
         ran = audit_until(spec, growth, kind.run.load(), provider=provider,
                           stderr=stderr, command=command, design=design,

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Union
 
 from biasaudit.errors import UsageError
+from biasaudit.kinds import KINDS
 
 __all__ = ["SCHEMA_NAMES", "json_schema", "shipped_schema", "write_schemas"]
 
@@ -54,7 +55,7 @@ def _metrics(kind: str) -> Callable[[], dict[str, Any]]:
         from biasaudit.kinds.registry import audit_kind
 
         found: dict[str, Any] = audit_kind(kind).metrics.load().model_json_schema()
-        found["title"] = f"metrics.json of a {kind} run"
+        found["title"] = f"metrics.json of a run of kind '{kind}'"
         return found
 
     return schema
@@ -72,10 +73,10 @@ _SCHEMAS: dict[str, tuple[str, Callable[[], dict[str, Any]]]] = {
     "manifest": ("manifest.json of any run", _store("Manifest")),
     "responses": ("one line of responses.jsonl", _store("ResponseRecord")),
     "batches": ("batches.json of a --batch run", _store("BatchesFile")),
-    "metrics-allocation": ("metrics.json of an allocation run", _metrics("allocation")),
-    "metrics-grade-score": ("metrics.json of a Grade Score run", _metrics("grade-score")),
-    "metrics-ruted": ("metrics.json of a RUTEd run", _metrics("ruted")),
-    "metrics-listwise": ("metrics.json of a listwise run", _metrics("listwise")),
+    **{
+        f"metrics-{kind}": (f"metrics.json of a run of kind '{kind}'", _metrics(kind))
+        for kind in KINDS
+    },
     "rounds": ("rounds.json of an audit run with --until", _rounds),
 }
 SCHEMA_NAMES: dict[str, str] = {name: what for name, (what, _) in _SCHEMAS.items()}

@@ -58,7 +58,7 @@ from biasaudit.store.tables import read_csv
 if TYPE_CHECKING:
     from biasaudit.reports.compare import Comparison
 
-__all__ = ["allocation_document", "headline_k"]
+__all__ = ["headline_k", "run_document"]
 
 
 def headline_k(metrics: AllocationMetrics) -> int:
@@ -512,7 +512,7 @@ def _method_rows(metrics: AllocationMetrics) -> list[tuple[str, str]]:
     ]
 
 
-def allocation_document(run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -> Document:
+def run_document(run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -> Document:
     """The report of the allocation run in ``run_dir``."""
     metrics: AllocationMetrics = read_run_metrics(run_dir, AllocationMetrics)
     scores_path = run_dir / "scores.csv"

@@ -49,7 +49,7 @@ from biasaudit.store.runs import Manifest, RunDirectory, read_manifest
 from biasaudit.store.tables import write_csv
 from biasaudit.textfiles import read_table, require_columns, require_values
 
-__all__ = ["ImportOptions", "ImportResult", "read_scores", "score_allocation"]
+__all__ = ["ImportOptions", "ImportResult", "read_scores", "score"]
 
 _TRUE = frozenset({"true", "yes", "1", "y", "t"})
 _FALSE = frozenset({"false", "no", "0", "n", "f"})
@@ -158,7 +158,7 @@ def _qualified(frame: pd.DataFrame, path: Path) -> list[bool | None]:
     return found
 
 
-def score_allocation(
+def score(
     path: str | Path, options: ImportOptions, *, command: Sequence[str] | None = None
 ) -> ImportResult:
     """Audit the scores in ``path`` into a new run directory; see the module docstring."""

@@ -866,3 +866,7 @@ def _group_rows(
                                unit_type="group", unit=group, subtask=subtask, k=int(k))
                 )  # fmt: skip
     return rows
+
+
+Metrics = AllocationMetrics
+"""The kind's ``metrics.json`` model, by the name every kind gives it."""

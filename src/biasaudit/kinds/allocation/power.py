@@ -252,13 +252,13 @@ def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) ->
     if spec.detect is None:
         return lines
     if spec.method == "pairwise":  # in pools per subtask, the units its intervals resample
-        from biasaudit.kinds.allocation.run import audit
+        from biasaudit.kinds.allocation.run import run
 
-        return plan_in_pools(spec, cost_at, PAIRWISE_GROWTH, audit, pairwise_planned)
+        return plan_in_pools(spec, cost_at, PAIRWISE_GROWTH, run, pairwise_planned)
     if spec.pilot is not None:
-        from biasaudit.kinds.allocation.run import audit
+        from biasaudit.kinds.allocation.run import run
 
-        like, line = run_pilot(spec, GROWTH, audit, cost_at)
+        like, line = run_pilot(spec, GROWTH, run, cost_at)
         spec = spec.model_copy(update={"like": like})
         lines.append(line)
     if spec.like is None and names_now is None:

@@ -32,7 +32,7 @@ from biasaudit.kinds.allocation.metrics import (
     ScoringSummary,
     allocation_results,
 )
-from biasaudit.kinds.allocation.scoring import (
+from biasaudit.kinds.allocation.plan import (
     PairwisePlan,
     PointwisePlan,
     ScoringPlan,
@@ -47,7 +47,7 @@ from biasaudit.providers import Provider
 from biasaudit.store.runs import RunResult
 from biasaudit.store.tables import write_csv
 
-__all__ = ["AuditResult", "audit", "run_audit"]
+__all__ = ["AuditResult", "run", "run_audit"]
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ class AuditResult(RunResult):
     metrics: AllocationMetrics
 
 
-def audit(
+def run(
     spec: AllocationSpec,
     *,
     provider: Provider | None = None,

@@ -159,3 +159,13 @@ class AllocationTaskSpec(CustomData, AllocationSpec):
                 "give the labels different values"
             )
         return value
+
+
+SCORE_HELP = """Every allocation figure of SCORES_FILE, a CSV of candidate,group,score.
+
+    Optional columns: qualified (true/false; empty: not rated), subtask, name,
+    item, pool. Writes a run directory as an audit does (the manifest says the
+    scores were imported), prints the table and ``run: <dir>``; a malformed
+    file exits 2 naming its line and column.
+    """
+"""The help of ``biasaudit score allocation``: the file a user brings and what is written."""

@@ -16,8 +16,9 @@ import pandas as pd
 
 from biasaudit.kinds.common import read_run_metrics
 from biasaudit.kinds.grade_score.kind import KIND
+from biasaudit.kinds.grade_score.metrics import GradeScoreMetrics
 from biasaudit.kinds.grade_score.report import is_left_out, unusable_warning
-from biasaudit.kinds.grade_score.run import GradeScoreMetrics, judge_settings
+from biasaudit.kinds.grade_score.run import judge_settings
 from biasaudit.kinds.grade_score.study import SCORES, GradeStudyResult, GradeStudyRun
 from biasaudit.reports.html._common import (
     audited_section,
@@ -49,7 +50,7 @@ from biasaudit.store.tables import read_csv
 if TYPE_CHECKING:
     from biasaudit.reports.compare import Comparison
 
-__all__ = ["SCORE_NAMES", "grade_document", "position_bars"]
+__all__ = ["SCORE_NAMES", "position_bars", "run_document"]
 
 SCORE_NAMES = {
     "grade_score": "Grade Score",
@@ -286,7 +287,7 @@ def _method_rows(metrics: GradeScoreMetrics) -> list[tuple[str, str]]:
     ]
 
 
-def grade_document(run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -> Document:
+def run_document(run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -> Document:
     """The report of the Grade Score run in ``run_dir``."""
     metrics: GradeScoreMetrics = read_run_metrics(run_dir, GradeScoreMetrics)
     items_path = run_dir / "items.csv"

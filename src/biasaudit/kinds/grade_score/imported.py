@@ -23,16 +23,17 @@ from pydantic import Field
 from biasaudit.errors import InputError, UsageError
 from biasaudit.kinds._imported import ScoreOptions, finish_imported, imported_manifest
 from biasaudit.kinds.common import NOTHING_SENT
-from biasaudit.kinds.grade_score.run import GradeScoreMetrics, item_figures, score_fields
+from biasaudit.kinds.grade_score.metrics import GradeScoreMetrics
+from biasaudit.kinds.grade_score.run import item_figures, score_fields
 from biasaudit.kinds.grade_score.task import GradeItem
 from biasaudit.store.runs import Manifest, RunDirectory, read_manifest
 from biasaudit.store.tables import write_csv
 from biasaudit.textfiles import brief, read_table, require_columns, require_values
 
-__all__ = ["GradeImportOptions", "GradeImportResult", "read_trials", "score_grade"]
+__all__ = ["GradeImportResult", "ImportOptions", "read_trials", "score"]
 
 
-class GradeImportOptions(ScoreOptions):
+class ImportOptions(ScoreOptions):
     """``biasaudit score grade-score``'s options."""
 
     conventions: Literal["biasaudit", "paper"] = Field(
@@ -123,14 +124,14 @@ def _replicate(value: str, path: Path, line: int) -> int:
     return int(value)
 
 
-def score_grade(
+def score(
     path: str | Path,
     options: ScoreOptions | None = None,
     *,
     command: Sequence[str] | None = None,
 ) -> GradeImportResult:
     """The Grade Score audit of a judge's answers in ``path``; see the module docstring."""
-    options = options or GradeImportOptions()
+    options = options or ImportOptions()
     conventions = getattr(options, "conventions", "biasaudit")
     model, confidence, runs_dir = options.model, options.confidence, options.runs_dir
     source = Path(path)

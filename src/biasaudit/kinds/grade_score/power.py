@@ -6,7 +6,7 @@ defaults do. Requests grow in proportion to the items. Items come from a file, s
 sizes say how many items the file needs; see :mod:`biasaudit.kinds._planning`.
 
 ``--until precise:H`` grows a Grade Score audit by items drawn from the file (nested:
-``item_limit``; :data:`GROWTH`, :mod:`biasaudit.kinds._rounds`) until each score's
+``item_limit``; :data:`growth`, :mod:`biasaudit.kinds._rounds`) until each score's
 interval is within ±H. ``decided`` has no meaning here: a score has no gap of its own
 whose sign or size could be settled (a change between two runs is ``biasaudit
 compare``'s).
@@ -28,9 +28,9 @@ from biasaudit.kinds._planning import (
 )
 from biasaudit.kinds._planning import scaled_cost as _scaled
 from biasaudit.kinds._rounds import Figure, Growth
-from biasaudit.kinds.grade_score.run import GradeScoreMetrics
+from biasaudit.kinds.grade_score.metrics import GradeScoreMetrics
 
-__all__ = ["GROWTH", "plan_power"]
+__all__ = ["growth", "plan_power"]
 
 SCORES = ("grade_score", "entropy", "choice")
 
@@ -50,9 +50,9 @@ def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) ->
         return []
     lines = []
     if spec.pilot is not None:
-        from biasaudit.kinds.grade_score.run import grade_audit
+        from biasaudit.kinds.grade_score.run import run
 
-        like, line = run_pilot(spec, GROWTH, grade_audit, cost_at, least=4)
+        like, line = run_pilot(spec, growth, run, cost_at, least=4)
         spec = spec.model_copy(update={"like": like})
         lines.append(line)
     planned = _from_like(spec) if spec.like is not None else _stated(spec)
@@ -108,7 +108,7 @@ def _in_file(spec: Any) -> int:
     return whole if spec.max_items is None else min(spec.max_items, whole)
 
 
-GROWTH = Growth(
+growth = Growth(
     unit="items",
     size="item_limit",
     step="round_items",

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from biasaudit.kinds.grade_score.run import GradeScoreMetrics, judge_settings
+from biasaudit.kinds.grade_score.metrics import GradeScoreMetrics
+from biasaudit.kinds.grade_score.run import judge_settings
 from biasaudit.kinds.grade_score.study import SCORES, GradeStudyResult
 from biasaudit.metrics import FEW_UNITS
 from biasaudit.reports.text import (
@@ -29,8 +30,8 @@ from biasaudit.store.tables import read_csv
 __all__ = [
     "grade_score_blocks",
     "grade_score_table",
-    "grade_study_blocks",
     "grade_study_table",
+    "study_blocks",
     "unusable_warning",
 ]
 
@@ -242,10 +243,10 @@ def _items_table(metrics: GradeScoreMetrics, items: pd.DataFrame) -> PlainTable:
 
 def grade_study_table(result: GradeStudyResult) -> list[str]:
     """The lines ``biasaudit study`` prints for Grade Score runs."""
-    return block_lines(grade_study_blocks(result))
+    return block_lines(study_blocks(result))
 
 
-def grade_study_blocks(study: GradeStudyResult) -> list[Block]:
+def study_blocks(study: GradeStudyResult) -> list[Block]:
     """What was studied, then a table of each score by model and setting."""
     runs = study.runs
     labels = ", ".join(

@@ -88,3 +88,13 @@ class GradeScoreSpec(RunSpec, PlanningFields, UntilFields):
     @classmethod
     def _prompt_number(cls, value: Any) -> Any:
         return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+SCORE_HELP = """The Grade Score of a judge's answers in TRIALS_FILE, a CSV of item,shown,slot.
+
+    ``shown``: the item's options in the order shown (space-separated indices or
+    labels); ``slot``: the one chosen, 1 = shown first (empty: no usable answer);
+    optional ``preferred`` and ``replicate``. Writes a run directory as an audit
+    does and prints the table and ``run: <dir>``.
+    """
+"""The help of ``biasaudit score grade-score``: the file a user brings and what is written."""

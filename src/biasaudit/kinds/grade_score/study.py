@@ -18,14 +18,14 @@ import pandas as pd
 
 from biasaudit.errors import UsageError
 from biasaudit.kinds.common import load_study_metrics
-from biasaudit.kinds.grade_score.run import GradeScoreMetrics
+from biasaudit.kinds.grade_score.metrics import GradeScoreMetrics
 
 __all__ = [
     "SCORES",
     "GradeStudyResult",
     "GradeStudyRun",
     "load_grade_metrics",
-    "run_grade_study",
+    "run_study",
     "short_name",
 ]
 
@@ -135,7 +135,7 @@ def _row(run: GradeStudyRun) -> dict[str, object]:
     }
 
 
-def run_grade_study(run_dirs: Sequence[str | Path], *, ndcg_at: int = 3) -> GradeStudyResult:
+def run_study(run_dirs: Sequence[str | Path], *, ndcg_at: int = 3) -> GradeStudyResult:
     """Lay the Grade Score runs in ``run_dirs`` side by side; see the module docstring.
 
     ``ndcg_at`` is the allocation study's cutoff: this study ranks no models by NDCG.

@@ -59,7 +59,7 @@ from biasaudit.kinds.common import TaskInfo
 from biasaudit.kinds.grade_score.spec import GRADE_SCORE_PROMPTS, GradeScoreSpec
 from biasaudit.kinds.prompt import PromptTemplate
 from biasaudit.probes import ChoiceAnswer, ChoiceProbe
-from biasaudit.providers import ModelRequest, Provider
+from biasaudit.providers import ModelRequest
 from biasaudit.textfiles import (
     DATA_DIR,
     PROMPTS_DIR,
@@ -498,9 +498,3 @@ TASK_INFO = TaskInfo(
 
 TASK_INFOS = (TASK_INFO,)
 """The Grade Score task, as ``biasaudit tasks`` lists it."""
-
-
-def plan_requests(spec: Any, provider: Provider) -> list[ModelRequest]:
-    """The requests a run of ``spec`` would send to ``provider`` (nothing is sent)."""
-    assert isinstance(spec, GradeScoreSpec)
-    return list(plan_grade_score(build_grade_score_task(spec), spec).requests)

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from biasaudit.reports.compare import Comparison
     from biasaudit.reports.html._document import Figure
 
-__all__ = ["compare_figures", "listwise_document", "study_page"]
+__all__ = ["compare_figures", "run_document", "study_page"]
 
 _DATA_FIELDS = ("jobs", "names", "names_per_group", "resumes", "essays", "topic", "pool_size")
 
@@ -126,7 +126,7 @@ def _method_rows(metrics: ListwiseMetrics) -> list[tuple[str, str]]:
     ]  # fmt: skip
 
 
-def listwise_document(run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -> Document:
+def run_document(run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -> Document:
     """The report of the listwise run in ``run_dir``."""
     metrics: ListwiseMetrics = read_run_metrics(run_dir, ListwiseMetrics)
     document = Document(

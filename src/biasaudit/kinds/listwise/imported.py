@@ -40,12 +40,12 @@ from biasaudit.store.runs import Manifest, RunDirectory, read_manifest
 from biasaudit.store.tables import write_csv
 from biasaudit.textfiles import brief, read_table, require_columns, require_values
 
-__all__ = ["ListwiseImportOptions", "ListwiseImportResult", "read_rankings", "score_listwise"]
+__all__ = ["ImportOptions", "ListwiseImportResult", "read_rankings", "score"]
 
 _REQUIRED = ["pool", "order", "slot", "candidate", "group"]
 
 
-class ListwiseImportOptions(ScoreOptions):
+class ImportOptions(ScoreOptions):
     """``biasaudit score listwise``'s options."""
 
     reference_group: str | None = Field(
@@ -196,14 +196,14 @@ def _whole_number(text: str) -> int | None:
     return None
 
 
-def score_listwise(
+def score(
     path: str | Path,
-    options: ListwiseImportOptions | None = None,
+    options: ImportOptions | None = None,
     *,
     command: Sequence[str] | None = None,
 ) -> ListwiseImportResult:
     """The listwise figures of the rankings in ``path``; see the module docstring."""
-    options = options or ListwiseImportOptions()
+    options = options or ImportOptions()
     source = Path(path)
     shown = read_rankings(source)
     groups = list(dict.fromkeys(shown["group"]))

@@ -312,3 +312,7 @@ def figure_rows(metrics: ListwiseMetrics) -> list[dict[str, Any]]:
         rows.append(figure_row("top_change", metrics.top_change, metrics.top_change_ci,
                                n=metrics.top_change_pools))  # fmt: skip
     return rows
+
+
+Metrics = ListwiseMetrics
+"""The kind's ``metrics.json`` model, by the name every kind gives it."""

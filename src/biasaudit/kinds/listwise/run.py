@@ -23,7 +23,7 @@ from biasaudit.providers import Provider
 from biasaudit.store.runs import Manifest
 from biasaudit.store.tables import write_csv
 
-__all__ = ["ListwiseResult", "listwise_audit"]
+__all__ = ["ListwiseResult", "run"]
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class ListwiseResult:
     metrics: ListwiseMetrics
 
 
-def listwise_audit(
+def run(
     spec: ListwiseSpec,
     *,
     provider: Provider | None = None,
@@ -49,7 +49,7 @@ def listwise_audit(
     provider = provider or spec.resolve_provider()
     plan = ListwisePlan(task, spec, listwise_prompt(task, spec), provider.capabilities)
 
-    async def run() -> ListwiseResult:
+    async def audit() -> ListwiseResult:
         ran = await run_planned(
             "listwise", spec, provider, plan.requests,
             annotate=plan.annotate,
@@ -59,7 +59,7 @@ def listwise_audit(
         )  # fmt: skip
         return ListwiseResult(ran.session.run.path, ran.session.manifest, ran.results)
 
-    return run_async(run())
+    return run_async(audit())
 
 
 def _write_results(

@@ -78,3 +78,14 @@ class ListwiseTaskSpec(CustomData, ListwiseSpec):
         description="The listwise prompt: system and user with {candidates} and "
         "{instruction}, candidate with the candidates' columns.",
     )
+
+
+SCORE_HELP = """The listwise figures of RANKINGS_FILE, rankings produced elsewhere.
+
+    One row per candidate shown in an answer: pool, order (which answer of the
+    pool), slot (1 = shown first), candidate, group, rank (1 = best; empty: not
+    ranked); optional subtask, name and item (the units), and race / sex for
+    impact ratios per category. Writes a run directory as an audit does and
+    prints the table; a malformed file exits 2 naming its line and column.
+    """
+"""The help of ``biasaudit score listwise``: the file a user brings and what is written."""

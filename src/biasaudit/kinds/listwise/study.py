@@ -10,7 +10,7 @@ from biasaudit.errors import UsageError
 from biasaudit.kinds.common import load_study_metrics
 from biasaudit.kinds.listwise.metrics import ListwiseMetrics
 
-__all__ = ["ListwiseStudy", "StudyRun", "run_listwise_study"]
+__all__ = ["ListwiseStudy", "StudyRun", "run_study"]
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ class ListwiseStudy:
     runs: tuple[StudyRun, ...]
 
 
-def run_listwise_study(run_dirs: Sequence[str | Path], *, ndcg_at: int = 3) -> ListwiseStudy:
+def run_study(run_dirs: Sequence[str | Path], *, ndcg_at: int = 3) -> ListwiseStudy:
     """The listwise runs in ``run_dirs``, labelled by model (and folder where two share
     one). ``ndcg_at`` is the allocation study's cutoff: this study ranks no models.
 

@@ -45,7 +45,7 @@ from biasaudit.store.tables import read_csv
 if TYPE_CHECKING:
     from biasaudit.reports.compare import Comparison
 
-__all__ = ["CONTEXT_NAMES", "METRIC_AXES", "ruted_document"]
+__all__ = ["CONTEXT_NAMES", "METRIC_AXES", "run_document"]
 
 CONTEXT_NAMES = {
     "standard": 'standard test ("The {occupation} is")',
@@ -295,7 +295,7 @@ def _similarity_section(metrics: RutedMetrics) -> Section | None:
     return Section("Replicate similarity (mode collapse)", "similarity", [table])
 
 
-def ruted_document(run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -> Document:
+def run_document(run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -> Document:
     """The report of the RUTEd run in ``run_dir``."""
     metrics: RutedMetrics = read_run_metrics(run_dir, RutedMetrics)
     path = run_dir / "occupations.csv"

@@ -42,10 +42,10 @@ from biasaudit.store.runs import Manifest, RunDirectory, read_manifest
 from biasaudit.store.tables import write_csv
 from biasaudit.textfiles import brief, read_table, require_columns, require_values
 
-__all__ = ["RutedImportOptions", "RutedImportResult", "read_ruted", "score_ruted"]
+__all__ = ["ImportOptions", "RutedImportResult", "read_ruted", "score"]
 
 
-class RutedImportOptions(ScoreOptions):
+class ImportOptions(ScoreOptions):
     """``biasaudit score ruted``'s options."""
 
     mode_collapse: Literal["auto", "on", "off"] = Field(
@@ -140,14 +140,14 @@ def _share(value: str, path: Path, line: int) -> float:
     return share
 
 
-def score_ruted(
+def score(
     path: str | Path,
-    options: RutedImportOptions | None = None,
+    options: ImportOptions | None = None,
     *,
     command: Sequence[str] | None = None,
 ) -> RutedImportResult:
     """The RUTEd metrics of gendered outputs in ``path``; see the module docstring."""
-    options = options or RutedImportOptions()
+    options = options or ImportOptions()
     model, confidence, runs_dir = options.model, options.confidence, options.runs_dir
     mode_collapse = options.mode_collapse
     source_path = Path(path)

@@ -521,3 +521,7 @@ def figure_rows(metrics: RutedMetrics) -> list[dict[str, Any]]:
                                    found.similarity.within_ci, n=found.similarity.occupations,
                                    unit_type="context", unit=context))  # fmt: skip
     return rows
+
+
+Metrics = RutedMetrics
+"""The kind's ``metrics.json`` model, by the name every kind gives it."""

@@ -33,10 +33,10 @@ from biasaudit.reports.text import (
 __all__ = [
     "intervals_phrase",
     "ruted_blocks",
-    "ruted_study_blocks",
     "ruted_study_table",
     "ruted_table",
     "spread_lines",
+    "study_blocks",
 ]
 
 _WIDTH = 27
@@ -208,10 +208,10 @@ def _bounds_rows(metrics: RutedMetrics) -> list[str]:
 
 def ruted_study_table(result: RutedStudyResult) -> list[str]:
     """The lines ``biasaudit study`` prints for RUTEd runs."""
-    return block_lines(ruted_study_blocks(result))
+    return block_lines(study_blocks(result))
 
 
-def ruted_study_blocks(study: RutedStudyResult) -> list[Block]:
+def study_blocks(study: RutedStudyResult) -> list[Block]:
     """What was studied, each metric by model and context, and the rank correlations."""
     labels = [run.label + (" (SIMULATED)" if run.metrics.simulated else "") for run in study.runs]
     models = len(study.runs)

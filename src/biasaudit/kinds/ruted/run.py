@@ -56,7 +56,7 @@ from biasaudit.providers import Provider
 from biasaudit.store.runs import RunResult
 from biasaudit.store.tables import write_csv
 
-__all__ = ["RutedResult", "run_ruted_audit", "ruted_audit"]
+__all__ = ["RutedResult", "run", "run_ruted_audit"]
 
 _SOURCES = {
     "continuation": "continuation logprobs",
@@ -73,7 +73,7 @@ class RutedResult(RunResult):
     metrics: RutedMetrics
 
 
-def ruted_audit(
+def run(
     spec: RutedSpec,
     *,
     provider: Provider | None = None,

@@ -113,3 +113,15 @@ class RutedSpec(RunSpec, PlanningFields, UntilFields):
         if not numbers or not all(number.isdigit() for number in numbers):
             raise ValueError(f"must be 'all' or template numbers such as 0 or 0,3; got {value!r}")
         return tuple(int(number) for number in numbers)
+
+
+SCORE_HELP = """The RUTEd metrics of OUTPUTS_FILE, a CSV of gendered outputs.
+
+    Its columns: occupation,context,text or occupation,context,p_male. Texts
+    are labelled by their pronouns as a run labels them; p_male is a share
+    already measured. Optional ``majority`` (male/female) for occupations other
+    than the 40 shipped ones, and ``template`` to tell one occupation's prompts
+    apart (the mode-collapse check compares replicates of one prompt). Writes a
+    run directory and prints the table.
+    """
+"""The help of ``biasaudit score ruted``: the file a user brings and what is written."""

@@ -38,7 +38,7 @@ from biasaudit.kinds.ruted.metrics import (
 )
 from biasaudit.metrics import spearman
 
-__all__ = ["RutedStudyResult", "RutedStudyRun", "run_ruted_study"]
+__all__ = ["RutedStudyResult", "RutedStudyRun", "run_study"]
 
 
 @dataclass(frozen=True)
@@ -149,7 +149,7 @@ def _conventions(runs: Sequence[RutedStudyRun]) -> str:
     return "paper" if all(run.metrics.conventions == "paper" for run in runs) else "biasaudit"
 
 
-def run_ruted_study(run_dirs: Sequence[str | Path], *, ndcg_at: int = 3) -> RutedStudyResult:
+def run_study(run_dirs: Sequence[str | Path], *, ndcg_at: int = 3) -> RutedStudyResult:
     """Compare the RUTEd runs in ``run_dirs`` (one per model); see the module docstring.
 
     ``ndcg_at`` is the allocation study's cutoff: this study ranks no models by NDCG.
