@@ -14,9 +14,16 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from biasaudit import __version__
 from biasaudit.secrets import redact_command
+from biasaudit.spec import RunSpec
 from biasaudit.store.runs import Manifest, RunDirectory
 
-__all__ = ["ScoreOptions", "finish_imported", "imported_manifest"]
+__all__ = ["ScoreOptions", "as_in_spec", "finish_imported", "imported_manifest"]
+
+
+def as_in_spec(spec: type[BaseModel], name: str) -> Any:
+    """The field ``name`` of an audit's spec (its default, bounds and description), so
+    that ``biasaudit score`` takes an option the audit has as ``biasaudit run`` does."""
+    return spec.model_fields[name]
 
 
 class ScoreOptions(BaseModel):
@@ -28,9 +35,7 @@ class ScoreOptions(BaseModel):
         "imported", description="A name for the model the outputs came from, as reports show it."
     )
     runs_dir: Path = Field(Path("runs"), description="Where the run directory goes.")
-    confidence: float = Field(
-        0.95, gt=0.0, lt=1.0, allow_inf_nan=False, description="Of every interval."
-    )
+    confidence: float = as_in_spec(RunSpec, "confidence")
 
 
 def imported_manifest(

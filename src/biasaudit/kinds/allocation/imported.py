@@ -34,7 +34,12 @@ from pydantic import Field
 
 from biasaudit.engine.options import Flag
 from biasaudit.errors import InputError, UsageError
-from biasaudit.kinds._imported import ScoreOptions, finish_imported, imported_manifest
+from biasaudit.kinds._imported import (
+    ScoreOptions,
+    as_in_spec,
+    finish_imported,
+    imported_manifest,
+)
 from biasaudit.kinds.allocation.metrics import (
     AllocationMetrics,
     CandidateCounts,
@@ -56,11 +61,6 @@ _FALSE = frozenset({"false", "no", "0", "n", "f"})
 _OPTIONAL = ("qualified", "subtask", "name", "item", "pool")
 
 
-def _as_in_spec(name: str) -> Any:
-    """The audit spec's field ``name``: its default, bounds and description."""
-    return AllocationSpec.model_fields[name]
-
-
 class ImportOptions(ScoreOptions):
     """How to audit imported scores (the allocation run's own options; their bounds
     are the audit spec's, :class:`~biasaudit.kinds.allocation.spec.AllocationSpec`)."""
@@ -74,13 +74,13 @@ class ImportOptions(ScoreOptions):
         "or auto. A 'pool' column gives the pools instead.",
     )
     pool_size: int = Field(10, ge=2, le=1000, description="Random pools: candidates per pool.")
-    k_max: int = _as_in_spec("k_max")
-    headline_k: int = _as_in_spec("headline_k")
-    rounds: int = _as_in_spec("rounds")
-    seed: int = _as_in_spec("seed")
-    bootstrap: int = _as_in_spec("bootstrap")
-    gap_bootstrap: int = _as_in_spec("gap_bootstrap")
-    conventions: Literal["biasaudit", "paper"] = _as_in_spec("conventions")
+    k_max: int = as_in_spec(AllocationSpec, "k_max")
+    headline_k: int = as_in_spec(AllocationSpec, "headline_k")
+    rounds: int = as_in_spec(AllocationSpec, "rounds")
+    seed: int = as_in_spec(AllocationSpec, "seed")
+    bootstrap: int = as_in_spec(AllocationSpec, "bootstrap")
+    gap_bootstrap: int = as_in_spec(AllocationSpec, "gap_bootstrap")
+    conventions: Literal["biasaudit", "paper"] = as_in_spec(AllocationSpec, "conventions")
     value_range: Annotated[tuple[float, float] | None, Flag(command_line=False)] = Field(
         None, description="The range scores can take [default: the range seen]."
     )

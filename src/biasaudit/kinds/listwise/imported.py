@@ -32,9 +32,15 @@ import pandas as pd
 from pydantic import Field, field_validator
 
 from biasaudit.errors import InputError, UsageError
-from biasaudit.kinds._imported import ScoreOptions, finish_imported, imported_manifest
+from biasaudit.kinds._imported import (
+    ScoreOptions,
+    as_in_spec,
+    finish_imported,
+    imported_manifest,
+)
 from biasaudit.kinds.common import NOTHING_SENT
 from biasaudit.kinds.listwise.metrics import AnswerCounts, ListwiseMetrics, metrics_fields
+from biasaudit.kinds.listwise.spec import ListwiseSpec
 from biasaudit.metrics import FEW_UNITS, listwise_figures
 from biasaudit.store.runs import Manifest, RunDirectory, read_manifest
 from biasaudit.store.tables import write_csv
@@ -51,15 +57,15 @@ class ImportOptions(ScoreOptions):
     reference_group: str | None = Field(
         None, description="The group every ΔDP is taken against [default: W_M, else the first]."
     )
-    k_max: int = Field(3, ge=1, le=100, description="Selection rates and ΔDP for k = 1..k_max.")
-    headline_k: int = Field(1, ge=1, le=100, description="The k of the impact ratios.")
+    k_max: int = as_in_spec(ListwiseSpec, "k_max")
+    headline_k: int = as_in_spec(ListwiseSpec, "headline_k")
     category: tuple[str, ...] = Field(
         ("race", "sex"),
         description="Columns that give each group's category for impact ratios, "
         "comma-separated (those present are used).",
     )
-    bootstrap: int = Field(1000, ge=100, le=100_000, description="Bootstrap replicates.")
-    seed: int = Field(0, ge=0, le=2**32 - 1, description="Seeds the bootstraps.")
+    bootstrap: int = as_in_spec(ListwiseSpec, "bootstrap")
+    seed: int = as_in_spec(ListwiseSpec, "seed")
 
     @field_validator("category", mode="before")
     @classmethod
