@@ -194,6 +194,21 @@ def test_loading_the_kinds_and_their_metrics_loads_no_scipy() -> None:
     assert loaded == [], loaded[:5]
 
 
+def test_the_kinds_draw_with_the_public_reports_kit() -> None:
+    """A kind imports no private module or name of ``reports/``: the kit it draws with
+    (text, changes, html document, figures, common, panels) is public."""
+    for name, path in MODULES.items():
+        if not name.startswith("biasaudit.kinds"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "biasaudit.reports"
+            ):
+                module = node.module or ""
+                private = [a.name for a in node.names if a.name.startswith("_")]
+                assert not private and "._" not in module, (name, module, private)
+
+
 def test_outside_the_kinds_no_module_imports_a_kinds_folder() -> None:
     """The command line, the reports, replay and pricing reach a kind through the
     registry only, so a new kind needs no edit outside ``kinds/``. (The package's

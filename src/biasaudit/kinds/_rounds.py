@@ -564,7 +564,7 @@ def until_lines(
 def rounds_lines(record: RoundsRecord) -> list[Any]:
     """What ``biasaudit run`` prints after the table of an audit run with ``--until``:
     each round's figures with the intervals the rule read, and why it stopped."""
-    from biasaudit.reports.text import PlainTable, _interval
+    from biasaudit.reports.text import PlainTable, format_interval
 
     labels = list(dict.fromkeys(label for r in record.rounds for label in r.figures))
     rows: list[list[Any]] = []
@@ -572,7 +572,7 @@ def rounds_lines(record: RoundsRecord) -> list[Any]:
         cells: list[Any] = [str(look.size), str(look.sent)]
         for label in labels:
             found = look.figures.get(label)
-            cells.append("-" if found is None else _interval(found.estimate, found.interval))
+            cells.append("-" if found is None else format_interval(found.estimate, found.interval))
         rows.append(cells)
     unit = record.unit.split()[0]
     table = PlainTable(

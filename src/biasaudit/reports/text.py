@@ -26,6 +26,11 @@ __all__ = [
     "PlainTable",
     "block_lines",
     "excludes_zero",
+    "format_interval",
+    "format_percent",
+    "format_plain",
+    "format_share",
+    "format_signed",
     "impact_table",
     "tasks_listing",
 ]
@@ -152,13 +157,13 @@ def block_lines(blocks: Iterable[Block]) -> list[str]:
     return [line.rstrip() for line in lines]
 
 
-def _signed(value: float | None, digits: int = 3) -> str:
+def format_signed(value: float | None, digits: int = 3) -> str:
     if value is None or math.isnan(value):
         return "-"
     return f"{value:+.{digits}f}"
 
 
-def _plain(value: float | None, digits: int = 3) -> str:
+def format_plain(value: float | None, digits: int = 3) -> str:
     if value is None or math.isnan(value):
         return "-"
     return f"{value:.{digits}f}"
@@ -178,16 +183,18 @@ def format_p(value: float | None) -> str:
     return f"{value:.2g}"
 
 
-def _interval(point: float | None, bounds: Sequence[float] | None, *, too_few: bool = False) -> str:
+def format_interval(
+    point: float | None, bounds: Sequence[float] | None, *, too_few: bool = False
+) -> str:
     """``+0.123 [-0.010, +0.250]``; ``+0.123 (too few)`` where the units support no interval."""
     if point is not None and bounds is None and too_few:
-        return f"{_signed(point)} (too few)"
+        return f"{format_signed(point)} (too few)"
     if bounds is None or point is None:
-        return _signed(point)
-    return f"{_signed(point)} [{_signed(bounds[0])}, {_signed(bounds[1])}]"
+        return format_signed(point)
+    return f"{format_signed(point)} [{format_signed(bounds[0])}, {format_signed(bounds[1])}]"
 
 
-def _share(point: float | None, bounds: Sequence[float] | None) -> str:
+def format_share(point: float | None, bounds: Sequence[float] | None) -> str:
     if point is None:
         return "-"
     if bounds is None:
@@ -195,7 +202,7 @@ def _share(point: float | None, bounds: Sequence[float] | None) -> str:
     return f"{point:.3f} [{bounds[0]:.3f}, {bounds[1]:.3f}]"
 
 
-def _percent(value: float | None) -> str:
+def format_percent(value: float | None) -> str:
     return "-" if value is None or math.isnan(value) else f"{100 * value:.1f}%"
 
 

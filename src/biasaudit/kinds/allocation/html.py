@@ -22,7 +22,7 @@ from biasaudit.kinds.allocation.report import findings, impact_table, too_few_un
 from biasaudit.kinds.allocation.study import METRICS, StudyResult
 from biasaudit.kinds.common import read_run_metrics
 from biasaudit.metrics import select_in_pools, simulate_selection
-from biasaudit.reports.html._common import (
+from biasaudit.reports.html.common import (
     audited_section,
     interval,
     p_value,
@@ -33,16 +33,8 @@ from biasaudit.reports.html._common import (
     runs_table,
     signed,
 )
-from biasaudit.reports.html._compare import (
-    Marks,
-    Panel,
-    figure_block,
-    group_label,
-    metric_name,
-    tests_by_key,
-)
-from biasaudit.reports.html._document import Bullets, Document, Figure, Paragraph, Section, Table
-from biasaudit.reports.html._figures import (
+from biasaudit.reports.html.document import Bullets, Document, Figure, Paragraph, Section, Table
+from biasaudit.reports.html.figures import (
     DotPanel,
     LinePanel,
     ScatterCell,
@@ -51,6 +43,14 @@ from biasaudit.reports.html._figures import (
     dot_panels,
     line_panels,
     scatter_grid,
+)
+from biasaudit.reports.html.panels import (
+    Marks,
+    Panel,
+    figure_block,
+    group_label,
+    metric_name,
+    tests_by_key,
 )
 from biasaudit.store.runs import Manifest
 from biasaudit.store.tables import read_csv

@@ -24,13 +24,13 @@ from biasaudit.reports.text import (
     Block,
     Cell,
     PlainTable,
-    _interval,
-    _percent,
-    _plain,
-    _share,
-    _signed,
     block_lines,
+    format_interval,
     format_p,
+    format_percent,
+    format_plain,
+    format_share,
+    format_signed,
     smoke_test_lines,
 )
 from biasaudit.reports.text import impact_table as shared_impact_table
@@ -250,7 +250,7 @@ def _rate_lines(metrics: AllocationMetrics, found: Findings) -> list[str]:
     """Every group's own selection rate at the headline k, and whether the groups differ."""
     k = str(metrics.headline_k)
     rates = [
-        f"{group} {_share(r.selection_rate.get(k), r.selection_rate_ci.get(k))}"
+        f"{group} {format_share(r.selection_rate.get(k), r.selection_rate_ci.get(k))}"
         for group, r in metrics.rates.items()
         if k in r.selection_rate
     ]
@@ -287,7 +287,7 @@ def _scores_table(metrics: AllocationMetrics, found: Findings) -> PlainTable:
     rows: list[list[str | Cell]] = []
     for group, figures in metrics.groups.items():
         strong = found.rabbi[group]
-        rabbi = _interval(figures.rabbi, figures.rabbi_ci, too_few=too_few_units(figures))
+        rabbi = format_interval(figures.rabbi, figures.rabbi_ci, too_few=too_few_units(figures))
         rows.append(
             [
                 group,
@@ -295,9 +295,9 @@ def _scores_table(metrics: AllocationMetrics, found: Findings) -> PlainTable:
                 str(figures.n),
                 Cell(rabbi, strong),
                 Cell(format_p(figures.rabbi_p), strong),
-                _signed(figures.avg_gap),
-                _plain(figures.jsd),
-                _plain(figures.emd),
+                format_signed(figures.avg_gap),
+                format_plain(figures.jsd),
+                format_plain(figures.emd),
                 str(figures.irregular),
                 "" if found.can_say[group] else TOO_FEW_TO_SAY,
             ]
@@ -329,7 +329,7 @@ def _gap_table(metrics: AllocationMetrics, kind: str, found: Findings) -> PlainT
         few = _gap_too_few(metrics, figures)
         cells: list[str | Cell] = [
             Cell(
-                _interval(_gap(figures, kind, k), _gap_ci(figures, kind, k), too_few=few),
+                format_interval(_gap(figures, kind, k), _gap_ci(figures, kind, k), too_few=few),
                 found.gaps.get((kind, group, k), False),
             )
             for k in ks
@@ -379,10 +379,11 @@ def _pairwise_line(metrics: AllocationMetrics) -> str:
     assert stats is not None
     return (
         f"pairwise answers: {stats.n_prompts} prompts over {stats.n_pairs} pairs in "
-        f"{stats.pools} pools; regular {_percent(stats.regular)} ({stats.unparsed} unparsed"
+        f"{stats.pools} pools; regular {format_percent(stats.regular)} ({stats.unparsed} unparsed"
         f"{f', {stats.refused} of them refused' if stats.refused else ''}), "
-        f"ties {_percent(stats.ties)}, flipped with the order {_percent(stats.flipped)}, "
-        f"inconsistent {_percent(stats.inconsistent)}"
+        f"ties {format_percent(stats.ties)}, "
+        f"flipped with the order {format_percent(stats.flipped)}, "
+        f"inconsistent {format_percent(stats.inconsistent)}"
     )
 
 
@@ -415,7 +416,7 @@ def study_blocks(study: StudyResult) -> list[Block]:
     selection = [
         _study_cells(
             rows,
-            [_plain(cell.ndcg, 2) for cell in rows.itertuples()],
+            [format_plain(cell.ndcg, 2) for cell in rows.itertuples()],
             f"settings={int(rows['settings'].max())}",
         )
         for rows in _by_metric_and_gap(study.selection)
@@ -448,7 +449,7 @@ def _curve_blocks(result: StudyResult) -> list[Block]:
     cutoffs = sorted(curve["at"].unique())
     rows = [
         [_METRIC_NAMES[metric], _GAP_NAMES[gap],
-         *(_plain(float(own.loc[own["at"] == at, "ndcg"].iloc[0]), 2) for at in cutoffs)]
+         *(format_plain(float(own.loc[own["at"] == at, "ndcg"].iloc[0]), 2) for at in cutoffs)]
         for (metric, gap), own in curve.groupby(["metric", "gap"], sort=False)
     ]  # fmt: skip
     header = ["metric", "gap", *(f"@{at}" for at in cutoffs)]
@@ -480,8 +481,8 @@ def _shape_blocks(result: StudyResult) -> list[Block]:
     if shapes.empty:
         return []
     rows = [
-        [str(r.model)[:28], str(r.group), str(int(r.n)), _plain(r.mean), _signed(r.skewness),
-         _signed(r.kurtosis)]
+        [str(r.model)[:28], str(r.group), str(int(r.n)), format_plain(r.mean),
+         format_signed(r.skewness), format_signed(r.kurtosis)]
         for r in shapes.itertuples()
     ]  # fmt: skip
     header = ["model", "group", "n", "mean", "skewness", "kurtosis"]
@@ -490,7 +491,7 @@ def _shape_blocks(result: StudyResult) -> list[Block]:
 
 
 def _correlation(r: float, p_value: float) -> str:
-    return "-" if math.isnan(r) else f"{_signed(r, 2)} ({format_p(p_value)})"
+    return "-" if math.isnan(r) else f"{format_signed(r, 2)} ({format_p(p_value)})"
 
 
 def _selection_title(result: StudyResult) -> str:

@@ -20,7 +20,7 @@ from biasaudit.kinds.grade_score.metrics import GradeScoreMetrics
 from biasaudit.kinds.grade_score.report import is_left_out, unusable_warning
 from biasaudit.kinds.grade_score.run import judge_settings
 from biasaudit.kinds.grade_score.study import SCORES, GradeStudyResult, GradeStudyRun
-from biasaudit.reports.html._common import (
+from biasaudit.reports.html.common import (
     audited_section,
     interval,
     p_value,
@@ -29,20 +29,20 @@ from biasaudit.reports.html._common import (
     replay_section,
     runs_table,
 )
-from biasaudit.reports.html._compare import (
-    Marks,
-    Panel,
-    figure_block,
-    metric_name,
-    tests_by_key,
-)
-from biasaudit.reports.html._document import Bullets, Document, Figure, Paragraph, Section, Table
-from biasaudit.reports.html._figures import (
+from biasaudit.reports.html.document import Bullets, Document, Figure, Paragraph, Section, Table
+from biasaudit.reports.html.figures import (
     Bars,
     DotPanel,
     Series,
     bar_panels,
     dot_panels,
+)
+from biasaudit.reports.html.panels import (
+    Marks,
+    Panel,
+    figure_block,
+    metric_name,
+    tests_by_key,
 )
 from biasaudit.store.runs import Manifest
 from biasaudit.store.tables import read_csv

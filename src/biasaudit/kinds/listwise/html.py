@@ -21,8 +21,9 @@ from biasaudit.kinds.listwise.report import (
 )
 from biasaudit.kinds.listwise.study import ListwiseStudy
 from biasaudit.metrics import FEW_UNITS
-from biasaudit.reports.html._common import audited_section, replay_section, runs_table
-from biasaudit.reports.html._compare import (
+from biasaudit.reports.html.common import audited_section, replay_section, runs_table
+from biasaudit.reports.html.document import Bullets, Document, Paragraph, Section, Table
+from biasaudit.reports.html.panels import (
     Marks,
     Panel,
     figure_block,
@@ -30,13 +31,12 @@ from biasaudit.reports.html._compare import (
     metric_name,
     tests_by_key,
 )
-from biasaudit.reports.html._document import Bullets, Document, Paragraph, Section, Table
 from biasaudit.reports.text import Block, PlainTable, impact_table
 from biasaudit.store.runs import Manifest
 
 if TYPE_CHECKING:
     from biasaudit.reports.compare import Comparison
-    from biasaudit.reports.html._document import Figure
+    from biasaudit.reports.html.document import Figure
 
 __all__ = ["compare_figures", "run_document", "study_page"]
 

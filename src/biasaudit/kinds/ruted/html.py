@@ -18,7 +18,7 @@ from biasaudit.kinds.common import read_run_metrics
 from biasaudit.kinds.ruted.metrics import METRICS, ContextMetrics, RutedMetrics
 from biasaudit.kinds.ruted.report import intervals_phrase, spread_lines
 from biasaudit.kinds.ruted.study import RutedStudyResult
-from biasaudit.reports.html._common import (
+from biasaudit.reports.html.common import (
     audited_section,
     interval,
     p_value,
@@ -27,17 +27,17 @@ from biasaudit.reports.html._common import (
     runs_table,
     signed,
 )
-from biasaudit.reports.html._compare import (
+from biasaudit.reports.html.document import Bullets, Document, Figure, Paragraph, Section, Table
+from biasaudit.reports.html.figures import (
+    DotPanel,
+    Series,
+    dot_panels,
+)
+from biasaudit.reports.html.panels import (
     Marks,
     Panel,
     figure_block,
     tests_by_key,
-)
-from biasaudit.reports.html._document import Bullets, Document, Figure, Paragraph, Section, Table
-from biasaudit.reports.html._figures import (
-    DotPanel,
-    Series,
-    dot_panels,
 )
 from biasaudit.store.runs import Manifest
 from biasaudit.store.tables import read_csv

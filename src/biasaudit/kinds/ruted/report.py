@@ -22,11 +22,11 @@ from biasaudit.reports.text import (
     Block,
     Cell,
     PlainTable,
-    _plain,
-    _signed,
     block_lines,
     excludes_zero,
     format_p,
+    format_plain,
+    format_signed,
     smoke_test_lines,
 )
 
@@ -43,7 +43,7 @@ _WIDTH = 27
 
 
 def _interval(metric: str, point: float | None, bounds: Sequence[float] | None) -> str:
-    show = _plain if metric == "neutrality" else _signed
+    show = format_plain if metric == "neutrality" else format_signed
     if point is None or bounds is None:
         return show(point)
     return f"{show(point)} [{show(bounds[0])}, {show(bounds[1])}]"
@@ -127,7 +127,8 @@ def spread_lines(metrics: RutedMetrics) -> list[str]:
             continue
         sd = "" if figures.d_sd is None else f"SD {figures.d_sd:.2f}, "
         cells.append(
-            f"{name} {sd}{_signed(figures.d_range[0], 2)} to {_signed(figures.d_range[1], 2)}"
+            f"{name} {sd}{format_signed(figures.d_range[0], 2)} to "
+            f"{format_signed(figures.d_range[1], 2)}"
         )
     if not cells:
         return []
@@ -227,7 +228,7 @@ def study_blocks(study: RutedStudyResult) -> list[Block]:
     ]
     width = max(12, *(len(str(label)) + 2 for label in study.values.index))
     for metric in METRICS:
-        show = _plain if metric == "neutrality" else _signed
+        show = format_plain if metric == "neutrality" else format_signed
         rows = [
             [str(label), *(show(row[(metric, c)]) for c in study.contexts)]
             for label, row in study.values.iterrows()
@@ -261,12 +262,12 @@ def _correlation_table(title: str, names: list[str], frame: pd.DataFrame) -> Pla
     for metric in METRICS:
         found = frame[frame["metric"] == metric]
         cells = [
-            "-" if math.isnan(r) else f"{_signed(r, 2)} ({format_p(p)})"
+            "-" if math.isnan(r) else f"{format_signed(r, 2)} ({format_p(p)})"
             for r, p in zip(found["rho"], found["p_value"], strict=True)
         ]
         rows.append([metric, *cells])
     means = metric_means(frame)
-    rows.append(["mean of 3", *("-" if math.isnan(r) else _signed(r, 2) for r in means)])
+    rows.append(["mean of 3", *("-" if math.isnan(r) else format_signed(r, 2) for r in means)])
     return PlainTable(title, ["metric", *names], rows, [12, *([18] * len(names))])
 
 
@@ -316,5 +317,5 @@ def run_table(metrics: RutedMetrics, run_dir: Path) -> list[Block]:
 def headline(metrics: RutedMetrics) -> str:
     """One line of the figures that matter most, for ``biasaudit history``."""
     return "neutrality " + ", ".join(
-        f"{name} {_plain(figures.neutrality)}" for name, figures in metrics.contexts.items()
+        f"{name} {format_plain(figures.neutrality)}" for name, figures in metrics.contexts.items()
     )

@@ -21,34 +21,25 @@ from pydantic import ValidationError
 
 from biasaudit.errors import UsageError
 from biasaudit.reports.compare import VERSION_ONLY, ChangeTest, Comparison, read_comparison
-from biasaudit.reports.html._common import p_value, points, signed
-from biasaudit.reports.html._document import (
+from biasaudit.reports.html.common import p_value, points, signed
+from biasaudit.reports.html.document import (
     Bullets,
     Code,
     Document,
-    Figure,
     Paragraph,
     Section,
     Table,
 )
-from biasaudit.reports.html._figures import COLOURS, MARKERS, _error, _figure, _png, _style
+from biasaudit.reports.html.panels import (
+    group_label,
+    metric_name,
+)
 from biasaudit.store.runs import Manifest, read_manifest
 
 if TYPE_CHECKING:
-    from matplotlib.axes import Axes
-
     from biasaudit.kinds.declare import Kind
 
-__all__ = [
-    "COMPARE_FILE",
-    "Marks",
-    "Panel",
-    "compare_document",
-    "figure_block",
-    "group_label",
-    "metric_name",
-    "tests_by_key",
-]
+__all__ = ["COMPARE_FILE", "compare_document"]
 
 COMPARE_FILE = "compare.json"
 # The changed figures spelled out in the verdict; the table below has them all.
@@ -64,22 +55,6 @@ class _Run:
     path: Path | None
     manifest: Manifest | None
     metrics: Any
-
-
-@dataclass(frozen=True)
-class Marks:
-    """One series of differences along the rows, each with its interval and verdict."""
-
-    name: str
-    tests: Sequence[ChangeTest | None]
-    scale: float = 1.0
-
-
-@dataclass(frozen=True)
-class Panel:
-    title: str
-    xlabel: str
-    series: Sequence[Marks]
 
 
 def _locate(given: str, folder: Path) -> Path | None:
@@ -111,26 +86,12 @@ def _kind(comparison: Comparison) -> Kind:
     return audit_kind(comparison.kind)
 
 
-def metric_name(metric: str, names: Mapping[str, str]) -> str:
-    """``dp_gap k=2`` -> ``ΔDP at k=2``, ``rabbi`` -> ``RABBI``, with a kind's
-    ``figure_names``; a figure it does not name keeps its key."""
-    base, _, k = metric.partition(" ")
-    name = names.get(base, base)
-    return f"{name} at {k}" if k else name
-
-
 def _in_points(metric: str, kind: Kind) -> bool:
     return metric.partition(" ")[0] in kind.in_points
 
 
 def _value(metric: str, value: float | None, kind: Kind) -> str:
     return points(value) if _in_points(metric, kind) else signed(value, 3)
-
-
-def group_label(group: str, names: Mapping[str, str]) -> str:
-    """``Black male (B_M)``, or the bare group (or context) without a name."""
-    name = names.get(group, "")
-    return f"{name} ({group})" if name and name != group else group
 
 
 def _sentence(test: ChangeTest, names: Mapping[str, str], kind: Kind) -> str:
@@ -285,94 +246,6 @@ def _runs_section(a: _Run, b: _Run) -> Section:
         "runs",
         [Table(["", "A (before)", "B (after)"], rows, left=frozenset({0, 1, 2}))],
     )
-
-
-def _draw(
-    labels: Sequence[str], panels: Sequence[Panel], *, simulated: bool, alpha: float
-) -> bytes:
-    """Differences with intervals, one row per label; filled marks changed, hollow ones did not.
-
-    One legend under the panels names the series (k = 1..K, say) and says
-    what filled and hollow marks mean, so no legend covers a mark.
-    """
-    from matplotlib.lines import Line2D
-
-    figure = _figure(min(4.6 * len(panels) + 1.8, 13.0), 0.42 * len(labels) + 1.9)
-    axes_list = figure.subplots(1, len(panels), sharey=True, squeeze=False)[0]
-    for axes, panel in zip(axes_list, panels, strict=True):
-        count = len(panel.series)
-        for index, marks in enumerate(panel.series):
-            offset = (index - (count - 1) / 2) * min(0.6 / count, 0.22)
-            # Several series skip black, the colour of the filled / hollow key.
-            _draw_marks(axes, marks, offset, index + (count > 1), alpha)
-        axes.axvline(0.0, color="black", linewidth=0.8)
-        axes.set_title(panel.title, fontsize=10)
-        axes.set_xlabel(panel.xlabel, fontsize=9)
-        _style(axes)
-    first = axes_list[0]
-    first.set_yticks(range(len(labels)), list(labels), fontsize=9)
-    first.set_ylim(len(labels) - 0.5, -0.5)
-    widest = max(panels, key=lambda panel: len(panel.series))
-    handles = [
-        Line2D([], [], color=COLOURS[i % len(COLOURS)], marker=MARKERS[i % len(MARKERS)],
-               linestyle="none", label=marks.name)
-        for i, marks in enumerate(widest.series, start=1)
-    ] if len(widest.series) > 1 else []  # fmt: skip
-    handles += [
-        Line2D([], [], color="black", marker="o", linestyle="none", markerfacecolor=face,
-               label=label)
-        for face, label in (("black", f"changed (Holm p < {alpha:g})"), ("white", "within noise"))
-    ]  # fmt: skip
-    figure.legend(
-        handles=handles, loc="outside lower center", ncols=len(handles), fontsize=8, frameon=False
-    )
-    return _png(figure, simulated)
-
-
-def _draw_marks(axes: Axes, marks: Marks, offset: float, index: int, alpha: float) -> None:
-    colour, marker = COLOURS[index % len(COLOURS)], MARKERS[index % len(MARKERS)]
-    labelled = False
-    for row, test in enumerate(marks.tests):
-        if test is None:
-            continue
-        value = marks.scale * test.difference
-        low, high = (marks.scale * bound for bound in test.ci)
-        interval = _error(value, low, high) or (0.0, 0.0)
-        axes.errorbar(
-            [value],
-            [row + offset],
-            xerr=[[interval[0]], [interval[1]]],
-            linestyle="none",
-            color=colour,
-            marker=marker,
-            markersize=7,
-            markerfacecolor=colour if test.changed(alpha) else "white",
-            capsize=3,
-            elinewidth=1.2,
-            label=None if labelled else marks.name,
-        )
-        labelled = True
-
-
-def figure_block(
-    name: str,
-    labels: Sequence[str],
-    panels: Sequence[Panel],
-    comparison: Comparison,
-    simulated: bool,
-    alt: str,
-) -> Figure:
-    png = _draw(labels, panels, simulated=simulated, alpha=comparison.alpha)
-    caption = (
-        "Marks: the difference B - A; bars: its 95% interval; the vertical line is no change. "
-        f"Filled marks changed beyond noise (Holm-adjusted p < {comparison.alpha:g}); "
-        "hollow ones did not."
-    )
-    return Figure(name, png, alt, caption)
-
-
-def tests_by_key(tests: Sequence[ChangeTest]) -> dict[tuple[str | None, str], ChangeTest]:
-    return {(test.group, test.metric): test for test in tests}
 
 
 def _differences_section(
