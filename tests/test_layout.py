@@ -194,15 +194,20 @@ def test_loading_the_kinds_and_their_metrics_loads_no_scipy() -> None:
     assert loaded == [], loaded[:5]
 
 
-def test_the_kinds_draw_with_the_public_reports_kit() -> None:
-    """A kind imports no private module or name of ``reports/``: the kit it draws with
-    (text, changes, html document, figures, common, panels) is public."""
+def test_the_kit_stands_below_the_kinds_and_the_pages_above() -> None:
+    """``render/`` (the kit every kind draws with) imports no kind and no page; a kind
+    imports no page (``reports/``) and nothing private of the kit."""
     for name, path in MODULES.items():
+        reached = imports(path, load_time_only=False)
+        if name.startswith("biasaudit.render"):
+            assert not {m for m in reached if m.startswith(("biasaudit.kinds",
+                                                            "biasaudit.reports"))}, name  # fmt: skip
         if not name.startswith("biasaudit.kinds"):
             continue
+        assert not {m for m in reached if m.startswith("biasaudit.reports")}, name
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
-                "biasaudit.reports"
+                "biasaudit.render"
             ):
                 module = node.module or ""
                 private = [a.name for a in node.names if a.name.startswith("_")]

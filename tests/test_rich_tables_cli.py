@@ -25,9 +25,9 @@ from biasaudit.kinds.registry import TASKS
 from biasaudit.kinds.ruted.report import study_blocks as ruted_study_blocks
 from biasaudit.kinds.ruted.study import run_study as run_ruted_study
 from biasaudit.providers import KNOWN_PROVIDERS
+from biasaudit.render.text import Block, PlainTable, block_lines
 from biasaudit.reports.history import HISTORY_COLUMNS, HistoryEntry, history_table, list_history
-from biasaudit.reports.rich_tables import history_view
-from biasaudit.reports.text import Block, PlainTable, block_lines, tasks_listing
+from biasaudit.reports.rich_tables import history_view, tasks_listing
 from tests.test_progress_rich import ANSI
 from tests.test_report_html import invoke, run_dir_of
 

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from biasaudit.cli import cli
 from biasaudit.metrics import P_FLOOR, allocation_figures, floor_p, interval_p_value
-from biasaudit.reports.text import format_p
+from biasaudit.render.text import format_p
 
 
 def run_of(out: str) -> Path:

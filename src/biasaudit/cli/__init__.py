@@ -572,8 +572,7 @@ def _score_command(name: str) -> click.Command:
 def tasks() -> None:
     """List the built-in audit tasks, their groups, data sources and prompts."""
     from biasaudit.kinds.registry import TASKS
-    from biasaudit.reports.rich_tables import echo_table, tasks_view
-    from biasaudit.reports.text import tasks_listing
+    from biasaudit.reports.rich_tables import echo_table, tasks_listing, tasks_view
 
     infos = list(TASKS.values())
     echo_table(tasks_listing(infos), lambda: tasks_view(infos))

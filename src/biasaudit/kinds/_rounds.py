@@ -564,7 +564,7 @@ def until_lines(
 def rounds_lines(record: RoundsRecord) -> list[Any]:
     """What ``biasaudit run`` prints after the table of an audit run with ``--until``:
     each round's figures with the intervals the rule read, and why it stopped."""
-    from biasaudit.reports.text import PlainTable, format_interval
+    from biasaudit.render.text import PlainTable, format_interval
 
     labels = list(dict.fromkeys(label for r in record.rounds for label in r.figures))
     rows: list[list[Any]] = []

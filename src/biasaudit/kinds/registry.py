@@ -24,7 +24,7 @@ from biasaudit.kinds import KINDS
 from biasaudit.kinds.common import TaskInfo, read_run_metrics
 from biasaudit.kinds.declare import Kind
 from biasaudit.providers import ModelRequest, Provider
-from biasaudit.reports.text import Block, block_lines
+from biasaudit.render.text import Block, block_lines
 from biasaudit.spec import AuditSpec
 from biasaudit.store.runs import Manifest
 

@@ -54,6 +54,7 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time each loads on fir
         rank_biserial_test,
         rank_biserial_tests,
     )
+    from biasaudit.metrics._changes import ChangeTest, normal_sf, normal_test, two_sided
     from biasaudit.metrics._gap_bootstrap import SelectionGapIntervals, bootstrap_selection_gaps
     from biasaudit.metrics._grade import (
         MIN_ITEMS,
@@ -146,6 +147,10 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time each loads on fir
 # none of them (nor numpy, scipy or pandas): a command that only lists options, or
 # a module that names a metric's type, pays for nothing it does not compute.
 _LAZY = {
+    "ChangeTest": "_changes",
+    "normal_sf": "_changes",
+    "normal_test": "_changes",
+    "two_sided": "_changes",
     "RankBiserialResult": "_allocation",
     "avg_score_gap": "_allocation",
     "distribution_shape": "_allocation",
@@ -232,6 +237,7 @@ __all__ = [
     "P_FLOOR",
     "RATIO_MIN_UNITS",
     "AllocationFigures",
+    "ChangeTest",
     "CorrelationResult",
     "GenderShares",
     "GradeScore",
@@ -274,6 +280,8 @@ __all__ = [
     "model_selection_ndcg",
     "ndcg_at",
     "neutrality",
+    "normal_sf",
+    "normal_test",
     "pairwise_preference_gap",
     "pairwise_ranking_scores",
     "pearson",
@@ -298,6 +306,7 @@ __all__ = [
     "t_boundary",
     "tightest_at",
     "top_k_shares",
+    "two_sided",
     "two_sided_p",
     "unit_similarity",
     "variance_model",

@@ -45,7 +45,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from biasaudit.errors import UsageError
-from biasaudit.reports.changes import ChangeTest
+from biasaudit.metrics import ChangeTest
 from biasaudit.store.runs import Manifest, read_manifest, read_responses
 
 __all__ = [

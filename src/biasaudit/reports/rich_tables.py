@@ -28,10 +28,10 @@ from rich.text import Text
 
 if TYPE_CHECKING:
     from biasaudit.kinds.common import TaskInfo
-    from biasaudit.reports.changes import ChangeTest
+    from biasaudit.metrics import ChangeTest
+    from biasaudit.render.text import Block
     from biasaudit.reports.compare import Comparison
     from biasaudit.reports.history import HistoryEntry
-    from biasaudit.reports.text import Block
 
 __all__ = [
     "audit_view",
@@ -64,7 +64,7 @@ def echo_table(lines: Sequence[str], view: Callable[[], RenderableType] | None) 
 
 def echo_blocks(blocks: Sequence[Block]) -> None:
     """Print a study's lines and tables: :func:`blocks_view` on a terminal, else the plain lines."""
-    from biasaudit.reports.text import block_lines
+    from biasaudit.render.text import block_lines
 
     echo_table(block_lines(blocks), lambda: blocks_view(blocks, width=terminal_width()))
 
@@ -149,9 +149,9 @@ def _test_cells(test: ChangeTest, alpha: float) -> list[Text]:
 def blocks_view(blocks: Sequence[Block], *, width: int | None = None) -> RenderableType:
     """Lines (the first in bold) and tables, each with its notes under it: an audit's
     table, a study's. A table wider than ``width`` is drawn in parts, its label columns
-    repeated in each (:meth:`~biasaudit.reports.text.PlainTable.fitted`), so no interval
+    repeated in each (:meth:`~biasaudit.render.text.PlainTable.fitted`), so no interval
     folds onto two lines."""
-    from biasaudit.reports.text import Cell
+    from biasaudit.render.text import Cell
 
     parts: list[RenderableType] = []
     for block in blocks:
@@ -197,8 +197,6 @@ def history_view(entries: Sequence[HistoryEntry]) -> RenderableType:
 
 def tasks_view(tasks: Sequence[TaskInfo]) -> RenderableType:
     """Each task's name and summary in bold, its fields under it with long values folded."""
-    from biasaudit.reports.text import _task_fields
-
     listed = [(info, _task_fields(info)) for info in tasks]
     width = max((len(label) for _, fields in listed for label, _ in fields), default=0) + 3
     parts: list[RenderableType] = []
@@ -210,3 +208,24 @@ def tasks_view(tasks: Sequence[TaskInfo]) -> RenderableType:
             grid.add_row(Text(f"  {label}:"), Text(value))
         parts += [Text(f"{info.name}: {info.summary}", style="bold"), grid, Text()]
     return Group(*parts[:-1])
+
+
+def tasks_listing(tasks: Iterable[TaskInfo]) -> list[str]:
+    """The lines ``biasaudit tasks`` prints."""
+    lines: list[str] = []
+    for info in tasks:
+        lines.append(f"{info.name}: {info.summary}")
+        lines += [f"  {label + ':':<11} {value}" for label, value in _task_fields(info)]
+        lines.append("")
+    return lines[:-1]
+
+
+def _task_fields(info: TaskInfo) -> list[tuple[str, str]]:
+    """What a task is, field by field: its groups, pools, data, prompts and command."""
+    return [
+        ("groups", info.groups),
+        ("pools", info.pools),
+        *info.data,
+        *(("prompt", prompt) for prompt in info.prompts),
+        ("run", info.usage),
+    ]

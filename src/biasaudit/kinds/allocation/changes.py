@@ -13,9 +13,15 @@ import pandas as pd
 from scipy import special
 
 from biasaudit.errors import UsageError
-from biasaudit.metrics import Resamples, headline_replicates
+from biasaudit.metrics import (
+    ChangeTest,
+    Resamples,
+    headline_replicates,
+    normal_sf,
+    normal_test,
+    two_sided,
+)
 from biasaudit.metrics._validate import FloatArray
-from biasaudit.reports.changes import ChangeTest, normal_sf, normal_test, two_sided
 from biasaudit.store.tables import read_csv
 
 __all__ = ["change_tests"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -22,7 +22,7 @@ from biasaudit.kinds.allocation.report import findings, impact_table, too_few_un
 from biasaudit.kinds.allocation.study import METRICS, StudyResult
 from biasaudit.kinds.common import read_run_metrics
 from biasaudit.metrics import select_in_pools, simulate_selection
-from biasaudit.reports.html.common import (
+from biasaudit.render.common import (
     audited_section,
     interval,
     p_value,
@@ -33,8 +33,8 @@ from biasaudit.reports.html.common import (
     runs_table,
     signed,
 )
-from biasaudit.reports.html.document import Bullets, Document, Figure, Paragraph, Section, Table
-from biasaudit.reports.html.figures import (
+from biasaudit.render.document import Bullets, Document, Figure, Paragraph, Section, Table
+from biasaudit.render.figures import (
     DotPanel,
     LinePanel,
     ScatterCell,
@@ -44,7 +44,8 @@ from biasaudit.reports.html.figures import (
     line_panels,
     scatter_grid,
 )
-from biasaudit.reports.html.panels import (
+from biasaudit.render.panels import (
+    Compared,
     Marks,
     Panel,
     figure_block,
@@ -54,9 +55,6 @@ from biasaudit.reports.html.panels import (
 )
 from biasaudit.store.runs import Manifest
 from biasaudit.store.tables import read_csv
-
-if TYPE_CHECKING:
-    from biasaudit.reports.compare import Comparison
 
 __all__ = ["headline_k", "run_document"]
 
@@ -733,7 +731,7 @@ def _rankings(study: StudyResult) -> Section:
 
 
 def compare_figures(
-    comparison: Comparison, names: Mapping[str, str], reference: str, simulated: bool
+    comparison: Compared, names: Mapping[str, str], reference: str, simulated: bool
 ) -> list[Figure]:
     """RABBI and δ per group, then ΔDP and ΔEO per group and k: B - A with intervals."""
     found = tests_by_key(comparison.tests)

@@ -17,7 +17,7 @@ import pandas as pd
 from biasaudit.kinds.allocation.metrics import AllocationMetrics, GroupMetrics
 from biasaudit.kinds.allocation.study import StudyResult
 from biasaudit.metrics import FEW_UNITS, FOUR_FIFTHS, holm_adjust, interval_p_value
-from biasaudit.reports.text import (
+from biasaudit.render.text import (
     SIGNIFICANT,
     SIMULATED,
     TOO_FEW_TO_SAY,
@@ -33,7 +33,7 @@ from biasaudit.reports.text import (
     format_signed,
     smoke_test_lines,
 )
-from biasaudit.reports.text import impact_table as shared_impact_table
+from biasaudit.render.text import impact_table as shared_impact_table
 
 __all__ = [
     "Findings",
@@ -267,7 +267,7 @@ def _rate_lines(metrics: AllocationMetrics, found: Findings) -> list[str]:
 
 
 def impact_table(metrics: AllocationMetrics, found: Findings | None = None) -> PlainTable | None:
-    """Impact ratios at the headline k (:func:`biasaudit.reports.text.impact_table`)."""
+    """Impact ratios at the headline k (:func:`biasaudit.render.text.impact_table`)."""
     found = found or findings(metrics)
     k = metrics.headline_k
     rows = [row for row in metrics.impact if row.k == k]

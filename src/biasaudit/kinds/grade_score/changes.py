@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 from scipy import special
 
-from biasaudit.reports.changes import ChangeTest, two_sided
+from biasaudit.metrics import ChangeTest, two_sided
 from biasaudit.store.tables import read_csv
 
 __all__ = ["change_tests"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
@@ -20,7 +20,7 @@ from biasaudit.kinds.grade_score.metrics import GradeScoreMetrics
 from biasaudit.kinds.grade_score.report import is_left_out, unusable_warning
 from biasaudit.kinds.grade_score.run import judge_settings
 from biasaudit.kinds.grade_score.study import SCORES, GradeStudyResult, GradeStudyRun
-from biasaudit.reports.html.common import (
+from biasaudit.render.common import (
     audited_section,
     interval,
     p_value,
@@ -29,15 +29,16 @@ from biasaudit.reports.html.common import (
     replay_section,
     runs_table,
 )
-from biasaudit.reports.html.document import Bullets, Document, Figure, Paragraph, Section, Table
-from biasaudit.reports.html.figures import (
+from biasaudit.render.document import Bullets, Document, Figure, Paragraph, Section, Table
+from biasaudit.render.figures import (
     Bars,
     DotPanel,
     Series,
     bar_panels,
     dot_panels,
 )
-from biasaudit.reports.html.panels import (
+from biasaudit.render.panels import (
+    Compared,
     Marks,
     Panel,
     figure_block,
@@ -46,9 +47,6 @@ from biasaudit.reports.html.panels import (
 )
 from biasaudit.store.runs import Manifest
 from biasaudit.store.tables import read_csv
-
-if TYPE_CHECKING:
-    from biasaudit.reports.compare import Comparison
 
 __all__ = ["SCORE_NAMES", "position_bars", "run_document"]
 
@@ -449,7 +447,7 @@ def _grade_panel(values: list[float | None], bounds: list[list[float] | None]) -
 
 
 def compare_figures(
-    comparison: Comparison, names: Mapping[str, str], reference: str, simulated: bool
+    comparison: Compared, names: Mapping[str, str], reference: str, simulated: bool
 ) -> list[Figure]:
     """One row per score: B - A with its interval."""
     found = tests_by_key(comparison.tests)

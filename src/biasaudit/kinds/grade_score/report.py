@@ -17,7 +17,7 @@ from biasaudit.kinds.grade_score.metrics import GradeScoreMetrics
 from biasaudit.kinds.grade_score.run import judge_settings
 from biasaudit.kinds.grade_score.study import SCORES, GradeStudyResult
 from biasaudit.metrics import FEW_UNITS
-from biasaudit.reports.text import (
+from biasaudit.render.text import (
     SIMULATED,
     Block,
     PlainTable,

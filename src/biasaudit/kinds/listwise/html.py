@@ -21,9 +21,10 @@ from biasaudit.kinds.listwise.report import (
 )
 from biasaudit.kinds.listwise.study import ListwiseStudy
 from biasaudit.metrics import FEW_UNITS
-from biasaudit.reports.html.common import audited_section, replay_section, runs_table
-from biasaudit.reports.html.document import Bullets, Document, Paragraph, Section, Table
-from biasaudit.reports.html.panels import (
+from biasaudit.render.common import audited_section, replay_section, runs_table
+from biasaudit.render.document import Bullets, Document, Paragraph, Section, Table
+from biasaudit.render.panels import (
+    Compared,
     Marks,
     Panel,
     figure_block,
@@ -31,12 +32,11 @@ from biasaudit.reports.html.panels import (
     metric_name,
     tests_by_key,
 )
-from biasaudit.reports.text import Block, PlainTable, impact_table
+from biasaudit.render.text import Block, PlainTable, impact_table
 from biasaudit.store.runs import Manifest
 
 if TYPE_CHECKING:
-    from biasaudit.reports.compare import Comparison
-    from biasaudit.reports.html.document import Figure
+    from biasaudit.render.document import Figure
 
 __all__ = ["compare_figures", "run_document", "study_page"]
 
@@ -156,7 +156,7 @@ def study_page(study: ListwiseStudy) -> tuple[str, list[Section], bool]:
 
 
 def compare_figures(
-    comparison: Comparison, names: Mapping[str, str], reference: str, simulated: bool
+    comparison: Compared, names: Mapping[str, str], reference: str, simulated: bool
 ) -> list[Figure]:
     """B - A with its interval: ΔDP per group, a panel per k (percentage points), and
     the share of first choices per slot shown."""

@@ -10,7 +10,7 @@ from typing import Any
 from biasaudit.kinds.listwise.metrics import ListwiseMetrics
 from biasaudit.kinds.listwise.study import ListwiseStudy
 from biasaudit.metrics import FEW_UNITS, FOUR_FIFTHS, holm_adjust, interval_p_value
-from biasaudit.reports.text import (
+from biasaudit.render.text import (
     SIGNIFICANT,
     SIMULATED,
     TOO_FEW_TO_SAY,

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from biasaudit.reports.changes import ChangeTest, normal_test
+from biasaudit.metrics import ChangeTest, normal_test
 
 __all__ = ["change_tests"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
@@ -18,7 +18,7 @@ from biasaudit.kinds.common import read_run_metrics
 from biasaudit.kinds.ruted.metrics import METRICS, ContextMetrics, RutedMetrics
 from biasaudit.kinds.ruted.report import intervals_phrase, spread_lines
 from biasaudit.kinds.ruted.study import RutedStudyResult
-from biasaudit.reports.html.common import (
+from biasaudit.render.common import (
     audited_section,
     interval,
     p_value,
@@ -27,13 +27,14 @@ from biasaudit.reports.html.common import (
     runs_table,
     signed,
 )
-from biasaudit.reports.html.document import Bullets, Document, Figure, Paragraph, Section, Table
-from biasaudit.reports.html.figures import (
+from biasaudit.render.document import Bullets, Document, Figure, Paragraph, Section, Table
+from biasaudit.render.figures import (
     DotPanel,
     Series,
     dot_panels,
 )
-from biasaudit.reports.html.panels import (
+from biasaudit.render.panels import (
+    Compared,
     Marks,
     Panel,
     figure_block,
@@ -41,9 +42,6 @@ from biasaudit.reports.html.panels import (
 )
 from biasaudit.store.runs import Manifest
 from biasaudit.store.tables import read_csv
-
-if TYPE_CHECKING:
-    from biasaudit.reports.compare import Comparison
 
 __all__ = ["CONTEXT_NAMES", "METRIC_AXES", "run_document"]
 
@@ -412,7 +410,7 @@ def _correlations(frame: pd.DataFrame, column: str, caption: str) -> Table:
 
 
 def compare_figures(
-    comparison: Comparison, names: Mapping[str, str], reference: str, simulated: bool
+    comparison: Compared, names: Mapping[str, str], reference: str, simulated: bool
 ) -> list[Figure]:
     """One row per context, a panel per metric: B - A with its interval."""
     found = tests_by_key(comparison.tests)

@@ -17,7 +17,7 @@ import pandas as pd
 from biasaudit.kinds.ruted.metrics import METRICS, ContextMetrics, RutedMetrics
 from biasaudit.kinds.ruted.study import RutedStudyResult
 from biasaudit.metrics import FEW_UNITS
-from biasaudit.reports.text import (
+from biasaudit.render.text import (
     SIMULATED,
     Block,
     Cell,

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Literal
 
 from biasaudit import __version__
 from biasaudit.errors import UsageError
-from biasaudit.reports.html.common import read_spec
-from biasaudit.reports.html.document import Document, to_html, to_markdown
+from biasaudit.render.common import read_spec
+from biasaudit.render.document import Document, to_html, to_markdown
 from biasaudit.store.runs import read_manifest
 
 if TYPE_CHECKING:
@@ -110,8 +110,8 @@ def _with_rounds(document: Document, run_dir: Path) -> Document:
     stopped, each round's figures with the intervals valid at every look, and a warning
     that the run's own intervals further down do not allow for the looks."""
     from biasaudit.kinds._rounds import read_rounds, rounds_lines
-    from biasaudit.reports.html.document import Paragraph, Section, Table
-    from biasaudit.reports.text import PlainTable
+    from biasaudit.render.document import Paragraph, Section, Table
+    from biasaudit.render.text import PlainTable
 
     try:
         record = read_rounds(run_dir)

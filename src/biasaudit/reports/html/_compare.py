@@ -20,9 +20,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from biasaudit.errors import UsageError
-from biasaudit.reports.compare import VERSION_ONLY, ChangeTest, Comparison, read_comparison
-from biasaudit.reports.html.common import p_value, points, signed
-from biasaudit.reports.html.document import (
+from biasaudit.render.common import p_value, points, signed
+from biasaudit.render.document import (
     Bullets,
     Code,
     Document,
@@ -30,10 +29,11 @@ from biasaudit.reports.html.document import (
     Section,
     Table,
 )
-from biasaudit.reports.html.panels import (
+from biasaudit.render.panels import (
     group_label,
     metric_name,
 )
+from biasaudit.reports.compare import VERSION_ONLY, ChangeTest, Comparison, read_comparison
 from biasaudit.store.runs import Manifest, read_manifest
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from biasaudit.errors import UsageError
-from biasaudit.reports.html.document import Document
+from biasaudit.render.document import Document
 
 __all__ = ["study_document"]
 

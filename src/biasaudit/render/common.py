@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from biasaudit.reports.html.document import Code, Paragraph, Section, Table
+from biasaudit.render.document import Code, Paragraph, Section, Table
 from biasaudit.store.runs import Manifest
 
 __all__ = [

@@ -16,8 +16,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from biasaudit.kinds.common import TaskInfo
-
 __all__ = [
     "SIGNIFICANT",
     "SIMULATED",
@@ -32,7 +30,6 @@ __all__ = [
     "format_share",
     "format_signed",
     "impact_table",
-    "tasks_listing",
 ]
 
 SIMULATED = "SIMULATED model with a planted bias, for demos and tests; not a real model"
@@ -260,24 +257,3 @@ def impact_table(
         right=frozenset({2, 3}),
         labels=2,
     )
-
-
-def tasks_listing(tasks: Iterable[TaskInfo]) -> list[str]:
-    """The lines ``biasaudit tasks`` prints."""
-    lines: list[str] = []
-    for info in tasks:
-        lines.append(f"{info.name}: {info.summary}")
-        lines += [f"  {label + ':':<11} {value}" for label, value in _task_fields(info)]
-        lines.append("")
-    return lines[:-1]
-
-
-def _task_fields(info: TaskInfo) -> list[tuple[str, str]]:
-    """What a task is, field by field: its groups, pools, data, prompts and command."""
-    return [
-        ("groups", info.groups),
-        ("pools", info.pools),
-        *info.data,
-        *(("prompt", prompt) for prompt in info.prompts),
-        ("run", info.usage),
-    ]

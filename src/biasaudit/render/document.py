@@ -13,7 +13,7 @@ import html
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from biasaudit.reports.text import PlainTable
+from biasaudit.render.text import PlainTable
 
 __all__ = [
     "Bullets",
@@ -65,7 +65,7 @@ class Table:
 
     @classmethod
     def of(cls, table: PlainTable) -> Table:
-        """A table of the command line (:class:`~biasaudit.reports.text.PlainTable`) as
+        """A table of the command line (:class:`~biasaudit.render.text.PlainTable`) as
         the report draws it: its title the caption, its label columns left."""
         rows = [[str(cell) for cell in row] for row in table.rows]
         left = frozenset(range(table.labels))

@@ -65,7 +65,7 @@ def normal_sf(x: float) -> float:
 def two_sided(diff: float, se: float, survival: Callable[[float], Any]) -> float:
     """Two-sided p-value of ``diff`` against 0; a difference with no spread is exact
     (never 0: at least ``metrics.P_FLOOR``)."""
-    from biasaudit.metrics import P_FLOOR, floor_p
+    from biasaudit.metrics._small_samples import P_FLOOR, floor_p
 
     if se == 0:
         return 1.0 if diff == 0 else P_FLOOR

@@ -6,18 +6,35 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from biasaudit.reports.changes import ChangeTest
-from biasaudit.reports.html.document import Figure
-from biasaudit.reports.html.figures import COLOURS, MARKERS, _error, _figure, _png, _style
+from biasaudit.metrics import ChangeTest
+from biasaudit.render.document import Figure
+from biasaudit.render.figures import COLOURS, MARKERS, _error, _figure, _png, _style
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-    from biasaudit.reports.compare import Comparison
+__all__ = [
+    "Compared",
+    "Marks",
+    "Panel",
+    "figure_block",
+    "group_label",
+    "metric_name",
+    "tests_by_key",
+]
 
-__all__ = ["Marks", "Panel", "figure_block", "group_label", "metric_name", "tests_by_key"]
+
+class Compared(Protocol):
+    """What a kind's compare figures read of a comparison
+    (:class:`biasaudit.reports.compare.Comparison`, which stands above the kinds)."""
+
+    @property
+    def tests(self) -> Sequence[ChangeTest]: ...
+
+    @property
+    def alpha(self) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -121,7 +138,7 @@ def figure_block(
     name: str,
     labels: Sequence[str],
     panels: Sequence[Panel],
-    comparison: Comparison,
+    comparison: Compared,
     simulated: bool,
     alt: str,
 ) -> Figure:
