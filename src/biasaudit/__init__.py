@@ -6,10 +6,10 @@ everything in a module whose name starts with an underscore is private.
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
 import importlib
 from typing import TYPE_CHECKING, Any
+
+from biasaudit._version import __version__
 
 if TYPE_CHECKING:
     from biasaudit.engine.core import Engine, EngineSettings, EngineStats, RequestResult

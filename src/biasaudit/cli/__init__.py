@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import click
 
-from biasaudit import __version__
+from biasaudit._version import __version__
 from biasaudit.errors import BiasauditError
 from biasaudit.secrets import RedactingFilter, redact
 

@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from biasaudit import __version__
+from biasaudit._version import __version__
 from biasaudit.engine.batch import require_batch_api
 from biasaudit.engine.core import Engine, EngineSettings, RequestResult
 from biasaudit.engine.progress import ProgressPrinter

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from biasaudit import __version__
+from biasaudit._version import __version__
 from biasaudit.secrets import redact_command
 from biasaudit.spec import RunSpec
 from biasaudit.store.runs import Manifest, RunDirectory

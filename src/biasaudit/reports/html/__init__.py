@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from biasaudit import __version__
+from biasaudit._version import __version__
 from biasaudit.errors import UsageError
 from biasaudit.render.common import read_spec
 from biasaudit.render.document import Document, to_html, to_markdown
