@@ -9,7 +9,7 @@ defaults and descriptions), so each is written here only.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Annotated, Any, Self
 
@@ -113,13 +113,17 @@ class RunOptions(BaseModel):
         "Recorded masked. Again for each header.",
     )
     concurrency: int = Field(
-        16,
+        EngineSettings.concurrency,
         ge=1,
         le=4096,
         description="Most requests in flight; lowered automatically on rate limits.",
     )
     rpm: float | None = Field(
-        None, gt=0.0, le=1e7, allow_inf_nan=False, description="Most requests per minute."
+        EngineSettings.rpm,
+        gt=0.0,
+        le=1e7,
+        allow_inf_nan=False,
+        description="Most requests per minute.",
     )
     n_ctx: Annotated[int | None, Flag(name="--n-ctx", metavar="TOKENS")] = Field(
         None,
@@ -142,7 +146,7 @@ class RunOptions(BaseModel):
         "(each holds the model in memory).",
     )
     tpm: float | None = Field(
-        None,
+        EngineSettings.tpm,
         gt=0.0,
         le=1e10,
         allow_inf_nan=False,
@@ -150,10 +154,13 @@ class RunOptions(BaseModel):
         "prompt's characters / 4 and its max_tokens): providers limit both.",
     )
     max_retries: int = Field(
-        6, ge=0, le=100, description="Retries of a failed request (transient errors only)."
+        EngineSettings.max_retries,
+        ge=0,
+        le=100,
+        description="Retries of a failed request (transient errors only).",
     )
     timeout: float = Field(
-        60.0,
+        EngineSettings.timeout,
         gt=0.0,
         le=MAX_TIMEOUT_S,
         allow_inf_nan=False,
@@ -163,24 +170,26 @@ class RunOptions(BaseModel):
     cache: Path | None = Field(
         None, description="Response cache file [default: RUNS_DIR/cache.sqlite]."
     )
-    replay: bool = Field(False, description="Answer only from the cache; never touch the network.")
+    replay: bool = Field(
+        EngineSettings.replay, description="Answer only from the cache; never touch the network."
+    )
     fresh: bool = Field(
         False, description="Ask the model afresh, never reading cached answers (re-audits)."
     )
     workers: int = Field(
-        1,
+        EngineSettings.workers,
         ge=1,
         le=64,
         description="Processes sharing the requests; one drives about one core "
         "(worth it above a few hundred requests per second).",
     )
     batch: bool = Field(
-        False,
+        EngineSettings.batch,
         description="Send the uncached requests through the provider's batch API (openai/, "
         "anthropic/): half price, answers within 24 h; run the same command again to resume.",
     )
     batch_poll: Annotated[float, Flag(metavar="SECONDS")] = Field(
-        5.0,
+        EngineSettings.batch_poll,
         gt=0.0,
         le=3600.0,
         allow_inf_nan=False,
@@ -308,17 +317,11 @@ class RunOptions(BaseModel):
 
     def engine_settings(self) -> EngineSettings:
         """These options as the engine takes them."""
+        # Every engine setting that is also an option, by its name (the options take their
+        # defaults from EngineSettings); --fresh is the engine's read_cache turned round.
+        shared = {f.name for f in fields(EngineSettings)} & set(type(self).model_fields)
         return EngineSettings(
-            concurrency=self.concurrency,
-            rpm=self.rpm,
-            tpm=self.tpm,
-            max_retries=self.max_retries,
-            timeout=self.timeout,
-            replay=self.replay,
-            read_cache=not self.fresh,
-            workers=self.workers,
-            batch=self.batch,
-            batch_poll=self.batch_poll,
+            **{name: getattr(self, name) for name in shared}, read_cache=not self.fresh
         )
 
 
