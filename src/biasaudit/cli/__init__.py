@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import click
 
 from biasaudit._version import __version__
+from biasaudit.cli.flags import no_report_option, no_report_param, runs_dir_option
 from biasaudit.errors import BiasauditError
 from biasaudit.secrets import RedactingFilter, redact
 
@@ -165,9 +166,7 @@ def cache() -> None:
 
 
 @cache.command("stats")
-@click.option(
-    "--runs-dir", default=Path("runs"), show_default=True, type=click.Path(path_type=Path)
-)
+@runs_dir_option("The runs folder whose cache to read.", default=Path("runs"), show_default=True)
 @click.option(
     "--cache",
     "cache_path",
@@ -252,11 +251,8 @@ def providers() -> None:
 
 
 _RUN_ONLY = [
-    click.Option(
-        ["--no-report", "no_report"],
-        is_flag=True,
-        default=None,
-        help="Skip report.html / report.md (write them later with 'biasaudit report').",
+    no_report_param(
+        "Skip report.html / report.md (write them later with 'biasaudit report').", default=None
     ),
     click.Option(
         ["--dry-run", "dry_run"],
@@ -557,9 +553,7 @@ def _score_command(name: str) -> click.Command:
     path = click.Argument(
         ["path"], metavar=kind.score_argument, type=click.Path(dir_okay=False, path_type=Path)
     )
-    no_report = click.Option(
-        ["--no-report", "no_report"], is_flag=True, help="Print the table only; write no report."
-    )
+    no_report = no_report_param("Print the table only; write no report.")
     return click.Command(
         name,
         params=[path, *field_options(model), no_report],
@@ -672,7 +666,7 @@ def schema(name: str | None, folder: Path | None) -> None:
     type=click.Path(file_okay=False, path_type=Path),
     help="Where report.html / report.md go [default: a new folder beside the first run].",
 )
-@click.option("--no-report", is_flag=True, help="Print the tables only.")
+@no_report_option("Print the tables only.")
 @_reports_errors
 def study(
     run_dirs: tuple[Path, ...], ndcg_at: int, report_dir: Path | None, no_report: bool

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 import click
 
+from biasaudit.cli.flags import no_report_option, runs_dir_option
+
 if TYPE_CHECKING:
     from biasaudit.pricing import BudgetedProvider
     from biasaudit.spec import AuditSpec
@@ -192,9 +194,7 @@ def register(group: click.Group, reports_errors: Decorator) -> None:
         group.add_command(build(reports_errors))
 
 
-_NO_REPORT = click.option(
-    "--no-report", is_flag=True, help="Skip report.html / report.md ('biasaudit report' later)."
-)
+_NO_REPORT = no_report_option("Skip report.html / report.md ('biasaudit report' later).")
 
 
 def _write_reports(write: Callable[[], list[Path]]) -> None:
@@ -224,11 +224,7 @@ def _replay_command(reports_errors: Decorator) -> click.Command:
         type=click.Path(dir_okay=False, path_type=Path),
         help="Cache file [default: the run's, else one next to the run directory].",
     )
-    @click.option(
-        "--runs-dir",
-        type=click.Path(path_type=Path),
-        help="Where the replay's run goes [default: beside the original].",
-    )
+    @runs_dir_option("Where the replay's run goes [default: beside the original].")
     @_NO_REPORT
     @reports_errors
     def replay(
@@ -308,7 +304,7 @@ def _compare_command(reports_errors: Decorator) -> click.Command:
         help="Where compare.json and report.html / report.md go "
         "[default: a new folder beside RUN_B].",
     )
-    @click.option("--no-report", is_flag=True, help="Print the comparison only; write no folder.")
+    @no_report_option("Print the comparison only; write no folder.")
     @click.option(
         "--allow-different-settings",
         is_flag=True,
@@ -442,11 +438,7 @@ def _history_command(reports_errors: Decorator) -> click.Command:
         type=click.Path(dir_okay=False, path_type=Path),
         help="Only the runs of this spec (its runs_dir, unless --runs-dir).",
     )
-    @click.option(
-        "--runs-dir",
-        type=click.Path(file_okay=False, path_type=Path),
-        help="The runs folder [default: the spec's runs_dir, else runs].",
-    )
+    @runs_dir_option("The runs folder [default: the spec's runs_dir, else runs].")
     @reports_errors
     def history(spec_file: Path | None, runs_dir: Path | None) -> None:
         """Past audit runs, oldest first: date, status, model versions, headline figures."""

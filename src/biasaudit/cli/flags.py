@@ -1,0 +1,36 @@
+"""The options several commands share, declared once: ``--no-report`` and ``--runs-dir``
+(each command says in its help what they mean for it). Light: click alone, so that
+``biasaudit --help`` loads nothing more to build them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+__all__ = ["no_report_option", "no_report_param", "runs_dir_option"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_NO_REPORT = ("--no-report", "no_report")
+_RUNS_DIR = ("--runs-dir", "runs_dir")
+
+
+def no_report_param(help: str, **attrs: Any) -> click.Option:
+    """``--no-report`` as a parameter of a command built from parts (``run <task>``,
+    ``score <kind>``): every command that writes a report takes it, each saying what
+    it then writes instead."""
+    return click.Option(list(_NO_REPORT), is_flag=True, help=help, **attrs)
+
+
+def no_report_option(help: str) -> Callable[[F], F]:
+    """``--no-report`` as a decorator of a command (see :func:`no_report_param`)."""
+    return click.option(*_NO_REPORT, is_flag=True, help=help)
+
+
+def runs_dir_option(help: str, **attrs: Any) -> Callable[[F], F]:
+    """``--runs-dir``, the folder of runs, as a decorator of a command that reads or
+    writes runs beside the spec field of that name (each says its default)."""
+    return click.option(*_RUNS_DIR, type=click.Path(path_type=Path), help=help, **attrs)
