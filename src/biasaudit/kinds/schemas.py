@@ -50,12 +50,16 @@ def _store(name: str) -> Callable[[], dict[str, Any]]:
     return schema
 
 
+def _metrics_title(kind: str) -> str:
+    return f"metrics.json of a run of kind '{kind}'"
+
+
 def _metrics(kind: str) -> Callable[[], dict[str, Any]]:
     def schema() -> dict[str, Any]:
         from biasaudit.kinds.registry import audit_kind
 
         found: dict[str, Any] = audit_kind(kind).metrics.load().model_json_schema()
-        found["title"] = f"metrics.json of a run of kind '{kind}'"
+        found["title"] = _metrics_title(kind)
         return found
 
     return schema
@@ -73,10 +77,7 @@ _SCHEMAS: dict[str, tuple[str, Callable[[], dict[str, Any]]]] = {
     "manifest": ("manifest.json of any run", _store("Manifest")),
     "responses": ("one line of responses.jsonl", _store("ResponseRecord")),
     "batches": ("batches.json of a --batch run", _store("BatchesFile")),
-    **{
-        f"metrics-{kind}": (f"metrics.json of a run of kind '{kind}'", _metrics(kind))
-        for kind in KINDS
-    },
+    **{f"metrics-{kind}": (_metrics_title(kind), _metrics(kind)) for kind in KINDS},
     "rounds": ("rounds.json of an audit run with --until", _rounds),
 }
 SCHEMA_NAMES: dict[str, str] = {name: what for name, (what, _) in _SCHEMAS.items()}

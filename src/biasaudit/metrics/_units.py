@@ -1236,14 +1236,14 @@ class _Selection:
             flat = pools.ravel()
             own, rows = keys[flat], shares.reshape(-1, k_max)  # per (pool, member)
             qualified = data.qualified[flat] == 1
-            for figure in _RATES:
-                if figure == "true_positive_rate":  # among the qualified alone
-                    own, rows = own[qualified], rows[qualified]
-                seen[figure] += np.bincount(own, minlength=cells)
+            counted = {"selection_rate": (own, rows),  # among the qualified alone:
+                       "true_positive_rate": (own[qualified], rows[qualified])}  # fmt: skip
+            for figure, (cell_of, share) in counted.items():
+                seen[figure] += np.bincount(cell_of, minlength=cells)
                 # One count of every (cell, k): each bin adds its members in the order
                 # a count per k would, so the sums are the same to the bit.
-                bins = (own[:, None] * k_max + places).ravel()
-                won[figure] += np.bincount(bins, rows.ravel(), minlength=cells * k_max)
+                bins = (cell_of[:, None] * k_max + places).ravel()
+                won[figure] += np.bincount(bins, share.ravel(), minlength=cells * k_max)
         out = {}
         for figure in _RATES:
             with np.errstate(divide="ignore", invalid="ignore"):

@@ -188,11 +188,9 @@ class _Setting:
 
 
 def _settings(points: pd.DataFrame) -> list[_Setting]:
-    return [
-        _Setting(frame)
-        for _, frame in points.groupby(["task", "method", "subtask"], sort=False)
-        if frame["model"].nunique() >= 2
-    ]
+    found = [_Setting(frame) for _, frame in points.groupby(["task", "method", "subtask"],
+                                                            sort=False)]  # fmt: skip
+    return [setting for setting in found if setting.models >= 2]
 
 
 def _ndcg_in_setting(
