@@ -16,10 +16,11 @@ import pytest
 from biasaudit.kinds.grade_score.report import grade_score_table
 from biasaudit.kinds.grade_score.run import GradeScoreResult
 from biasaudit.kinds.grade_score.run import run as grade_audit
+from biasaudit.kinds.grade_score.sim import JUDGE_FIRST_OPTION_RATE
 from biasaudit.kinds.grade_score.spec import GradeScoreSpec
 from biasaudit.kinds.grade_score.task import DEMO_ITEMS
 from biasaudit.providers import ModelRequest, ModelResponse, SamplingParams
-from biasaudit.providers.sim import JUDGE_FIRST_OPTION_RATE, SimProvider
+from biasaudit.providers.sim import SimProvider
 from biasaudit.store.runs import read_manifest, read_responses
 from tests.fakes import FakeProvider
 

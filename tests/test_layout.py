@@ -85,16 +85,34 @@ def test_probes_import_only_the_provider_types_errors_and_text_helpers() -> None
             assert not outside, (name, outside)
 
 
+# The list of kinds (``kinds/__init__``), which loads nothing: the sim reads it to find
+# each kind's responder, as the registry does.
+KIND_LIST = "biasaudit.kinds"
+
+
 def test_providers_import_only_the_foundations() -> None:
     """Providers sit on the foundations alone: no store, engine, probe, kind or report
-    (the local model's servers take their process helpers from ``processes``)."""
+    (the local model's servers take their process helpers from ``processes``; the sim
+    reads the list of kinds, no kind)."""
     foundations = ("biasaudit.providers", "biasaudit.errors", "biasaudit.secrets",
                    "biasaudit.textfiles", "biasaudit.processes")  # fmt: skip
     for name, path in MODULES.items():
         if name.startswith("biasaudit.providers"):
             outside = {m for m in imports(path, load_time_only=False)
-                       if not m.startswith(foundations)}  # fmt: skip
+                       if not m.startswith(foundations) and m != KIND_LIST}  # fmt: skip
             assert not outside, (name, outside)
+
+
+def test_the_kinds_stand_below_the_reading_of_a_spec() -> None:
+    """``spec`` reads a spec of any task through the registry; the kinds build their
+    specs on ``kinds/runspec`` and never import ``spec`` back."""
+    for name, path in MODULES.items():
+        if name.startswith("biasaudit.kinds"):
+            assert "biasaudit.spec" not in imports(path, load_time_only=False), name
+
+
+def test_the_list_of_kinds_loads_nothing() -> None:
+    assert imports(MODULES[KIND_LIST], load_time_only=False) == set()
 
 
 @pytest.mark.parametrize("wing", ["engine", "store", "providers", "metrics", "probes"])
@@ -103,8 +121,34 @@ def test_the_lower_wings_name_no_audit_kind(wing: str) -> None:
              "biasaudit.cli", "biasaudit.replay")  # fmt: skip
     for name, path in MODULES.items():
         if name.startswith(f"biasaudit.{wing}"):
-            upward = {m for m in imports(path, load_time_only=False) if m.startswith(kinds)}
+            upward = {m for m in imports(path, load_time_only=False)
+                      if m.startswith(kinds) and m != KIND_LIST}  # fmt: skip
             assert not upward, (name, upward)
+
+
+def test_the_providers_hold_no_kind_of_their_own() -> None:
+    """Each kind's prompts are answered by the responder in its folder: the sim names
+    no kind, no task and none of their prompts' shapes."""
+    tree = ast.parse((PACKAGE / "providers" / "sim.py").read_text(encoding="utf-8"))
+    for node in ast.walk(tree):  # docstrings point to the kinds; the code may not
+        body = getattr(node, "body", None)
+        first = body[0] if isinstance(body, list) and body else None
+        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+            body[0] = ast.Pass()  # type: ignore[index]
+    code = ast.unparse(tree)
+    for word in ("Option ", "ruted", "listwise", "pairwise", "grade", "occupation", "Candidate"):
+        assert word not in code, word
+
+
+def test_a_kinds_responder_stands_on_the_sim_alone() -> None:
+    """A kind's ``sim.py`` answers from the planted world: the providers and the
+    foundations, nothing of the pipeline (so that a provider built in a worker process
+    loads no run, report or store)."""
+    allowed = ("biasaudit.providers", "biasaudit.errors", "biasaudit.textfiles")
+    for folder in KIND_FOLDERS:
+        path = PACKAGE / "kinds" / folder / "sim.py"
+        outside = {m for m in imports(path, load_time_only=False) if not m.startswith(allowed)}
+        assert not outside, (folder, outside)
 
 
 @pytest.mark.parametrize("kind", KIND_FOLDERS)
@@ -263,6 +307,7 @@ def test_each_kind_has_every_step_in_its_own_folder(kind: str) -> None:
     from biasaudit.kinds._rounds import Growth
     from biasaudit.kinds.declare import STEPS, Step
     from biasaudit.kinds.registry import audit_kind
+    from biasaudit.providers.sim import RESPONDER_AT, Responder
 
     declared = audit_kind(kind)
     home = KINDS[kind].rpartition(".")[0]
@@ -275,6 +320,8 @@ def test_each_kind_has_every_step_in_its_own_folder(kind: str) -> None:
             parameters = list(inspect.signature(target).parameters)
             assert parameters == CONTRACT[name], (name, step.target, parameters)
     assert issubclass(declared.metrics.load(), BaseModel)
+    assert isinstance(declared.responder.load(), Responder)
+    assert STEPS["responder"] == RESPONDER_AT  # where the sim finds it
     assert issubclass(declared.score_options.load(), BaseModel)
     # each spec that grows has the fields its growth names
     found = declared.growth.load()

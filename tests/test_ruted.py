@@ -13,6 +13,7 @@ import pytest
 from biasaudit.errors import UsageError
 from biasaudit.kinds.ruted.run import RutedResult
 from biasaudit.kinds.ruted.run import run as ruted_audit
+from biasaudit.kinds.ruted.sim import planted_male_probability
 from biasaudit.kinds.ruted.spec import RutedSpec
 from biasaudit.kinds.ruted.task import (
     OCCUPATIONS_PATH,
@@ -21,7 +22,6 @@ from biasaudit.kinds.ruted.task import (
     read_occupations,
 )
 from biasaudit.providers import Capabilities, ModelRequest, ModelResponse
-from biasaudit.providers._sim_ruted import planted_male_probability
 from biasaudit.providers.sim import SimProvider
 from biasaudit.spec import parse_spec
 from biasaudit.store.runs import read_manifest, read_responses

@@ -18,10 +18,10 @@ import pytest
 from biasaudit.engine.core import RequestResult
 from biasaudit.kinds.ruted.metrics import context_metrics
 from biasaudit.kinds.ruted.plan import RutedPlan, plan_ruted
+from biasaudit.kinds.ruted.sim import NO_PRONOUN_RATE, TIE_RATE, planted_male_probability
 from biasaudit.kinds.ruted.spec import RutedSpec
 from biasaudit.kinds.ruted.task import RutedTask, build_ruted_task
 from biasaudit.providers import Capabilities, ModelResponse
-from biasaudit.providers._sim_ruted import NO_PRONOUN_RATE, TIE_RATE, planted_male_probability
 from biasaudit.spec import parse_spec
 
 CONTEXTS = ("bedtime", "personas", "esl")

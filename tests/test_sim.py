@@ -6,8 +6,9 @@ import math
 
 import pytest
 
+from biasaudit.kinds.allocation.sim import PAIRWISE_POSITION_BIAS
 from biasaudit.providers import ModelRequest, SamplingParams
-from biasaudit.providers.sim import PAIRWISE_POSITION_BIAS, PLANTED_SHIFT, SimProvider
+from biasaudit.providers.sim import PLANTED_SHIFT, SimProvider, responders
 
 RESUME = "Senior engineer, led a team of six, certified cloud architect."
 
@@ -103,3 +104,45 @@ def test_names_with_their_own_effects_are_named_apart_and_drawn_per_world() -> N
     )
     with pytest.raises(ValueError, match="name_sd"):
         SimProvider(name_sd=-1.0)
+
+
+def _built_in_specs() -> list[tuple[str, object]]:
+    from biasaudit.kinds.registry import command_specs, kind_of_spec, methods_of
+    from biasaudit.spec import parse_spec
+
+    found = []
+    for task, classes in command_specs().items():
+        for spec_class in classes:
+            for method in methods_of(spec_class) or (None,):
+                data = {"task": task, "model": "sim/biased", "essays": "demo", "items": "demo"}
+                data = {k: v for k, v in data.items() if k in spec_class.model_fields}
+                if method is not None:
+                    data["method"] = method
+                spec = parse_spec(data)
+                found.append((kind_of_spec(spec).name, spec))
+    return found
+
+
+def test_each_prompt_of_a_built_in_task_is_claimed_by_its_own_kind_alone() -> None:
+    """The kinds' responders recognise disjoint prompts, so the order they are asked in
+    does not matter; pointwise prompts (Yes/No, ratings) are the sim's own shapes."""
+    from biasaudit.kinds import KINDS
+    from biasaudit.kinds.registry import plan_requests
+
+    sim, kinds = SimProvider(), list(KINDS)
+    seen = set()
+    for kind, spec in _built_in_specs():
+        requests = plan_requests(spec, sim)
+        for request in requests[:: max(1, len(requests) // 40)]:
+            claimed = [kinds[i] for i, r in enumerate(responders()) if r.answer(sim, request)]
+            pointwise = getattr(spec, "method", None) == "pointwise"
+            assert claimed == ([] if pointwise else [kind]), (spec.task, request.id, claimed)
+            seen.add(kind)
+    assert seen == set(KINDS)
+
+
+def test_a_responder_setting_is_checked_and_unknown_ones_refused() -> None:
+    with pytest.raises(ValueError, match="first_option_rate must be between 0 and 1"):
+        SimProvider(first_option_rate=1.5)
+    with pytest.raises(TypeError, match="unknown settings: colour"):
+        SimProvider(colour=1.0)

@@ -6,6 +6,13 @@ import math
 
 import pytest
 
+from biasaudit.kinds.ruted.sim import (
+    NO_PRONOUN_RATE,
+    TIE_RATE,
+    _occupation_in,
+    _user_text,
+    planted_male_probability,
+)
 from biasaudit.kinds.ruted.task import (
     GENERATION_CONTEXTS,
     OCCUPATIONS_PATH,
@@ -14,13 +21,6 @@ from biasaudit.kinds.ruted.task import (
 )
 from biasaudit.probes import NextWordProbe, classify_pronouns
 from biasaudit.providers import ModelRequest, SamplingParams
-from biasaudit.providers._sim_ruted import (
-    NO_PRONOUN_RATE,
-    TIE_RATE,
-    _occupation_in,
-    _user_text,
-    planted_male_probability,
-)
 from biasaudit.providers.sim import SimProvider
 
 OCCUPATIONS = read_occupations(OCCUPATIONS_PATH)
@@ -79,7 +79,7 @@ def test_texts_use_pronouns_of_the_planted_gender_and_sometimes_none() -> None:
 def test_a_lean_of_its_own_is_another_model() -> None:
     assert SimProvider("biased", gender_lean=1.0).model_id == "sim/biased"
     assert SimProvider("biased", gender_lean=0.5).model_id == "sim/biased-lean0.5"
-    assert SimProvider("fair").gender_lean == 0.0
+    assert SimProvider("fair").setting("gender_lean") == 0.0
 
 
 def test_other_prompts_are_answered_as_before() -> None:

@@ -13,8 +13,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from biasaudit._version import __version__
+from biasaudit.kinds.runspec import RunSpec
 from biasaudit.secrets import redact_command
-from biasaudit.spec import RunSpec
 from biasaudit.store.runs import Manifest, RunDirectory
 
 __all__ = ["ScoreOptions", "as_in_spec", "finish_imported", "imported_manifest"]

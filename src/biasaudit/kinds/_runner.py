@@ -18,8 +18,8 @@ from typing import Any, Generic, TextIO, TypeVar
 from biasaudit.engine.progress import phase
 from biasaudit.engine.session import Annotate, RunSession
 from biasaudit.errors import BiasauditError, NoAnswerError, RunAbortedError
+from biasaudit.kinds.runspec import AuditSpec
 from biasaudit.providers import ModelRequest, Provider
-from biasaudit.spec import AuditSpec
 
 __all__ = ["Ran", "run_planned"]
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from biasaudit.spec import RunSpec
+    from biasaudit.kinds.runspec import RunSpec
 
 __all__ = ["STEPS", "Kind", "Step"]
 
@@ -62,6 +62,7 @@ STEPS: dict[str, tuple[str, str]] = {
     "growth": ("power", "growth"),
     "score_options": ("imported", "ImportOptions"),
     "score": ("imported", "score"),
+    "responder": ("sim", "RESPONDER"),
 }
 """Each step of a kind: the module of its folder and the name it exports there."""
 
@@ -153,6 +154,10 @@ class Kind:
     score: Step = field(init=False, repr=False, compare=False)
     """``imported.score``, ``(path, options, *, command) -> ran``: the figures of
     outputs produced elsewhere, into a run directory whose table ``table`` prints."""
+    responder: Step = field(init=False, repr=False, compare=False)
+    """``sim.RESPONDER``: a :class:`biasaudit.providers.sim.Responder`, how the offline
+    ``sim/`` model answers the kind's prompts (and declines every other prompt). The
+    sim finds it by the same fixed name (:data:`biasaudit.providers.sim.RESPONDER_AT`)."""
 
     def __post_init__(self) -> None:
         package = self.declared_in.rpartition(".")[0]

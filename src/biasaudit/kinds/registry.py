@@ -23,9 +23,9 @@ from biasaudit.errors import UsageError
 from biasaudit.kinds import KINDS
 from biasaudit.kinds.common import TaskInfo, read_run_metrics
 from biasaudit.kinds.declare import Kind
+from biasaudit.kinds.runspec import AuditSpec
 from biasaudit.providers import ModelRequest, Provider
 from biasaudit.render.text import Block, block_lines
-from biasaudit.spec import AuditSpec
 from biasaudit.store.runs import Manifest
 
 __all__ = [

@@ -20,7 +20,7 @@ from biasaudit.kinds.candidates.spec import (
     QualifiedSpec,
     ResumeData,
 )
-from biasaudit.spec import MAX_ROUNDS, relative_path
+from biasaudit.kinds.runspec import MAX_ROUNDS, relative_path
 
 __all__ = [
     "AllocationSpec",

@@ -8,7 +8,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from biasaudit.spec import RunSpec
+from biasaudit.kinds.runspec import RunSpec
 
 __all__ = [
     "CandidatesData",

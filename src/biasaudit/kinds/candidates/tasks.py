@@ -14,7 +14,7 @@ from biasaudit.kinds.candidates.resume import JOBS_PATH, NAMES_PATH, build_resum
 from biasaudit.kinds.candidates.spec import CustomData, EssayData, ResumeData
 from biasaudit.kinds.candidates.task import AllocationTask
 from biasaudit.kinds.common import TaskInfo
-from biasaudit.spec import AuditSpec
+from biasaudit.kinds.runspec import AuditSpec
 from biasaudit.textfiles import PROMPTS_DIR
 
 __all__ = ["ALLOCATION_TASKS", "TASK_INFOS", "build_task"]

@@ -8,7 +8,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from biasaudit.kinds._planning import PlanningFields, UntilFields
-from biasaudit.spec import RunSpec, relative_path
+from biasaudit.kinds.runspec import RunSpec, relative_path
 
 __all__ = ["GRADE_SCORE_PROMPTS", "GradeScoreSpec"]
 

@@ -9,7 +9,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from biasaudit.kinds._planning import PlanningFields, UntilFields
-from biasaudit.spec import RunSpec
+from biasaudit.kinds.runspec import RunSpec
 
 __all__ = ["RUTED_CONTEXTS", "RutedContext", "RutedSpec"]
 

@@ -1,31 +1,58 @@
-"""The sim model's RUTEd behaviours: next words and long-form texts with a planted gender lean.
+"""How the offline ``sim/`` model answers RUTEd prompts: next words and long-form texts
+with a planted gender lean.
 
-Documented in :mod:`biasaudit.providers.sim`; everything here is pure and
-deterministic. The planted male probability of an occupation in a context,
-:func:`planted_male_probability`, is what an audit of ``sim/`` must recover
-(Lum et al., "Bias in Language Models: Beyond Trick Tests and Towards RUTEd
-Evaluation", ACL 2025, define neutrality, skew and stereotype on it).
+- **Next words** (the prompt, or the user message, ends with a line ``The
+  <occupation> is``): it continues with one of 20 tokens holding all the
+  probability, so a top-20 request sees them all: six other words (`` a``,
+  `` the``, ...) with 0.8, and seven spellings each of male words (`` he``,
+  `` his``, `` He``, `` him``, `` male``, `` boy``, `` himself``) and of female
+  words (`` she``, ...) sharing 0.2 in the ratio p : 1 - p, p the planted male
+  probability of the occupation in the ``standard`` context (below). Chat answers
+  drop the leading space. Fewer than 20 alternatives leave some listed words out.
+- **Texts** (a user message asking for a ``bedtime story``, a user ``persona``, or
+  an exercise for ``ESL`` / ``English learners``): n short texts about the first
+  occupation of the shipped list the user message names. Each is, independently, a
+  tie (one ``he`` and one ``she``) with probability :data:`TIE_RATE` (0.03), free of
+  pronouns with probability :data:`NO_PRONOUN_RATE` (0.05 bedtime, 0.2 personas,
+  0.05 ESL), and otherwise uses male pronouns with probability p (the occupation's
+  planted male probability in that context) and female ones otherwise, three in
+  ten times with one pronoun of the other gender for a second character (always
+  outnumbered, so the majority rule reads the drawn gender).
+
+**The planted gender lean** (Lum et al., "Bias in Language Models: Beyond Trick
+Tests and Towards RUTEd Evaluation", ACL 2025): in context c, occupation o is
+referred to as male with probability :func:`planted_male_probability`, whose
+log-odds are ``lean * (a_c * s_o + b_c + e_oc)``: s_o = +1 for the male-majority
+occupations of ``biasaudit/data/occupations.csv``, -1 for the female-majority ones
+(0 for any other occupation, which also gets e = 0), (a_c, b_c) the context's
+stereotype and skew (:data:`CONTEXT_LEAN`: standard (1.4, 0.4), bedtime (1.3,
+-0.4), personas (1.5, 0.3), ESL (1.8, 0.6)), and e_oc a fixed draw from U(-0.5,
+0.5). ``lean`` is the setting ``gender_lean``: 1 for ``sim/biased``, 0 for
+``sim/fair`` (every p = 0.5), or ``SimProvider(gender_lean=x)``. An audit's
+neutrality, skew and stereotype must match the means over occupations of
+``|2p - 1|``, ``2p - 1`` and ``±(2p - 1)``. Everything here is pure and
+deterministic.
 """
 
 from __future__ import annotations
 
 import csv
 import functools
-import hashlib
 import math
 import random
 import re
 from importlib import resources
 
-from biasaudit.providers._types import FirstTokenLogprobs, ModelRequest, ModelResponse, Usage
+from biasaudit.providers import FirstTokenLogprobs, ModelRequest, ModelResponse
+from biasaudit.providers.sim import Responder, Setting, SimProvider, digest
 
 __all__ = [
     "CONTEXT_LEAN",
     "NO_PRONOUN_RATE",
+    "RESPONDER",
     "TIE_RATE",
     "next_word_distribution",
     "planted_male_probability",
-    "ruted_response",
 ]
 
 CONTEXT_LEAN: dict[str, tuple[float, float]] = {
@@ -99,10 +126,6 @@ def _majorities() -> dict[str, str]:
     return {row["occupation"].casefold(): row["majority"] for row in rows}
 
 
-def _digest(*parts: object) -> int:
-    return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:8], "big")
-
-
 def planted_male_probability(occupation: str, context: str, lean: float = 1.0) -> float:
     """P(a gendered reference to ``occupation`` is male) in ``context``, as planted.
 
@@ -116,7 +139,7 @@ def planted_male_probability(occupation: str, context: str, lean: float = 1.0) -
     if majority is None:
         return 1.0 / (1.0 + math.exp(-lean * skew))
     sign = 1.0 if majority == "male" else -1.0
-    jitter = (random.Random(_digest("ruted", occupation.casefold(), context)).random() - 0.5) * (
+    jitter = (random.Random(digest("ruted", occupation.casefold(), context)).random() - 0.5) * (
         2 * _JITTER
     )
     return 1.0 / (1.0 + math.exp(-lean * (stereotype * sign + skew + jitter)))
@@ -149,41 +172,26 @@ def _occupation_in(text: str) -> str | None:
     return min(found)[1] if found else None
 
 
-def ruted_response(request: ModelRequest, *, model: str, lean: float) -> ModelResponse | None:
+def _answer(sim: SimProvider, request: ModelRequest) -> ModelResponse | None:
     """The sim's answer to a RUTEd prompt, or None when the prompt is not one."""
     text = _user_text(request)
+    lean = sim.setting("gender_lean")
     standard = _STANDARD.search(text)
     if standard is not None:
-        return _next_word_response(request, text, standard.group("occupation"), model, lean)
+        return _next_word_response(sim, request, text, standard.group("occupation"), lean)
     for context, cue in _CONTEXT_CUES:
         if cue.search(text):
-            return _story_response(request, text, context, model, lean)
+            return _story_response(sim, request, text, context, lean)
     return None
-
-
-def _respond(texts: list[str], prompt: str, model: str, **extra: object) -> ModelResponse:
-    return ModelResponse.model_validate(
-        {
-            "texts": tuple(texts),
-            "finish_reasons": ("stop",) * len(texts),
-            "model_version": f"sim-{model}-v1 (simulated)",
-            "usage": Usage(
-                input_tokens=len(prompt) // 4 + 1,
-                output_tokens=sum(len(t) // 4 + 1 for t in texts),
-            ),
-            "simulated": True,
-            **extra,
-        }
-    )
 
 
 def _rng(request: ModelRequest, prompt: str) -> random.Random:
     p = request.params
-    return random.Random(_digest("ruted", prompt, p.seed, request.replicate, request.sample))
+    return random.Random(digest("ruted", prompt, p.seed, request.replicate, request.sample))
 
 
 def _next_word_response(
-    request: ModelRequest, prompt: str, occupation: str, model: str, lean: float
+    sim: SimProvider, request: ModelRequest, prompt: str, occupation: str, lean: float
 ) -> ModelResponse:
     p = request.params
     p_male = planted_male_probability(occupation, "standard", lean)
@@ -199,11 +207,11 @@ def _next_word_response(
         logprobs = tuple(
             FirstTokenLogprobs(token=text, logprob=math.log(own[text]), top=top) for text in texts
         )
-    return _respond(texts, prompt, model, logprobs=logprobs)
+    return sim.respond(prompt, texts, logprobs)
 
 
 def _story_response(
-    request: ModelRequest, prompt: str, context: str, model: str, lean: float
+    sim: SimProvider, request: ModelRequest, prompt: str, context: str, lean: float
 ) -> ModelResponse:
     occupation = _occupation_in(prompt)
     p_male = planted_male_probability(occupation or "", context, lean)
@@ -213,7 +221,7 @@ def _story_response(
     limit = request.params.max_tokens
     if limit is not None:
         texts = [" ".join(text.split(" ")[:limit]) for text in texts]
-    return _respond(texts, prompt, model)
+    return sim.respond(prompt, texts)
 
 
 def _story(rng: random.Random, context: str, occupation: str, p_male: float) -> str:
@@ -232,3 +240,8 @@ def _story(rng: random.Random, context: str, occupation: str, p_male: float) -> 
         other = _PRONOUNS["female" if gender == "male" else "male"]
         text += _SECOND_CHARACTER.format(**fields, **other)
     return text
+
+
+RESPONDER = Responder(
+    _answer, settings=(Setting("gender_lean", "lean", {"biased": 1.0, "fair": 0.0}),)
+)
