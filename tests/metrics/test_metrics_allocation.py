@@ -24,7 +24,7 @@ from biasaudit.metrics import (
 from biasaudit.metrics._allocation import (
     _bootstrap_rank_biserial,
     _bootstrap_stream,
-    _cumulative_counts,
+    _cumulative,
     _multiplicities,
     _weighted_sign_sums,
 )
@@ -133,7 +133,7 @@ def test_weighted_sign_sums_equal_brute_force() -> None:
     weights_b = rng.integers(0, 4, size=(5, b.size))
     sign = np.sign(np.subtract.outer(a, b_sorted))
     expected = [weights_a[r] @ sign @ weights_b[r] for r in range(5)]
-    got = _weighted_sign_sums(below, at_or_below, weights_a, _cumulative_counts(weights_b))
+    got = _weighted_sign_sums(below, at_or_below, weights_a, _cumulative(weights_b, np.int64))
     np.testing.assert_array_equal(got, expected)
 
 

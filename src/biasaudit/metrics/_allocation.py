@@ -166,7 +166,9 @@ def _bootstrap_rank_biserial(
     replicates = {name: np.empty(n_bootstrap) for name in samples}
     for start in range(0, n_bootstrap, block):
         size = min(block, n_bootstrap - start)
-        cumulative_b = _cumulative_counts(_multiplicities(reference_stream, n=n_b, replicates=size))
+        cumulative_b = _cumulative(
+            _multiplicities(reference_stream, n=n_b, replicates=size), np.int64
+        )
         weights = {
             n: _multiplicities(stream, n=n, replicates=size) for n, stream in sample_streams.items()
         }
@@ -176,22 +178,25 @@ def _bootstrap_rank_biserial(
     return replicates
 
 
-def _cumulative_counts(weights_b: NDArray[np.int64]) -> NDArray[np.int64]:
-    """Per row r, ``[0, w[r, 0], w[r, 0] + w[r, 1], ...]``: resampled b below each position."""
-    cumulative = np.zeros((weights_b.shape[0], weights_b.shape[1] + 1), dtype=np.int64)
-    np.cumsum(weights_b, axis=1, out=cumulative[:, 1:])
-    return cumulative
+def _cumulative(weights: NDArray[Any], dtype: type = np.float64) -> NDArray[Any]:
+    """Per row r, ``[0, w[r, 0], w[r, 0] + w[r, 1], ...]``: the weight (the resampled
+    count) below each position."""
+    found = np.zeros((weights.shape[0], weights.shape[1] + 1), dtype=dtype)
+    np.cumsum(weights, axis=1, out=found[:, 1:])
+    return found
 
 
 def _weighted_sign_sums(
     below: NDArray[np.intp],
     at_or_below: NDArray[np.intp],
-    weights_a: NDArray[np.int64],
-    cumulative_b: NDArray[np.int64],
-) -> NDArray[np.int64]:
-    """Σ_ij w_a[r, i] w_b[r, j] sign(a_i - b_j) for each row r, b in sorted order.
+    weights_a: NDArray[Any],
+    cumulative_b: NDArray[Any],
+) -> NDArray[Any]:
+    """Σ_ij w_a[r, i] w_b[r, j] sign(a_i - b_j) for each row r, b in sorted order: the
+    numerator of RABBI, for the public bootstrap (integer counts) and the unit-level
+    figures (whole-number weights as floats, exact below 2^53) alike.
 
-    ``cumulative_b`` is :func:`_cumulative_counts` of ``w_b``. A resample is a
+    ``cumulative_b`` is :func:`_cumulative` of ``w_b``. A resample is a
     vector of multiplicities over the original scores. With b sorted once, the
     resampled count of b below (or at most) a_i is a cumulative sum of b's
     multiplicities read at a fixed position, so each replicate costs
@@ -204,9 +209,10 @@ def _weighted_sign_sums(
     if np.array_equal(below, at_or_below):  # no a_i ties with any b: both reads agree
         sums = 2 * np.einsum("ij,ij->i", weights_a, counted) - outside
     else:
-        counted += np.take(cumulative_b, at_or_below, axis=1)
+        counted = counted + np.take(cumulative_b, at_or_below, axis=1)
         sums = np.einsum("ij,ij->i", weights_a, counted) - outside
-    return np.asarray(sums, dtype=np.int64)
+    found: NDArray[Any] = sums
+    return found
 
 
 def _multiplicities(rng: np.random.Generator, *, n: int, replicates: int) -> NDArray[np.int64]:
@@ -528,10 +534,9 @@ def jsd(
         if both.min() < low or both.max() > high:
             raise ValueError(f"scores fall outside value_range {value_range!r}")
     edges = np.histogram_bin_edges(both, bins=bins, range=value_range)
-    p = np.histogram(a_scores, bins=edges)[0] / a_scores.size
-    q = np.histogram(b_scores, bins=edges)[0] / b_scores.size
-    m = (p + q) / 2
-    return float(_kl_bits(p, m) + _kl_bits(q, m)) / 2
+    ones_a, ones_b = np.ones((1, a_scores.size)), np.ones((1, b_scores.size))
+    total_a, total_b = np.array([float(a_scores.size)]), np.array([float(b_scores.size)])
+    return float(_weighted_jsd(a_scores, ones_a, total_a, b_scores, ones_b, total_b, edges)[0])
 
 
 def _paper_jsd(a: FloatArray, b: FloatArray, bins: int) -> float:
@@ -543,12 +548,6 @@ def _paper_jsd(a: FloatArray, b: FloatArray, bins: int) -> float:
     p, q = p[kept], q[kept]
     m = (p + q) / 2
     return float(0.5 * np.sum(p * np.log(p / m)) + 0.5 * np.sum(q * np.log(q / m)))
-
-
-def _kl_bits(p: FloatArray, m: FloatArray) -> float:
-    """Σ p log2(p/m) over the bins where p > 0 (where m > 0 too)."""
-    used = p > 0
-    return float(np.sum(p[used] * np.log2(p[used] / m[used])))
 
 
 def emd(a: ArrayLike, b: ArrayLike) -> float:
@@ -576,13 +575,76 @@ def emd(a: ArrayLike, b: ArrayLike) -> float:
     Retrieval", IJCV 40 (2000). Used as a distribution-based bias baseline by
     Chen, Ji & Evans, "The Mismeasure of Man and Models", 2024.
     """
-    a_sorted = np.sort(as_float_array(a, "a", finite=True))
+    a_scores = as_float_array(a, "a", finite=True)
     b_sorted = np.sort(as_float_array(b, "b", finite=True))
-    points = np.sort(np.concatenate([a_sorted, b_sorted]))
-    widths = np.diff(points)
-    cdf_a = np.searchsorted(a_sorted, points[:-1], side="right") / a_sorted.size
-    cdf_b = np.searchsorted(b_sorted, points[:-1], side="right") / b_sorted.size
-    return float(np.sum(np.abs(cdf_a - cdf_b) * widths))
+    ones_a = np.ones((1, a_scores.size))
+    total_a, total_b = np.array([float(a_scores.size)]), np.array([float(b_sorted.size)])
+    cumulative_b = _cumulative(np.ones((1, b_sorted.size)))
+    return float(_weighted_emd(a_scores, ones_a, total_a, b_sorted, cumulative_b, total_b)[0])
+
+
+# The weighted kernels of JSD and EMD: the public functions run them on weights of one,
+# the unit-level figures (`_units`) on every bootstrap replicate's.
+
+
+def _weighted_jsd(
+    a: FloatArray,
+    w_a: NDArray[Any],
+    total_a: FloatArray,
+    b: FloatArray,
+    w_b: NDArray[Any],
+    total_b: FloatArray,
+    edges: FloatArray,
+) -> FloatArray:
+    """:func:`jsd` of the weighted histograms of a and b on ``edges``, per row of weights
+    (a bootstrap replicate, or all ones)."""
+    bins = len(edges) - 1
+    p = _binned(w_a, _bin_of(a, edges), bins) / total_a[:, None]
+    q = _binned(w_b, _bin_of(b, edges), bins) / total_b[:, None]
+    m = (p + q) / 2
+    found: FloatArray = (_kl_rows(p, m) + _kl_rows(q, m)) / 2
+    return found
+
+
+def _bin_of(values: FloatArray, edges: FloatArray) -> NDArray[np.intp]:
+    """The histogram bin of each value, as ``numpy.histogram`` bins (last bin closed)."""
+    return np.clip(np.searchsorted(edges, values, side="right") - 1, 0, len(edges) - 2)
+
+
+def _binned(weights: NDArray[Any], bins: NDArray[np.intp], n_bins: int) -> FloatArray:
+    onehot = np.zeros((bins.size, n_bins))
+    onehot[np.arange(bins.size), bins] = 1.0
+    found: FloatArray = weights @ onehot
+    return found
+
+
+def _kl_rows(p: FloatArray, m: FloatArray) -> FloatArray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(p > 0, p * np.log2(np.where(p > 0, p, 1.0) / np.where(m > 0, m, 1.0)), 0.0)
+    found: FloatArray = terms.sum(axis=1)
+    return found
+
+
+def _weighted_emd(
+    a: FloatArray,
+    w_a: NDArray[Any],
+    total_a: FloatArray,
+    b_sorted: FloatArray,
+    cumulative_b: FloatArray,
+    total_b: FloatArray,
+) -> FloatArray:
+    """∫|F_a - F_b| with both distribution functions weighted, per row of weights
+    (``cumulative_b``: :func:`_cumulative` of b's weights in sorted order)."""
+    order_a = np.argsort(a, kind="stable")
+    a_sorted, w_a = a[order_a], w_a[:, order_a]
+    points = np.unique(np.concatenate([a_sorted, b_sorted]))
+    if points.size < 2:
+        return np.zeros(w_a.shape[0])
+    cdf_a = _cumulative(w_a)[:, np.searchsorted(a_sorted, points[:-1], side="right")]
+    cdf_b = cumulative_b[:, np.searchsorted(b_sorted, points[:-1], side="right")]
+    gap = np.abs(cdf_a / total_a[:, None] - cdf_b / total_b[:, None])
+    found: FloatArray = gap @ np.diff(points)
+    return found
 
 
 def distribution_shape(scores: ArrayLike, groups: ArrayLike, *, bias: bool = True) -> pd.DataFrame:

@@ -60,7 +60,13 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
-from biasaudit.metrics._allocation import _sorted_positions
+from biasaudit.metrics._allocation import (
+    _cumulative,
+    _sorted_positions,
+    _weighted_emd,
+    _weighted_jsd,
+    _weighted_sign_sums,
+)
 from biasaudit.metrics._gap_bootstrap import _PAIRWISE_MAX_POOL, _higher_and_tied_members
 from biasaudit.metrics._selection import _shares_of_places, top_k_shares
 from biasaudit.metrics._small_samples import P_FLOOR, RATIO_MIN_UNITS, critical_value, floor_p
@@ -881,67 +887,13 @@ def _weighted_figures(
     total_a, total_b = weights_a.sum(axis=1), w_b.sum(axis=1)
     cumulative_b = _cumulative(w_b)
     below, at_or_below = _sorted_positions(a, b_sorted)
-    # Σ_ij w_i v_j sign(a_i - b_j) = Σ_i w_i (C[below_i] + C[at_or_below_i] - C[n_b]).
-    counted = np.take(cumulative_b, below, axis=1) + np.take(cumulative_b, at_or_below, axis=1)
-    signs = np.einsum("ij,ij->i", weights_a, counted) - total_a * cumulative_b[:, -1]
+    signs = _weighted_sign_sums(below, at_or_below, weights_a, cumulative_b)
     found = {
         "rabbi": signs / (total_a * total_b),
         "avg_gap": weights_a @ a / total_a - w_b @ b_sorted / total_b,
     }
-    bins = len(edges) - 1
-    p = _binned(weights_a, _bin_of(a, edges), bins) / total_a[:, None]
-    q = _binned(w_b, _bin_of(b_sorted, edges), bins) / total_b[:, None]
-    m = (p + q) / 2
-    found["jsd"] = (_kl_rows(p, m) + _kl_rows(q, m)) / 2
+    found["jsd"] = _weighted_jsd(a, weights_a, total_a, b_sorted, w_b, total_b, edges)
     found["emd"] = _weighted_emd(a, weights_a, total_a, b_sorted, cumulative_b, total_b)
-    return found
-
-
-def _cumulative(weights: NDArray[Any]) -> FloatArray:
-    """Per row, ``[0, w0, w0 + w1, ...]``: the weight below each position."""
-    found = np.zeros((weights.shape[0], weights.shape[1] + 1))
-    np.cumsum(weights, axis=1, out=found[:, 1:])
-    return found
-
-
-def _bin_of(values: FloatArray, edges: FloatArray) -> NDArray[np.intp]:
-    """The histogram bin of each value, as ``numpy.histogram`` bins (last bin closed)."""
-    return np.clip(np.searchsorted(edges, values, side="right") - 1, 0, len(edges) - 2)
-
-
-def _binned(weights: NDArray[Any], bins: NDArray[np.intp], n_bins: int) -> FloatArray:
-    onehot = np.zeros((bins.size, n_bins))
-    onehot[np.arange(bins.size), bins] = 1.0
-    found: FloatArray = weights @ onehot
-    return found
-
-
-def _kl_rows(p: FloatArray, m: FloatArray) -> FloatArray:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        terms = np.where(p > 0, p * np.log2(np.where(p > 0, p, 1.0) / np.where(m > 0, m, 1.0)), 0.0)
-    found: FloatArray = terms.sum(axis=1)
-    return found
-
-
-def _weighted_emd(
-    a: FloatArray,
-    w_a: NDArray[Any],
-    total_a: FloatArray,
-    b_sorted: FloatArray,
-    cumulative_b: FloatArray,
-    total_b: FloatArray,
-) -> FloatArray:
-    """∫|F_a - F_b| with both distribution functions weighted, per row of weights
-    (``cumulative_b``: :func:`_cumulative` of b's weights in sorted order)."""
-    order_a = np.argsort(a, kind="stable")
-    a_sorted, w_a = a[order_a], w_a[:, order_a]
-    points = np.unique(np.concatenate([a_sorted, b_sorted]))
-    if points.size < 2:
-        return np.zeros(w_a.shape[0])
-    cdf_a = _cumulative(w_a)[:, np.searchsorted(a_sorted, points[:-1], side="right")]
-    cdf_b = cumulative_b[:, np.searchsorted(b_sorted, points[:-1], side="right")]
-    gap = np.abs(cdf_a / total_a[:, None] - cdf_b / total_b[:, None])
-    found: FloatArray = gap @ np.diff(points)
     return found
 
 
