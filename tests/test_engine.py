@@ -245,7 +245,7 @@ def test_identical_requests_in_one_run_are_sent_once(cache: ResponseCache) -> No
 
 
 def test_the_token_rate_fills_continuously_and_holds_ten_seconds() -> None:
-    from biasaudit.engine.core import _TokenRate
+    from biasaudit.engine.sending import _TokenRate
 
     now = [0.0]
     slept: list[float] = []

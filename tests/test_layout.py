@@ -333,3 +333,20 @@ def test_each_kind_has_every_step_in_its_own_folder(kind: str) -> None:
         grown = [s for s in declared.specs if growth.size in s.model_fields]
         assert grown and all({"until", growth.step} <= set(s.model_fields) for s in grown)
     assert set(declared.commands) <= {info.name for info in declared.tasks.load()}
+
+
+def test_the_engine_picks_a_fan_out_strategy_and_sends_nothing_itself() -> None:
+    """Sending lives in the strategies behind ``types.FanOut`` (as httpx keeps its
+    transports): the engine's core keeps the cache front and picks one."""
+    import inspect
+
+    from biasaudit.engine import sending, strategies
+
+    tree = ast.parse((PACKAGE / "engine" / "core.py").read_text(encoding="utf-8"))
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                for alias in node.names} | {node.module for node in ast.walk(tree)
+                if isinstance(node, ast.ImportFrom)}  # fmt: skip
+    for sending_part in ("tenacity", "asyncio_throttle", "worker_pool", "BatchRunner"):
+        assert sending_part not in imported, sending_part
+    for strategy in (sending.InProcess, *(getattr(strategies, n) for n in strategies.__all__)):
+        assert list(inspect.signature(strategy.send).parameters) == ["self", "todo"], strategy

@@ -66,7 +66,7 @@ from biasaudit.providers._batch_api import BatchAPI, BatchEntry, BatchLimits, Ba
 from biasaudit.store.runs import BatchRecord, BatchRunState
 
 if TYPE_CHECKING:
-    from biasaudit.engine.types import EngineSettings, EngineStats, RequestResult
+    from biasaudit.engine.types import EngineSettings, EngineStats, Pairs, RequestResult
     from biasaudit.store.cache import ResponseCache
 
 __all__ = ["BatchRunner", "BatchStore", "require_batch_api"]
@@ -292,7 +292,6 @@ class BatchStore:
         return {batch_id for (batch_id,) in rows}
 
 
-Pairs = list[tuple[ModelRequest, str]]
 _Planned = tuple[str, ModelRequest, dict[str, Any]]  # key, request, batch line
 T = TypeVar("T")
 

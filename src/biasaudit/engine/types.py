@@ -10,11 +10,24 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from biasaudit.providers import ModelRequest, ModelResponse
 
-__all__ = ["EngineSettings", "EngineStats", "RequestResult", "format_duration", "format_rate"]
+__all__ = [
+    "EngineSettings",
+    "EngineStats",
+    "FanOut",
+    "Pairs",
+    "RequestResult",
+    "format_duration",
+    "format_rate",
+]
+
+Pairs = list[tuple[ModelRequest, str]]
+"""Requests to send, each with its cache key."""
 
 
 @dataclass(frozen=True)
@@ -178,3 +191,20 @@ def format_duration(seconds: float) -> str:
     if whole < 3600:
         return f"{whole // 60}m{whole % 60:02d}s"
     return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+
+
+class FanOut(Protocol):
+    """One way of sending requests that the cache did not answer (the engine picks one
+    per run, as httpx picks a transport): from this process
+    (:class:`~biasaudit.engine.sending.InProcess`), shared with worker processes
+    (:class:`~biasaudit.engine.strategies.WorkerProcesses`), through the provider's
+    batch API (:class:`~biasaudit.engine.strategies.Batched`), or under leases in a
+    cache other processes share (:class:`~biasaudit.engine.strategies.Leased`, around
+    one of the first two).
+
+    :meth:`send` yields one result per request, as each arrives, each answer already
+    in the cache; when the endpoint or the budget stops the run it yields the answers
+    in flight, then raises :class:`~biasaudit.errors.RunAbortedError`.
+    """
+
+    def send(self, todo: Pairs) -> AsyncIterator[RequestResult]: ...
