@@ -327,3 +327,23 @@ def test_rates_and_durations_read_as_people_read_them() -> None:
     assert [format_duration(s) for s in (4.4, 65, 3599, 7260)] == [
         "4s", "1m05s", "59m59s", "2h01m"
     ]  # fmt: skip
+
+
+def test_the_engine_settings_bounds_are_declared_once_for_both_doors() -> None:
+    """``types.BOUNDS`` bounds the run options (pydantic names the field) and the engine
+    settings library callers build (a ValueError naming the setting)."""
+    import annotated_types
+
+    from biasaudit.engine.options import RunOptions
+    from biasaudit.engine.types import BOUNDS
+
+    kinds = {"ge": annotated_types.Ge, "gt": annotated_types.Gt, "le": annotated_types.Le}
+    for name, bounds in BOUNDS.items():
+        if name in RunOptions.model_fields:
+            declared = {type(m): m for m in RunOptions.model_fields[name].metadata}
+            for kind, bound in bounds.items():
+                assert getattr(declared[kinds[kind]], kind) == bound, (name, kind)
+        for kind, bound in bounds.items():
+            outside = bound - 1 if kind == "ge" else bound if kind == "gt" else bound * 2 + 1
+            with pytest.raises(ValueError, match=name):
+                EngineSettings(**{name: outside})

@@ -22,13 +22,11 @@ from pydantic import (
     model_validator,
 )
 
-from biasaudit.engine.types import EngineSettings
+from biasaudit.engine.types import BOUNDS, MAX_TIMEOUT_S, EngineSettings
 from biasaudit.providers import Provider, resolve_model
 from biasaudit.secrets import public_headers, redact_urls
 
 __all__ = ["MAX_TIMEOUT_S", "Flag", "RunOptions", "header_pairs"]
-
-MAX_TIMEOUT_S = 86_400.0
 
 
 @dataclass(frozen=True)
@@ -114,14 +112,12 @@ class RunOptions(BaseModel):
     )
     concurrency: int = Field(
         EngineSettings.concurrency,
-        ge=1,
-        le=4096,
+        **BOUNDS["concurrency"],
         description="Most requests in flight; lowered automatically on rate limits.",
     )
     rpm: float | None = Field(
         EngineSettings.rpm,
-        gt=0.0,
-        le=1e7,
+        **BOUNDS["rpm"],
         allow_inf_nan=False,
         description="Most requests per minute.",
     )
@@ -147,22 +143,19 @@ class RunOptions(BaseModel):
     )
     tpm: float | None = Field(
         EngineSettings.tpm,
-        gt=0.0,
-        le=1e10,
+        **BOUNDS["tpm"],
         allow_inf_nan=False,
         description="Most tokens per minute, each request counted before it is sent (its "
         "prompt's characters / 4 and its max_tokens): providers limit both.",
     )
     max_retries: int = Field(
         EngineSettings.max_retries,
-        ge=0,
-        le=100,
+        **BOUNDS["max_retries"],
         description="Retries of a failed request (transient errors only).",
     )
     timeout: float = Field(
         EngineSettings.timeout,
-        gt=0.0,
-        le=MAX_TIMEOUT_S,
+        **BOUNDS["timeout"],
         allow_inf_nan=False,
         description="Seconds one attempt may take.",
     )
@@ -178,8 +171,7 @@ class RunOptions(BaseModel):
     )
     workers: int = Field(
         EngineSettings.workers,
-        ge=1,
-        le=64,
+        **BOUNDS["workers"],
         description="Processes sharing the requests; one drives about one core "
         "(worth it above a few hundred requests per second).",
     )
@@ -190,8 +182,7 @@ class RunOptions(BaseModel):
     )
     batch_poll: Annotated[float, Flag(metavar="SECONDS")] = Field(
         EngineSettings.batch_poll,
-        gt=0.0,
-        le=3600.0,
+        **BOUNDS["batch_poll"],
         allow_inf_nan=False,
         description="Seconds before a batch's first status check; doubles up to 60 s.",
     )

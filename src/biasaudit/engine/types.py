@@ -10,13 +10,15 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import Protocol, TypedDict, cast
 
 from biasaudit.providers import ModelRequest, ModelResponse
 
 __all__ = [
+    "BOUNDS",
+    "MAX_TIMEOUT_S",
     "EngineSettings",
     "EngineStats",
     "FanOut",
@@ -28,6 +30,37 @@ __all__ = [
 
 Pairs = list[tuple[ModelRequest, str]]
 """Requests to send, each with its cache key."""
+
+MAX_TIMEOUT_S = 86_400.0
+
+
+class Bounds(TypedDict, total=False):
+    """The bounds of one setting, in pydantic's words."""
+
+    ge: float
+    gt: float
+    le: float
+
+
+BOUNDS: dict[str, Bounds] = {
+    "concurrency": {"ge": 1, "le": 4096},
+    "rpm": {"gt": 0.0, "le": 1e7},
+    "tpm": {"gt": 0.0, "le": 1e10},
+    "max_retries": {"ge": 0, "le": 100},
+    "timeout": {"gt": 0.0, "le": MAX_TIMEOUT_S},
+    "workers": {"ge": 1, "le": 64},
+    "batch_poll": {"gt": 0.0, "le": 3600.0},
+    "batch_max_requests": {"ge": 1},
+}
+"""The bounds of each engine setting, declared once: :class:`EngineSettings` checks them
+for library callers, and the run options (:class:`~biasaudit.engine.options.RunOptions`)
+hand them to pydantic, which names the field at fault in a spec or on the command line.
+Keys are pydantic's: ``ge``, ``gt``, ``le``."""
+_CHECKS: dict[str, tuple[Callable[[float, float], bool], str]] = {
+    "ge": (lambda value, bound: value >= bound, "at least"),
+    "gt": (lambda value, bound: value > bound, "greater than"),
+    "le": (lambda value, bound: value <= bound, "at most"),
+}
 
 
 @dataclass(frozen=True)
@@ -91,18 +124,14 @@ class EngineSettings:
     batch_max_bytes: int | None = None
 
     def __post_init__(self) -> None:
-        if self.concurrency < 1:
-            raise ValueError("concurrency must be at least 1")
-        if self.rpm is not None and self.rpm <= 0:
-            raise ValueError("rpm must be positive")
-        if self.tpm is not None and self.tpm <= 0:
-            raise ValueError("tpm must be positive")
-        if self.max_retries < 0 or self.timeout <= 0:
-            raise ValueError("max_retries must be >= 0 and timeout > 0")
-        if self.workers < 1:
-            raise ValueError("workers must be at least 1")
-        if self.batch_poll <= 0 or (self.batch_max_requests or 1) < 1:
-            raise ValueError("batch_poll must be positive and batch_max_requests at least 1")
+        for name, bounds in BOUNDS.items():
+            value = getattr(self, name)
+            if value is None:
+                continue
+            for kind, bound in cast("dict[str, float]", bounds).items():
+                holds, words = _CHECKS[kind]
+                if not holds(value, bound):  # NaN holds no bound
+                    raise ValueError(f"{name} must be {words} {bound:g}, got {value!r}")
 
     def for_worker(self, workers: int) -> EngineSettings:
         """The share of these limits that one of ``workers`` processes gets."""
