@@ -24,6 +24,10 @@ bias, consistency across orders), :func:`latin_square`, :func:`kendall_w`.
 
 Grade Score (Iourovitski): :func:`grade_score`, :func:`grade_score_summary`.
 
+NYC Local Law 144 (6 RCNY §5-301): :func:`ll144_rates`, the selection or scoring rate
+and impact ratio of every sex, race/ethnicity and intersectional category, with
+:func:`wilson_interval` and :func:`impact_ratio_interval`.
+
 Small samples and p-values: :func:`critical_value` (Student's t over the units
 behind a figure, which every interval uses), :func:`floor_p` and :data:`P_FLOOR`
 (no p-value is ever 0), :func:`two_sided_p`.
@@ -75,8 +79,10 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time each loads on fir
         listwise_figures,
     )
     from biasaudit.metrics._ll144 import (
+        HISPANIC,
         RACE_CATEGORIES,
         SEX_CATEGORIES,
+        SMALL_SHARE,
         CategoryRate,
         LL144Rates,
         impact_ratio_interval,
@@ -187,6 +193,8 @@ _LAZY = {
     "latin_square": "_listwise",
     "listwise_figures": "_listwise",
     "CategoryRate": "_ll144",
+    "HISPANIC": "_ll144",
+    "SMALL_SHARE": "_ll144",
     "LL144Rates": "_ll144",
     "RACE_CATEGORIES": "_ll144",
     "SEX_CATEGORIES": "_ll144",
@@ -250,12 +258,14 @@ _LAZY = {
 __all__ = [
     "FEW_UNITS",
     "FOUR_FIFTHS",
+    "HISPANIC",
     "MIN_ITEMS",
     "MIN_UNITS",
     "P_FLOOR",
     "RACE_CATEGORIES",
     "RATIO_MIN_UNITS",
     "SEX_CATEGORIES",
+    "SMALL_SHARE",
     "AllocationFigures",
     "CategoryRate",
     "ChangeTest",

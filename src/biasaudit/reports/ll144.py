@@ -1,0 +1,470 @@
+"""``biasaudit ll144 DATA.csv``: the summary of results of a Local Law 144 bias audit.
+
+New York City's Local Law 144 asks an independent bias audit of an automated
+employment decision tool, published as a summary (6 RCNY §5-300 ff.). The auditor
+most often receives the employer's own historical data: one row per person the tool
+assessed, with their sex, race/ethnicity and the tool's outcome (selected or not, or
+a score). This module reads that file, maps its labels to the rule's categories,
+computes every rate and impact ratio (:func:`biasaudit.metrics.ll144_rates`) and
+writes the summary as Markdown, HTML, CSV and JSON.
+
+Labels are read case-insensitively: the rule's own names, the common short forms
+(``M``, ``Black``, ``Hispanic``, ``Two or more``, ...) and the employer's own through
+``labels`` (``{"W": "White"}``). A blank or ``unknown`` / ``declined`` label is the
+rule's unknown category: counted, left out of that dimension. A row without an
+outcome is left out of the audit and counted as such. Anything else stops the run
+before anything is written, naming the line and the field.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from biasaudit._version import __version__
+from biasaudit.errors import InputError, UsageError
+from biasaudit.metrics import (
+    HISPANIC,
+    RACE_CATEGORIES,
+    SEX_CATEGORIES,
+    SMALL_SHARE,
+    CategoryRate,
+    LL144Rates,
+    ll144_rates,
+)
+from biasaudit.render.document import Document, Paragraph, Section, Table, to_html, to_markdown
+from biasaudit.textfiles import brief, read_table
+
+__all__ = ["Outcomes", "SummaryInfo", "read_outcomes", "write_summary"]
+
+UNKNOWN = "unknown"
+_UNKNOWN_LABELS = frozenset(
+    {"", "unknown", "declined", "decline to state", "declined to state", "not disclosed",
+     "prefer not to say", "not specified", "n/a", "na", "none", "missing", "other/unknown"}
+)  # fmt: skip
+_SEX_LABELS = {"male": "Male", "m": "Male", "man": "Male", "men": "Male",
+               "female": "Female", "f": "Female", "woman": "Female", "women": "Female"}  # fmt: skip
+_RACE_LABELS = {
+    "hispanic": HISPANIC, "latino": HISPANIC, "latina": HISPANIC, "latinx": HISPANIC,
+    "hispanic/latino": HISPANIC, "hispanic or latinx": HISPANIC,
+    "black": "Black or African American", "african american": "Black or African American",
+    "native hawaiian or other pacific islander": "Native Hawaiian or Pacific Islander",
+    "pacific islander": "Native Hawaiian or Pacific Islander",
+    "nhpi": "Native Hawaiian or Pacific Islander",
+    "american indian or alaska native": "Native American or Alaska Native",
+    "american indian or alaskan native": "Native American or Alaska Native",
+    "native american": "Native American or Alaska Native",
+    "aian": "Native American or Alaska Native",
+    "two or more": "Two or More Races", "multiracial": "Two or More Races",
+    "two or more races (not hispanic or latino)": "Two or More Races",
+}  # fmt: skip
+_YES = frozenset({"1", "true", "yes", "y", "selected", "hispanic", "hispanic or latino"})
+_NO = frozenset({"0", "false", "no", "n", "not selected", "rejected", "not hispanic",
+                 "not hispanic or latino", "non-hispanic"})  # fmt: skip
+_NOT_HISPANIC_SUFFIX = " (not hispanic or latino)"
+
+
+@dataclass(frozen=True)
+class Outcomes:
+    """The individuals of an employer's file, as the rule's categories (None: unknown)."""
+
+    path: Path
+    sex: list[str | None]
+    race: list[str | None]
+    outcome: list[float]
+    kind: Literal["selection", "scoring"]
+    column: str
+    rows: int
+    left_out: int
+    """Rows without an outcome: not assessed by the tool, left out of the audit."""
+
+
+@dataclass(frozen=True)
+class SummaryInfo:
+    """What the summary states besides the figures (§5-303, §5-302)."""
+
+    data: Literal["historical", "test"] = "historical"
+    source: str = ""
+    """Where the data came from and why it was used (and, for test data, how it was made)."""
+    tool: str = ""
+    distribution_date: dt.date | None = None
+    audit_date: dt.date = field(default_factory=dt.date.today)
+    small_justification: str = ""
+    """Why the categories under 2% of the data are left out of the impact ratios; empty:
+    none is."""
+    confidence: float = 0.95
+
+
+def _category(value: str, table: Mapping[str, str], canonical: tuple[str, ...],
+              labels: Mapping[str, str]) -> str | None:  # fmt: skip
+    """The rule's category of a label; None where unknown; raises KeyError where no
+    category matches."""
+    key = value.strip().casefold()
+    if key in labels:
+        found = labels[key]
+        return None if found == UNKNOWN else found
+    if key in _UNKNOWN_LABELS:
+        return None
+    key = key.removesuffix(_NOT_HISPANIC_SUFFIX)
+    for name in canonical:
+        if name.casefold() == key:
+            return name
+    if key in table:
+        return table[key]
+    raise KeyError(value)
+
+
+def parse_labels(pairs: list[str]) -> dict[str, str]:
+    """``RAW=CATEGORY`` pairs (``--label``) as a mapping of lower-cased labels.
+
+    Raises
+    ------
+    UsageError
+        A pair without ``=``, or a category the rule does not have.
+    """
+    known = {c.casefold(): c for c in (*SEX_CATEGORIES, *RACE_CATEGORIES)}
+    found = {}
+    for pair in pairs:
+        raw, sep, category = pair.partition("=")
+        if not sep or not raw.strip():
+            raise UsageError(f"--label {brief(pair)}: write it RAW=CATEGORY, e.g. 'W=White'")
+        key = category.strip().casefold()
+        if key != UNKNOWN and key not in known:
+            names = ", ".join([*SEX_CATEGORIES, *RACE_CATEGORIES, UNKNOWN])
+            raise UsageError(f"--label {brief(pair)}: {brief(category)} is none of: {names}")
+        found[raw.strip().casefold()] = UNKNOWN if key == UNKNOWN else known[key]
+    return found
+
+
+def read_outcomes(
+    path: Path,
+    *,
+    sex: str = "sex",
+    race: str = "race",
+    ethnicity: str | None = None,
+    selected: str | None = None,
+    score: str | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> Outcomes:
+    """The employer's file as the rule's categories and the tool's outcomes.
+
+    ``selected`` or ``score`` names the outcome's column (neither: the file's column
+    named ``selected`` or ``score``). ``ethnicity``, where given, is a column saying
+    whether each person is Hispanic or Latino (yes/no); ``race`` then holds the race.
+
+    Raises
+    ------
+    UsageError
+        A column is missing, or no outcome column can be told.
+    InputError
+        A label is none of the rule's categories, an outcome is not a number (or 0/1
+        for selections), or the ethnicity and race columns disagree: line and field.
+    """
+    frame = read_table(path, "outcomes file")
+    columns = set(frame.columns)
+    if selected is None and score is None:
+        present = [c for c in ("selected", "score") if c in columns]
+        if len(present) != 1:
+            raise UsageError(
+                f"outcomes file {path}: name the outcome's column with --selected COLUMN "
+                "(1 selected, 0 not) or --score COLUMN (a number)"
+            )
+        selected, score = (present[0], None) if present[0] == "selected" else (None, present[0])
+    outcome_column = selected if selected is not None else score
+    assert outcome_column is not None
+    wanted = [sex, race, outcome_column] + ([ethnicity] if ethnicity else [])
+    missing = [c for c in wanted if c not in columns]
+    if missing:
+        raise UsageError(
+            f"outcomes file {path}: no column {', '.join(repr(c) for c in missing)} "
+            f"(its columns: {brief(', '.join(frame.columns))})"
+        )
+    labels = dict(labels or {})
+    sexes: list[str | None] = []
+    races: list[str | None] = []
+    outcomes: list[float] = []
+    left_out = 0
+    for row, record in enumerate(frame.to_dict("records")):
+        line = row + 2
+        raw = str(record[outcome_column])
+        if not raw:
+            left_out += 1
+            continue
+        outcomes.append(_outcome(raw, selected is not None, str(path), line, outcome_column))
+        sexes.append(_read(record, sex, _SEX_LABELS, SEX_CATEGORIES, labels, path, line))
+        found = _read(record, race, _RACE_LABELS, RACE_CATEGORIES, labels, path, line)
+        if ethnicity:
+            found = _with_ethnicity(found, str(record[ethnicity]), str(path), line, ethnicity)
+        races.append(found)
+    if not outcomes:
+        raise UsageError(f"outcomes file {path}: no row has an outcome in '{outcome_column}'")
+    kind: Literal["selection", "scoring"] = "selection" if selected is not None else "scoring"
+    return Outcomes(path, sexes, races, outcomes, kind, outcome_column, len(frame), left_out)
+
+
+def _read(
+    record: Mapping[str, Any],
+    column: str,
+    table: Mapping[str, str],
+    canonical: tuple[str, ...],
+    labels: Mapping[str, str],
+    path: Path,
+    line: int,
+) -> str | None:
+    value = str(record[column])
+    try:
+        return _category(value, table, canonical, labels)
+    except KeyError:
+        names = ", ".join(canonical)
+        raise InputError(
+            str(path), line, column,
+            f"{brief(value)} is none of the rule's categories ({names}) nor unknown; "
+            f"map it with --label '{brief(value)}=CATEGORY'",
+        ) from None  # fmt: skip
+
+
+def _with_ethnicity(race: str | None, value: str, path: str, line: int, column: str) -> str | None:
+    key = value.strip().casefold()
+    if key in _UNKNOWN_LABELS:
+        return race if race == HISPANIC else None  # a race without its ethnicity is unknown
+    if key in _YES:
+        return HISPANIC
+    if key in _NO:
+        if race == HISPANIC:
+            raise InputError(path, line, column, "not Hispanic or Latino, but the race says so")
+        return race
+    raise InputError(path, line, column, f"{brief(value)} is not yes/no (Hispanic or Latino)")
+
+
+def _outcome(raw: str, selection: bool, path: str, line: int, column: str) -> float:
+    key = raw.strip().casefold()
+    if selection:
+        if key in _YES:
+            return 1.0
+        if key in _NO:
+            return 0.0
+        raise InputError(path, line, column, f"{brief(raw)} is not 1/0 (selected or not)")
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise InputError(path, line, column, f"{brief(raw)} is not a finite number")
+    return value
+
+
+def summarise(outcomes: Outcomes, info: SummaryInfo) -> LL144Rates:
+    """Every rate and impact ratio of ``outcomes``."""
+    return ll144_rates(
+        outcomes.sex,
+        outcomes.race,
+        outcomes.outcome,
+        kind=outcomes.kind,
+        confidence=info.confidence,
+        exclude_small=bool(info.small_justification),
+    )
+
+
+def write_summary(
+    outcomes: Outcomes, info: SummaryInfo, out: Path
+) -> tuple[LL144Rates, list[Path]]:
+    """Write ``summary.md``, ``summary.html``, ``summary.csv`` and ``summary.json`` in
+    ``out`` (made if needed; earlier ones are replaced)."""
+    import pandas as pd
+
+    from biasaudit.store.tables import write_csv
+
+    rates = summarise(outcomes, info)
+    out.mkdir(parents=True, exist_ok=True)
+    document = summary_document(outcomes, info, rates)
+    footer = f"biasaudit {__version__}"
+    paths = [out / "summary.md", out / "summary.html", out / "summary.csv", out / "summary.json"]
+    paths[0].write_text(to_markdown(document, figure_dir="", footer=footer), encoding="utf-8")
+    paths[1].write_text(to_html(document, footer=footer), encoding="utf-8")
+    table = pd.DataFrame([_csv_row(row, rates) for row in rates.rows])
+    with open(paths[2], "w", encoding="utf-8", newline="") as handle:
+        write_csv(table, handle)
+    record = {
+        "schema": "biasaudit LL144 summary", "tool_version": __version__,
+        "info": {**asdict(info), "audit_date": info.audit_date.isoformat(),
+                 "distribution_date": info.distribution_date.isoformat()
+                 if info.distribution_date else None},
+        "file": str(outcomes.path), "rows": outcomes.rows, "left_out": outcomes.left_out,
+        "kind": rates.kind, "assessed": rates.assessed, "unknown": rates.unknown,
+        "median": rates.median, "at_median": rates.at_median,
+        "categories": [_csv_row(row, rates) for row in rates.rows],
+    }  # fmt: skip
+    paths[3].write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    return rates, paths
+
+
+def _csv_row(row: CategoryRate, rates: LL144Rates) -> dict[str, Any]:
+    return {
+        "dimension": row.dimension, "category": row.category, "n": row.n,
+        "selected" if rates.kind == "selection" else "above_median": row.selected,
+        "rate": row.rate, "rate_low": row.low, "rate_high": row.high,
+        "impact_ratio": row.ratio, "ratio_low": row.ratio_low, "ratio_high": row.ratio_high,
+        "reference": row.reference, "below_four_fifths": row.below_four_fifths,
+        "beyond_noise": row.beyond_noise, "share": row.share, "excluded_small": row.excluded,
+    }  # fmt: skip
+
+
+def _percent(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:.1f}%"
+
+
+def _rate_cell(row: CategoryRate) -> str:
+    if row.rate is None:
+        return "— (none assessed)"
+    return f"{_percent(row.rate)} [{_percent(row.low)}, {_percent(row.high)}]"
+
+
+def _ratio_cell(row: CategoryRate) -> str:
+    if row.excluded:
+        return "left out (under 2%)"
+    if row.ratio is None:
+        return "—"
+    if row.reference:
+        return "1.00 (highest rate)"
+    bounds = "" if row.ratio_low is None else f" [{row.ratio_low:.2f}, {row.ratio_high:.2f}]"
+    return f"{row.ratio:.2f}{bounds}"
+
+
+def _flag_cell(row: CategoryRate) -> str:
+    if row.below_four_fifths is None:
+        return ""
+    if not row.below_four_fifths:
+        return "no"
+    return "yes, beyond noise" if row.beyond_noise else "yes (within noise)"
+
+
+_TITLES = {
+    "sex": "Sex categories",
+    "race/ethnicity": "Race/ethnicity categories",
+    "intersectional": "Intersectional categories",
+}
+
+
+def summary_document(outcomes: Outcomes, info: SummaryInfo, rates: LL144Rates) -> Document:
+    """The summary of results as a document (Markdown and HTML render it)."""
+    rate_name = "Selection rate" if rates.kind == "selection" else "Scoring rate"
+    counted = "Selected" if rates.kind == "selection" else "Scored above the median"
+    level = f"{info.confidence:.0%}"
+    sections = [Section("Summary of results", "summary", _facts(outcomes, info, rates))]
+    for dimension, title in _TITLES.items():
+        rows = rates.of(dimension)
+        table = Table(
+            ["Category", "Individuals", counted, f"{rate_name} [{level} interval]",
+             f"Impact ratio [{level} interval]", "Under four fifths"],
+            [[row.category, f"{row.n:,}", f"{row.selected:,}", _rate_cell(row),
+              _ratio_cell(row), _flag_cell(row)] for row in rows],
+            caption=f"{title}: {rate_name.lower()} and impact ratio (its rate over the "
+            f"highest rate of the {title.lower()}); {rates.unknown[dimension]:,} "
+            "individuals of an unknown category are not included.",
+        )  # fmt: skip
+        sections.append(Section(f"Impact ratios: {title.lower()}", _anchor(dimension), [table]))
+    sections.append(Section("How these figures were computed", "method", _method(rates)))
+    tool = f" of {info.tool}" if info.tool else ""
+    return Document(
+        title=f"Bias audit{tool}: summary of results (NYC Local Law 144)",
+        subtitle=f"Audit of {info.audit_date.isoformat()}, {info.data} data, "
+        f"{rates.assessed:,} individuals assessed",
+        simulated=False,
+        sections=sections,
+    )
+
+
+def _anchor(dimension: str) -> str:
+    return "impact-" + dimension.replace("/", "-")
+
+
+def _facts(outcomes: Outcomes, info: SummaryInfo, rates: LL144Rates) -> list[Any]:
+    source = info.source or "not described (give --source: where the data came from and why)"
+    distributed = (
+        info.distribution_date.isoformat()
+        if info.distribution_date
+        else "not given (give --distribution-date)"
+    )
+    facts = [
+        ["Date of this audit", info.audit_date.isoformat()],
+        ["Tool audited", info.tool or "not named (give --tool)"],
+        ["Distribution date of the tool", distributed],
+        ["Data", f"{info.data} data: {source}"],
+        ["Individuals assessed", f"{rates.assessed:,}"],
+        ["Of an unknown sex", f"{rates.unknown['sex']:,}"],
+        ["Of an unknown race/ethnicity", f"{rates.unknown['race/ethnicity']:,}"],
+        ["Rows left out", f"{outcomes.left_out:,} of {outcomes.rows:,} (no outcome recorded in "
+         f"'{outcomes.column}': not assessed by the tool)"],
+    ]  # fmt: skip
+    blocks: list[Any] = [Table(["", ""], facts, left=frozenset({0, 1}))]
+    if info.data == "test":
+        blocks.append(
+            Paragraph(
+                "These are test data, not the tool's historical data: the rules allow them "
+                "where too little historical data exists for a statistically significant "
+                "audit (§5-302(b)); the source above says why and how they were made."
+            )
+        )
+    if rates.kind == "scoring":
+        blocks.append(
+            Paragraph(
+                f"The tool scores: a scoring rate is the share of a category scoring above "
+                f"the median score of all {rates.assessed:,} individuals ({rates.median:g}); "
+                f"{rates.at_median:,} scored exactly the median and count as not above it."
+            )
+        )
+    small = [r for r in rates.rows if r.share < SMALL_SHARE and r.n > 0]
+    if info.small_justification:
+        names = ", ".join(sorted({r.category for r in small})) or "none"
+        blocks.append(
+            Paragraph(
+                f"Categories under 2% of the data are left out of the impact ratios "
+                f"(§5-301(d)), their counts and rates still shown: {names}. Why: "
+                f"{info.small_justification}"
+            )
+        )
+    elif small:
+        blocks.append(
+            Paragraph(
+                f"{len(small)} categories hold under 2% of the data; they keep their impact "
+                "ratios here (the rule allows leaving them out, with a justification: "
+                "--exclude-small TEXT). Their intervals are wide."
+            )
+        )
+    flagged = [r for r in rates.rows if r.below_four_fifths]
+    beyond = [r for r in flagged if r.beyond_noise]
+    blocks.append(
+        Paragraph(
+            f"{len(flagged)} categories have an impact ratio under four fifths, "
+            f"{len(beyond)} of them beyond noise (the whole interval under 0.8)"
+            + (": " + "; ".join(r.category for r in beyond) if beyond else "")
+            + ".",
+            strong=True,
+        )
+    )
+    return blocks
+
+
+def _method(rates: LL144Rates) -> list[Any]:
+    return [
+        Paragraph(
+            "Rates and impact ratios follow 6 RCNY §5-300 and §5-301: each category's "
+            "rate, and its ratio to the highest rate of its dimension (sex, race/ethnicity, "
+            "intersectional), computed separately for each dimension; individuals of an "
+            "unknown category are counted and left out of that dimension."
+        ),
+        Paragraph(
+            "biasaudit adds what the rule does not ask for: a Wilson score interval for "
+            "every rate (Wilson, JASA 1927) and a Katz log interval for every impact ratio "
+            "(Katz, Baptista, Azen & Pike, Biometrics 1978), over the individuals assessed, "
+            f"at {rates.confidence:.0%}. The four-fifths flag is the EEOC's rule of thumb "
+            "(29 CFR 1607.4(D)); a flag beyond noise has its whole interval under 0.8. The "
+            "category of the highest rate is chosen from the same data, so the ratios of "
+            "the others lean low by chance when categories are small."
+        ),
+    ]

@@ -1,0 +1,117 @@
+"""``biasaudit ll144``: the Local Law 144 summary from an employer's file, as a user runs it."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from biasaudit.cli import cli
+from biasaudit.metrics import ll144_rates
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "ll144-outcomes.csv"
+
+
+def _write(path: Path, rows: list[dict[str, object]]) -> Path:
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def _run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, ["ll144", *map(str, args)])
+    return result.exit_code, result.output
+
+
+def test_the_example_summary_matches_the_figures_and_states_the_facts(tmp_path: Path) -> None:
+    code, output = _run(
+        EXAMPLE, "--out", tmp_path / "s", "--tool", "ScreenCo", "--source", "Applicants of 2025",
+        "--distribution-date", "2024-03-01", "--audit-date", "2026-11-27",
+    )  # fmt: skip
+    assert code == 0, output
+    assert "2,383 individuals assessed (17 rows without an outcome left out)" in output
+    table = pd.read_csv(tmp_path / "s" / "summary.csv")
+    frame = pd.read_csv(EXAMPLE, dtype=str, keep_default_na=False)
+    frame = frame[frame["selected"] != ""]
+    sexes = [s or None for s in frame["sex"]]
+    races = [None if r == "Declined" else r for r in frame["race"]]
+    expected = ll144_rates(sexes, races, frame["selected"].astype(float))
+    assert len(table) == len(expected.rows) == 2 + 7 + 14
+    for row, want in zip(table.itertuples(), expected.rows, strict=True):
+        assert (row.category, row.n, row.selected) == (want.category, want.n, want.selected)
+        if want.ratio is not None:
+            assert row.impact_ratio == pytest.approx(want.ratio)
+    markdown = (tmp_path / "s" / "summary.md").read_text()
+    for fact in ("Date of this audit | 2026-11-27", "Distribution date of the tool | 2024-03-01",
+                 "historical data: Applicants of 2025", "Of an unknown sex | 23",
+                 "## Impact ratios: intersectional categories"):  # fmt: skip
+        assert fact in markdown
+    html = (tmp_path / "s" / "summary.html").read_text()
+    assert 'href="#impact-race-ethnicity"' in html and "<table>" in html
+    record = json.loads((tmp_path / "s" / "summary.json").read_text())
+    assert record["left_out"] == 17 and record["unknown"]["race/ethnicity"] == 77
+    # run again: the same files, replaced
+    assert _run(EXAMPLE, "--out", tmp_path / "s", "--audit-date", "2026-11-27")[0] == 0
+
+
+def test_scores_labels_ethnicity_column_and_small_categories(tmp_path: Path) -> None:
+    rows = []
+    for i in range(200):
+        rows.append({
+            "gender": "W" if i % 2 else "M",
+            "hispanic": "yes" if i % 5 == 0 else "no",
+            "race_alone": "white" if i % 3 else "Black",
+            "score": str(i % 10),
+        })  # fmt: skip
+    rows[1]["race_alone"] = "Pacific Islander"  # one person: under 2%
+    data = _write(tmp_path / "d.csv", rows)
+    code, output = _run(
+        data, "--sex", "gender", "--race", "race_alone", "--ethnicity", "hispanic",
+        "--score", "score", "--label", "W=Female", "--exclude-small", "one person",
+        "--data", "test", "--source", "generated resumes", "--out", tmp_path / "o",
+    )  # fmt: skip
+    assert code == 0, output
+    table = pd.read_csv(tmp_path / "o" / "summary.csv")
+    sex = table[table["dimension"] == "sex"].set_index("category")
+    assert sex.loc["Female", "n"] == 100 and "above_median" in table.columns
+    hispanic = table[table["category"] == "Hispanic or Latino"].iloc[0]
+    assert hispanic["n"] == 40
+    small = table[table["category"].str.startswith("Native Hawaiian")].iloc[0]
+    assert small["excluded_small"] and pd.isna(small["impact_ratio"]) and small["n"] == 1
+    markdown = (tmp_path / "o" / "summary.md").read_text()
+    assert "These are test data" in markdown and "Why: one person" in markdown
+    assert "scored exactly the median" in markdown  # ties at the median, said
+
+
+@pytest.mark.parametrize(
+    ("rows", "args", "where"),
+    [
+        ([{"sex": "Male", "race": "Martian", "selected": "1"}], [], "line 2, field 'race'"),
+        ([{"sex": "Male", "race": "White", "selected": "maybe"}], [], "line 2, field 'selected'"),
+        ([{"sex": "Male", "race": "White", "score": "high"}], [], "line 2, field 'score'"),
+        ([{"sex": "Male", "race": "Hispanic", "selected": "1", "eth": "no"}],
+         ["--ethnicity", "eth"], "line 2, field 'eth'"),  # fmt: skip
+        ([{"sex": "Male", "race": "White", "picked": "1"}], [], "--selected COLUMN"),
+        ([{"sex": "Male", "race": "White", "selected": "1"}], ["--race", "ethnicity"],
+         "no column 'ethnicity'"),  # fmt: skip
+        ([{"sex": "Male", "race": "White", "selected": "1"}], ["--label", "X"], "RAW=CATEGORY"),
+        ([{"sex": "Male", "race": "White", "selected": "1"}], ["--label", "X=Martian"],
+         "is none of"),  # fmt: skip
+        ([{"sex": "Male", "race": "White", "selected": "1"}], ["--distribution-date", "May"],
+         "YYYY-MM-DD"),  # fmt: skip
+        ([{"sex": "Male", "race": "White", "selected": ""}], [], "no row has an outcome"),
+    ],
+)
+def test_bad_input_exits_2_naming_where_and_writes_nothing(
+    tmp_path: Path, rows: list[dict[str, object]], args: list[str], where: str
+) -> None:
+    data = _write(tmp_path / "bad.csv", rows)
+    code, output = _run(data, *args, "--out", tmp_path / "out")
+    assert code == 2 and where in output and "Traceback" not in output, output
+    assert not (tmp_path / "out").exists()
