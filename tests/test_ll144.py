@@ -95,16 +95,28 @@ def test_scores_labels_ethnicity_column_and_small_categories(tmp_path: Path) -> 
         ([{"sex": "Male", "race": "Martian", "selected": "1"}], [], "line 2, field 'race'"),
         ([{"sex": "Male", "race": "White", "selected": "maybe"}], [], "line 2, field 'selected'"),
         ([{"sex": "Male", "race": "White", "score": "high"}], [], "line 2, field 'score'"),
-        ([{"sex": "Male", "race": "Hispanic", "selected": "1", "eth": "no"}],
-         ["--ethnicity", "eth"], "line 2, field 'eth'"),  # fmt: skip
+        (
+            [{"sex": "Male", "race": "Hispanic", "selected": "1", "eth": "no"}],
+            ["--ethnicity", "eth"],
+            "line 2, field 'eth'",
+        ),
         ([{"sex": "Male", "race": "White", "picked": "1"}], [], "--selected COLUMN"),
-        ([{"sex": "Male", "race": "White", "selected": "1"}], ["--race", "ethnicity"],
-         "no column 'ethnicity'"),  # fmt: skip
+        (
+            [{"sex": "Male", "race": "White", "selected": "1"}],
+            ["--race", "ethnicity"],
+            "no column 'ethnicity'",
+        ),
         ([{"sex": "Male", "race": "White", "selected": "1"}], ["--label", "X"], "RAW=CATEGORY"),
-        ([{"sex": "Male", "race": "White", "selected": "1"}], ["--label", "X=Martian"],
-         "is none of"),  # fmt: skip
-        ([{"sex": "Male", "race": "White", "selected": "1"}], ["--distribution-date", "May"],
-         "YYYY-MM-DD"),  # fmt: skip
+        (
+            [{"sex": "Male", "race": "White", "selected": "1"}],
+            ["--label", "X=Martian"],
+            "is none of",
+        ),
+        (
+            [{"sex": "Male", "race": "White", "selected": "1"}],
+            ["--distribution-date", "May"],
+            "YYYY-MM-DD",
+        ),
         ([{"sex": "Male", "race": "White", "selected": ""}], [], "no row has an outcome"),
     ],
 )

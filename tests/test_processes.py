@@ -22,3 +22,25 @@ def test_a_holder_is_alive_while_its_process_or_runner_is() -> None:
     with running(mine):
         assert holder_alive(mine)
     assert not holder_alive(mine)
+
+
+def test_a_stopped_holder_is_named_a_running_one_is_not() -> None:
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    from biasaudit.processes import stopped_holders
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        holder = f"{socket.gethostname()}:{child.pid}:ab12"
+        assert stopped_holders([holder]) == []
+        child.send_signal(signal.SIGSTOP)
+        for _ in range(100):  # the kernel marks it stopped at once; allow for a slow host
+            if stopped_holders([holder]):
+                break
+        assert stopped_holders([holder, "elsewhere:1:x", "junk"]) == [child.pid]
+    finally:
+        child.kill()
+        child.wait()

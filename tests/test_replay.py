@@ -106,6 +106,26 @@ def test_metric_differences_ignore_request_counts_only() -> None:
     assert metric_differences(before, after) == ["groups.B_M.rabbi", "new"]
 
 
+def test_a_run_of_an_older_layout_replays_identically_its_new_fields_named(
+    tmp_path: Path,
+) -> None:
+    """A run written before a field was added (metrics schema_version 2: impact rates
+    without their interval) replays without a difference; the new field is named."""
+    original = audit_run("allocation", tmp_path)
+    path = original / "metrics.json"
+    data = json.loads(path.read_text())
+    assert data["schema_version"] == 3 and data["impact"][0]["rate_ci"] is not None
+    for row in data["impact"]:
+        row.pop("rate_ci")
+    path.write_text(json.dumps({**data, "schema_version": 2}))
+    result = replay_run(original)
+    assert result.differences == []
+    assert "impact.rate_ci" in result.added
+    changed = {**data, "schema_version": 2, "dp_gap": 1.5}
+    path.write_text(json.dumps(changed))
+    assert "dp_gap" in replay_run(original).differences  # what it has is still compared
+
+
 def test_cli_replay_prints_the_table_then_the_run(tmp_path: Path) -> None:
     original = audit_run("allocation", tmp_path)
     result = CliRunner().invoke(cli, ["replay", str(original)], catch_exceptions=False)

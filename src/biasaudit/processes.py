@@ -24,9 +24,10 @@ import secrets
 import signal
 import socket
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from pathlib import Path
 
-__all__ = ["die_with_parent", "holder_alive", "new_holder", "running"]
+__all__ = ["die_with_parent", "holder_alive", "new_holder", "running", "stopped_holders"]
 
 # The holders of this process that are running now (one that stopped is gone).
 _RUNNING_HERE: set[str] = set()
@@ -63,6 +64,24 @@ def holder_alive(holder: str) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def stopped_holders(holders: Iterable[str]) -> list[int]:
+    """The processes of this host among ``holders`` that are stopped (Ctrl-Z, SIGSTOP, a
+    debugger): read from ``/proc`` on Linux, none elsewhere."""
+    found = set()
+    for holder in holders:
+        host, _, rest = holder.partition(":")
+        pid = rest.partition(":")[0]
+        if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+        except OSError:
+            continue
+        if stat.rpartition(")")[2].split()[:1] in (["T"], ["t"]):
+            found.add(int(pid))
+    return sorted(found)
 
 
 def die_with_parent() -> None:

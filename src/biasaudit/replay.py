@@ -59,6 +59,9 @@ class ReplayResult:
     differences:
         Where the replay's metrics (or responses) differ from the original's;
         empty when the replay reproduced it.
+    added:
+        Fields of ``metrics.json`` that this biasaudit writes and the original's
+        (older) layout had not: not compared, and named here.
     """
 
     run_dir: Path
@@ -67,6 +70,7 @@ class ReplayResult:
     manifest: Manifest
     table: list[str]
     differences: list[str] = field(default_factory=list)
+    added: list[str] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -165,17 +169,27 @@ def _replay_audit(
         spec = _replay_spec(original, cache_path, out)
         finished = run_spec(spec, stderr=stderr, command=command)
     before = original / "metrics.json"
-    differences = (
-        metric_differences(_read_json(before), _read_json(finished.run_dir / "metrics.json"))
-        if before.is_file()
-        else ["metrics.json (the original run has none)"]
-    )
+    differences = ["metrics.json (the original run has none)"]
+    added: list[str] = []
+    if before.is_file():
+        recorded, replayed_metrics = (
+            _read_json(before),
+            _read_json(finished.run_dir / "metrics.json"),
+        )
+        # A layout newer than the original's adds fields (schema_version up): those
+        # are not differences, and are named apart.
+        older = _version(recorded) < _version(replayed_metrics)
+        if older:  # the layout's own number is expected to differ
+            recorded.pop("schema_version", None)
+            replayed_metrics.pop("schema_version", None)
+        differences = metric_differences(recorded, replayed_metrics, added=added if older else None)
     replayed = read_rounds(finished.run_dir) if rounds is not None else None
     if rounds is not None and replayed is not None:
         differences += _rounds_differences(rounds, replayed)
     return ReplayResult(
-        finished.run_dir, original, manifest.kind, finished.manifest, finished.table, differences
-    )
+        finished.run_dir, original, manifest.kind, finished.manifest, finished.table, differences,
+        sorted(set(added)),
+    )  # fmt: skip
 
 
 def _replay_spec(
@@ -249,20 +263,40 @@ def _rounds_differences(before: Any, after: Any) -> list[str]:
     return [f"rounds.json: {path}" for path in found]
 
 
-def metric_differences(before: Any, after: Any, where: str = "") -> list[str]:
-    """Dotted paths at which two ``metrics.json`` documents differ (request counts aside)."""
+def metric_differences(
+    before: Any, after: Any, where: str = "", *, added: list[str] | None = None
+) -> list[str]:
+    """Dotted paths at which two ``metrics.json`` documents differ (request counts aside).
+
+    ``added``: ``before`` is of an older layout; a field only ``after`` has is no
+    difference, and its path (list positions left out) is appended to ``added``.
+    """
     if isinstance(before, dict) and isinstance(after, dict):
         found: list[str] = []
         for key in sorted(set(before) | set(after)):
             if not where and key in _NOT_COMPARED:
                 continue
             path = f"{where}.{key}" if where else str(key)
-            if key not in before or key not in after:
+            if key not in before and added is not None:
+                added.append(".".join(p for p in path.split(".") if not p.isdigit()))
+            elif key not in before or key not in after:
                 found.append(path)
             else:
-                found += metric_differences(before[key], after[key], path)
+                found += metric_differences(before[key], after[key], path, added=added)
+        return found
+    if isinstance(before, list) and isinstance(after, list) and added is not None:
+        if len(before) != len(after):
+            return [where or "(document)"]
+        found = []
+        for i, (old, new) in enumerate(zip(before, after, strict=True)):
+            found += metric_differences(old, new, f"{where}.{i}", added=added)
         return found
     return [] if before == after else [where or "(document)"]
+
+
+def _version(document: Any) -> int:
+    version = document.get("schema_version", 1) if isinstance(document, dict) else 1
+    return version if isinstance(version, int) else 1
 
 
 def _missing_message(

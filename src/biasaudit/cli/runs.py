@@ -261,6 +261,12 @@ def _replay_command(reports_errors: Decorator) -> click.Command:
         else:
             what = "responses" if result.kind == "fanout" else "metrics"
             click.echo(f"replay: {what} identical to {run_dir} (request counts aside)")
+        if result.added:
+            click.echo(
+                f"replay: the original's metrics.json is of an older layout; not compared, "
+                f"as it has none: {', '.join(result.added[:10])}",
+                err=True,
+            )
         from biasaudit.kinds.registry import KINDS
 
         if not no_report and result.kind in KINDS:

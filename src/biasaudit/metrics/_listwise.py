@@ -766,8 +766,13 @@ def _impact(
                 on_ratio = clusters.interval(ratio, draws, z, 0.0, 1.0)
                 bounds = _widest(on_log and (math.exp(on_log[0]), math.exp(on_log[1])), on_ratio)
             low, high = _bound(bounds, 0), _bound(bounds, 1)
+            # The rate's own interval, over the same clusters (Local Law 144 summaries
+            # show every rate with one).
+            rate_of = functools.partial(_rate_draws, rows=masks[value], selected=selected)
+            on_rate = clusters.interval(rates[value], clusters.draws(rate_of), z, 0.0, 1.0)
             rows.append(
-                {"category": category, "value": value, "rate": rates[value], "ratio": ratio,
+                {"category": category, "value": value, "rate": rates[value],
+                 "rate_low": _bound(on_rate, 0), "rate_high": _bound(on_rate, 1), "ratio": ratio,
                  "low": low, "high": high, "n": int(masks[value].sum()),
                  "flagged": bool(ratio < FOUR_FIFTHS),
                  "beyond_noise": bool(not math.isnan(high) and high < FOUR_FIFTHS)}

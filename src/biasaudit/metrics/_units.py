@@ -582,8 +582,8 @@ def allocation_figures(
     )
 
 
-IMPACT_COLUMNS = ["category", "value", "k", "rate", "ratio", "low", "high", "n", "flagged",
-                  "beyond_noise"]  # fmt: skip
+IMPACT_COLUMNS = ["category", "value", "k", "rate", "rate_low", "rate_high", "ratio", "low",
+                  "high", "n", "flagged", "beyond_noise"]  # fmt: skip
 _COLUMNS = [
     "figure",
     "scope",
@@ -1306,7 +1306,7 @@ class _Selection:
             z = critical_value(confidence, fewest)
             rate = pooled(headline)
             ratio = rate / rate.max(axis=0, keepdims=True)
-            rep_ratio = None
+            rep_ratio = rep_rate = None
             if reps is not None:
                 rep_rate = pooled(reps)
                 with np.errstate(divide="ignore", invalid="ignore"):
@@ -1314,8 +1314,12 @@ class _Selection:
             for v, value in enumerate(values):
                 n = int(size[members[value]].sum())
                 for k in range(self.k_max):
-                    low = high = math.nan
+                    low = high = rate_low = rate_high = math.nan
                     estimate = float(ratio[v, k])
+                    if rep_rate is not None:  # the rate's own interval: estimate ± z SE
+                        spread = z * float(np.std(rep_rate[:, v, k], ddof=1))
+                        rate_low = max(0.0, float(rate[v, k]) - spread)
+                        rate_high = min(1.0, float(rate[v, k]) + spread)
                     if rep_ratio is not None and fewest >= RATIO_MIN_UNITS:
                         # On the log scale (a resample that selects none of the value
                         # counts as half a selection), joined with the interval on the
@@ -1341,7 +1345,8 @@ class _Selection:
                             )
                     rows.append(
                         {"category": category, "value": value, "k": k + 1,
-                         "rate": float(rate[v, k]), "ratio": estimate, "low": low, "high": high,
+                         "rate": float(rate[v, k]), "rate_low": rate_low, "rate_high": rate_high,
+                         "ratio": estimate, "low": low, "high": high,
                          "n": n, "flagged": bool(estimate < 0.8),
                          "beyond_noise": bool(not math.isnan(high) and high < 0.8)}
                     )  # fmt: skip

@@ -36,6 +36,7 @@ normalised response.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import sqlite3
@@ -45,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from biasaudit.errors import BiasauditError, StorageFailedError, StorageUnusableError
-from biasaudit.processes import holder_alive
+from biasaudit.processes import holder_alive, stopped_holders
 from biasaudit.providers import ModelResponse
 
 __all__ = ["CACHE_SCHEMA_VERSION", "CacheStats", "Claim", "ResponseCache", "cache_error"]
@@ -420,6 +421,24 @@ class ResponseCache:
             self._db.close()
 
 
+def _stopped_hint(path: Path) -> str:
+    """Where a process sending for this cache is stopped (Ctrl-Z, SIGSTOP) and may hold its
+    lock: which, and how to resume it."""
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1)) as db:
+            holders = [row[0] for row in db.execute("SELECT DISTINCT holder FROM leases")]
+    except sqlite3.Error:
+        return ""
+    stopped = stopped_holders(holders)
+    if not stopped:
+        return ""
+    pids = ", ".join(map(str, stopped))
+    return (
+        f"; process {pids}, which sends for this cache, is stopped (Ctrl-Z or SIGSTOP) and "
+        f"may hold it: resume it (fg in its terminal, or kill -CONT {pids})"
+    )
+
+
 def cache_error(path: Path, error: sqlite3.Error, *, writing: bool) -> BiasauditError:
     """What an SQLite error on the cache file means to the user, and what to do about it."""
     name = getattr(error, "sqlite_errorname", "") or ""
@@ -452,7 +471,7 @@ def cache_error(path: Path, error: sqlite3.Error, *, writing: bool) -> Biasaudit
     if name == "SQLITE_BUSY" or "locked" in text:
         return StorageFailedError(
             f"the response cache {path} stayed locked by another process for "
-            f"{_BUSY_TIMEOUT_S:.0f} s ({text}); run again when it is free"
+            f"{_BUSY_TIMEOUT_S:.0f} s ({text}){_stopped_hint(path)}; run again when it is free"
         )
     what = "store answers in" if writing else "read"
     return StorageFailedError(

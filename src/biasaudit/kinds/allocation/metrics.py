@@ -57,7 +57,7 @@ __all__ = [
     "allocation_results",
 ]
 
-METRICS_SCHEMA_VERSION = 2
+METRICS_SCHEMA_VERSION = 3
 
 
 class GroupMetrics(BaseModel):
@@ -227,6 +227,9 @@ class ImpactRatio(BaseModel):
     value: str
     k: int
     rate: float
+    rate_ci: list[float] | None = Field(
+        None, description="The rate's interval over the units that vary (names, items)."
+    )
     ratio: float
     ci: list[float] | None = None
     n: int = Field(description="Candidates of the value's groups.")
@@ -421,6 +424,9 @@ def allocation_results(
                 value=str(row.value),
                 k=int(row.k),
                 rate=float(row.rate),
+                rate_ci=None
+                if pd.isna(row.rate_low)
+                else [float(row.rate_low), float(row.rate_high)],
                 ratio=float(row.ratio),
                 ci=None if pd.isna(row.low) else [float(row.low), float(row.high)],
                 n=int(row.n),

@@ -13,7 +13,7 @@ from biasaudit.metrics import ListwiseFigures
 
 __all__ = ["ListwiseMetrics", "figure_rows", "metrics_fields"]
 
-METRICS_SCHEMA_VERSION = 2
+METRICS_SCHEMA_VERSION = 3
 
 
 class Rate(BaseModel):
@@ -60,6 +60,9 @@ class Impact(BaseModel):
     category: str
     value: str
     rate: float
+    rate_ci: list[float] | None = Field(
+        None, description="The rate's interval over the clusters that vary."
+    )
     ratio: float
     ci: list[float] | None = None
     n: int
@@ -172,6 +175,13 @@ def _ci(row: Any) -> list[float] | None:
     return [float(low), float(high)]
 
 
+def _rate_ci(row: Any) -> list[float] | None:
+    low, high = getattr(row, "rate_low", None), getattr(row, "rate_high", None)
+    if low is None or high is None or math.isnan(low) or math.isnan(high):
+        return None
+    return [float(low), float(high)]
+
+
 def _pair(bounds: tuple[float, float] | None) -> list[float] | None:
     return None if bounds is None else [float(bounds[0]), float(bounds[1])]
 
@@ -202,14 +212,16 @@ def metrics_fields(figures: ListwiseFigures) -> dict[str, Any]:
         ],
         "impact": [
             Impact(category=str(r.category), value=str(r.value), rate=float(r.rate),
-                   ratio=float(r.ratio), ci=_ci(r), n=int(r.n), flagged=bool(r.flagged),
+                   rate_ci=_rate_ci(r), ratio=float(r.ratio), ci=_ci(r), n=int(r.n),
+                   flagged=bool(r.flagged),
                    beyond_noise=bool(r.beyond_noise))
             for r in _rows(figures.impact)
             if not math.isnan(r.ratio)
         ],
         "impact_by_subtask": [
             SubtaskImpact(subtask=str(r.subtask), category=str(r.category), value=str(r.value),
-                          rate=float(r.rate), ratio=float(r.ratio), ci=_ci(r), n=int(r.n),
+                          rate=float(r.rate), rate_ci=_rate_ci(r), ratio=float(r.ratio),
+                          ci=_ci(r), n=int(r.n),
                           flagged=bool(r.flagged), beyond_noise=bool(r.beyond_noise))
             for r in _rows(figures.by_subtask)
             if not math.isnan(r.ratio)
