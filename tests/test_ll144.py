@@ -35,7 +35,7 @@ def test_the_example_summary_matches_the_figures_and_states_the_facts(tmp_path: 
         "--distribution-date", "2024-03-01", "--audit-date", "2026-11-27",
     )  # fmt: skip
     assert code == 0, output
-    assert "2,383 individuals assessed (17 rows without an outcome left out)" in output
+    assert "2,383 individuals assessed (17 left out)" in output
     table = pd.read_csv(tmp_path / "s" / "summary.csv")
     frame = pd.read_csv(EXAMPLE, dtype=str, keep_default_na=False)
     frame = frame[frame["selected"] != ""]
@@ -49,13 +49,13 @@ def test_the_example_summary_matches_the_figures_and_states_the_facts(tmp_path: 
             assert row.impact_ratio == pytest.approx(want.ratio)
     markdown = (tmp_path / "s" / "summary.md").read_text()
     for fact in ("Date of this audit | 2026-11-27", "Distribution date of the tool | 2024-03-01",
-                 "historical data: Applicants of 2025", "Of an unknown sex | 23",
+                 "historical data: Applicants of 2025", "Of an unknown sex | 23", "Left out | 17 of 2,400",
                  "## Impact ratios: intersectional categories"):  # fmt: skip
         assert fact in markdown
     html = (tmp_path / "s" / "summary.html").read_text()
     assert 'href="#impact-race-ethnicity"' in html and "<table>" in html
     record = json.loads((tmp_path / "s" / "summary.json").read_text())
-    assert record["left_out"] == 17 and record["unknown"]["race/ethnicity"] == 77
+    assert record["source"]["left_out"] == 17 and record["unknown"]["race/ethnicity"] == 77
     # run again: the same files, replaced
     assert _run(EXAMPLE, "--out", tmp_path / "s", "--audit-date", "2026-11-27")[0] == 0
 
@@ -127,3 +127,58 @@ def test_bad_input_exits_2_naming_where_and_writes_nothing(
     code, output = _run(data, *args, "--out", tmp_path / "out")
     assert code == 2 and where in output and "Traceback" not in output, output
     assert not (tmp_path / "out").exists()
+
+
+def _audit(tmp_path: Path, **fields: object) -> Path:
+    from biasaudit.kinds.registry import run_spec
+    from biasaudit.spec import parse_spec
+
+    spec = parse_spec({"task": "resume-screening", "model": "sim/biased", "jobs": "software-engineer",
+                       "names_per_group": 3, "runs_dir": str(tmp_path / "runs"), **fields})  # fmt: skip
+    return run_spec(spec, command=["test"]).run_dir
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"rounds": 200, "bootstrap": 200, "gap_bootstrap": 40},
+        {"method": "listwise", "pools": 12},
+    ],
+)
+def test_an_audits_run_gives_its_impact_ratios_as_test_data(
+    tmp_path: Path, fields: dict[str, object]
+) -> None:
+    run_dir = _audit(tmp_path, **fields)
+    code, output = _run(run_dir, "--out", tmp_path / "s", "--k", "1")
+    assert code == 0, output
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    table = pd.read_csv(tmp_path / "s" / "summary.csv")
+    impact = [r for r in metrics["impact"] if r.get("k", 1) == 1]
+    race = {r["value"]: r for r in impact if r["category"] == "race"}
+    black = table[table["category"] == "Black or African American (Not Hispanic or Latino)"]
+    assert black.iloc[0]["rate"] == pytest.approx(race["Black"]["rate"])
+    assert black.iloc[0]["impact_ratio"] == pytest.approx(race["Black"]["ratio"])
+    assert black.iloc[0]["rate_low"] == pytest.approx(race["Black"]["rate_ci"][0])
+    group = {r["value"]: r for r in impact if r["category"] == "group"}
+    b_m = table[table["category"] == "Black or African American (Not Hispanic or Latino), Male"]
+    assert b_m.iloc[0]["impact_ratio"] == pytest.approx(group["B_M"]["ratio"])
+    absent = table[table["category"].str.startswith("Two or More Races")]
+    assert (absent["n"] == 0).all() and absent["rate"].isna().all()
+    markdown = (tmp_path / "s" / "summary.md").read_text()
+    assert "test data: an audit by biasaudit of sim/biased (a SIMULATED model)" in markdown
+    assert "SIMULATED model" in markdown.splitlines()[0]
+    assert "| Category | Candidates |" in markdown
+
+
+def test_a_run_without_the_rules_categories_is_refused(tmp_path: Path) -> None:
+    run_dir = _audit(tmp_path, rounds=100, bootstrap=200, gap_bootstrap=40)
+    code, output = _run(run_dir, "--selected", "x", "--out", tmp_path / "s")
+    assert code == 2 and "is a run directory" in output
+    from biasaudit.kinds.registry import run_spec
+    from biasaudit.spec import parse_spec
+
+    spec = parse_spec({"task": "grade-score", "items": "demo", "model": "sim/biased",
+                       "runs_dir": str(tmp_path / "runs")})  # fmt: skip
+    grade = run_spec(spec, command=["test"]).run_dir
+    code, output = _run(grade, "--out", tmp_path / "g")
+    assert code == 2 and "is a grade-score run" in output

@@ -28,7 +28,7 @@ def command(reports_errors: Callable[[Any], Any]) -> click.Command:
     """The ``ll144`` command, its errors reported as every command's are."""
 
     @click.command("ll144")
-    @click.argument("data", type=click.Path(dir_okay=False, path_type=Path))
+    @click.argument("data", type=click.Path(path_type=Path))
     @click.option(
         "--sex",
         "sex",
@@ -75,10 +75,15 @@ def command(reports_errors: Callable[[Any], Any]) -> click.Command:
         "--data",
         "data_kind",
         type=click.Choice(["historical", "test"]),
-        default="historical",
-        show_default=True,
         help="The tool's historical data (§5-302(a)), or test data where too little "
-        "exists (§5-302(b)).",
+        "exists (§5-302(b)) [default: historical for a file, test for an audit's run].",
+    )
+    @click.option(
+        "--k",
+        "k",
+        type=click.IntRange(1, 1000),
+        metavar="K",
+        help="An audit's run: the rates of the top K places [default: its headline k].",
     )
     @click.option(
         "--source",
@@ -119,30 +124,38 @@ def command(reports_errors: Callable[[Any], Any]) -> click.Command:
     @reports_errors
     def ll144(
         data: Path, sex: str, race: str, ethnicity: str | None, selected: str | None,
-        score: str | None, labels: tuple[str, ...], data_kind: str, source: str, tool: str,
+        score: str | None, labels: tuple[str, ...], data_kind: str | None, source: str,
+        tool: str,
         distribution_date: str | None, audit_date: str | None, small: str,
-        confidence: float, out: Path,
+        confidence: float, out: Path, k: int | None,
     ) -> None:  # fmt: skip
-        """The summary of results of a Local Law 144 bias audit from an employer's outcomes.
+        """The summary of results of a Local Law 144 bias audit.
 
-        DATA is a CSV file with one row per person the tool assessed: their sex, their
-        race/ethnicity and the tool's outcome (selected or not, or a score). Writes the
+        DATA is an employer's CSV file with one row per person the tool assessed (their
+        sex, their race/ethnicity and the tool's outcome: selected or not, or a score),
+        or the run directory of an allocation or listwise audit (test data: its
+        candidates are invented; its rates are those of the top K places). Writes the
         selection (or scoring) rate and the impact ratio of every sex, race/ethnicity and
         intersectional category, each with its interval and the four-fifths flag, the
         number of individuals of an unknown category and the facts the rule asks the
         summary to state. A label that is none of the rule's categories stops it before
         anything is written, naming the line and the field.
         """
-        from biasaudit.reports.ll144 import SummaryInfo, parse_labels, read_outcomes, write_summary
+        from biasaudit.reports.ll144 import (
+            SummaryInfo,
+            file_source,
+            parse_labels,
+            read_outcomes,
+            run_rates,
+            summarise,
+            write_summary,
+        )
 
         if selected and score:
             raise UsageError("give --selected or --score, not both")
-        outcomes = read_outcomes(
-            data, sex=sex, race=race, ethnicity=ethnicity, selected=selected, score=score,
-            labels=parse_labels(list(labels)),
-        )  # fmt: skip
+        is_run = data.is_dir()
         info = SummaryInfo(
-            data="test" if data_kind == "test" else "historical",
+            data=data_kind or ("test" if is_run else "historical"),  # type: ignore[arg-type]
             source=source,
             tool=tool,
             distribution_date=_date(distribution_date, "--distribution-date"),
@@ -150,12 +163,27 @@ def command(reports_errors: Callable[[Any], Any]) -> click.Command:
             small_justification=small,
             confidence=confidence,
         )
-        rates, paths = write_summary(outcomes, info, out)
+        if is_run:
+            if selected or score or ethnicity or labels:
+                raise UsageError(
+                    f"{data} is a run directory: --selected, --score, --ethnicity and --label "
+                    "read an employer's file"
+                )
+            rates, found = run_rates(data, k)
+        else:
+            if k is not None:
+                raise UsageError("--k reads an audit's run; an employer's file has its outcome")
+            outcomes = read_outcomes(
+                data, sex=sex, race=race, ethnicity=ethnicity, selected=selected,
+                score=score, labels=parse_labels(list(labels)),
+            )  # fmt: skip
+            rates, found = summarise(outcomes, info), file_source(outcomes)
+        paths = write_summary(rates, found, info, out)
         flagged = sum(bool(row.below_four_fifths) for row in rates.rows)
         beyond = sum(row.beyond_noise for row in rates.rows)
         click.echo(
-            f"{rates.assessed:,} individuals assessed ({outcomes.left_out:,} rows without an "
-            f"outcome left out); {flagged} categories under four fifths, {beyond} beyond noise"
+            f"{rates.assessed:,} individuals assessed ({found.left_out:,} left out); "
+            f"{flagged} categories under four fifths, {beyond} beyond noise"
         )
         for path in paths:
             click.echo(f"summary: {path}")

@@ -107,7 +107,7 @@ class CategoryRate:
     dimension: str
     category: str
     n: int
-    selected: int
+    selected: int | None
     rate: float | None
     low: float | None
     high: float | None

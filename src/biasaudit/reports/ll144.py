@@ -35,12 +35,23 @@ from biasaudit.metrics import (
     SMALL_SHARE,
     CategoryRate,
     LL144Rates,
+    intersectional_category,
     ll144_rates,
 )
+from biasaudit.metrics._ll144 import race_label
 from biasaudit.render.document import Document, Paragraph, Section, Table, to_html, to_markdown
 from biasaudit.textfiles import brief, read_table
 
-__all__ = ["Outcomes", "SummaryInfo", "read_outcomes", "write_summary"]
+__all__ = [
+    "Outcomes",
+    "Source",
+    "SummaryInfo",
+    "file_source",
+    "read_outcomes",
+    "run_rates",
+    "summarise",
+    "write_summary",
+]
 
 UNKNOWN = "unknown"
 _UNKNOWN_LABELS = frozenset(
@@ -82,6 +93,32 @@ class Outcomes:
     rows: int
     left_out: int
     """Rows without an outcome: not assessed by the tool, left out of the audit."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a summary's figures come from, as the summary states it."""
+
+    name: str
+    """The file or the run directory."""
+    rows: int
+    left_out: int
+    left_out_why: str
+    counted: str | None
+    """The heading of the column of counts (``Selected``), None where a rate is not a
+    count of people (an audit's simulated screening)."""
+    description: str = ""
+    """What the data are, when the source can say it itself (an audit's run)."""
+    simulated: bool = False
+    unit: str = "Individuals"
+    """What each counted row is: a person, or an audit's candidate (a name with a resume)."""
+
+
+def file_source(outcomes: Outcomes) -> Source:
+    """The facts of an employer's file."""
+    counted = "Selected" if outcomes.kind == "selection" else "Scored above the median"
+    why = f"no outcome recorded in '{outcomes.column}': not assessed by the tool"
+    return Source(str(outcomes.path), outcomes.rows, outcomes.left_out, why, counted)
 
 
 @dataclass(frozen=True)
@@ -270,18 +307,15 @@ def summarise(outcomes: Outcomes, info: SummaryInfo) -> LL144Rates:
     )
 
 
-def write_summary(
-    outcomes: Outcomes, info: SummaryInfo, out: Path
-) -> tuple[LL144Rates, list[Path]]:
+def write_summary(rates: LL144Rates, source: Source, info: SummaryInfo, out: Path) -> list[Path]:
     """Write ``summary.md``, ``summary.html``, ``summary.csv`` and ``summary.json`` in
     ``out`` (made if needed; earlier ones are replaced)."""
     import pandas as pd
 
     from biasaudit.store.tables import write_csv
 
-    rates = summarise(outcomes, info)
     out.mkdir(parents=True, exist_ok=True)
-    document = summary_document(outcomes, info, rates)
+    document = summary_document(source, info, rates)
     footer = f"biasaudit {__version__}"
     paths = [out / "summary.md", out / "summary.html", out / "summary.csv", out / "summary.json"]
     paths[0].write_text(to_markdown(document, figure_dir="", footer=footer), encoding="utf-8")
@@ -294,13 +328,12 @@ def write_summary(
         "info": {**asdict(info), "audit_date": info.audit_date.isoformat(),
                  "distribution_date": info.distribution_date.isoformat()
                  if info.distribution_date else None},
-        "file": str(outcomes.path), "rows": outcomes.rows, "left_out": outcomes.left_out,
-        "kind": rates.kind, "assessed": rates.assessed, "unknown": rates.unknown,
-        "median": rates.median, "at_median": rates.at_median,
+        "source": asdict(source), "kind": rates.kind, "assessed": rates.assessed,
+        "unknown": rates.unknown, "median": rates.median, "at_median": rates.at_median,
         "categories": [_csv_row(row, rates) for row in rates.rows],
     }  # fmt: skip
     paths[3].write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    return rates, paths
+    return paths
 
 
 def _csv_row(row: CategoryRate, rates: LL144Rates) -> dict[str, Any]:
@@ -350,19 +383,21 @@ _TITLES = {
 }
 
 
-def summary_document(outcomes: Outcomes, info: SummaryInfo, rates: LL144Rates) -> Document:
+def summary_document(source: Source, info: SummaryInfo, rates: LL144Rates) -> Document:
     """The summary of results as a document (Markdown and HTML render it)."""
     rate_name = "Selection rate" if rates.kind == "selection" else "Scoring rate"
-    counted = "Selected" if rates.kind == "selection" else "Scored above the median"
-    level = f"{info.confidence:.0%}"
-    sections = [Section("Summary of results", "summary", _facts(outcomes, info, rates))]
+    level = f"{rates.confidence:.0%}"
+    sections = [Section("Summary of results", "summary", _facts(source, info, rates))]
     for dimension, title in _TITLES.items():
         rows = rates.of(dimension)
+        headers = ["Category", source.unit, *([source.counted] if source.counted else []),
+                   f"{rate_name} [{level} interval]", f"Impact ratio [{level} interval]",
+                   "Under four fifths"]  # fmt: skip
         table = Table(
-            ["Category", "Individuals", counted, f"{rate_name} [{level} interval]",
-             f"Impact ratio [{level} interval]", "Under four fifths"],
-            [[row.category, f"{row.n:,}", f"{row.selected:,}", _rate_cell(row),
-              _ratio_cell(row), _flag_cell(row)] for row in rows],
+            headers,
+            [[row.category, f"{row.n:,}",
+              *([f"{row.selected or 0:,}"] if source.counted else []),
+              _rate_cell(row), _ratio_cell(row), _flag_cell(row)] for row in rows],
             caption=f"{title}: {rate_name.lower()} and impact ratio (its rate over the "
             f"highest rate of the {title.lower()}); {rates.unknown[dimension]:,} "
             "individuals of an unknown category are not included.",
@@ -374,7 +409,7 @@ def summary_document(outcomes: Outcomes, info: SummaryInfo, rates: LL144Rates) -
         title=f"Bias audit{tool}: summary of results (NYC Local Law 144)",
         subtitle=f"Audit of {info.audit_date.isoformat()}, {info.data} data, "
         f"{rates.assessed:,} individuals assessed",
-        simulated=False,
+        simulated=source.simulated,
         sections=sections,
     )
 
@@ -383,8 +418,9 @@ def _anchor(dimension: str) -> str:
     return "impact-" + dimension.replace("/", "-")
 
 
-def _facts(outcomes: Outcomes, info: SummaryInfo, rates: LL144Rates) -> list[Any]:
-    source = info.source or "not described (give --source: where the data came from and why)"
+def _facts(source: Source, info: SummaryInfo, rates: LL144Rates) -> list[Any]:
+    described = info.source or source.description
+    described = described or "not described (give --source: where the data came from and why)"
     distributed = (
         info.distribution_date.isoformat()
         if info.distribution_date
@@ -394,12 +430,11 @@ def _facts(outcomes: Outcomes, info: SummaryInfo, rates: LL144Rates) -> list[Any
         ["Date of this audit", info.audit_date.isoformat()],
         ["Tool audited", info.tool or "not named (give --tool)"],
         ["Distribution date of the tool", distributed],
-        ["Data", f"{info.data} data: {source}"],
+        ["Data", f"{info.data} data: {described}"],
         ["Individuals assessed", f"{rates.assessed:,}"],
         ["Of an unknown sex", f"{rates.unknown['sex']:,}"],
         ["Of an unknown race/ethnicity", f"{rates.unknown['race/ethnicity']:,}"],
-        ["Rows left out", f"{outcomes.left_out:,} of {outcomes.rows:,} (no outcome recorded in "
-         f"'{outcomes.column}': not assessed by the tool)"],
+        ["Left out", f"{source.left_out:,} of {source.rows:,} ({source.left_out_why})"],
     ]  # fmt: skip
     blocks: list[Any] = [Table(["", ""], facts, left=frozenset({0, 1}))]
     if info.data == "test":
@@ -468,3 +503,148 @@ def _method(rates: LL144Rates) -> list[Any]:
             "the others lean low by chance when categories are small."
         ),
     ]
+
+
+_SELECTING = {"allocation", "listwise"}
+
+
+def run_rates(run_dir: Path, k: int | None = None) -> tuple[LL144Rates, Source]:
+    """The selection rates and impact ratios of an audit's run, as the rule's categories.
+
+    An allocation or listwise audit of names typical of each race and sex is test data
+    (§5-302(b)): its candidates are invented. Its rates are the shares of the top ``k``
+    places of the pools screened or ranked (default: the run's headline k), each with
+    its interval over the units that vary (names, resumes, pools), as ``metrics.json``
+    records them.
+
+    Raises
+    ------
+    UsageError
+        The run is of another kind, records no impact ratios at ``k``, or its groups are
+        not the rule's sex and race/ethnicity categories.
+    """
+    from biasaudit.kinds.registry import read_metrics
+    from biasaudit.store.runs import read_manifest
+
+    manifest = read_manifest(run_dir)
+    if manifest.kind not in _SELECTING:
+        raise UsageError(
+            f"{run_dir} is a {manifest.kind} run: a Local Law 144 summary reads the "
+            "selection rates of an allocation or listwise audit, or an employer's file"
+        )
+    metrics = read_metrics(run_dir, manifest.kind)
+    k = k or int(metrics.headline_k)
+    rows = [r for r in metrics.impact if getattr(r, "k", k) == k]
+    if not rows:
+        raise UsageError(f"{run_dir}: no impact ratio at k = {k} (its metrics.json has none)")
+    found: dict[str, dict[str, Any]] = {"sex": {}, "race/ethnicity": {}, "intersectional": {}}
+    for row in rows:
+        dimension, category = _run_category(row.category, row.value, metrics.group_names, run_dir)
+        if dimension is not None:
+            found[dimension][category] = row
+    if not found["sex"] or not found["race/ethnicity"]:
+        raise UsageError(
+            f"{run_dir}: its groups ({', '.join(sorted(metrics.group_names))}) are not the "
+            "rule's sex and race/ethnicity categories; a Local Law 144 summary needs names "
+            "of both (the built-in resume screening's)"
+        )
+    total = sum(row.n for row in found["sex"].values())
+    out: list[CategoryRate] = []
+    for dimension, order in (
+        ("sex", list(SEX_CATEGORIES)),
+        ("race/ethnicity", [race_label(r) for r in RACE_CATEGORIES]),
+        ("intersectional", [intersectional_category(s, r) for r in RACE_CATEGORIES
+                            for s in SEX_CATEGORIES]),
+    ):  # fmt: skip
+        for category in order:
+            row = found[dimension].get(category)
+            if row is None:  # not in this audit's data
+                out.append(_absent(dimension, category))
+                continue
+            rate_ci = getattr(row, "rate_ci", None) or [None, None]
+            ci = row.ci or [None, None]
+            reference = row.ratio == 1.0
+            ratio_low, ratio_high = (None, None) if reference else (ci[0], ci[1])
+            share = row.n / total if total else 0.0
+            out.append(
+                CategoryRate(
+                    dimension,
+                    category,
+                    int(row.n),
+                    None,
+                    float(row.rate),
+                    rate_ci[0],
+                    rate_ci[1],
+                    float(row.ratio),
+                    ratio_low,
+                    ratio_high,
+                    share,
+                    reference,
+                    False,
+                )
+            )
+    rates = LL144Rates(
+        "selection", total, dict.fromkeys(found, 0), tuple(out), False,
+        float(metrics.confidence),
+    )  # fmt: skip
+    return rates, Source(
+        str(run_dir), total, 0, "none: every candidate was scored", None,
+        _run_description(manifest, metrics, k), bool(metrics.simulated), "Candidates",
+    )  # fmt: skip
+
+
+def _absent(dimension: str, category: str) -> CategoryRate:
+    return CategoryRate(dimension, category, 0, None, None, None, None, None, None, None,
+                        0.0, False, False)  # fmt: skip
+
+
+def _run_category(
+    category: str, value: str, group_names: Mapping[str, str], run_dir: Path
+) -> tuple[str | None, str]:
+    """The rule's dimension and category of an impact row of a run (None: not the rule's)."""
+    try:
+        if category == "sex":
+            return "sex", str(_category(value, _SEX_LABELS, SEX_CATEGORIES, {}))
+        if category == "race":
+            return "race/ethnicity", race_label(str(_category(value, _RACE_LABELS,
+                                                               RACE_CATEGORIES, {})))  # fmt: skip
+        if category == "group":
+            race, _, sex = group_names.get(value, value).rpartition(" ")
+            found_sex = _category(sex, _SEX_LABELS, SEX_CATEGORIES, {})
+            found_race = _category(race, _RACE_LABELS, RACE_CATEGORIES, {})
+            if found_sex is not None and found_race is not None:
+                return "intersectional", intersectional_category(found_sex, found_race)
+    except KeyError:
+        pass
+    return None, value
+
+
+def _run_description(manifest: Any, metrics: Any, k: int) -> str:
+    model = f"{metrics.model}" + (" (a SIMULATED model)" if metrics.simulated else "")
+    how = {
+        "pointwise": "scored each candidate on its own; the summary's rates are the shares of "
+        "the top {k} places of pools of {pool} candidates drawn from them ({rounds:,} pools)",
+        "pairwise": "compared candidates two at a time, in both orders; the rates are the "
+        "shares of the top {k} places of the {rounds:,} pools compared",
+    }
+    method = getattr(metrics, "method", None)
+    selection = getattr(metrics, "selection", None)
+    if method in how and selection is not None:
+        told = how[method].format(k=k, pool=selection.pool_size, rounds=selection.rounds)
+    else:
+        told = (
+            f"ranked whole pools of candidates in one prompt each; the rates are the shares "
+            f"of the top {k} places of its rankings"
+        )
+    names = (
+        "each candidate a name shown with a resume: names from biasaudit's list of names "
+        "typical of each race and sex (data/names.csv), resumes written for biasaudit at "
+        "three levels of fit per job"
+        if metrics.task == "resume-screening"
+        else "candidates of the task's own"
+    )
+    return (
+        f"an audit by biasaudit of {model} on {metrics.task} (run {manifest.run_id}), "
+        f"{names}. The model {told}. The candidates are invented (test data): no applicant "
+        "was assessed."
+    )
