@@ -168,6 +168,12 @@ def test_an_audits_run_gives_its_impact_ratios_as_test_data(
     assert "test data: an audit by biasaudit of sim/biased (a SIMULATED model)" in markdown
     assert "SIMULATED model" in markdown.splitlines()[0]
     assert "| Category | Candidates |" in markdown
+    # the run's own report: impact ratios under a heading of their own, in the contents
+    from biasaudit.reports.html import write_report
+
+    html = next(p for p in write_report(run_dir, "html") if p.suffix == ".html").read_text()
+    assert '<a href="#impact">Impact ratios (four-fifths rule, Local Law 144)' in html
+    assert '<section id="impact">' in html
 
 
 def test_a_run_without_the_rules_categories_is_refused(tmp_path: Path) -> None:

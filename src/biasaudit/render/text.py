@@ -220,9 +220,11 @@ def impact_table(
     *,
     beyond: Mapping[tuple[str, str], bool] | None = None,
     too_few: bool = False,
+    n_means: str = "candidates",
 ) -> PlainTable | None:
     """Impact ratios (each value's selection rate over the most selected value's, the
     four-fifths rule), flagged below 0.8, beyond noise or within it; None if none.
+    ``n_means``: what n counts, as the rates table beside it counts it.
 
     ``beyond`` says, per (category, value), whether a ratio below 0.8 is beyond
     noise after the table's multiplicity adjustment (without it, each row's own
@@ -249,7 +251,7 @@ def impact_table(
     width = max(6, *(len(str(r[1])) for r in cells))
     return PlainTable(
         f"impact ratios at k={k} (Local Law 144, four-fifths rule): each value's selection "
-        "rate over the most selected value's, flagged below 0.8; n = candidates",
+        f"rate over the most selected value's, flagged below 0.8; n = {n_means}",
         ["category", "value", "n", "rate", "ratio [CI]", "flag"],
         cells,
         widths=[8, width, 6, 6, 22, 0],

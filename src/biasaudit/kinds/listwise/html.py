@@ -13,9 +13,11 @@ from biasaudit.kinds.common import read_run_metrics
 from biasaudit.kinds.listwise.kind import KIND
 from biasaudit.kinds.listwise.metrics import ListwiseMetrics
 from biasaudit.kinds.listwise.report import (
+    N_MEANS,
     fewest_units,
     impact_flags,
     listwise_blocks,
+    listwise_impact_table,
     resampled_phrase,
     study_blocks,
 )
@@ -107,7 +109,7 @@ def _subtasks_section(metrics: ListwiseMetrics) -> Section | None:
     ]
     for test in metrics.subtask_tests:
         rows = [i for i in metrics.impact_by_subtask if i.subtask == test.subtask]
-        table = impact_table(rows, metrics.headline_k)
+        table = impact_table(rows, metrics.headline_k, n_means=N_MEANS)
         p = test.omnibus_p
         differ = "" if p is None else f"; do the groups differ at k=1? p = {p:.2g}"
         content.append(Paragraph(f"{test.subtask}: {test.answers} answers{differ}"))
@@ -126,9 +128,36 @@ def _method_rows(metrics: ListwiseMetrics) -> list[tuple[str, str]]:
     ]  # fmt: skip
 
 
+def _impact_section(metrics: ListwiseMetrics) -> Section | None:
+    """Impact ratios, the figure of NYC Local Law 144 bias audits, under a heading of their
+    own (``biasaudit ll144 RUN`` writes the summary the rule asks for)."""
+    fewest = fewest_units(metrics)
+    table = listwise_impact_table(metrics, fewest is not None and fewest < FEW_UNITS)
+    if table is None:
+        return None
+    caption = (
+        "Each category's selection rate over the most selected category's, at the headline k "
+        f"(k={metrics.headline_k}); the four-fifths rule (29 CFR 1607.4(D)) flags a ratio below "
+        "0.8, and 'beyond noise' means its interval lies below 0.8 after Holm's adjustment over "
+        "the table. n counts a category's appearances in the answers read, as the "
+        "selection-rate table does. The summary Local Law 144 asks for: biasaudit ll144 RUN."
+    )
+    return Section(
+        "Impact ratios (four-fifths rule, Local Law 144)", "impact",
+        [Paragraph(caption), Table.of(table)],
+    )  # fmt: skip
+
+
 def run_document(run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -> Document:
     """The report of the listwise run in ``run_dir``."""
     metrics: ListwiseMetrics = read_run_metrics(run_dir, ListwiseMetrics)
+    impact = _impact_section(metrics)
+    figures = listwise_blocks(metrics)[4:]
+    drawn = impact.blocks[-1] if impact is not None else None
+    if isinstance(drawn, Table):  # under a heading of its own, not among the figures
+        figures = [
+            b for b in figures if not (isinstance(b, PlainTable) and b.title == drawn.caption)
+        ]
     document = Document(
         f"{metrics.task} listwise audit of {metrics.model}",
         f"Listwise audit; reference group {metrics.reference_group}; run {manifest.run_id}",
@@ -137,8 +166,8 @@ def run_document(run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -> 
     document.sections = [
         audited_section(manifest, spec, _method_rows(metrics), _DATA_FIELDS),
         _headline(metrics),
-        Section("Rankings, impact ratios, position and consistency", "figures",
-                _drawn(listwise_blocks(metrics)[4:])),
+        Section("Rankings, position and consistency", "figures", _drawn(figures)),
+        *([] if impact is None else [impact]),
         *([] if (by := _subtasks_section(metrics)) is None else [by]),
         replay_section(manifest, run_dir),
     ]  # fmt: skip

@@ -82,9 +82,7 @@ def listwise_blocks(metrics: ListwiseMetrics) -> list[Block]:
         blocks += ["", _fixed_table(metrics, smoke)]
     if metrics.ranks:
         blocks += ["", _ranks_table(metrics, smoke)]
-    impact = impact_table(
-        metrics.impact, metrics.headline_k, beyond=impact_flags(metrics), too_few=smoke
-    )
+    impact = listwise_impact_table(metrics, smoke)
     if impact is not None:
         blocks += ["", impact]
     if metrics.subtask_tests:
@@ -98,6 +96,18 @@ def listwise_blocks(metrics: ListwiseMetrics) -> list[Block]:
     blocks += ["", *_position_lines(metrics), *_consistency_lines(metrics)]
     blocks += [f"note: {note}" for note in metrics.notes]
     return blocks
+
+
+N_MEANS = "appearances in the answers (as in the selection-rate table)"
+"""What n of a listwise impact ratio counts: a group's rows in the answers read."""
+
+
+def listwise_impact_table(metrics: ListwiseMetrics, smoke: bool) -> PlainTable | None:
+    """The impact ratios at the headline k, flagged after Holm's adjustment."""
+    return impact_table(
+        metrics.impact, metrics.headline_k, beyond=impact_flags(metrics), too_few=smoke,
+        n_means=N_MEANS,
+    )  # fmt: skip
 
 
 def resampled_phrase(metrics: ListwiseMetrics) -> str:
