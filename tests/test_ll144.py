@@ -188,3 +188,22 @@ def test_a_run_without_the_rules_categories_is_refused(tmp_path: Path) -> None:
     grade = run_spec(spec, command=["test"]).run_dir
     code, output = _run(grade, "--out", tmp_path / "g")
     assert code == 2 and "is a grade-score run" in output
+
+
+def test_a_pointwise_audit_gives_scoring_rates_over_names_and_resumes(tmp_path: Path) -> None:
+    run_dir = _audit(tmp_path, rounds=100, bootstrap=200, gap_bootstrap=40)
+    code, output = _run(run_dir, "--scoring", "--out", tmp_path / "s")
+    assert code == 0, output
+    table = pd.read_csv(tmp_path / "s" / "summary.csv")
+    scores = pd.read_csv(run_dir / "scores.csv")
+    above = scores["score"] > scores["score"].median()
+    b_m = table[table["category"] == "Black or African American (Not Hispanic or Latino), Male"]
+    assert b_m.iloc[0]["above_median"] == int(above[scores["group"] == "B_M"].sum())
+    assert b_m.iloc[0]["rate_low"] < b_m.iloc[0]["rate"] < b_m.iloc[0]["rate_high"]
+    assert (
+        "scoring rates are the shares of candidates scoring above the median"
+        in (tmp_path / "s" / "summary.md").read_text()
+    )
+    listwise = _audit(tmp_path / "l", method="listwise", pools=8)
+    code, output = _run(listwise, "--scoring", "--out", tmp_path / "l2")
+    assert code == 2 and "pointwise audit" in output

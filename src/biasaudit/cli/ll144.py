@@ -79,6 +79,12 @@ def command(reports_errors: Callable[[Any], Any]) -> click.Command:
         "exists (§5-302(b)) [default: historical for a file, test for an audit's run].",
     )
     @click.option(
+        "--scoring",
+        is_flag=True,
+        help="A pointwise audit's run: scoring rates (the share above the median score) "
+        "instead of the selection rates of its pools' top K.",
+    )
+    @click.option(
         "--k",
         "k",
         type=click.IntRange(1, 1000),
@@ -127,7 +133,7 @@ def command(reports_errors: Callable[[Any], Any]) -> click.Command:
         score: str | None, labels: tuple[str, ...], data_kind: str | None, source: str,
         tool: str,
         distribution_date: str | None, audit_date: str | None, small: str,
-        confidence: float, out: Path, k: int | None,
+        confidence: float, out: Path, k: int | None, scoring: bool,
     ) -> None:  # fmt: skip
         """The summary of results of a Local Law 144 bias audit.
 
@@ -169,10 +175,13 @@ def command(reports_errors: Callable[[Any], Any]) -> click.Command:
                     f"{data} is a run directory: --selected, --score, --ethnicity and --label "
                     "read an employer's file"
                 )
-            rates, found = run_rates(data, k)
+            rates, found = run_rates(data, k, scoring=scoring)
         else:
-            if k is not None:
-                raise UsageError("--k reads an audit's run; an employer's file has its outcome")
+            if k is not None or scoring:
+                raise UsageError(
+                    "--k and --scoring read an audit's run; an employer's file has its outcome "
+                    "(--selected or --score)"
+                )
             outcomes = read_outcomes(
                 data, sex=sex, race=race, ethnicity=ethnicity, selected=selected,
                 score=score, labels=parse_labels(list(labels)),

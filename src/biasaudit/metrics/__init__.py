@@ -88,6 +88,7 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time each loads on fir
         impact_ratio_interval,
         intersectional_category,
         ll144_rates,
+        ll144_unit_rates,
         wilson_interval,
     )
     from biasaudit.metrics._multiplicity import holm_adjust, interval_p_value
@@ -201,6 +202,7 @@ _LAZY = {
     "impact_ratio_interval": "_ll144",
     "intersectional_category": "_ll144",
     "ll144_rates": "_ll144",
+    "ll144_unit_rates": "_ll144",
     "wilson_interval": "_ll144",
     "holm_adjust": "_multiplicity",
     "interval_p_value": "_multiplicity",
@@ -311,6 +313,7 @@ __all__ = [
     "latin_square",
     "listwise_figures",
     "ll144_rates",
+    "ll144_unit_rates",
     "mann_whitney_p",
     "model_selection_ndcg",
     "ndcg_at",

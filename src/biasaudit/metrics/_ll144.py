@@ -42,13 +42,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from biasaudit.metrics._listwise import FOUR_FIFTHS
 from biasaudit.metrics._small_samples import critical_value
+from biasaudit.metrics._units import Units
 from biasaudit.metrics._validate import check_confidence
 
 __all__ = [
@@ -61,6 +62,7 @@ __all__ = [
     "impact_ratio_interval",
     "intersectional_category",
     "ll144_rates",
+    "ll144_unit_rates",
     "wilson_interval",
 ]
 
@@ -287,3 +289,108 @@ def _dimension_rows(
         row = (dimension, category, n, selected, rate, low, high, ratio, ratio_low, ratio_high)
         rows.append(CategoryRate(*row, share, reference, small))
     return rows
+
+
+def ll144_unit_rates(
+    sex: Sequence[str | None],
+    race: Sequence[str | None],
+    scores: ArrayLike,
+    units: Units,
+    *,
+    confidence: float = 0.95,
+    replicates: int = 1000,
+    seed: int = 0,
+) -> LL144Rates:
+    """Scoring rates and impact ratios of an audit's candidates, with intervals over the
+    units that vary (:class:`~biasaudit.metrics.Units`: names, and the resumes crossed
+    with them), not over candidates.
+
+    A candidate of an audit is a name shown with a resume: candidates that share a
+    name or a resume are not independent, so the Wilson and Katz intervals of
+    :func:`ll144_rates` (one row, one person) would be too narrow. Here each replicate
+    resamples the units (Owen's pigeonhole bootstrap, as every allocation figure does)
+    and recomputes every category's scoring rate and its ratio to the highest; a rate's
+    interval is the estimate ± t·SE (Student t over the fewest names behind the
+    category's groups), a ratio's the same on the log scale (a replicate scoring none
+    of a category counts as half a candidate), capped at 1. The median is the sample's,
+    held fixed, as in :func:`ll144_rates`.
+    """
+    check_confidence(confidence)
+    point = ll144_rates(sex, race, scores, kind="scoring", confidence=confidence)
+    values = np.asarray(scores, dtype=float)
+    rng = np.random.default_rng(seed)
+    labels = {row.category: _members(row, sex, race) for row in point.rows}
+    replicate_rates: dict[str, list[np.ndarray]] = {category: [] for category in labels}
+    block = max(1, 1_000_000 // max(values.size, 1))
+    for start in range(0, replicates, block):
+        weights = units.weights(rng, min(block, replicates - start))
+        # Each replicate's own median: a resume (or name) that lifts every score lifts
+        # the median with it, and moves no category's share above it.
+        above = values[None, :] > _weighted_medians(values, weights)[:, None]
+        for category, mask in labels.items():
+            if mask.any():
+                total = weights[:, mask].sum(axis=1)
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    counted = (weights[:, mask] * above[:, mask]).sum(axis=1)
+                    replicate_rates[category].append(counted / total)
+    rows = []
+    for dimension in DIMENSIONS:
+        present = [r for r in point.of(dimension) if r.n > 0]
+        draws = {r.category: np.concatenate(replicate_rates[r.category]) for r in present}
+        top_draws = np.nanmax(np.vstack(list(draws.values())), axis=0) if draws else None
+        top = max((r.rate or 0.0 for r in present), default=0.0)
+        for row in point.of(dimension):
+            if row.n == 0 or row.rate is None or top_draws is None:
+                rows.append(row)
+                continue
+            fewest = int(np.unique(units.units[labels[row.category]]).size)
+            z = critical_value(confidence, max(fewest, 2))
+            spread = z * float(np.nanstd(draws[row.category], ddof=1))
+            low, high = max(0.0, row.rate - spread), min(1.0, row.rate + spread)
+            ratio_low = ratio_high = None
+            if top > 0 and not row.reference:
+                floor = 0.5 / row.n
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    logged = np.log(np.maximum(draws[row.category], floor) / top_draws)
+                logged[~np.isfinite(logged)] = np.nan  # a replicate where no one scored above
+                spread = z * float(np.nanstd(logged, ddof=1))
+                centre = math.log(max(row.rate, floor) / top)
+                ratio_low, ratio_high = (
+                    math.exp(centre - spread),
+                    min(1.0, math.exp(centre + spread)),
+                )
+            rows.append(
+                replace(row, low=low, high=high, ratio_low=ratio_low, ratio_high=ratio_high)
+            )
+    return LL144Rates(
+        "scoring", point.assessed, point.unknown, tuple(rows), False, confidence,
+        point.median, point.at_median,
+    )  # fmt: skip
+
+
+def _weighted_medians(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """The median of ``values`` under each row of ``weights`` (whole-number counts): the
+    middle value, or the mean of the two middle ones, as ``numpy.median`` of the values
+    repeated that often."""
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    cumulative = np.cumsum(weights[:, order], axis=1)
+    half = cumulative[:, -1] / 2
+    lower = np.minimum((cumulative < half[:, None]).sum(axis=1), values.size - 1)
+    upper = np.minimum((cumulative <= half[:, None]).sum(axis=1), values.size - 1)
+    found: np.ndarray = (ordered[lower] + ordered[upper]) / 2
+    return found
+
+
+def _members(
+    row: CategoryRate, sex: Sequence[str | None], race: Sequence[str | None]
+) -> np.ndarray:
+    """Which candidates are of ``row``'s category."""
+    sexes = np.array([s or "" for s in sex], dtype=object)
+    races = np.array([race_label(r) if r else "" for r in race], dtype=object)
+    if row.dimension == "sex":
+        return np.asarray(sexes == row.category)
+    if row.dimension == "race/ethnicity":
+        return np.asarray(races == row.category)
+    joined = np.array([f"{r}, {s}" for r, s in zip(races, sexes, strict=True)], dtype=object)
+    return np.asarray(joined == row.category)

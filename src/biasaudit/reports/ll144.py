@@ -508,7 +508,9 @@ def _method(rates: LL144Rates) -> list[Any]:
 _SELECTING = {"allocation", "listwise"}
 
 
-def run_rates(run_dir: Path, k: int | None = None) -> tuple[LL144Rates, Source]:
+def run_rates(
+    run_dir: Path, k: int | None = None, *, scoring: bool = False
+) -> tuple[LL144Rates, Source]:
     """The selection rates and impact ratios of an audit's run, as the rule's categories.
 
     An allocation or listwise audit of names typical of each race and sex is test data
@@ -533,6 +535,8 @@ def run_rates(run_dir: Path, k: int | None = None) -> tuple[LL144Rates, Source]:
             "selection rates of an allocation or listwise audit, or an employer's file"
         )
     metrics = read_metrics(run_dir, manifest.kind)
+    if scoring:
+        return _run_scoring(run_dir, manifest, metrics)
     k = k or int(metrics.headline_k)
     rows = [r for r in metrics.impact if getattr(r, "k", k) == k]
     if not rows:
@@ -648,3 +652,53 @@ def _run_description(manifest: Any, metrics: Any, k: int) -> str:
         f"{names}. The model {told}. The candidates are invented (test data): no applicant "
         "was assessed."
     )
+
+
+def _run_scoring(run_dir: Path, manifest: Any, metrics: Any) -> tuple[LL144Rates, Source]:
+    """Scoring rates of a pointwise audit: each category's share of candidates scoring
+    above the median, with intervals over names and resumes (``ll144_unit_rates``)."""
+    import numpy as np
+    import pandas as pd
+
+    from biasaudit.metrics import Units, ll144_unit_rates
+    from biasaudit.store.tables import read_csv
+
+    if getattr(metrics, "method", None) != "pointwise":
+        raise UsageError(
+            f"{run_dir}: --scoring reads the scores of a pointwise audit; this one is "
+            f"{getattr(metrics, 'method', manifest.kind)} (its selection rates: leave out "
+            "--scoring)"
+        )
+    frame = read_csv(run_dir / "scores.csv")
+    frame = frame[pd.to_numeric(frame["score"], errors="coerce").notna()]
+    sexes, races = [], []
+    for group in frame["group"].astype(str):
+        race, _, sex = metrics.group_names.get(group, group).rpartition(" ")
+        try:
+            sexes.append(_category(sex, _SEX_LABELS, SEX_CATEGORIES, {}))
+            races.append(_category(race, _RACE_LABELS, RACE_CATEGORIES, {}))
+        except KeyError:
+            raise UsageError(
+                f"{run_dir}: its group {group} is not one of the rule's sex and "
+                "race/ethnicity categories"
+            ) from None
+    codes = {c: pd.factorize(frame[c].astype(str))[0].astype(np.intp) for c in ("group", "subtask")}
+    qualified = frame["qualified"].astype(str).map({"True": 1, "False": 0}).fillna(-1)
+    units = Units.of(
+        codes["group"], codes["subtask"], qualified.to_numpy(np.intp),
+        names=frame["name"].astype(str).to_numpy() if "name" in frame else None,
+        items=frame["resume_id"].astype(str).to_numpy() if "resume_id" in frame else None,
+    )  # fmt: skip
+    rates = ll144_unit_rates(
+        sexes, races, frame["score"].astype(float).to_numpy(), units,
+        confidence=float(metrics.confidence),
+    )  # fmt: skip
+    description = _run_description(manifest, metrics, 1).replace(
+        "; the summary's rates are the shares of the top 1 places of pools",
+        ". The summary's scoring rates are the shares of candidates scoring above the median "
+        "score of all of them; the run's own selection rates come from the top places of pools",
+    )  # fmt: skip
+    return rates, Source(
+        str(run_dir), len(frame), 0, "none: every candidate was scored",
+        "Scored above the median", description, bool(metrics.simulated), "Candidates",
+    )  # fmt: skip
