@@ -207,3 +207,62 @@ def test_a_pointwise_audit_gives_scoring_rates_over_names_and_resumes(tmp_path: 
     listwise = _audit(tmp_path / "l", method="listwise", pools=8)
     code, output = _run(listwise, "--scoring", "--out", tmp_path / "l2")
     assert code == 2 and "pointwise audit" in output
+
+
+# Bloomberg's published table (Yin, Alba & Nicoletti, "OpenAI's GPT is a recruiter's dream
+# tool. Tests show there's racial bias", Bloomberg, 2024): GPT-3.5 ranking 1,000 pools of
+# eight resumes for an HR specialist, how often each group's name came first. Its stored
+# rankings, converted outside the project (one row per name shown, the rank the order of
+# first mention), give every rate and ratio of the table through `score listwise` and
+# `ll144` (all 64 rows of both models and four jobs, checked 2026-11-27); here, rankings
+# with the same first places stand in for them.
+BLOOMBERG_HR_GPT35 = {
+    "H_F": 181, "A_F": 148, "W_F": 138, "B_F": 130, "B_M": 106, "H_M": 103, "A_M": 98, "W_M": 96,
+}  # fmt: skip
+_RACES = {"H": "Hispanic", "A": "Asian", "W": "White", "B": "Black"}
+
+
+def test_bloombergs_published_table_through_an_import_and_the_summary(tmp_path: Path) -> None:
+    import random
+
+    draw = random.Random(2024)
+    winners = [g for g, count in BLOOMBERG_HR_GPT35.items() for _ in range(count)]
+    draw.shuffle(winners)
+    rows = []
+    for pool, winner in enumerate(winners):
+        shown = list(BLOOMBERG_HR_GPT35)
+        draw.shuffle(shown)
+        others = [g for g in shown if g != winner]
+        draw.shuffle(others)
+        ranks = {winner: 1, **{g: i + 2 for i, g in enumerate(others)}}
+        for slot, group in enumerate(shown, start=1):
+            rows.append({"pool": f"p{pool}", "order": 1, "slot": slot,
+                         "candidate": f"p{pool}-{group}", "group": group,
+                         "rank": ranks[group], "race": _RACES[group[0]],
+                         "sex": "female" if group.endswith("F") else "male"})  # fmt: skip
+    data = _write(tmp_path / "rankings.csv", rows)
+    imported = CliRunner().invoke(
+        cli,
+        [
+            "score",
+            "listwise",
+            str(data),
+            "--bootstrap",
+            "100",
+            "--no-report",
+            "--runs-dir",
+            str(tmp_path / "runs"),
+        ],
+    )
+    assert imported.exit_code == 0, imported.output
+    run_dir = next((tmp_path / "runs").iterdir())
+    code, output = _run(run_dir, "--k", "1", "--out", tmp_path / "s")
+    assert code == 0, output
+    table = pd.read_csv(tmp_path / "s" / "summary.csv").set_index("category")
+    for group, count in BLOOMBERG_HR_GPT35.items():
+        race = {"H": "Hispanic or Latino", "A": "Asian (Not Hispanic or Latino)",
+                "W": "White (Not Hispanic or Latino)",
+                "B": "Black or African American (Not Hispanic or Latino)"}[group[0]]  # fmt: skip
+        row = table.loc[f"{race}, {'Female' if group.endswith('F') else 'Male'}"]
+        assert row["rate"] == pytest.approx(count / 1000)
+        assert row["impact_ratio"] == pytest.approx(count / 181)  # 0.530 for White men

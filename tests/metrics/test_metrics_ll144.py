@@ -165,7 +165,7 @@ def _audit_world(rng: np.random.Generator, names: int = 6, resumes: int = 8) -> 
 
 
 def test_unit_intervals_keep_the_point_figures_and_cover_where_wilsons_do_not() -> None:
-    """Candidates who share a name or a resume are not independent people: over 120
+    """Candidates who share a name or a resume are not independent people: over 80
     simulated audits with no group effect, the unit-level intervals of the Black
     category's scoring rate cover its true 50% at least as often as they claim, Wilson's
     (one row, one person) less."""
@@ -179,7 +179,7 @@ def test_unit_intervals_keep_the_point_figures_and_cover_where_wilsons_do_not() 
         assert (a.category, a.n, a.selected, a.rate, a.ratio) == (b.category, b.n, b.selected,
                                                                     b.rate, b.ratio)  # fmt: skip
     covered = {"units": 0, "wilson": 0}
-    worlds = 120
+    worlds = 80
     category = "Black or African American (Not Hispanic or Latino)"
     for _ in range(worlds):
         sexes, races, scores, units = _audit_world(rng)

@@ -542,8 +542,11 @@ def run_rates(
     if not rows:
         raise UsageError(f"{run_dir}: no impact ratio at k = {k} (its metrics.json has none)")
     found: dict[str, dict[str, Any]] = {"sex": {}, "race/ethnicity": {}, "intersectional": {}}
+    group_names = dict(metrics.group_names)
+    if {r.value for r in rows if r.category == "group"} - set(group_names):
+        group_names.update(_group_categories(run_dir, manifest.kind))
     for row in rows:
-        dimension, category = _run_category(row.category, row.value, metrics.group_names, run_dir)
+        dimension, category = _run_category(row.category, row.value, group_names, run_dir)
         if dimension is not None:
             found[dimension][category] = row
     if not found["sex"] or not found["race/ethnicity"]:
@@ -595,6 +598,24 @@ def run_rates(
         str(run_dir), total, 0, "none: every candidate was scored", None,
         _run_description(manifest, metrics, k), bool(metrics.simulated), "Candidates",
     )  # fmt: skip
+
+
+def _group_categories(run_dir: Path, kind: str) -> dict[str, str]:
+    """Each group's "race sex" from the run's per-unit file, where it has ``race`` and
+    ``sex`` columns (an import of rankings or scores made elsewhere)."""
+    from biasaudit.kinds.registry import audit_kind
+    from biasaudit.store.tables import read_csv
+
+    path = run_dir / audit_kind(kind).scores_file
+    if not path.is_file():
+        return {}
+    frame = read_csv(path)
+    if not {"group", "race", "sex"} <= set(frame.columns):
+        return {}
+    pairs = frame[["group", "race", "sex"]].astype(str).drop_duplicates()
+    if pairs["group"].duplicated().any():
+        return {}  # a group of several categories: no intersection to tell
+    return {row.group: f"{row.race} {row.sex}" for row in pairs.itertuples()}
 
 
 def _absent(dimension: str, category: str) -> CategoryRate:
