@@ -167,7 +167,8 @@ def test_an_audits_run_gives_its_impact_ratios_as_test_data(
     markdown = (tmp_path / "s" / "summary.md").read_text()
     assert "test data: an audit by biasaudit of sim/biased (a SIMULATED model)" in markdown
     assert "SIMULATED model" in markdown.splitlines()[0]
-    assert "| Category | Candidates |" in markdown
+    unit = "Appearances in the answers" if fields.get("method") == "listwise" else "Candidates"
+    assert f"| Category | {unit} |" in markdown
     # the run's own report: impact ratios under a heading of their own, in the contents
     from biasaudit.reports.html import write_report
 
@@ -266,3 +267,5 @@ def test_bloombergs_published_table_through_an_import_and_the_summary(tmp_path: 
         row = table.loc[f"{race}, {'Female' if group.endswith('F') else 'Male'}"]
         assert row["rate"] == pytest.approx(count / 1000)
         assert row["impact_ratio"] == pytest.approx(count / 181)  # 0.530 for White men
+    markdown = (tmp_path / "s" / "summary.md").read_text()
+    assert "outputs of imported produced elsewhere, imported with biasaudit score" in markdown

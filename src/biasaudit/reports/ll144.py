@@ -596,7 +596,8 @@ def run_rates(
     )  # fmt: skip
     return rates, Source(
         str(run_dir), total, 0, "none: every candidate was scored", None,
-        _run_description(manifest, metrics, k), bool(metrics.simulated), "Candidates",
+        _run_description(manifest, metrics, k), bool(metrics.simulated),
+        "Candidates" if manifest.kind == "allocation" else "Appearances in the answers",
     )  # fmt: skip
 
 
@@ -668,6 +669,14 @@ def _run_description(manifest: Any, metrics: Any, k: int) -> str:
         if metrics.task == "resume-screening"
         else "candidates of the task's own"
     )
+    endpoint = manifest.endpoint or {}
+    if endpoint.get("provider") == "imported":  # outputs produced elsewhere
+        return (
+            f"outputs of {model} produced elsewhere, imported with biasaudit score from "
+            f"{endpoint.get('source', 'a file')} ({endpoint.get('rows', 0):,} rows; run "
+            f"{manifest.run_id}): the model {told}. How its candidates were made is for "
+            "the auditor to state (--source)"
+        )
     return (
         f"an audit by biasaudit of {model} on {metrics.task} (run {manifest.run_id}), "
         f"{names}. The model {told}. The candidates are invented (test data): no applicant "
