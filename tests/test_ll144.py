@@ -269,3 +269,14 @@ def test_bloombergs_published_table_through_an_import_and_the_summary(tmp_path: 
         assert row["impact_ratio"] == pytest.approx(count / 181)  # 0.530 for White men
     markdown = (tmp_path / "s" / "summary.md").read_text()
     assert "outputs of imported produced elsewhere, imported with biasaudit score" in markdown
+
+
+def test_unusable_paths_exit_2_with_what_to_do(tmp_path: Path) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    code, output = _run(EXAMPLE, "--out", a_file / "summary")
+    assert code == 2 and "give --out a folder that may be written" in output
+    code, output = _run(tmp_path / "missing.csv")
+    assert code == 2 and "cannot read outcomes file" in output
+    code, output = _run(tmp_path)
+    assert code == 2 and "is not a run directory" in output

@@ -170,10 +170,10 @@ def command(reports_errors: Callable[[Any], Any]) -> click.Command:
             confidence=confidence,
         )
         if is_run:
-            if selected or score or ethnicity or labels:
+            if selected or score or ethnicity or labels or small:
                 raise UsageError(
-                    f"{data} is a run directory: --selected, --score, --ethnicity and --label "
-                    "read an employer's file"
+                    f"{data} is a run directory: --selected, --score, --ethnicity, --label and "
+                    "--exclude-small read an employer's file"
                 )
             rates, found = run_rates(data, k, scoring=scoring)
         else:

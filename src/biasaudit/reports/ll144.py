@@ -309,13 +309,31 @@ def summarise(outcomes: Outcomes, info: SummaryInfo) -> LL144Rates:
 
 def write_summary(rates: LL144Rates, source: Source, info: SummaryInfo, out: Path) -> list[Path]:
     """Write ``summary.md``, ``summary.html``, ``summary.csv`` and ``summary.json`` in
-    ``out`` (made if needed; earlier ones are replaced)."""
+    ``out`` (made if needed; earlier ones are replaced).
+
+    Raises
+    ------
+    UsageError
+        ``out`` cannot be made or written.
+    """
+    document = summary_document(source, info, rates)
+    try:
+        return _write(document, rates, source, info, out)
+    except OSError as error:  # a file where the folder goes, a read-only or full disk
+        raise UsageError(
+            f"cannot write the summary in {out} ({error.strerror or error}): give --out a "
+            "folder that may be written"
+        ) from None
+
+
+def _write(
+    document: Document, rates: LL144Rates, source: Source, info: SummaryInfo, out: Path
+) -> list[Path]:
     import pandas as pd
 
     from biasaudit.store.tables import write_csv
 
     out.mkdir(parents=True, exist_ok=True)
-    document = summary_document(source, info, rates)
     footer = f"biasaudit {__version__}"
     paths = [out / "summary.md", out / "summary.html", out / "summary.csv", out / "summary.json"]
     paths[0].write_text(to_markdown(document, figure_dir="", footer=footer), encoding="utf-8")
