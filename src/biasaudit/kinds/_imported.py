@@ -34,7 +34,7 @@ class ScoreOptions(BaseModel):
     model: str = Field(
         "imported", description="A name for the model the outputs came from, as reports show it."
     )
-    runs_dir: Path = Field(Path("runs"), description="Where the run directory goes.")
+    runs_dir: Path = as_in_spec(RunSpec, "runs_dir")
     confidence: float = as_in_spec(RunSpec, "confidence")
 
 
