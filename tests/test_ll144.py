@@ -205,6 +205,24 @@ def test_a_pointwise_audit_gives_scoring_rates_over_names_and_resumes(tmp_path: 
         "scoring rates are the shares of candidates scoring above the median"
         in (tmp_path / "s" / "summary.md").read_text()
     )
+    # the same scores imported (groups coded as the built-in names): the same summary
+    scores.rename(columns={"candidate_id": "candidate", "resume_id": "item"})[
+        ["candidate", "group", "score", "subtask", "name", "item", "qualified"]
+    ].to_csv(tmp_path / "imported.csv", index=False)
+    imported = CliRunner().invoke(
+        cli, ["score", "allocation", str(tmp_path / "imported.csv"), "--rounds", "100",
+              "--no-report", "--runs-dir", str(tmp_path / "imports")],
+    )  # fmt: skip
+    assert imported.exit_code == 0, imported.output
+    import_dir = next((tmp_path / "imports").iterdir())
+    code, output = _run(import_dir, "--scoring", "--out", tmp_path / "i")
+    assert code == 0, output
+    again = pd.read_csv(tmp_path / "i" / "summary.csv")
+    assert again[["category", "n", "rate", "rate_low", "impact_ratio"]].equals(
+        table[["category", "n", "rate", "rate_low", "impact_ratio"]]
+    )
+    code, output = _run(import_dir, "--out", tmp_path / "i2")
+    assert code == 2 and "--scoring" in output  # its impact ratios are per group only
     listwise = _audit(tmp_path / "l", method="listwise", pools=8)
     code, output = _run(listwise, "--scoring", "--out", tmp_path / "l2")
     assert code == 2 and "pointwise audit" in output

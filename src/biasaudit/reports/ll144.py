@@ -524,6 +524,12 @@ def _method(rates: LL144Rates) -> list[Any]:
 
 
 _SELECTING = {"allocation", "listwise"}
+# The built-in names' groups (data/names.csv), for an import coded the same way.
+_BUILT_IN_GROUPS = {
+    f"{race[0]}_{sex[0].upper()}": f"{race} {sex}"
+    for race in ("White", "Black", "Hispanic", "Asian")
+    for sex in ("male", "female")
+}
 
 
 def run_rates(
@@ -568,10 +574,18 @@ def run_rates(
         if dimension is not None:
             found[dimension][category] = row
     if not found["sex"] or not found["race/ethnicity"]:
+        if getattr(metrics, "method", None) == "imported":
+            raise UsageError(
+                f"{run_dir}: an import of scores records impact ratios per group only; its "
+                "scoring rates per category: --scoring (groups coded as the built-in names "
+                "are, or race and sex columns); or give the file itself: biasaudit ll144 "
+                "FILE --score score"
+            )
+        groups = ", ".join(sorted({r.value for r in rows if r.category == "group"}))
         raise UsageError(
-            f"{run_dir}: its groups ({', '.join(sorted(metrics.group_names))}) are not the "
-            "rule's sex and race/ethnicity categories; a Local Law 144 summary needs names "
-            "of both (the built-in resume screening's)"
+            f"{run_dir}: its groups ({groups}) are not the rule's sex and race/ethnicity "
+            "categories; a Local Law 144 summary needs names of both (the built-in resume "
+            "screening's)"
         )
     total = sum(row.n for row in found["sex"].values())
     out: list[CategoryRate] = []
@@ -614,7 +628,8 @@ def run_rates(
     )  # fmt: skip
     return rates, Source(
         str(run_dir), total, 0, "none: every candidate was scored", None,
-        _run_description(manifest, metrics, k), bool(metrics.simulated),
+        _run_description(manifest, metrics, _selection_told(metrics, k)),
+        bool(metrics.simulated),
         "Candidates" if manifest.kind == "allocation" else "Appearances in the answers",
     )  # fmt: skip
 
@@ -663,8 +678,8 @@ def _run_category(
     return None, value
 
 
-def _run_description(manifest: Any, metrics: Any, k: int) -> str:
-    model = f"{metrics.model}" + (" (a SIMULATED model)" if metrics.simulated else "")
+def _selection_told(metrics: Any, k: int) -> str:
+    """How the model made a run's selections, and what the rates are."""
     how = {
         "pointwise": "scored each candidate on its own; the summary's rates are the shares of "
         "the top {k} places of pools of {pool} candidates drawn from them ({rounds:,} pools)",
@@ -680,6 +695,12 @@ def _run_description(manifest: Any, metrics: Any, k: int) -> str:
             f"ranked whole pools of candidates in one prompt each; the rates are the shares "
             f"of the top {k} places of its rankings"
         )
+    return told
+
+
+def _run_description(manifest: Any, metrics: Any, told: str) -> str:
+    """What a run's candidates are and how the model treated them (``told``)."""
+    model = f"{metrics.model}" + (" (a SIMULATED model)" if metrics.simulated else "")
     names = (
         "each candidate a name shown with a resume: names from biasaudit's list of names "
         "typical of each race and sex (data/names.csv), resumes written for biasaudit at "
@@ -711,7 +732,7 @@ def _run_scoring(run_dir: Path, manifest: Any, metrics: Any) -> tuple[LL144Rates
     from biasaudit.metrics import Units, ll144_unit_rates
     from biasaudit.store.tables import read_csv
 
-    if getattr(metrics, "method", None) != "pointwise":
+    if getattr(metrics, "method", None) not in ("pointwise", "imported"):
         raise UsageError(
             f"{run_dir}: --scoring reads the scores of a pointwise audit; this one is "
             f"{getattr(metrics, 'method', manifest.kind)} (its selection rates: leave out "
@@ -719,9 +740,11 @@ def _run_scoring(run_dir: Path, manifest: Any, metrics: Any) -> tuple[LL144Rates
         )
     frame = read_csv(run_dir / "scores.csv")
     frame = frame[pd.to_numeric(frame["score"], errors="coerce").notna()]
+    group_names = {**_BUILT_IN_GROUPS, **_group_categories(run_dir, "allocation"),
+                   **metrics.group_names}  # fmt: skip
     sexes, races = [], []
     for group in frame["group"].astype(str):
-        race, _, sex = metrics.group_names.get(group, group).rpartition(" ")
+        race, _, sex = group_names.get(group, group).rpartition(" ")
         try:
             sexes.append(_category(sex, _SEX_LABELS, SEX_CATEGORIES, {}))
             races.append(_category(race, _RACE_LABELS, RACE_CATEGORIES, {}))
@@ -731,21 +754,22 @@ def _run_scoring(run_dir: Path, manifest: Any, metrics: Any) -> tuple[LL144Rates
                 "race/ethnicity categories"
             ) from None
     codes = {c: pd.factorize(frame[c].astype(str))[0].astype(np.intp) for c in ("group", "subtask")}
+    items = next((c for c in ("resume_id", "item") if c in frame.columns), None)
     qualified = frame["qualified"].astype(str).map({"True": 1, "False": 0}).fillna(-1)
     units = Units.of(
         codes["group"], codes["subtask"], qualified.to_numpy(np.intp),
         names=frame["name"].astype(str).to_numpy() if "name" in frame else None,
-        items=frame["resume_id"].astype(str).to_numpy() if "resume_id" in frame else None,
+        items=frame[items].astype(str).to_numpy() if items else None,
     )  # fmt: skip
     rates = ll144_unit_rates(
         sexes, races, frame["score"].astype(float).to_numpy(), units,
         confidence=float(metrics.confidence),
     )  # fmt: skip
-    description = _run_description(manifest, metrics, 1).replace(
-        "; the summary's rates are the shares of the top 1 places of pools",
-        ". The summary's scoring rates are the shares of candidates scoring above the median "
-        "score of all of them; the run's own selection rates come from the top places of pools",
-    )  # fmt: skip
+    told = (
+        "scored each candidate; the summary's scoring rates are the shares of candidates "
+        "scoring above the median score of all of them"
+    )
+    description = _run_description(manifest, metrics, told)
     return rates, Source(
         str(run_dir), len(frame), 0, "none: every candidate was scored",
         "Scored above the median", description, bool(metrics.simulated), "Candidates",
