@@ -193,3 +193,14 @@ def test_unit_intervals_keep_the_point_figures_and_cover_where_wilsons_do_not() 
     # freedom make the unit intervals a little wide)
     assert covered["units"] / worlds >= 0.9
     assert covered["wilson"] / worlds <= covered["units"] / worlds - 0.05
+
+
+def test_a_category_of_one_name_gets_no_unit_interval() -> None:
+    from biasaudit.metrics import ll144_unit_rates
+
+    sexes, races, scores, units = _audit_world(np.random.default_rng(3), names=1)
+    rows = {r.category: r for r in ll144_unit_rates(sexes, races, scores, units,
+                                                     replicates=100).rows}  # fmt: skip
+    one = rows["White (Not Hispanic or Latino), Male"]
+    assert one.n == 8 and (one.low, one.high, one.ratio_low, one.ratio_high) == (None,) * 4
+    assert rows["Male"].low is not None  # four names stand behind it

@@ -169,25 +169,29 @@ def command(reports_errors: Callable[[Any], Any]) -> click.Command:
             small_justification=small,
             confidence=confidence,
         )
-        if is_run:
-            if selected or score or ethnicity or labels or small:
-                raise UsageError(
-                    f"{data} is a run directory: --selected, --score, --ethnicity, --label and "
-                    "--exclude-small read an employer's file"
-                )
-            rates, found = run_rates(data, k, scoring=scoring)
-        else:
-            if k is not None or scoring:
-                raise UsageError(
-                    "--k and --scoring read an audit's run; an employer's file has its outcome "
-                    "(--selected or --score)"
-                )
-            outcomes = read_outcomes(
-                data, sex=sex, race=race, ethnicity=ethnicity, selected=selected,
-                score=score, labels=parse_labels(list(labels)),
-            )  # fmt: skip
-            rates, found = summarise(outcomes, info), file_source(outcomes)
-        paths = write_summary(rates, found, info, out)
+        from biasaudit.engine.progress import phase
+
+        with phase("reading the outcomes and computing the rates"):
+            if is_run:
+                if selected or score or ethnicity or labels or small:
+                    raise UsageError(
+                        f"{data} is a run directory: --selected, --score, --ethnicity, --label and "
+                        "--exclude-small read an employer's file"
+                    )
+                rates, found = run_rates(data, k, scoring=scoring)
+            else:
+                if k is not None or scoring:
+                    raise UsageError(
+                        "--k and --scoring read an audit's run; an employer's file has its outcome "
+                        "(--selected or --score)"
+                    )
+                outcomes = read_outcomes(
+                    data, sex=sex, race=race, ethnicity=ethnicity, selected=selected,
+                    score=score, labels=parse_labels(list(labels)),
+                )  # fmt: skip
+                rates, found = summarise(outcomes, info), file_source(outcomes)
+        with phase("writing the summary"):
+            paths = write_summary(rates, found, info, out)
         flagged = sum(bool(row.below_four_fifths) for row in rates.rows)
         beyond = sum(row.beyond_noise for row in rates.rows)
         click.echo(

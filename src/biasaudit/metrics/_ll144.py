@@ -49,7 +49,7 @@ from numpy.typing import ArrayLike
 
 from biasaudit.metrics._listwise import FOUR_FIFTHS
 from biasaudit.metrics._small_samples import critical_value
-from biasaudit.metrics._units import Units
+from biasaudit.metrics._units import MIN_UNITS, Units
 from biasaudit.metrics._validate import check_confidence
 
 __all__ = [
@@ -139,7 +139,6 @@ class LL144Rates:
     assessed: int
     unknown: dict[str, int]
     rows: tuple[CategoryRate, ...]
-    excluded_small: bool
     confidence: float
     median: float | None = None
     at_median: int = 0
@@ -175,7 +174,8 @@ def impact_ratio_interval(
 
 
 def _corrected(successes: int, n: int) -> tuple[float, float]:
-    """Half a success and half a trial added to a count of 0 or of n (log of 0 otherwise)."""
+    """A count of 0 or of n, kept off the edges so that its log and its variance are
+    finite: half a success added to both, and a trial more to n where all succeeded."""
     if successes in (0, n):
         return successes + 0.5, n + 0.5 if successes == 0 else n + 1.0
     return float(successes), float(n)
@@ -229,6 +229,20 @@ def ll144_rates(
         chosen = values == 1.0
     else:
         raise ValueError(f"kind must be 'selection' or 'scoring', got {kind!r}")
+    groups, unknown_counts = _category_masks(sex, race)
+    rows: list[CategoryRate] = []
+    for dimension, members in groups.items():
+        rows += _dimension_rows(dimension, members, chosen, values.size, confidence, exclude_small)
+    return LL144Rates(
+        kind, int(values.size), unknown_counts, tuple(rows), confidence, median, at_median
+    )
+
+
+def _category_masks(
+    sex: Sequence[str | None], race: Sequence[str | None]
+) -> tuple[dict[str, list[tuple[str, np.ndarray]]], dict[str, int]]:
+    """Per dimension, each category's members (a mask over the individuals), and how many
+    individuals each dimension leaves out as unknown."""
     sexes = np.array([label or "" for label in sex], dtype=object)
     races = np.array([label or "" for label in race], dtype=object)
     groups = {
@@ -240,18 +254,12 @@ def ll144_rates(
             for s in SEX_CATEGORIES
         ],
     }
-    unknown_counts = {
+    unknown = {
         "sex": int((sexes == "").sum()),
         "race/ethnicity": int((races == "").sum()),
         "intersectional": int(((sexes == "") | (races == "")).sum()),
     }
-    rows: list[CategoryRate] = []
-    for dimension, members in groups.items():
-        rows += _dimension_rows(dimension, members, chosen, values.size, confidence, exclude_small)
-    return LL144Rates(
-        kind, int(values.size), unknown_counts, tuple(rows), exclude_small, confidence,
-        median, at_median,
-    )  # fmt: skip
+    return groups, unknown
 
 
 def _dimension_rows(
@@ -319,7 +327,8 @@ def ll144_unit_rates(
     point = ll144_rates(sex, race, scores, kind="scoring", confidence=confidence)
     values = np.asarray(scores, dtype=float)
     rng = np.random.default_rng(seed)
-    labels = {row.category: _members(row, sex, race) for row in point.rows}
+    groups, _ = _category_masks(sex, race)
+    labels = {category: mask for members in groups.values() for category, mask in members}
     replicate_rates: dict[str, list[np.ndarray]] = {category: [] for category in labels}
     block = max(1, 1_000_000 // max(values.size, 1))
     for start in range(0, replicates, block):
@@ -344,7 +353,10 @@ def ll144_unit_rates(
                 rows.append(row)
                 continue
             fewest = int(np.unique(units.units[labels[row.category]]).size)
-            z = critical_value(confidence, max(fewest, 2))
+            if fewest < MIN_UNITS:  # a resample of one name is that name: no interval
+                rows.append(replace(row, low=None, high=None, ratio_low=None, ratio_high=None))
+                continue
+            z = critical_value(confidence, fewest)
             spread = z * float(np.nanstd(draws[row.category], ddof=1))
             low, high = max(0.0, row.rate - spread), min(1.0, row.rate + spread)
             ratio_low = ratio_high = None
@@ -362,10 +374,7 @@ def ll144_unit_rates(
             rows.append(
                 replace(row, low=low, high=high, ratio_low=ratio_low, ratio_high=ratio_high)
             )
-    return LL144Rates(
-        "scoring", point.assessed, point.unknown, tuple(rows), False, confidence,
-        point.median, point.at_median,
-    )  # fmt: skip
+    return replace(point, rows=tuple(rows))
 
 
 def _weighted_medians(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -380,17 +389,3 @@ def _weighted_medians(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
     upper = np.minimum((cumulative <= half[:, None]).sum(axis=1), values.size - 1)
     found: np.ndarray = (ordered[lower] + ordered[upper]) / 2
     return found
-
-
-def _members(
-    row: CategoryRate, sex: Sequence[str | None], race: Sequence[str | None]
-) -> np.ndarray:
-    """Which candidates are of ``row``'s category."""
-    sexes = np.array([s or "" for s in sex], dtype=object)
-    races = np.array([race_label(r) if r else "" for r in race], dtype=object)
-    if row.dimension == "sex":
-        return np.asarray(sexes == row.category)
-    if row.dimension == "race/ethnicity":
-        return np.asarray(races == row.category)
-    joined = np.array([f"{r}, {s}" for r, s in zip(races, sexes, strict=True)], dtype=object)
-    return np.asarray(joined == row.category)

@@ -372,6 +372,8 @@ def _percent(value: float | None) -> str:
 def _rate_cell(row: CategoryRate) -> str:
     if row.rate is None:
         return "— (none assessed)"
+    if row.low is None:
+        return f"{_percent(row.rate)} (too few names for an interval)"
     return f"{_percent(row.rate)} [{_percent(row.low)}, {_percent(row.high)}]"
 
 
@@ -524,12 +526,6 @@ def _method(rates: LL144Rates) -> list[Any]:
 
 
 _SELECTING = {"allocation", "listwise"}
-# The built-in names' groups (data/names.csv), for an import coded the same way.
-_BUILT_IN_GROUPS = {
-    f"{race[0]}_{sex[0].upper()}": f"{race} {sex}"
-    for race in ("White", "Black", "Hispanic", "Asian")
-    for sex in ("male", "female")
-}
 
 
 def run_rates(
@@ -622,10 +618,8 @@ def run_rates(
                     False,
                 )
             )
-    rates = LL144Rates(
-        "selection", total, dict.fromkeys(found, 0), tuple(out), False,
-        float(metrics.confidence),
-    )  # fmt: skip
+    confidence = float(metrics.confidence)
+    rates = LL144Rates("selection", total, dict.fromkeys(found, 0), tuple(out), confidence)
     return rates, Source(
         str(run_dir), total, 0, "none: every candidate was scored", None,
         _run_description(manifest, metrics, _selection_told(metrics, k)),
@@ -738,9 +732,17 @@ def _run_scoring(run_dir: Path, manifest: Any, metrics: Any) -> tuple[LL144Rates
             f"{getattr(metrics, 'method', manifest.kind)} (its selection rates: leave out "
             "--scoring)"
         )
-    frame = read_csv(run_dir / "scores.csv")
+    from biasaudit.kinds.candidates.resume import GROUP_NAMES
+
+    path = run_dir / "scores.csv"
+    frame = read_csv(path) if path.is_file() else pd.DataFrame()
+    if not {"group", "score"} <= set(frame.columns):
+        raise UsageError(f"{run_dir}: no scores.csv with group and score columns to read")
     frame = frame[pd.to_numeric(frame["score"], errors="coerce").notna()]
-    group_names = {**_BUILT_IN_GROUPS, **_group_categories(run_dir, "allocation"),
+    if frame.empty:
+        raise UsageError(f"{run_dir}: no candidate was scored")
+    # groups coded as the built-in names are (an import), or named by the run itself
+    group_names = {**GROUP_NAMES, **_group_categories(run_dir, "allocation"),
                    **metrics.group_names}  # fmt: skip
     sexes, races = [], []
     for group in frame["group"].astype(str):
@@ -753,9 +755,18 @@ def _run_scoring(run_dir: Path, manifest: Any, metrics: Any) -> tuple[LL144Rates
                 f"{run_dir}: its group {group} is not one of the rule's sex and "
                 "race/ethnicity categories"
             ) from None
-    codes = {c: pd.factorize(frame[c].astype(str))[0].astype(np.intp) for c in ("group", "subtask")}
+    codes = {
+        c: pd.factorize(frame[c].astype(str))[0].astype(np.intp)
+        if c in frame.columns
+        else np.zeros(len(frame), dtype=np.intp)
+        for c in ("group", "subtask")
+    }
     items = next((c for c in ("resume_id", "item") if c in frame.columns), None)
-    qualified = frame["qualified"].astype(str).map({"True": 1, "False": 0}).fillna(-1)
+    qualified = (
+        frame["qualified"].astype(str).map({"True": 1, "False": 0}).fillna(-1)
+        if "qualified" in frame.columns
+        else pd.Series(-1, index=frame.index)
+    )
     units = Units.of(
         codes["group"], codes["subtask"], qualified.to_numpy(np.intp),
         names=frame["name"].astype(str).to_numpy() if "name" in frame else None,
