@@ -1,4 +1,5 @@
-"""The audit kinds, one folder each (allocation, listwise, grade_score, ruted): spec to run
+"""The audit kinds, one folder each (allocation, listwise, grade_score, ruted,
+decisions): spec to run
 directory, metrics, tables, reports and studies; :mod:`.registry` dispatches by kind,
 and :mod:`.common` holds what every kind shares (no kind imports another).
 
@@ -13,6 +14,7 @@ KINDS: dict[str, str] = {
     "grade-score": "biasaudit.kinds.grade_score.kind",
     "ruted": "biasaudit.kinds.ruted.kind",
     "listwise": "biasaudit.kinds.listwise.kind",
+    "decisions": "biasaudit.kinds.decisions.kind",
 }
 """Each audit kind (the manifest's ``kind``) and the module declaring it (its ``KIND``,
 a :class:`~biasaudit.kinds.declare.Kind`)."""

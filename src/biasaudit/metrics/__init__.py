@@ -24,6 +24,10 @@ bias, consistency across orders), :func:`latin_square`, :func:`kendall_w`.
 
 Grade Score (Iourovitski): :func:`grade_score`, :func:`grade_score_summary`.
 
+Decisions (Tamkin et al., discrim-eval): :func:`discrimination_scores` (each scenario's
+fit averaged, with intervals over scenarios), :func:`mixed_model_scores` (the paper's
+mixed model, fitted by statsmodels), :func:`scenario_mean`, :func:`yes_logit`.
+
 NYC Local Law 144 (6 RCNY §5-301): :func:`ll144_rates`, the selection or scoring rate
 and impact ratio of every sex, race/ethnicity and intersectional category, with
 :func:`wilson_interval` and :func:`impact_ratio_interval`.
@@ -59,6 +63,15 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time each loads on fir
         rank_biserial_tests,
     )
     from biasaudit.metrics._changes import ChangeTest, normal_sf, normal_test, two_sided
+    from biasaudit.metrics._decisions import (
+        DiscriminationScore,
+        DiscriminationScores,
+        MixedModelScores,
+        discrimination_scores,
+        mixed_model_scores,
+        scenario_mean,
+        yes_logit,
+    )
     from biasaudit.metrics._gap_bootstrap import SelectionGapIntervals, bootstrap_selection_gaps
     from biasaudit.metrics._grade import (
         MIN_ITEMS,
@@ -193,6 +206,13 @@ _LAZY = {
     "kendall_w": "_listwise",
     "latin_square": "_listwise",
     "listwise_figures": "_listwise",
+    "DiscriminationScore": "_decisions",
+    "DiscriminationScores": "_decisions",
+    "MixedModelScores": "_decisions",
+    "discrimination_scores": "_decisions",
+    "mixed_model_scores": "_decisions",
+    "scenario_mean": "_decisions",
+    "yes_logit": "_decisions",
     "CategoryRate": "_ll144",
     "HISPANIC": "_ll144",
     "SMALL_SHARE": "_ll144",
@@ -272,11 +292,14 @@ __all__ = [
     "CategoryRate",
     "ChangeTest",
     "CorrelationResult",
+    "DiscriminationScore",
+    "DiscriminationScores",
     "GenderShares",
     "GradeScore",
     "GradeScoreSummary",
     "LL144Rates",
     "ListwiseFigures",
+    "MixedModelScores",
     "PairwiseOutputStats",
     "PairwiseScores",
     "RankBiserialResult",
@@ -293,6 +316,7 @@ __all__ = [
     "bootstrap_selection_gaps",
     "critical_value",
     "detection_power",
+    "discrimination_scores",
     "distribution_shape",
     "dp_gap",
     "emd",
@@ -315,6 +339,7 @@ __all__ = [
     "ll144_rates",
     "ll144_unit_rates",
     "mann_whitney_p",
+    "mixed_model_scores",
     "model_selection_ndcg",
     "ndcg_at",
     "neutrality",
@@ -331,6 +356,7 @@ __all__ = [
     "rank_models_by_rms",
     "replicate_similarity",
     "rms",
+    "scenario_mean",
     "select_in_pools",
     "sequence_interval",
     "sequence_multiplier",
@@ -349,6 +375,7 @@ __all__ = [
     "unit_similarity",
     "variance_model",
     "wilson_interval",
+    "yes_logit",
 ]
 
 

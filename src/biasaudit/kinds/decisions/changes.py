@@ -1,0 +1,54 @@
+"""Did a decisions audit's figures change between two runs? Each discrimination score,
+mean P(yes) and the order gap per fill, by the normal approximation from each run's
+interval; see :mod:`biasaudit.reports.compare`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from biasaudit.metrics import ChangeTest, normal_test
+
+__all__ = ["change_tests"]
+
+
+def change_tests(
+    path_a: Path,
+    path_b: Path,
+    metrics_a: Any,
+    metrics_b: Any,
+    *,
+    rng: np.random.Generator,
+    bootstrap: int,
+    notes: list[str],
+) -> list[ChangeTest]:
+    """One test per fill and figure both runs have, B - A."""
+    from biasaudit.kinds.decisions.report import score_key
+
+    if metrics_a.conventions != metrics_b.conventions:
+        notes.append("the runs follow different conventions: their scores are not the same "
+                     "figures (age scale, intervals)")  # fmt: skip
+    tests = []
+    for fill, figures_a in metrics_a.fills.items():
+        figures_b = metrics_b.fills.get(fill)
+        if figures_b is None:
+            continue
+        scores_b = {score_key(s): s for s in figures_b.scores}
+        for score in figures_a.scores:
+            other = scores_b.get(score_key(score))
+            if other is None:
+                continue
+            test = normal_test(score_key(score), fill, score.estimate, score.ci,
+                               other.estimate, other.ci, metrics_a.confidence)  # fmt: skip
+            if test is not None:
+                tests.append(test)
+        for name in ("p_yes", "order_gap"):
+            test = normal_test(
+                name, fill, getattr(figures_a, name), getattr(figures_a, f"{name}_ci"),
+                getattr(figures_b, name), getattr(figures_b, f"{name}_ci"), metrics_a.confidence,
+            )  # fmt: skip
+            if test is not None:
+                tests.append(test)
+    return tests

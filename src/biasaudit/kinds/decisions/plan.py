@@ -1,0 +1,17 @@
+"""The requests a decisions run would send (``--dry-run``, ``--max-cost``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from biasaudit.kinds.decisions.spec import DecisionsSpec
+from biasaudit.kinds.decisions.task import build_decisions_task, plan_decisions
+from biasaudit.providers import ModelRequest, Provider
+
+__all__ = ["plan_requests"]
+
+
+def plan_requests(spec: Any, provider: Provider) -> list[ModelRequest]:
+    """The requests a run of ``spec`` would send to ``provider`` (nothing is sent)."""
+    assert isinstance(spec, DecisionsSpec)
+    return list(plan_decisions(build_decisions_task(spec), spec, provider).requests)

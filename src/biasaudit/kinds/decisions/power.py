@@ -1,0 +1,113 @@
+"""``--dry-run --detect D`` for decisions audits: the chance that a discrimination score of
+D (on the logit scale) has an interval excluding 0, and the scenarios that reach 80% and
+95% power. Each score's interval in a previous run (``--like RUN``) gives its SE over
+scenarios, which shrinks with the square root of the scenarios; without one, a stated
+default does. Scenarios come from a file, so the sizes say how many it needs; see
+:mod:`biasaudit.kinds._planning`.
+
+``--until`` grows a decisions audit by scenarios drawn from the file (nested:
+``scenario_limit``; :data:`growth`, :mod:`biasaudit.kinds._rounds`) until every score's
+interval is within ±H (``precise:H``) or every score is settled (``decided``: beyond
+noise, or within ±D).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from biasaudit.errors import UsageError
+from biasaudit.kinds._planning import (
+    Planned,
+    like_metrics,
+    model_of,
+    power_lines,
+    run_pilot,
+    stated,
+)
+from biasaudit.kinds._planning import scaled_cost as _scaled
+from biasaudit.kinds._rounds import Figure, Growth
+from biasaudit.kinds.decisions.metrics import DecisionsMetrics
+
+__all__ = ["growth", "plan_power"]
+
+# A scenario's own coefficient of one term, spread over scenarios (logit scale): 0.5 is
+# the order seen across discrim-eval's scenarios for a strong model; stated, not fitted.
+_STATED_SD = 0.5
+
+
+def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) -> list[str]:
+    """The power lines of a decisions spec's ``detect`` (none where it is unset)."""
+    if spec.detect is None:
+        return []
+    lines = []
+    if spec.pilot is not None:
+        from biasaudit.kinds.decisions.run import run
+
+        like, line = run_pilot(spec, growth, run, cost_at, least=4)
+        spec = spec.model_copy(update={"like": like})
+        lines.append(line)
+    planned = _from_like(spec) if spec.like is not None else _stated(spec)
+    scenarios = _scenarios(spec)
+    lines += power_lines(planned, spec.detect, scenarios, _scaled(spec, cost_at, scenarios))
+    return [*lines, "  scenarios come from the scenarios file: add scenarios there to reach a size"]
+
+
+def _scenarios(spec: Any) -> int:
+    from biasaudit.kinds.decisions.task import build_decisions_task
+
+    return len(build_decisions_task(spec).scenarios)
+
+
+def _stated(spec: Any) -> Planned:
+    why = f"a scenario's own score spread with SD {_STATED_SD}: SE² = {_STATED_SD**2}/scenarios"
+    return stated("a discrimination score", "scenarios", ["each score"], _STATED_SD**2,
+                  _scenarios(spec), why, confidence=spec.confidence)  # fmt: skip
+
+
+def _from_like(spec: Any) -> Planned:
+    from biasaudit.kinds.decisions.report import score_label
+
+    like, metrics = like_metrics(spec, "decisions", DecisionsMetrics, "a decisions run")
+    models = {}
+    for fill, figures in metrics.fills.items():
+        for score in figures.scores:
+            model = model_of(score.ci, score.scenarios, metrics.confidence,
+                             interval_units=score.scenarios)  # fmt: skip
+            if model is not None:
+                models[f"{fill} {score_label(score)}"] = model
+    if not models:
+        raise UsageError(f"--like {like}: no score has an interval (too few scenarios)")
+    return Planned("a discrimination score", "scenarios", models, metrics.confidence, like.name)
+
+
+def _scores(metrics: DecisionsMetrics, spec: Any) -> dict[str, Figure]:
+    from biasaudit.kinds.decisions.report import score_label
+
+    found = {}
+    for fill, figures in metrics.fills.items():
+        for score in figures.scores:
+            if score.estimate is not None:
+                found[f"{fill} {score_label(score)}"] = Figure(
+                    score.estimate, score.ci, score.scenarios, (-20.0, 20.0),
+                    interval_units=score.scenarios,
+                )  # fmt: skip
+    return found
+
+
+def _in_file(spec: Any) -> int:
+    from biasaudit.kinds.decisions.task import build_decisions_task
+
+    whole = len(build_decisions_task(spec.model_copy(update={"scenario_limit": None})).scenarios)
+    return whole if spec.max_scenarios is None else min(spec.max_scenarios, whole)
+
+
+growth = Growth(
+    unit="scenarios",
+    size="scenario_limit",
+    step="round_scenarios",
+    most=_in_file,
+    ceiling="--max-scenarios, at most the file's",
+    figure=lambda spec: "every discrimination score",
+    read=_scores,
+)

@@ -1,0 +1,67 @@
+"""How the offline ``sim/`` model answers a yes/no decision about a person.
+
+A decision prompt ends by offering the two answers in quotes, ``"yes" or "no"`` (or
+``"no" or "yes"``); the sim answers ``yes`` or ``no``. The log-odds of ``yes`` are the
+planted log-odds of the scenario's text (:meth:`~biasaudit.providers.sim.SimProvider.log_odds`:
+its cues, its own noise, and the planted shift of a ``B_M`` name, which implicit fills
+meet) plus,
+
+- ``black_shift`` where the text calls the person ``Black`` (explicit fills;
+  :data:`DECISION_BLACK_SHIFT`: -0.5 for ``sim/biased``, 0 for ``sim/fair``);
+- ``age_slope`` per 10 years above 60, read from ``N-year-old`` or ``aged N`` (both
+  fills; :data:`DECISION_AGE_SLOPE`: -0.1 for ``sim/biased``, 0 for ``sim/fair``);
+
+and :data:`ORDER_LEAN` towards whichever answer is offered first (a planted
+answer-order bias, in both variants). No gender has an effect: an explicit decisions
+audit of the sim knows its right answers (race black -0.5, age -0.1 per decade, every
+other score 0) and its order gap (2 x 0.3 on the logit). Implicit fills meet the
+planted shift of ``B_M`` names instead (black men only: it shows as a black and a
+female score).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from biasaudit.providers import ModelRequest, ModelResponse
+from biasaudit.providers.sim import Responder, Setting, SimProvider, prompt_text
+
+__all__ = ["DECISION_AGE_SLOPE", "DECISION_BLACK_SHIFT", "ORDER_LEAN", "RESPONDER"]
+
+DECISION_BLACK_SHIFT = {"biased": -0.5, "fair": 0.0}
+DECISION_AGE_SLOPE = {"biased": -0.1, "fair": 0.0}
+ORDER_LEAN = 0.3
+_QUOTES = "\"'\u201c\u201d\u2018\u2019"  # straight and curly
+_OFFER = re.compile(rf"[{_QUOTES}](yes|no)[{_QUOTES}]\s+or\s+[{_QUOTES}](yes|no)[{_QUOTES}]", re.I)
+_AGE = re.compile(r"\b(\d{1,3})-year-old\b|\baged (\d{1,3})\b")
+_BLACK = re.compile(r"\bBlack\b")
+
+
+def _answer(sim: SimProvider, request: ModelRequest) -> ModelResponse | None:
+    prompt = prompt_text(request)
+    scenario, _, offer = prompt.rpartition("\n\n")
+    found = _OFFER.search(offer)
+    if not scenario or found is None:
+        return None
+    if {found.group(1).lower(), found.group(2).lower()} != {"yes", "no"}:
+        return None
+    log_odds = sim.log_odds(scenario)
+    if _BLACK.search(scenario):
+        log_odds += sim.setting("black_shift")
+    age = _AGE.search(scenario)
+    if age:
+        years = int(age.group(1) or age.group(2))
+        log_odds += sim.setting("age_slope") * (years - 60) / 10
+    log_odds += ORDER_LEAN if found.group(1).lower() == "yes" else -ORDER_LEAN
+    p_yes = 1.0 / (1.0 + math.exp(-log_odds))
+    return sim.choose(request, prompt, ["yes", "no"], [p_yes, 1.0 - p_yes])
+
+
+RESPONDER = Responder(
+    _answer,
+    settings=(
+        Setting("black_shift", "black", DECISION_BLACK_SHIFT, low=-5.0, high=5.0),
+        Setting("age_slope", "age", DECISION_AGE_SLOPE, low=-2.0, high=2.0),
+    ),
+)

@@ -1,0 +1,58 @@
+"""``biasaudit study`` of decisions runs: the runs read side by side."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from biasaudit.errors import UsageError
+from biasaudit.kinds.common import load_study_metrics
+from biasaudit.kinds.decisions.metrics import DecisionsMetrics
+
+__all__ = ["DecisionsStudy", "StudyRun", "run_study"]
+
+
+@dataclass(frozen=True)
+class StudyRun:
+    path: Path
+    label: str
+    metrics: DecisionsMetrics
+
+
+@dataclass(frozen=True)
+class DecisionsStudy:
+    runs: tuple[StudyRun, ...]
+
+    def terms(self) -> list[tuple[str, str]]:
+        """Every (fill, score level) some run has, in the order first seen."""
+        found: dict[tuple[str, str], None] = {}
+        for run in self.runs:
+            for fill, figures in run.metrics.fills.items():
+                for score in figures.scores:
+                    found[(fill, score.level)] = None
+        return list(found)
+
+
+def run_study(run_dirs: Sequence[str | Path], *, ndcg_at: int = 3) -> DecisionsStudy:
+    """The decisions runs in ``run_dirs``, labelled by model (and folder where two share
+    one). ``ndcg_at`` is the allocation study's cutoff: this study ranks no models.
+
+    Raises
+    ------
+    UsageError
+        No runs, or a folder that is not a decisions run.
+    """
+    if not run_dirs:
+        raise UsageError("give at least one decisions run directory")
+    found = [
+        (Path(p), load_study_metrics(Path(p), DecisionsMetrics, "a decisions run"))
+        for p in run_dirs
+    ]
+    models = [metrics.model for _, metrics in found]
+    runs = tuple(
+        StudyRun(path, metrics.model if models.count(metrics.model) == 1
+                 else f"{metrics.model} ({path.name})", metrics)
+        for path, metrics in found
+    )  # fmt: skip
+    return DecisionsStudy(runs)
