@@ -325,6 +325,9 @@ def mixed_model_scores(
                 f"value ~ {terms}", data=data, groups="scenario", re_formula=f"~ {terms}"
             )
             result = model.fit() if paper else model.fit(method=["lbfgs", "bfgs", "cg"])
+            # Read inside: a covariance that is not positive definite warns here (sqrt of
+            # a negative variance), and its standard error is then NaN, dropped below.
+            params, bse = result.fe_params, result.bse_fe
         seen = list(dict.fromkeys(str(w.message).split("\n")[0][:160] for w in caught))
     except (np.linalg.LinAlgError, ValueError, ZeroDivisionError) as error:
         return MixedModelScores({}, {}, False, tuple(seen), f"no fit: {error}", method)
@@ -333,7 +336,10 @@ def mixed_model_scores(
         names[f"C(race, Treatment(reference='{BASE_RACE}'))[T.{race}]"] = race
     for gender in genders:
         names[f"C(gender, Treatment(reference='{BASE_GENDER}'))[T.{gender}]"] = gender
-    params, bse = result.fe_params, result.bse_fe
     estimates = {term: float(params[key]) for key, term in names.items() if key in params}
-    se = {term: float(bse[key]) for key, term in names.items() if key in bse}
+    se = {
+        term: float(bse[key])
+        for key, term in names.items()
+        if key in bse and math.isfinite(float(bse[key]))
+    }
     return MixedModelScores(estimates, se, bool(result.converged), tuple(seen), None, method)
