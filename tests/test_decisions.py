@@ -171,7 +171,7 @@ def test_a_bad_discrim_eval_line_exits_2_naming_line_and_field(
     rows[1] = {**rows[1], **change}
     path = tmp_path / "bad.jsonl"
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    code, out, err = invoke("run", "decisions", "--model", "sim/biased", "--scenarios", str(path),
+    code, _, err = invoke("run", "decisions", "--model", "sim/biased", "--scenarios", str(path),
                             "--runs-dir", str(tmp_path / "runs"))  # fmt: skip
     assert code == 2 and where in err, err
     assert not (tmp_path / "runs").exists()  # nothing written, nothing sent
