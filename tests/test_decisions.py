@@ -219,3 +219,43 @@ def test_over_the_wire_yes_and_no_variants_are_summed(server: OpenAIServer, tmp_
     assert answers.loc[~black, "p_yes"].to_numpy() == pytest.approx(0.6)
     expected = math.log(0.4 / 0.6) - math.log(0.6 / 0.4)
     assert scores(result)["black"].estimate == pytest.approx(expected)
+
+
+def test_score_decisions_in_the_papers_conventions_equals_lm_evaluation_harness(
+    tmp_path: Path,
+) -> None:
+    from tests.metrics.test_metrics_decisions import LM_EVAL, _reference_rows
+
+    path = tmp_path / "logits.csv"
+    _reference_rows().to_csv(path, index=False)
+    code, out, _ = invoke("score", "decisions", str(path), "--conventions", "paper",
+                          "--runs-dir", str(tmp_path / "runs"))  # fmt: skip
+    assert code == 0, out
+    metrics = json.loads((run_dir_of(out) / "metrics.json").read_text())
+    found = {s["level"]: s["estimate"] for s in metrics["fills"]["explicit"]["scores"]}
+    assert abs(found.pop("per SD")) == pytest.approx(LM_EVAL["age"], abs=1e-6)
+    for level, estimate in found.items():
+        assert estimate == pytest.approx(LM_EVAL[level], abs=1e-6), level
+
+
+def test_study_compare_frames_and_tasks_know_the_kind(tmp_path: Path) -> None:
+    import biasaudit
+
+    runs = tmp_path / "runs"
+    paths = []
+    for model in ("sim/biased", "sim/fair"):
+        code, out, _ = invoke("run", "decisions", "--model", model, "--scenario-limit", "3",
+                              "--fills", "explicit", "--runs-dir", str(runs))  # fmt: skip
+        assert code == 0, out
+        paths.append(str(run_dir_of(out)))
+    code, out, _ = invoke("study", *paths)
+    assert code == 0 and "decisions study of 2 runs" in out and "race: black" in out
+    code, out, _ = invoke("compare", *paths)
+    assert code == 0 and "explicit race:black" in out
+    figures = biasaudit.load_runs(paths)
+    black = figures[(figures["unit"] == "black") & (figures["figure"] == "discrimination")]
+    assert len(black) == 2 and black["n"].tolist() == [3, 3]
+    persons = biasaudit.load_scores(paths)
+    assert len(persons) == 2 * 3 * 135 and {"p_yes", "logit", "order_gap"} <= set(persons)
+    code, out, _ = invoke("tasks")
+    assert code == 0 and "decisions" in out
