@@ -93,7 +93,14 @@ def _cancel_running() -> None:
         found = list(_running.values())
     for loop, task in found:
         with contextlib.suppress(RuntimeError):  # its loop closed meanwhile
-            loop.call_soon_threadsafe(task.cancel)
+            loop.call_soon_threadsafe(_cancel_once, task)
+
+
+def _cancel_once(task: asyncio.Task[Any]) -> None:
+    """Cancel ``task`` unless it is done or already cancelling (in its loop's thread): a
+    second cancel would interrupt the run's own clean-up, which keeps what arrived."""
+    if not task.done() and not task.cancelling():
+        task.cancel()
 
 
 class Interrupted(KeyboardInterrupt):
@@ -128,7 +135,10 @@ def run_in_threads(jobs: Sequence[Callable[[], T]]) -> list[T | BaseException]:
                 pending = concurrent.futures.wait(pending, timeout=0.25).not_done
         except KeyboardInterrupt:
             _cancel_running()
-            concurrent.futures.wait(futures)
+            pending = set(futures)
+            while pending:  # a run the first pass missed is cancelled on the next
+                pending = concurrent.futures.wait(pending, timeout=0.25).not_done
+                _cancel_running()
             raise Interrupted([f.exception() or f.result() for f in futures]) from None
         finally:
             _stopping.clear()
