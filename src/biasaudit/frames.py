@@ -175,8 +175,9 @@ def load_scores(paths: Paths) -> pd.DataFrame:
     """Each audit run's per-unit results, one row per unit, with the run's columns
     first: allocation candidates (``scores.csv``), Grade Score items (``items.csv``),
     RUTEd occupations (``occupations.csv``), listwise candidates shown
-    (``shown.csv``), decisions persons (``persons.csv``). Runs of several kinds give the union of their columns; a column
-    named like a run column is renamed (allocation's ``path`` is ``scoring_path``)."""
+    (``shown.csv``), decisions persons (``persons.csv``). Runs of several kinds give the
+    union of their columns; a column named like a run column is renamed (allocation's
+    ``path`` is ``scoring_path``)."""
     from biasaudit.kinds.registry import audit_kind
 
     runs, skipped = _runs(paths, audits_only=True)
