@@ -23,6 +23,9 @@ from biasaudit.kinds.candidates.spec import (
 from biasaudit.kinds.runspec import MAX_ROUNDS, relative_path
 
 __all__ = [
+    "FIGURE_NAMES",
+    "SCORE_HELP",
+    "SPECS",
     "AllocationSpec",
     "AllocationTaskSpec",
     "EssayGradingSpec",
@@ -169,3 +172,14 @@ SCORE_HELP = """Every allocation figure of SCORES_FILE, a CSV of candidate,group
     file exits 2 naming its line and column.
     """
 """The help of ``biasaudit score allocation``: the file a user brings and what is written."""
+
+SPECS = (ResumeScreeningSpec, EssayGradingSpec, AllocationTaskSpec)
+"""The kind's specs, the default (resume screening) first."""
+
+FIGURE_NAMES = {
+    "rabbi": "RABBI",
+    "avg_gap": "δ (mean score gap)",
+    "dp_gap": "ΔDP",
+    "eo_gap": "ΔEO",
+}
+"""How reports name the figures the kind's change tests key."""
