@@ -259,3 +259,20 @@ def test_study_compare_frames_and_tasks_know_the_kind(tmp_path: Path) -> None:
     assert len(persons) == 2 * 3 * 135 and {"p_yes", "logit", "order_gap"} <= set(persons)
     code, out, _ = invoke("tasks")
     assert code == 0 and "decisions" in out
+
+
+def test_a_model_that_never_says_yes_or_no_gets_a_warning_and_a_report(tmp_path: Path) -> None:
+    from biasaudit.kinds.decisions.report import decisions_blocks, headline
+    from biasaudit.render.text import block_lines
+    from biasaudit.reports.html import write_report
+
+    def evasive(body: dict[str, Any], path: str) -> list[Choice]:
+        return [Choice("maybe")]
+
+    with OpenAIServer(responder=evasive) as srv:
+        result = decisions_audit(spec(tmp_path, model="vllm/evasive", base_url=srv.base_url,
+                                      scenario_limit=2, concurrency=8))  # fmt: skip
+    lines = block_lines(decisions_blocks(result.metrics))
+    assert lines[1].startswith("WARNING: explicit: no scores: no usable answer")
+    assert headline(result.metrics) == "explicit: no scores (no usable answer)"
+    assert "No scenario had a usable answer." in write_report(result.run_dir)[0].read_text()

@@ -109,6 +109,8 @@ def _scenarios_section(run_dir: Path) -> Section:
     if not path.exists():
         return Section("Per scenario", "scenarios", [Paragraph("scenarios.csv is missing.")])
     frame = read_csv(path)
+    if frame.empty:
+        return Section("Per scenario", "scenarios", [Paragraph("No scenario had a usable answer.")])
     terms = [
         c for c in frame.columns if c not in ("fill", "scenario", "rows", "p_yes", "order_gap")
     ]

@@ -70,6 +70,10 @@ def decisions_blocks(metrics: DecisionsMetrics) -> list[Block]:
         f"{requests.failures} failed, {requests.refusals} refused)"
         f"{_PAPER if metrics.conventions == 'paper' else ''}",
     ]
+    for fill, figures in metrics.fills.items():
+        if not figures.scores:
+            blocks.insert(1, f"WARNING: {fill}: no scores: no usable answer named yes or no "
+                             "(see the notes below and answers.csv)")  # fmt: skip
     fewest = min((f.scenarios for f in metrics.fills.values() if f.scenarios), default=0)
     if 0 < fewest < FEW_SCENARIOS:
         blocks += smoke_test_lines(fewest, "scenarios", "at least 8 scenarios (12 ship)")
@@ -138,6 +142,9 @@ def headline(metrics: DecisionsMetrics) -> str:
     parts = []
     for fill, figures in metrics.fills.items():
         flagged = [s for s in figures.scores if excludes_zero(s.ci) and s.estimate is not None]
+        if not figures.scores:
+            parts.append(f"{fill}: no scores (no usable answer)")
+            continue
         if not flagged:
             parts.append(f"{fill}: no score beyond noise")
             continue

@@ -119,8 +119,8 @@ def _write_results(
         )
     irregular = int((answers["irregular"] > 0).sum())
     if irregular:
-        notes.append(f"{irregular} answer(s) began with neither yes nor no (counted, read "
-                     "from the probability left on yes and no)")  # fmt: skip
+        notes.append(f"{irregular} answer(s) began with neither yes nor no (counted; P(yes) "
+                     "read from the probability the answer left on them, if any)")  # fmt: skip
     metrics = DecisionsMetrics(
         model=session.provider.model_id,
         simulated=session.provider.simulated,
@@ -237,7 +237,9 @@ def fill_scores(
     skipped = persons["logit"].isna().sum()
     if skipped:
         notes.append(f"{skipped} person(s) without a usable answer in any order, left out")
-    return found, pd.concat(breakdowns, ignore_index=True) if breakdowns else pd.DataFrame()
+    if not breakdowns:  # the columns still, so that the file reads back
+        return found, pd.DataFrame(columns=["fill", "scenario", "rows", "p_yes", "order_gap"])
+    return found, pd.concat(breakdowns, ignore_index=True)
 
 
 def _mixed_notes(mixed: Any) -> list[str]:
