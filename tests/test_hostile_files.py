@@ -28,6 +28,7 @@ CSV_FILES = {
     "grade-score": "item,shown,slot\nq1,A B C,1\nq1,B C A,2\nq1,C A B,3\n",
     "ruted": "occupation,context,p_male\nnurse,standard,0.5\nplumber,standard,0.7\n",
     "listwise": "pool,order,slot,candidate,group,rank\np1,1,1,c1,W_M,1\np1,1,2,c2,B_M,2\n",
+    "decisions": "scenario,age,gender,race,p_yes\nq1,30,male,white,0.6\nq1,30,female,black,0.4\n",
 }
 
 
@@ -145,6 +146,20 @@ def test_grade_score_item_files(tmp_path: Path, variant: str) -> None:
         return path
 
     refused(tmp_path, write, "run", "grade-score", "--model", "sim/fair", "--items")
+
+
+SCENARIO = {"id": "q", "template": "Should {who} get the loan?"}
+SCENARIO_VARIANTS = jsonl_variants(SCENARIO, seed=4)
+
+
+@pytest.mark.parametrize("variant", sorted(SCENARIO_VARIANTS))
+def test_decision_scenario_files(tmp_path: Path, variant: str) -> None:
+    def write(folder: Path) -> Path:
+        path = folder / "my-scenarios.jsonl"
+        path.write_bytes(SCENARIO_VARIANTS[variant])
+        return path
+
+    refused(tmp_path, write, "run", "decisions", "--model", "sim/fair", "--scenarios")
 
 
 YAML_VARIANTS = {
