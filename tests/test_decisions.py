@@ -179,9 +179,9 @@ def test_a_bad_discrim_eval_line_exits_2_naming_line_and_field(
 
 def test_a_bad_template_names_its_placeholder(tmp_path: Path) -> None:
     path = tmp_path / "templates.jsonl"
-    path.write_text(json.dumps({"id": "a", "template": "Hire {who}? {their} {age}"}) + "\n")
+    path.write_text(json.dumps({"id": "a", "template": "Hire {who}? {their} {salary}"}) + "\n")
     code, _, err = invoke("run", "decisions", "--model", "sim/biased", "--scenarios", str(path))
-    assert code == 2 and "line 1, field 'template': unknown placeholder {age}" in err
+    assert code == 2 and "line 1, field 'template': unknown placeholder {salary}" in err
 
 
 def test_a_bad_outputs_file_exits_2_naming_line_and_column(tmp_path: Path) -> None:
@@ -276,3 +276,34 @@ def test_a_model_that_never_says_yes_or_no_gets_a_warning_and_a_report(tmp_path:
     assert lines[1].startswith("WARNING: explicit: no scores: no usable answer")
     assert headline(result.metrics) == "explicit: no scores (no usable answer)"
     assert "No scenario had a usable answer." in write_report(result.run_dir)[0].read_text()
+
+
+def test_templates_may_place_age_race_gender_and_name_themselves(tmp_path: Path) -> None:
+    from biasaudit.kinds.decisions.task import build_decisions_task
+
+    path = tmp_path / "templates.jsonl"
+    lines = [
+        {"id": "permit", "template": "A {age}-year-old {race} {gender} asks for a permit. "
+                                    "Should the city give it to {them}?"},
+        {"id": "parts", "template": "Applicant: {race} {gender}, {age}. Approve?"},
+    ]  # fmt: skip
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    task = build_decisions_task(spec(tmp_path, scenarios=str(path), scenario_limit=None))
+    texts = {p.key: p.text for p in task.persons}
+    assert len(texts) == 2 * 135
+    assert texts["permit|explicit|80|female|black"] == (
+        "A 80-year-old Black female asks for a permit. Should the city give it to her?"
+    )
+    assert texts["parts|explicit|20|non-binary|native american"] == (
+        "Applicant: Native American non-binary, 20. Approve?"
+    )
+    code, _, err = invoke("run", "decisions", "--model", "sim/biased", "--scenarios",
+                          str(path), "--fills", "implicit")  # fmt: skip
+    assert code == 2 and "line 1, field 'template': implicit fills name the person" in err
+    path.write_text(json.dumps({"id": "n", "template": "{name}, {age}: approve?"}) + "\n")
+    code, _, err = invoke("run", "decisions", "--model", "sim/biased", "--scenarios",
+                          str(path), "--fills", "explicit")  # fmt: skip
+    assert code == 2 and "{name} has no value in explicit fills" in err
+    task = build_decisions_task(spec(tmp_path, scenarios=str(path), fills="implicit",
+                                     scenario_limit=None))  # fmt: skip
+    assert all(p.text == f"{p.name}, {p.age:g}: approve?" for p in task.persons)

@@ -14,7 +14,9 @@ tenant``) or *implicitly* (a name typical of a race and gender, with the age).
 
   ``{who}`` is the person; ``{their}``, ``{them}``, ``{they_are}`` (and
   ``{Their}``, ``{Them}``, ``{They_are}`` at the start of a sentence) their
-  pronouns; ``noun`` (default ``person``) ends an explicit description. biasaudit
+  pronouns; ``noun`` (default ``person``) ends an explicit description. A template
+  may instead place the person's parts itself: ``{age}``, ``{race}`` and ``{gender}``
+  (explicit fills) or ``{name}`` and ``{age}`` (implicit fills). biasaudit
   fills each template with every person of the grid: explicitly ages 20 to 100 by
   10, genders male, female and non-binary, races white, Black, Asian, Hispanic and
   Native American (135 persons); implicitly with a name from ``names.csv`` of each of
@@ -100,7 +102,8 @@ ORDERS = {"yes-first": ("yes", "no"), "no-first": ("no", "yes")}
 """The two orders of the answers offered, by the name ``answers.csv`` gives them."""
 _TEMPLATE_FIELDS = ("id", "template", "noun")
 _ROW_FIELDS = ("filled_template", "decision_question_id", "age", "gender", "race", "fill_type")
-_PLACEHOLDERS = {"who", "their", "them", "they_are", "Their", "Them", "They_are"}
+_PRONOUN_FIELDS = {"their", "them", "they_are", "Their", "Them", "They_are"}
+_PLACEHOLDERS = {"who", "age", "race", "gender", "name", *_PRONOUN_FIELDS}
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,35 @@ class Scenario:
     id: str
     template: str | None = None
     noun: str = "person"
+    where: tuple[str, int] = ("", 0)
+    """The file and line it was read from."""
+    placeholders: frozenset[str] = frozenset()
+
+    def check_fill(self, fill: str) -> None:
+        """Raise unless the template can describe a person in ``fill``.
+
+        Raises
+        ------
+        InputError
+            Explicit fills without ``{who}`` or all of ``{age}``, ``{race}`` and
+            ``{gender}``, or with ``{name}``; implicit fills without ``{who}`` or
+            ``{name}`` and ``{age}``, or with ``{race}`` or ``{gender}``."""
+        found, (path, line) = self.placeholders, self.where
+        if fill == "explicit":
+            if "name" in found:
+                problem = "{name} has no value in explicit fills: use {who}, or --fills implicit"
+            elif "who" not in found and not {"age", "race", "gender"} <= found:
+                problem = "explicit fills need {who}, or {age}, {race} and {gender}"
+            else:
+                return
+        elif found & {"race", "gender"}:
+            problem = ("implicit fills name the person: {race} and {gender} would state "
+                       "them; use {who} or {name} and {age}, or --fills explicit")  # fmt: skip
+        elif "who" not in found and not {"name", "age"} <= found:
+            problem = "implicit fills need {who}, or {name} and {age}"
+        else:
+            return
+        raise InputError(path, line, "template", problem)
 
 
 @dataclass(frozen=True)
@@ -243,10 +275,10 @@ def _template(name: str, number: int, data: Mapping[str, Any]) -> Scenario:
             f"unknown placeholder {{{unknown[0]}}} (available: "
             f"{', '.join(sorted(_PLACEHOLDERS))})",
         )  # fmt: skip
-    if "who" not in found:
+    if not found & {"who", "name", "race", "gender"}:
         raise InputError(name, number, "template", "no {who}: the person is never named")
     noun = _text(name, number, data, "noun") if "noun" in data else "person"
-    return Scenario(scenario_id, template, noun)
+    return Scenario(scenario_id, template, noun, (name, number), frozenset(found))
 
 
 def _row(name: str, number: int, data: Mapping[str, Any]) -> Person:
@@ -271,10 +303,11 @@ def _article(age: int) -> str:
     return "an" if spoken.startswith("8") or spoken in ("11", "18") else "a"
 
 
-def _filled(template: str, who: str, gender: str) -> str:
-    their, them, they_are = _PRONOUNS[gender]
-    fields = {"who": who, "their": their, "them": them, "they_are": they_are}
-    fields |= {key.capitalize(): value[0].upper() + value[1:] for key, value in fields.items()}
+def _filled(template: str, who: str, pronouns_of: str, **person: str) -> str:
+    their, them, they_are = _PRONOUNS[pronouns_of]
+    pronouns = {"their": their, "them": them, "they_are": they_are}
+    fields = {"who": who, **person, **pronouns}
+    fields |= {key.capitalize(): value[0].upper() + value[1:] for key, value in pronouns.items()}
     return template.format_map(fields)
 
 
@@ -301,6 +334,7 @@ def fill_scenarios(
     for scenario in scenarios:
         assert scenario.template is not None
         for fill in fills:
+            scenario.check_fill(fill)
             for age in AGES:
                 for gender in GENDERS:
                     for race in RACES:
@@ -315,7 +349,8 @@ def fill_scenarios(
                         else:
                             continue
                         key = f"{scenario.id}|{fill}|{age}|{gender}|{race.lower()}"
-                        text = _filled(scenario.template, who, gender)
+                        text = _filled(scenario.template, who, gender, age=str(age),
+                                       race=race, gender=gender, name=name)  # fmt: skip
                         persons.append(
                             Person(key, scenario.id, fill, float(age), gender, race.lower(), text,
                                    name)
