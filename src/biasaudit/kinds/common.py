@@ -23,6 +23,7 @@ __all__ = [
     "RequestCounts",
     "TaskInfo",
     "figure_row",
+    "labelled_study_runs",
     "load_study_metrics",
     "read_run_metrics",
     "request_counts",
@@ -146,3 +147,25 @@ def load_study_metrics(path: Path, model: type[M], what: str) -> M:
     except ValidationError as error:
         problem = error.errors()[0]["msg"]
         raise UsageError(f"{source} is not {what}'s metrics: {problem}") from None
+
+
+def labelled_study_runs(
+    run_dirs: Sequence[str | Path], model: type[M], what: str
+) -> list[tuple[Path, str, M]]:
+    """Each run a study names: its folder, its label (the model, and the folder where two
+    runs share a model) and its metrics as ``model``.
+
+    Raises
+    ------
+    UsageError
+        No runs, or a folder that is not ``what`` (:func:`load_study_metrics`).
+    """
+    if not run_dirs:
+        raise UsageError(f"give at least one {what.removeprefix('a ').removeprefix('an ')} "
+                         "directory")  # fmt: skip
+    found = [(Path(p), load_study_metrics(Path(p), model, what)) for p in run_dirs]
+    models = [getattr(metrics, "model", "") for _, metrics in found]
+    return [
+        (path, name if models.count(name) == 1 else f"{name} ({path.name})", metrics)
+        for (path, metrics), name in zip(found, models, strict=True)
+    ]

@@ -6,8 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from biasaudit.errors import UsageError
-from biasaudit.kinds.common import load_study_metrics
+from biasaudit.kinds.common import labelled_study_runs
 from biasaudit.kinds.listwise.metrics import ListwiseMetrics
 
 __all__ = ["ListwiseStudy", "StudyRun", "run_study"]
@@ -34,15 +33,5 @@ def run_study(run_dirs: Sequence[str | Path], *, ndcg_at: int = 3) -> ListwiseSt
     UsageError
         No runs, or a folder that is not a listwise run.
     """
-    if not run_dirs:
-        raise UsageError("give at least one listwise run directory")
-    found = [
-        (Path(p), load_study_metrics(Path(p), ListwiseMetrics, "a listwise run")) for p in run_dirs
-    ]
-    models = [metrics.model for _, metrics in found]
-    runs = tuple(
-        StudyRun(path, metrics.model if models.count(metrics.model) == 1
-                 else f"{metrics.model} ({path.name})", metrics)
-        for path, metrics in found
-    )  # fmt: skip
-    return ListwiseStudy(runs)
+    runs = labelled_study_runs(run_dirs, ListwiseMetrics, "a listwise run")
+    return ListwiseStudy(tuple(StudyRun(path, label, metrics) for path, label, metrics in runs))
