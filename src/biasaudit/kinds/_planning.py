@@ -35,6 +35,7 @@ __all__ = [
     "UntilFields",
     "like_pools",
     "model_of",
+    "plan_in_file_units",
     "plan_in_pools",
     "power_lines",
     "run_pilot",
@@ -294,6 +295,33 @@ def run_pilot(
         f"the audit reuses them{same}): {result.run_dir}"
     )
     return result.run_dir, line
+
+
+def plan_in_file_units(
+    spec: Any,
+    cost_at: Callable[[Any], tuple[int, float | None]],
+    *,
+    growth: Growth,
+    audit: Callable[[], Callable[[Any], Any]],
+    planned: Callable[[Any], Planned],
+    units: Callable[[Any], int],
+    where: str,
+) -> list[str]:
+    """The power lines of a kind that grows by units read from a file (Grade Score's items,
+    the decisions' scenarios): none without ``detect``; with ``pilot``, a pilot run
+    first (``audit()`` gives the kind's run, imported when needed) and planned from;
+    ``planned(spec)`` the plan (from ``like``, or stated defaults), ``units(spec)`` the
+    units the audit asks now; ``where`` the closing line, where units are added."""
+    if spec.detect is None:
+        return []
+    lines = []
+    if spec.pilot is not None:
+        like, line = run_pilot(spec, growth, audit(), cost_at, least=4)
+        spec = spec.model_copy(update={"like": like})
+        lines.append(line)
+    now = units(spec)
+    lines += power_lines(planned(spec), spec.detect, now, scaled_cost(spec, cost_at, now))
+    return [*lines, where]
 
 
 def like_pools(like: Path) -> int:

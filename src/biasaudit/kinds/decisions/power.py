@@ -17,15 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from biasaudit.errors import UsageError
-from biasaudit.kinds._planning import (
-    Planned,
-    like_metrics,
-    model_of,
-    power_lines,
-    run_pilot,
-    stated,
-)
-from biasaudit.kinds._planning import scaled_cost as _scaled
+from biasaudit.kinds._planning import Planned, like_metrics, model_of, plan_in_file_units, stated
 from biasaudit.kinds._rounds import Figure, Growth
 from biasaudit.kinds.decisions.metrics import DecisionsMetrics
 
@@ -38,19 +30,18 @@ _STATED_SD = 0.5
 
 def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) -> list[str]:
     """The power lines of a decisions spec's ``detect`` (none where it is unset)."""
-    if spec.detect is None:
-        return []
-    lines = []
-    if spec.pilot is not None:
-        from biasaudit.kinds.decisions.run import run
+    return plan_in_file_units(
+        spec, cost_at, growth=growth, audit=_run,
+        planned=lambda spec: _from_like(spec) if spec.like is not None else _stated(spec),
+        units=_scenarios,
+        where="  scenarios come from the scenarios file: add scenarios there to reach a size",
+    )  # fmt: skip
 
-        like, line = run_pilot(spec, growth, run, cost_at, least=4)
-        spec = spec.model_copy(update={"like": like})
-        lines.append(line)
-    planned = _from_like(spec) if spec.like is not None else _stated(spec)
-    scenarios = _scenarios(spec)
-    lines += power_lines(planned, spec.detect, scenarios, _scaled(spec, cost_at, scenarios))
-    return [*lines, "  scenarios come from the scenarios file: add scenarios there to reach a size"]
+
+def _run() -> Callable[[Any], Any]:
+    from biasaudit.kinds.decisions.run import run
+
+    return run
 
 
 def _scenarios(spec: Any) -> int:

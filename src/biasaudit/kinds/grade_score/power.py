@@ -18,15 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from biasaudit.errors import UsageError
-from biasaudit.kinds._planning import (
-    Planned,
-    like_metrics,
-    model_of,
-    power_lines,
-    run_pilot,
-    stated,
-)
-from biasaudit.kinds._planning import scaled_cost as _scaled
+from biasaudit.kinds._planning import Planned, like_metrics, model_of, plan_in_file_units, stated
 from biasaudit.kinds._rounds import Figure, Growth
 from biasaudit.kinds.grade_score.metrics import GradeScoreMetrics
 
@@ -46,19 +38,18 @@ def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) ->
         With ``pilot``, a pilot of fewer items (drawn nested) is run first and planned
         from.
     """
-    if spec.detect is None:
-        return []
-    lines = []
-    if spec.pilot is not None:
-        from biasaudit.kinds.grade_score.run import run
+    return plan_in_file_units(
+        spec, cost_at, growth=growth, audit=_run,
+        planned=lambda spec: _from_like(spec) if spec.like is not None else _stated(spec),
+        units=_items,
+        where="  items come from the items file: add items there to reach a size",
+    )  # fmt: skip
 
-        like, line = run_pilot(spec, growth, run, cost_at, least=4)
-        spec = spec.model_copy(update={"like": like})
-        lines.append(line)
-    planned = _from_like(spec) if spec.like is not None else _stated(spec)
-    items = _items(spec)
-    lines += power_lines(planned, spec.detect, items, _scaled(spec, cost_at, items))
-    return [*lines, "  items come from the items file: add items there to reach a size"]
+
+def _run() -> Callable[[Any], Any]:
+    from biasaudit.kinds.grade_score.run import run
+
+    return run
 
 
 def _items(spec: Any) -> int:
