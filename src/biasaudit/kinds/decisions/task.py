@@ -504,7 +504,8 @@ def persons_frame(answers: pd.DataFrame) -> pd.DataFrame:
         summary["order_gap"] = math.nan
     frame = first.merge(summary, left_on="key", right_index=True, how="left")
     frame["orders"] = frame["orders"].fillna(0).astype(int)
-    frame["capped"] = frame["logit"].abs() >= LOGIT_CAP
+    capped = usable[usable["logit"].abs() >= LOGIT_CAP]["key"]
+    frame["capped"] = frame["key"].isin(set(capped))  # an order's P(yes) was 0 or 1
     return frame.reset_index(drop=True)
 
 
