@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
+
 from biasaudit.kinds.decisions.metrics import DecisionsMetrics, FillScores, Score
 from biasaudit.kinds.decisions.study import DecisionsStudy
 from biasaudit.render.text import (
@@ -20,6 +22,7 @@ from biasaudit.render.text import (
     format_share,
     smoke_test_lines,
 )
+from biasaudit.store.tables import read_csv
 
 __all__ = [
     "decisions_blocks",
@@ -56,8 +59,11 @@ def _cell(score: Score | None) -> str:
     return text + (" *" if excludes_zero(score.ci) else "")
 
 
-def decisions_blocks(metrics: DecisionsMetrics) -> list[Block]:
-    """What ``biasaudit run decisions`` prints (without ``run:``)."""
+def decisions_blocks(
+    metrics: DecisionsMetrics, scenarios: pd.DataFrame | None = None
+) -> list[Block]:
+    """What ``biasaudit run decisions`` prints (without ``run:``); with the run's
+    ``scenarios.csv``, the scenarios that drive each score beyond noise."""
     model = metrics.model + (f" ({SIMULATED})" if metrics.simulated else "")
     requests = metrics.requests
     fills = list(metrics.fills)
@@ -97,6 +103,8 @@ def decisions_blocks(metrics: DecisionsMetrics) -> list[Block]:
     ]
     for fill in fills:
         blocks += _fill_lines(metrics.fills[fill])
+        if scenarios is not None:
+            blocks += _driving_lines(metrics.fills[fill], scenarios)
     return [*blocks, *(f"note: {note}" for note in metrics.notes)]
 
 
@@ -131,9 +139,27 @@ def _fill_lines(figures: FillScores) -> list[str]:
     return lines
 
 
+def _driving_lines(figures: FillScores, scenarios: pd.DataFrame) -> list[str]:
+    """For each score beyond noise, the scenarios whose own coefficient goes furthest
+    its way (at most three)."""
+    part = scenarios[scenarios["fill"] == figures.fill] if "fill" in scenarios else scenarios
+    lines = []
+    for score in figures.scores:
+        column = "age" if score.attribute == "age" else score.level
+        if not excludes_zero(score.ci) or score.estimate is None or column not in part:
+            continue
+        own = part[["scenario", column]].dropna()
+        own = own.sort_values(column, ascending=score.estimate < 0).head(3)
+        shown = ", ".join(f"{row.scenario} {getattr(row, column):+.2f}"
+                          for row in own.itertuples(index=False))  # fmt: skip
+        lines.append(f"  {score_label(score)}: furthest in scenarios {shown}")
+    return lines
+
+
 def run_table(metrics: DecisionsMetrics, run_dir: Path) -> list[Block]:
-    """What ``biasaudit run`` prints."""
-    return decisions_blocks(metrics)
+    """What ``biasaudit run`` prints (it reads the run's ``scenarios.csv``)."""
+    path = run_dir / "scenarios.csv"
+    return decisions_blocks(metrics, read_csv(path) if path.is_file() else None)
 
 
 def headline(metrics: DecisionsMetrics) -> str:
