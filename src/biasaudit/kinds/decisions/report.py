@@ -150,8 +150,8 @@ def _driving_lines(figures: FillScores, scenarios: pd.DataFrame) -> list[str]:
             continue
         own = part[["scenario", column]].dropna()
         own = own.sort_values(column, ascending=score.estimate < 0).head(3)
-        shown = ", ".join(f"{row.scenario} {getattr(row, column):+.2f}"
-                          for row in own.itertuples(index=False))  # fmt: skip
+        pairs = zip(own["scenario"], own[column], strict=True)
+        shown = ", ".join(f"{scenario} {value:+.2f}" for scenario, value in pairs)
         lines.append(f"  {score_label(score)}: furthest in scenarios {shown}")
     return lines
 
