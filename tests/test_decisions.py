@@ -111,6 +111,7 @@ def test_cli_run_twice_then_replay_then_score_the_answers_elsewhere(tmp_path: Pa
     assert code == 0, out
     assert "discrimination scores: shift in the logit of P(yes)" in out
     assert "race: black" in out and "SIMULATED" in out
+    assert "  race: black: furthest in scenarios " in out  # the scenarios that drive it
     first = run_dir_of(out)
     code, out, _ = invoke(*args)
     assert code == 0 and "(0 sent, 1080 from cache" in out
