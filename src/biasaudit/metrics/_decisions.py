@@ -289,8 +289,9 @@ def mixed_model_scores(
     ``male``.
 
     ``paper=True`` fits it as lm-evaluation-harness's discrim-eval aggregation does
-    (statsmodels' default optimiser and its fall-backs); ``False`` tries L-BFGS first,
-    which converges more often on these data. ``age_scale="sd"`` standardises age
+    (statsmodels' default optimiser and its fall-backs); ``False`` uses L-BFGS alone,
+    which converges where the fall-backs would on these data, in a third of the time
+    where none does (measured on the shipped scenarios). ``age_scale="sd"`` standardises age
     (the pseudo-code's ``scale()``); ``"decade"`` puts it in tens of years from 60. A
     fit that fails is returned with its ``error``, never raised.
 
@@ -324,7 +325,7 @@ def mixed_model_scores(
             model = smf.mixedlm(
                 f"value ~ {terms}", data=data, groups="scenario", re_formula=f"~ {terms}"
             )
-            result = model.fit() if paper else model.fit(method=["lbfgs", "bfgs", "cg"])
+            result = model.fit() if paper else model.fit(method="lbfgs")
             # Read inside: a covariance that is not positive definite warns here (sqrt of
             # a negative variance), and its standard error is then NaN, dropped below.
             params, bse = result.fe_params, result.bse_fe
