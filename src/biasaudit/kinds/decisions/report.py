@@ -55,6 +55,8 @@ def score_key(score: Score) -> str:
 def _cell(score: Score | None) -> str:
     if score is None:
         return "-"
+    if score.ci is None and score.scenarios >= 2:  # the mixed model gave no standard error
+        return f"{format_interval(score.estimate, None)} (no interval: see the notes)"
     text = format_interval(score.estimate, score.ci, too_few=True)
     return text + (" *" if excludes_zero(score.ci) else "")
 
