@@ -23,8 +23,9 @@ from biasaudit.kinds.decisions.metrics import DecisionsMetrics
 
 __all__ = ["growth", "plan_power"]
 
-# A scenario's own coefficient of one term, spread over scenarios (logit scale): 0.5 is
-# the order seen across discrim-eval's scenarios for a strong model; stated, not fitted.
+# A scenario's own coefficient of one term, spread over scenarios (logit scale): a stated
+# default, not measured on any real model (the sim's spread is about 0.1); a pilot or a
+# previous run (--pilot, --like) plans from the spread actually seen.
 _STATED_SD = 0.5
 
 
