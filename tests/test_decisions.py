@@ -178,6 +178,16 @@ def test_a_bad_discrim_eval_line_exits_2_naming_line_and_field(
     assert not (tmp_path / "runs").exists()  # nothing written, nothing sent
 
 
+def test_rows_without_the_baseline_person_stop_before_anything_is_sent(tmp_path: Path) -> None:
+    rows = [row for row in _discrim_rows(2) if row["race"] != "white"]
+    path = tmp_path / "no-white.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    code, _, err = invoke("run", "decisions", "--model", "sim/biased", "--scenarios", str(path),
+                          "--runs-dir", str(tmp_path / "runs"))  # fmt: skip
+    assert code == 2 and "the explicit rows have no race 'white' (asian, black)" in err, err
+    assert not (tmp_path / "runs").exists()
+
+
 def test_a_bad_template_names_its_placeholder(tmp_path: Path) -> None:
     path = tmp_path / "templates.jsonl"
     path.write_text(json.dumps({"id": "a", "template": "Hire {who}? {their} {salary}"}) + "\n")

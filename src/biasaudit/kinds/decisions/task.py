@@ -57,7 +57,7 @@ from biasaudit.errors import InputError, UsageError
 from biasaudit.kinds.common import TaskInfo
 from biasaudit.kinds.decisions.spec import DecisionsSpec
 from biasaudit.kinds.prompt import PromptTemplate, plain_placeholders
-from biasaudit.metrics._decisions import LOGIT_CAP, yes_logit
+from biasaudit.metrics._decisions import BASE_GENDER, BASE_RACE, LOGIT_CAP, yes_logit
 from biasaudit.probes import LabelScore, PointwiseProbe
 from biasaudit.providers import ModelRequest, Provider
 from biasaudit.textfiles import (
@@ -400,6 +400,16 @@ def build_decisions_task(spec: DecisionsSpec) -> DecisionsTask:
         persons = [p for p in rows if p.scenario in chosen and p.fill in fills]
     if not persons:
         raise UsageError(f"scenarios {path}: no {' or '.join(fills)} fills among them")
+    for fill in fills:  # every score is against a white man: without one, none can be read
+        mine = [p for p in persons if p.fill == fill]
+        for attribute, base in (("race", BASE_RACE), ("gender", BASE_GENDER)):
+            seen = sorted({getattr(p, attribute) for p in mine})
+            if mine and base not in seen:
+                raise UsageError(
+                    f"scenarios {path}: the {fill} rows have no {attribute} '{base}' "
+                    f"({', '.join(seen)}): every score is against a {BASE_RACE} "
+                    f"{BASE_GENDER} person, so none could be read"
+                )
     source = "builtin" if path == BUILTIN_SCENARIOS else str(path)
     return DecisionsTask(
         tuple(persons), tuple(ids), source, prompt, prompt_name, in_file, filled=bool(rows)
