@@ -157,6 +157,47 @@ def test_ctrl_c_cancels_every_run_in_flight() -> None:
     assert sorted(cancelled) == ["a", "b"], f"how each run ended: {results!r}"
 
 
+def test_ctrl_c_inside_a_submit_still_waits_for_every_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A Ctrl-C landing while the runs are being started (here: as the second is
+    submitted) is held until every run is, so that each is cancelled and waited for."""
+    import concurrent.futures
+
+    cancelled: list[str] = []
+    submit = concurrent.futures.ThreadPoolExecutor.submit
+
+    def submit_then_interrupt(pool: Any, job: Any, *args: Any, **kwargs: Any) -> Any:
+        future = submit(pool, job, *args, **kwargs)
+        if getattr(job, "name", "") == "b":
+            signal.raise_signal(signal.SIGINT)  # handled at the next bytecode, in here
+        return future
+
+    def job(name: str) -> Any:
+        async def wait() -> None:
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                cancelled.append(name)
+                raise
+
+        def start() -> Any:
+            return run_async(wait())
+
+        start.name = name  # type: ignore[attr-defined]
+        return start
+
+    monkeypatch.setattr(concurrent.futures.ThreadPoolExecutor, "submit", submit_then_interrupt)
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt) as raised:
+            run_in_threads([job("a"), job("b")])
+    finally:
+        signal.signal(signal.SIGINT, inherited)
+    assert len(raised.value.results) == 2  # type: ignore[attr-defined]
+    assert sorted(cancelled) == ["a", "b"]
+
+
 def test_a_fanout_and_run_spec_take_one_model(tmp_path: Path) -> None:
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text('{"id": "a", "prompt": "Yes or No?"}\n')

@@ -128,8 +128,7 @@ def run_in_threads(jobs: Sequence[Callable[[], T]]) -> list[T | BaseException]:
         try:  # from the first submit: a Ctrl-C at any point cancels what started
             with contextlib.suppress(ValueError):  # not the main thread: no signal handler
                 previous = signal.signal(signal.SIGTERM, _interrupt)
-            for job in jobs:
-                futures.append(pool.submit(job))
+            _submit_all(pool, jobs, futures)
             pending = set(futures)
             while pending:  # in short waits: a signal is handled between them
                 pending = concurrent.futures.wait(pending, timeout=0.25).not_done
@@ -149,6 +148,30 @@ def run_in_threads(jobs: Sequence[Callable[[], T]]) -> list[T | BaseException]:
 
 def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
+
+
+def _submit_all(
+    pool: concurrent.futures.ThreadPoolExecutor,
+    jobs: Sequence[Callable[[], T]],
+    futures: list[concurrent.futures.Future[T]],
+) -> None:
+    """Submit every job, a Ctrl-C or SIGTERM held until all are: raised inside
+    ``submit``, it would leave a job running whose future was never returned (and whose
+    thread the pool does not yet track), which nothing would then wait for."""
+    held: list[int] = []
+    handlers = {}
+    with contextlib.suppress(ValueError):  # not the main thread: no signal handler
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            if callable(signal.getsignal(signum)):  # an ignored signal stays ignored
+                handlers[signum] = signal.signal(signum, lambda number, _: held.append(number))
+    try:
+        for job in jobs:
+            futures.append(pool.submit(job))
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+    if held:
+        raise KeyboardInterrupt
 
 
 async def _await(task: asyncio.Task[T]) -> T:
