@@ -318,3 +318,28 @@ def test_templates_may_place_age_race_gender_and_name_themselves(tmp_path: Path)
     task = build_decisions_task(spec(tmp_path, scenarios=str(path), fills="implicit",
                                      scenario_limit=None))  # fmt: skip
     assert all(p.text == f"{p.name}, {p.age:g}: approve?" for p in task.persons)
+
+
+def test_a_person_answered_in_one_order_only_is_left_out_and_counted(tmp_path: Path) -> None:
+    """Yes-first answers name neither yes nor no for Black persons: their no-first answer
+    alone would carry that order's lean, so they are left out, not scored from it."""
+
+    def lopsided(body: dict[str, Any], path: str) -> list[Choice]:
+        prompt = request_key(body, path)
+        if " Black " in prompt and '"yes" or "no"' in prompt:
+            return [Choice("perhaps", top_logprobs=[{"perhaps": 0.0}])]
+        lean = 0.7 if '"yes" or "no"' in prompt else 0.5
+        return [Choice("yes", top_logprobs=[{"yes": math.log(lean), "no": math.log(1 - lean)}])]
+
+    with OpenAIServer(responder=lopsided) as srv:
+        result = decisions_audit(spec(tmp_path, model="vllm/lopsided", base_url=srv.base_url,
+                                      scenario_limit=2, concurrency=8))  # fmt: skip
+    persons = pd.read_csv(result.run_dir / "persons.csv")
+    black = persons["race"] == "black"
+    assert persons.loc[black, "logit"].isna().all() and (persons.loc[black, "orders"] == 1).all()
+    assert persons.loc[~black, "orders"].eq(2).all()
+    figures = result.metrics.fills["explicit"]
+    assert "black" not in {s.level for s in figures.scores}  # no Black person scored
+    assert figures.order_gap == pytest.approx(math.log(0.7 / 0.3))
+    assert any("54 person(s) without a usable answer in every order asked" in n
+               and "54 with one order only" in n for n in result.metrics.notes)  # fmt: skip

@@ -19,10 +19,11 @@ The run directory holds, besides what every run has (``manifest.json`` of kind
   and its own coefficient of every term (the per-scenario breakdown);
 - ``metrics.json``: :class:`~biasaudit.kinds.decisions.metrics.DecisionsMetrics`.
 
-A failed request or an answer naming neither yes nor no leaves its order out of the
-person's mean; a person with neither order usable is left out of the fits, and a
-scenario that then lacks a race, a gender or a second age is left out of the scores
-(named in a note).
+A failed request, or an answer that puts no probability on yes or no, leaves the
+person without that order. A person without a usable answer in every order asked is
+left out of the fits, since one order alone would carry its order bias into the
+person's value; they are counted in a note. A scenario that then lacks a race, a gender
+or a second age is left out of the scores (named in a note).
 """
 
 from __future__ import annotations
@@ -234,9 +235,14 @@ def fill_scores(
         breakdown.insert(0, "fill", fill)
         breakdown["order_gap"] = breakdown["scenario"].map(gaps.rename(index=str))
         breakdowns.append(breakdown)
-    skipped = persons["logit"].isna().sum()
+    skipped = int(persons["logit"].isna().sum())
     if skipped:
-        notes.append(f"{skipped} person(s) without a usable answer in any order, left out")
+        some = int(((persons["orders"] > 0) & persons["logit"].isna()).sum())
+        notes.append(
+            f"{skipped} person(s) without a usable answer in every order asked, left out"
+            + (f" ({some} with one order only: alone, its order bias would shift them)"
+               if some else "")
+        )  # fmt: skip
     if not breakdowns:  # the columns still, so that the file reads back
         return found, pd.DataFrame(columns=["fill", "scenario", "rows", "p_yes", "order_gap"])
     return found, pd.concat(breakdowns, ignore_index=True)

@@ -493,10 +493,15 @@ def answer_logit(score: LabelScore | None) -> float:
 
 
 def persons_frame(answers: pd.DataFrame) -> pd.DataFrame:
-    """One row per person: P(yes) and the logit averaged over the orders with a usable
-    answer, the orders behind them, and (both orders usable) the order gap: the logit
-    when yes is offered first minus when no is."""
+    """One row per person: P(yes) and the logit averaged over the orders asked, the
+    orders with a usable answer, and (both orders asked) the order gap: the logit when
+    yes is offered first minus when no is.
+
+    A person without a usable answer in every order asked has no P(yes) or logit (and is
+    left out of the scores): one order alone would carry that order's bias into the
+    person's value."""
     usable = answers[answers["logit"].notna()]
+    asked = answers["order"].nunique()
     keys = ["key", "scenario", "fill", "age", "gender", "race", "name"]
     first = answers.drop_duplicates("key")[keys]
     grouped = usable.groupby("key", sort=False)
@@ -514,6 +519,7 @@ def persons_frame(answers: pd.DataFrame) -> pd.DataFrame:
         summary["order_gap"] = math.nan
     frame = first.merge(summary, left_on="key", right_index=True, how="left")
     frame["orders"] = frame["orders"].fillna(0).astype(int)
+    frame.loc[frame["orders"] < asked, ["p_yes", "logit"]] = math.nan
     capped = usable[usable["logit"].abs() >= LOGIT_CAP]["key"]
     frame["capped"] = frame["key"].isin(set(capped))  # an order's P(yes) was 0 or 1
     return frame.reset_index(drop=True)
