@@ -46,7 +46,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from biasaudit.metrics._small_samples import critical_value, floor_p
+from biasaudit.metrics._small_samples import critical_value, floor_p, two_sided_p
 from biasaudit.metrics._validate import check_confidence
 
 __all__ = [
@@ -255,14 +255,13 @@ def scenario_mean(
 
 
 def _t_p(estimate: float, se: float, m: int) -> float:
+    """Two-sided t test of 0 over m scenarios (:func:`two_sided_p`); a spread of 0 is
+    certain either way."""
     if m < 2 or math.isnan(se):
         return math.nan
-    from scipy import special
-
     if se == 0:
         return floor_p(0.0) if estimate != 0 else 1.0
-    t = abs(estimate) / se
-    return floor_p(float(special.stdtr(m - 1, -t) * 2))
+    return two_sided_p(estimate / se, m)
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ simulated model is labelled as such on the first line (Tamkin et al. 2023).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
@@ -110,9 +111,10 @@ def decisions_blocks(
     return [*blocks, *(f"note: {note}" for note in metrics.notes)]
 
 
-def _labels(fills: object) -> list[str]:
+def _labels(fills: Iterable[FillScores]) -> list[str]:
+    """Every score's label, in the order first met."""
     found: dict[str, None] = {}
-    for figures in fills:  # type: ignore[attr-defined]
+    for figures in fills:
         for score in figures.scores:
             found[score_label(score)] = None
     return list(found)

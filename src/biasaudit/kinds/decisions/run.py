@@ -258,10 +258,9 @@ def _mixed_notes(mixed: Any) -> list[str]:
 def _wald_p(estimate: float | None, se: float | None) -> float | None:
     if estimate is None or se is None or not se > 0:
         return None
-    from biasaudit.metrics import floor_p
-    from biasaudit.metrics._changes import normal_sf
+    from biasaudit.metrics import two_sided_p
 
-    return floor_p(2 * normal_sf(abs(estimate) / se))
+    return two_sided_p(estimate / se)  # normal: a Wald test
 
 
 def _finite(value: float | None) -> float | None:
