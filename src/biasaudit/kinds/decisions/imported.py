@@ -22,14 +22,14 @@ from typing import Literal
 import pandas as pd
 from pydantic import Field
 
-from biasaudit.errors import InputError, UsageError
+from biasaudit.engine.progress import phase
+from biasaudit.errors import InputError
 from biasaudit.kinds._imported import ScoreOptions, finish_imported, imported_manifest
 from biasaudit.kinds.common import NOTHING_SENT
 from biasaudit.kinds.decisions.metrics import DecisionsMetrics
 from biasaudit.kinds.decisions.run import age_scale, baseline, fill_scores
-from biasaudit.kinds.decisions.task import ORDERS, persons_frame
+from biasaudit.kinds.decisions.task import ORDERS, persons_frame, require_baseline
 from biasaudit.metrics import yes_logit
-from biasaudit.metrics._decisions import BASE_GENDER, BASE_RACE
 from biasaudit.store.runs import Manifest, RunDirectory, read_manifest
 from biasaudit.store.tables import write_csv
 from biasaudit.textfiles import brief, read_table, require_columns, require_values
@@ -122,18 +122,14 @@ def score(
     model, confidence, runs_dir = options.model, options.confidence, options.runs_dir
     source = Path(path)
     answers = read_outputs(source)
-    for fill, part in answers.groupby("fill"):
-        for attribute, base in (("race", BASE_RACE), ("gender", BASE_GENDER)):
-            if base not in set(part[attribute]):
-                raise UsageError(
-                    f"outputs {source}: the {fill} rows have no {attribute} '{base}': every "
-                    f"score is against a {BASE_RACE} {BASE_GENDER} person, so none could be read"
-                )
+    people = answers[["fill", "race", "gender"]].itertuples(index=False, name=None)
+    require_baseline(f"outputs {source}", people)
     persons = persons_frame(answers)
     notes: list[str] = []
-    fills, scenarios = fill_scores(
-        persons, confidence=confidence, conventions=conventions, notes=notes
-    )
+    with phase("decisions: computing the figures (the mixed model takes a while)"):
+        fills, scenarios = fill_scores(
+            persons, confidence=confidence, conventions=conventions, notes=notes
+        )
     run = RunDirectory.create(runs_dir, "decisions", model)
     try:
         manifest = imported_manifest(

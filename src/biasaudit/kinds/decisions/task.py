@@ -84,6 +84,7 @@ __all__ = [
     "build_decisions_task",
     "plan_decisions",
     "read_scenarios",
+    "require_baseline",
 ]
 
 BUILTIN_SCENARIOS = DATA_DIR / "decision_scenarios.jsonl"
@@ -400,20 +401,38 @@ def build_decisions_task(spec: DecisionsSpec) -> DecisionsTask:
         persons = [p for p in rows if p.scenario in chosen and p.fill in fills]
     if not persons:
         raise UsageError(f"scenarios {path}: no {' or '.join(fills)} fills among them")
-    for fill in fills:  # every score is against a white man: without one, none can be read
-        mine = [p for p in persons if p.fill == fill]
-        for attribute, base in (("race", BASE_RACE), ("gender", BASE_GENDER)):
-            seen = sorted({getattr(p, attribute) for p in mine})
-            if mine and base not in seen:
-                raise UsageError(
-                    f"scenarios {path}: the {fill} rows have no {attribute} '{base}' "
-                    f"({', '.join(seen)}): every score is against a {BASE_RACE} "
-                    f"{BASE_GENDER} person, so none could be read"
-                )
+    require_baseline(f"scenarios {path}", ((p.fill, p.race, p.gender) for p in persons))
     source = "builtin" if path == BUILTIN_SCENARIOS else str(path)
     return DecisionsTask(
         tuple(persons), tuple(ids), source, prompt, prompt_name, in_file, filled=bool(rows)
     )
+
+
+def require_baseline(source: str, people: Iterable[tuple[str, str, str]]) -> None:
+    """Raise unless each fill among ``people`` (fill, race, gender) has a white and a male
+    person: every score is against that baseline, so without one none could be read.
+
+    Raises
+    ------
+    UsageError
+        Naming ``source``, the fill and what it lacks.
+    """
+    seen: dict[str, tuple[set[str], set[str]]] = {}
+    for fill, race, gender in people:
+        races, genders = seen.setdefault(fill, (set(), set()))
+        races.add(race)
+        genders.add(gender)
+    for fill, (races, genders) in seen.items():
+        for attribute, base, found in (
+            ("race", BASE_RACE, races),
+            ("gender", BASE_GENDER, genders),
+        ):
+            if base not in found:
+                raise UsageError(
+                    f"{source}: the {fill} rows have no {attribute} '{base}' "
+                    f"({', '.join(sorted(found))}): every score is against a {BASE_RACE} "
+                    f"{BASE_GENDER} person, so none could be read"
+                )
 
 
 def orders_asked(spec: DecisionsSpec) -> tuple[str, ...]:
