@@ -450,10 +450,10 @@ class DecisionsPlan:
     task: DecisionsTask
     probe: PointwiseProbe
     orders: tuple[str, ...]
-    requests: list[ModelRequest] = field(default_factory=list)
-    _asked: dict[str, tuple[Person, str]] = field(default_factory=dict)
-    _scores: dict[str, LabelScore] = field(default_factory=dict)
-    _errors: dict[str, str] = field(default_factory=dict)
+    requests: list[ModelRequest] = field(default_factory=list, init=False, repr=False)
+    _asked: dict[str, tuple[Person, str]] = field(default_factory=dict, init=False, repr=False)
+    _scores: dict[str, LabelScore] = field(default_factory=dict, init=False, repr=False)
+    _errors: dict[str, str] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         items = []
