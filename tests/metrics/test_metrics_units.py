@@ -24,6 +24,7 @@ from biasaudit.metrics import (
     jsd,
     rank_biserial,
     rank_biserial_test,
+    top_k_shares,
 )
 from biasaudit.metrics._units import _Cell, _data, _Selection, _weighted_figures
 
@@ -183,7 +184,7 @@ def test_qualified_figures_are_computed_on_the_qualified_candidates_only() -> No
 def appearances(selection: _Selection, n: int) -> np.ndarray:
     """How often each of ``n`` candidates appears in one selection's pools."""
     drawn = selection._drawn(np.ones(n, dtype=np.int64), np.random.default_rng(0), None)
-    return np.bincount(np.concatenate([pools.ravel() for pools, _ in drawn]), minlength=n)
+    return np.bincount(np.concatenate([pools.ravel() for _, pools, _ in drawn]), minlength=n)
 
 
 def test_balanced_pools_show_every_candidate_equally_often() -> None:
@@ -197,6 +198,44 @@ def test_balanced_pools_show_every_candidate_equally_often() -> None:
     random = _Selection(data, "random", 4, n_rounds=100, k_max=1)
     shown = appearances(random, len(frame))
     assert set(shown) == {10.0}  # 40 candidates in pools of 4: 10 pools per shuffle
+
+
+@pytest.mark.parametrize(("pool", "pool_size"), [("one_per_group", 2), ("random", 5)])
+def test_tallied_rates_equal_a_count_pool_by_pool_to_the_bit(pool: str, pool_size: int) -> None:
+    """The tally (bins built once, shares read from a table, qualified weighted 0 or 1)
+    equals adding each pool's members' shares in turn, as a plain loop does: the same
+    sums, in the same order, so runs written before it replay identically."""
+    frame = screening(np.random.default_rng(9), names=4, resumes=3, jobs=2)
+    frame["score"] = frame["score"].round()  # ties, which share places
+    frame["qualified"] = frame["qualified"].astype(object)
+    frame.loc[frame.index[::7], "qualified"] = None  # some not rated at all
+    data = _data(frame["score"], frame["group"], "W", frame["subtask"], frame["qualified"],
+                 frame["name"], frame["item"])  # fmt: skip
+    selection = _Selection(data, pool, pool_size, n_rounds=60, k_max=2)
+    weights = np.random.default_rng(1).integers(0, 3, size=len(frame)).astype(np.int64)
+    found = selection._tallied_rates(weights, np.random.default_rng(2))
+    rng = np.random.default_rng(2)
+    expected = {}
+    for figure in ("selection_rate", "true_positive_rate"):
+        expected[figure] = np.zeros((len(data.subtask_ids), 2, 2))
+    seen = {figure: np.zeros((len(data.subtask_ids), 2)) for figure in expected}
+    for subtask in range(len(data.subtask_ids)):
+        pools = selection._pools(subtask, weights, data.groups, rng, True)
+        for members in pools:
+            shares = top_k_shares([data.values[members]], k_max=2)[0]
+            for member, share in zip(members, shares, strict=True):
+                group = data.groups[member]
+                figures = ["selection_rate"] + ["true_positive_rate"] * bool(
+                    data.qualified[member] == 1
+                )
+                for figure in figures:
+                    seen[figure][subtask, group] += 1
+                    for k in range(2):
+                        expected[figure][subtask, group, k] += share[k]
+    for figure, won in expected.items():
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rates = won / seen[figure][..., None]
+        np.testing.assert_array_equal(found[figure], rates)
 
 
 def test_too_few_names_give_no_interval_and_few_names_are_counted() -> None:

@@ -1151,21 +1151,24 @@ class _Selection:
         self._members: dict[tuple[int, int], NDArray[np.intp]] = {}  # of the own groups
         self._counts: dict[str, FloatArray] = {}
         self._units: dict[int, int] = {}
+        self._bins_of: dict[int, NDArray[np.intp]] = {}  # per subtask (one per group)
+        self._places_of: dict[int, FloatArray] = {}  # shares per (higher, tied), per size
 
     def _drawn(
         self,
         weights: NDArray[np.int64],
         rng: np.random.Generator,
         groups: NDArray[np.intp] | None,
-    ) -> Iterator[tuple[NDArray[np.intp], FloatArray]]:
-        """Per subtask that fills a pool: its pools and each member's share of the places."""
+    ) -> Iterator[tuple[int, NDArray[np.intp], tuple[FloatArray, FloatArray]]]:
+        """Per subtask that fills a pool: the subtask, its pools shaped (pool, member), and
+        the members' shares of the k places (:meth:`_shares`)."""
         data = self.data
         groups = data.groups if groups is None else groups
         own = groups is data.groups
         for subtask in range(len(data.subtask_ids)):
             pools = self._pools(subtask, weights, groups, rng, own)
             if pools is not None:
-                yield pools, self._shares(pools)
+                yield subtask, pools, self._shares(pools)
 
     def _tallied_rates(
         self,
@@ -1175,27 +1178,34 @@ class _Selection:
     ) -> dict[str, FloatArray]:
         """Per (subtask, group, k): selection rate and true positive rate (NaN where none
         was shown) of one selection, tallied per (subtask, group) as the pools are read:
-        nothing per candidate, whatever their number."""
+        nothing per candidate, whatever their number.
+
+        Every (cell, k) sums its members' shares pool by pool, in the order the pools were
+        drawn (``bincount`` adds in the order it reads). One-per-group pools hold a cell
+        once each, so they are read member by member, as the shares lie; random pools,
+        which may hold a group twice, pool by pool. True positive rates count the
+        qualified alone: the others weigh 0, and adding 0.0 to a sum of shares (never
+        negative) leaves it as it was. So the sums are the same to the bit as a count
+        over the qualified members of each pool in turn."""
         data = self.data
         groups = data.groups if groups is None else groups
         cells = len(data.subtask_ids) * self.n_groups
         keys = data.subtasks * self.n_groups + groups
         k_max = self.k_max
-        places = np.arange(k_max)
         won = {figure: np.zeros(cells * k_max) for figure in _RATES}
         seen = {figure: np.zeros(cells) for figure in _RATES}
-        for pools, shares in self._drawn(weights, rng, groups):
-            flat = pools.ravel()
-            own, rows = keys[flat], shares.reshape(-1, k_max)  # per (pool, member)
-            qualified = data.qualified[flat] == 1
-            counted = {"selection_rate": (own, rows),  # among the qualified alone:
-                       "true_positive_rate": (own[qualified], rows[qualified])}  # fmt: skip
-            for figure, (cell_of, share) in counted.items():
-                seen[figure] += np.bincount(cell_of, minlength=cells)
-                # One count of every (cell, k): each bin adds its members in the order
-                # a count per k would, so the sums are the same to the bit.
-                bins = (cell_of[:, None] * k_max + places).ravel()
-                won[figure] += np.bincount(bins, share.ravel(), minlength=cells * k_max)
+        for subtask, pools, (shares, only) in self._drawn(weights, rng, groups):
+            members = pools.T
+            if self.pool != "one_per_group":
+                members = pools
+                shares, only = shares.transpose(1, 0, 2), only.transpose(1, 0, 2)
+            cell_of = keys[members].ravel()  # per (member, pool)
+            bins = self._bins(subtask, cell_of)
+            seen["selection_rate"] += np.bincount(cell_of, minlength=cells)
+            qualified = data.qualified[members].ravel() == 1
+            seen["true_positive_rate"] += np.bincount(cell_of, qualified, minlength=cells)
+            won["selection_rate"] += np.bincount(bins, shares.ravel(), minlength=cells * k_max)
+            won["true_positive_rate"] += np.bincount(bins, only.ravel(), minlength=cells * k_max)
         out = {}
         for figure in _RATES:
             with np.errstate(divide="ignore", invalid="ignore"):
@@ -1203,13 +1213,38 @@ class _Selection:
             out[figure] = rates.reshape(len(data.subtask_ids), self.n_groups, self.k_max)
         return out
 
-    def _shares(self, pools: NDArray[np.intp]) -> FloatArray:
-        """Each member's share of the k places, shaped (pool, member, k)."""
+    def _bins(self, subtask: int, cell_of: NDArray[np.intp]) -> NDArray[np.intp]:
+        """The (cell, k) bin of every (member, pool, k) share. One-per-group pools put
+        group g in column g, so a subtask's bins are the same every draw: built once."""
+        own = self.pool == "one_per_group"
+        found = self._bins_of.get(subtask) if own else None
+        if found is None:
+            found = (cell_of[:, None] * self.k_max + np.arange(self.k_max)).ravel()
+            if own:
+                self._bins_of[subtask] = found
+        return found
+
+    def _shares(self, pools: NDArray[np.intp]) -> tuple[FloatArray, FloatArray]:
+        """Each member's share of the k places, shaped (member, pool, k); and the same
+        with 0 for members not rated qualified (true positives count the qualified)."""
+        qualified = self.data.qualified[pools.T] == 1
         if pools.shape[1] > _PAIRWISE_MAX_POOL:
-            return top_k_shares(self.data.values[pools], k_max=self.k_max)
-        # Small pools: compare members pair by pair on integer ranks (as the gap bootstrap).
+            shares = top_k_shares(self.data.values[pools], k_max=self.k_max)
+            shares = np.ascontiguousarray(shares.transpose(1, 0, 2))
+            return shares, shares * qualified[..., None]
+        # Small pools: compare members pair by pair on integer ranks (as the gap bootstrap),
+        # and read each (higher, tied)'s shares from a table of them, whose last row is 0.
         higher, tied = _higher_and_tied_members(self.ranks[pools].T)
-        return _shares_of_places(higher.T, tied.T, k_max=self.k_max)
+        size = pools.shape[1]
+        table = self._places_of.get(size)
+        if table is None:
+            places = np.arange(size)
+            table = _shares_of_places(places[:, None], places[None, :] + 1, k_max=self.k_max)
+            table = np.vstack([table.reshape(size * size, self.k_max), np.zeros(self.k_max)])
+            self._places_of[size] = table
+        rows = higher.astype(np.intp) * size + tied - 1
+        only_qualified = np.where(qualified, rows, size * size)
+        return np.take(table, rows, axis=0), np.take(table, only_qualified, axis=0)
 
     def _pools(
         self,
