@@ -487,7 +487,7 @@ def test_labels_scored_as_continuations_match_the_chat_endpoints_own_logprobs(
     for label in ("Yes", "No"):
         assert continued[label] == pytest.approx(chat_top[label], abs=1e-4)
 
-    (tmp_path / "candidates.csv").write_text("name,group\nAnn Lee,A\nBo Chan,B\nCy Diaz,A\n")
+    (tmp_path / "candidates.csv").write_text("name,group\nAnn Lee,A\nBo Chan,B\n")
     spec = {
         "task": "allocation", "model": "local/smollm2", "candidates": "candidates.csv",
         "reference_group": "A", "scoring": "continuation", "runs_dir": "runs",
@@ -502,7 +502,7 @@ def test_labels_scored_as_continuations_match_the_chat_endpoints_own_logprobs(
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["scoring"]["path"] == "continuation"
     assert metrics["scoring"]["chat_template"] == "model"
-    assert metrics["candidates"]["scored"] == 3 and metrics["requests"]["sent"] == 6
+    assert metrics["candidates"]["scored"] == 2 and metrics["requests"]["sent"] == 4
     assert not server_processes()
 
 
