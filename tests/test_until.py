@@ -218,6 +218,47 @@ def test_a_replay_checks_the_rounds_as_well(tmp_path: Path) -> None:
     assert replay_run(run_dir).differences == ["rounds.json: stopped"]
 
 
+def test_a_precise_fixed_size_allows_for_its_t_and_older_records_replay_as_they_were(
+    tmp_path: Path,
+) -> None:
+    """The fixed-size audit "of the same precision" is the smallest size whose own
+    intervals, with the Student t of the names they would have, are within ±H (the
+    normal quantile alone names too few where names are few); a record from before
+    (no quantile recorded: the normal's size) replays to its own size, unchanged."""
+    code, out, err = invoke(*BASE, "--until", "precise:0.3", "--runs-dir", str(tmp_path))
+    assert code == 0, err
+    run_dir = last_run(out)
+    record = read_rounds(run_dir)
+    assert record is not None and record.fixed_size is not None
+    assert record.fixed_size_quantile == "student t"
+    last = record.rounds[-1]
+    z = stats.norm.ppf(0.975)
+
+    def widest(size: int, *, t: bool) -> float:
+        """The widest half-width over the figures at ``size`` names per group."""
+        found = []
+        for look in last.figures.values():
+            assert look.interval_units is not None
+            half = (look.fixed_interval[1] - look.fixed_interval[0]) / 2
+            sd = half / stats.t.ppf(0.975, look.interval_units - 1) * last.size**0.5
+            units = max(2, round(size * look.interval_units / last.size))
+            found.append((stats.t.ppf(0.975, units - 1) if t else z) * sd / size**0.5)
+        return max(found)
+
+    size = record.fixed_size
+    assert widest(size, t=True) <= 0.3 and (size == 2 or widest(size - 1, t=True) > 0.3)
+    normal = 2
+    while widest(normal, t=False) > 0.3:
+        normal += 1
+    assert normal < size  # t asks for more where names are few
+    older = record.model_copy(update={
+        "fixed_size_quantile": None, "fixed_size": normal,
+        "fixed_requests": -(-last.requests * normal // last.size),
+    })  # fmt: skip
+    (run_dir / "rounds.json").write_text(older.model_dump_json(), encoding="utf-8")
+    assert replay_run(run_dir).differences == []
+
+
 def test_a_round_stopped_by_the_budget_leaves_the_rounds_before_it_recorded(
     tmp_path: Path,
 ) -> None:

@@ -164,7 +164,7 @@ def _replay_audit(
         # Rounds a failure stopped stop there again, even where the cache now holds more.
         halted = (len(rounds.rounds), rounds.stopped) if failure_stopped(rounds) else None
         finished = run_spec(spec, stderr=stderr, command=command, design=design,
-                            stopped=halted)  # fmt: skip
+                            stopped=halted, quantile=rounds.fixed_size_quantile)  # fmt: skip
     else:
         spec = _replay_spec(original, cache_path, out)
         finished = run_spec(spec, stderr=stderr, command=command)

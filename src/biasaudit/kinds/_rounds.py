@@ -27,7 +27,8 @@ Jennison & Turnbull 2000, 3.8).
 Each round is an ordinary run directory; the last one also holds ``rounds.json``
 (:class:`RoundsRecord`): every round (its size, requests sent, each figure's estimate,
 the run's own interval and the ones the rule reads), why the audit stopped, and the
-size and requests of the fixed-size audit of the same precision (``precise``) or the
+size and requests of the fixed-size audit of the same precision (``precise``: its
+intervals' Student t included) or the
 one the power analysis recommends for D at 80% (``decided``), with the spec as asked
 and the design's looks. ``replay`` of the last round runs every round again from the
 cache, on the recorded design, and checks them (:mod:`biasaudit.replay`).
@@ -40,7 +41,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple, TextIO
+from typing import Any, Literal, NamedTuple, TextIO
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -219,6 +220,11 @@ class RoundsRecord(BaseModel):
         description="The fixed-size audit to compare with: of the same precision "
         "(precise), or the one the power analysis recommends at 80% for D (decided).",
     )
+    fixed_size_quantile: Literal["normal", "student t"] | None = Field(
+        None,
+        description="precise: the quantile the fixed size was solved with ('student t': "
+        "its interval's t at that size; None in records before 2026-11-27: the normal).",
+    )
     fixed_requests: int | None = None
     looks: list[int] | None = Field(
         None, description="Group sequential: the sizes of the planned looks."
@@ -370,10 +376,15 @@ def _settled(spec: Any, looks: Mapping[str, Look], read: int) -> str | None:
     return None
 
 
-def _fixed_size(spec: Any, last: Round, confidence: float) -> int | None:
+def _fixed_size(
+    spec: Any, last: Round, confidence: float, quantile: str | None = "student t"
+) -> int | None:
     """The fixed-size audit to compare with (see :class:`RoundsRecord`), from the last
     round's own intervals, their SE scaled by 1/sqrt(size) (a design's plan gives its
-    own: :class:`Design`)."""
+    own: :class:`Design`). ``precise``: the smallest size whose interval is within
+    ±width, with the Student t of the units it would have (``quantile`` 'student t';
+    units in proportion to the size) where the figure's interval takes one, else the
+    normal quantile (as records before 2026-11-27 did, which a replay repeats)."""
     z = _z(confidence)
     sizes = []
     for look in last.figures.values():
@@ -388,10 +399,29 @@ def _fixed_size(spec: Any, last: Round, confidence: float) -> int | None:
         else:
             width = float(spec.until.partition(":")[2])
             needed = math.ceil(model.names * (z / width) ** 2)
+            if quantile == "student t" and look.interval_units is not None:
+                per_size = look.interval_units / last.size
+                needed = _t_size(model.names, width, confidence, per_size, max(needed, 2))
         if needed is None:
             return None
         sizes.append(max(needed, 2))  # an interval needs two units
     return max(sizes) if sizes else None
+
+
+def _t_size(
+    variance: float, width: float, confidence: float, per_size: float, at_least: int
+) -> int:
+    """The smallest size from ``at_least`` (the normal quantile's answer, which t only
+    raises) whose interval, ``t(units) * sqrt(variance / size)`` with ``per_size`` units
+    a unit of size, is within ±``width``."""
+    size = at_least
+    while (
+        critical_value(confidence, max(2, round(size * per_size))) * math.sqrt(variance / size)
+        > width
+        and size < 100 * at_least
+    ):
+        size += 1
+    return size
 
 
 def _check(spec: Any, growth: Growth) -> int:
@@ -434,12 +464,15 @@ def audit_until(
     command: Sequence[str] | None = None,
     design: Design | None = None,
     stopped: tuple[int, str] | None = None,
+    quantile: str | None = "student t",
 ) -> Any:
     """Run ``spec`` in rounds of ``audit`` (the kind's run at one size) until its
     ``until`` rule holds; see the module docstring. Returns the last round's run.
     ``design``: the group-sequential design to follow (a replay's, as recorded) in
     place of the one the growth plans. ``stopped``: (rounds, why) of an audit a
     failure stopped, which a replay stops where it did, whatever the cache holds now.
+    ``quantile``: what the fixed size of ``precise`` is solved with (a replay's, as
+    recorded; see :func:`_fixed_size`).
 
     Raises
     ------
@@ -470,7 +503,7 @@ def audit_until(
             if result is not None:  # the rounds before are kept, and recorded
                 why = f"round {len(rounds) + 1} ({size} {growth.unit}){_FAILED}{error}"
                 _write(result.run_dir, spec, growth, design, rounds, why, sent, target,
-                       confidence)  # fmt: skip
+                       confidence, quantile)  # fmt: skip
                 if stderr is not None:
                     print(f"the rounds before it: {result.run_dir / ROUNDS_FILE}", file=stderr)
             raise
@@ -504,7 +537,8 @@ def audit_until(
         if reason is not None:
             break
         size = design.looks[len(rounds)] if design else min(size + step, most)
-    _write(result.run_dir, spec, growth, design, rounds, reason, sent, target, confidence)
+    _write(result.run_dir, spec, growth, design, rounds, reason, sent, target, confidence,
+           quantile)  # fmt: skip
     return result
 
 
@@ -518,11 +552,13 @@ def _write(
     sent: int,
     target: float,
     confidence: float,
+    quantile: str | None,
 ) -> None:
     """``rounds.json`` of the rounds run so far, in ``run_dir`` (the last one's)."""
     last = rounds[-1]
-    fixed = design.fixed if design else _fixed_size(spec, last, confidence)
     decided = spec.until == "decided"
+    precise = not decided and design is None
+    fixed = design.fixed if design else _fixed_size(spec, last, confidence, quantile)
     record = RoundsRecord(
         until=spec.until, unit=growth.unit, figure=growth.figure(spec), detect=spec.detect,
         design="group sequential" if design else "confidence sequence",
@@ -530,7 +566,8 @@ def _write(
         equivalence_boundaries=design.equivalence if design else None,
         equivalence_confidence=equivalence_level(confidence) if decided else None,
         confidence=confidence, tightest_at=target, rounds=rounds, stopped=stopped, sent=sent,
-        fixed_size=fixed, looks=design.looks if design else None,
+        fixed_size=fixed, fixed_size_quantile=quantile if precise else None,
+        looks=design.looks if design else None,
         fixed_requests=None if fixed is None else math.ceil(last.requests * fixed / last.size),
         spec=spec.model_dump(mode="json"),
     )  # fmt: skip

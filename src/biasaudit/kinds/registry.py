@@ -316,10 +316,12 @@ def run_spec(
     command: Sequence[str] | None = None,
     design: Any = None,
     stopped: tuple[int, str] | None = None,
+    quantile: str | None = "student t",
 ) -> FinishedAudit:
     """Run the audit ``spec`` describes, whatever its kind: in rounds where it has
     ``until`` (``design``: a group-sequential design to follow, as a replay does;
-    ``stopped``: where a failure stopped the rounds a replay repeats).
+    ``stopped``: where a failure stopped the rounds a replay repeats; ``quantile``:
+    what a ``precise`` record's fixed size is solved with, as recorded).
 
     Raises
     ------
@@ -339,7 +341,7 @@ def run_spec(
         growth = growth_for(kind.growth.load(), spec)
         ran = audit_until(spec, growth, kind.run.load(), provider=provider,
                           stderr=stderr, command=command, design=design,
-                          stopped=stopped)  # fmt: skip
+                          stopped=stopped, quantile=quantile)  # fmt: skip
     else:
         ran = kind.run(spec, provider=provider, stderr=stderr, command=command)
     blocks = kind.run_blocks(ran.metrics, ran.run_dir)
