@@ -211,3 +211,21 @@ def test_a_run_from_before_a_spec_field_existed_still_compares(tmp_path: Path) -
     del spec["conventions"]
     (a / "spec.json").write_text(json_module.dumps(spec))
     assert compare_runs(a, b).different_settings == []
+
+
+def test_a_p_value_at_the_floor_prints_as_below_it_never_as_a_number() -> None:
+    """Both compare tables print p as every other table does (render.text.format_p)."""
+    from rich.console import Console
+
+    from biasaudit.metrics import ChangeTest
+    from biasaudit.reports.compare import _test_row
+    from biasaudit.reports.rich_tables import _test_cells
+
+    test = ChangeTest("RABBI", "B_M", 0.0, 0.9, 0.9, (0.8, 1.0), 1e-300, "bootstrap", 1e-300)
+    assert "< 1e-300" in _test_row(test)
+    console = Console(width=200, record=True)
+    for cell in _test_cells(test, 0.05):
+        console.print(cell)
+    assert "< 1e-300" in console.export_text()
+    ordinary = ChangeTest("RABBI", "B_M", 0.0, 0.1, 0.1, (-0.1, 0.3), 0.034, "bootstrap", 0.034)
+    assert "0.034" in _test_row(ordinary)

@@ -46,6 +46,7 @@ from numpy.typing import NDArray
 
 from biasaudit.errors import UsageError
 from biasaudit.metrics import ChangeTest
+from biasaudit.render.text import format_p
 from biasaudit.store.runs import Manifest, read_manifest, read_responses
 
 __all__ = [
@@ -344,7 +345,7 @@ def _test_row(test: ChangeTest) -> str:
     interval = f"{test.difference:+.3f} [{test.ci[0]:+.3f}, {test.ci[1]:+.3f}]"
     return (
         f"{test.label:<22} {number(test.before):>8} {number(test.after):>8} {interval:>28} "
-        f"{test.p_adjusted:>10.2g}  {test.method}"
+        f"{format_p(test.p_adjusted):>10}  {test.method}"
     )
 
 

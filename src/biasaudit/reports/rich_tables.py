@@ -131,6 +131,8 @@ def comparison_view(comparison: Comparison, *, show_all: bool = False) -> Render
 
 
 def _test_cells(test: ChangeTest, alpha: float) -> list[Text]:
+    from biasaudit.render.text import format_p
+
     def number(value: float | None) -> str:
         return "-" if value is None else f"{value:+.3f}"
 
@@ -141,7 +143,7 @@ def _test_cells(test: ChangeTest, alpha: float) -> list[Text]:
         Text(number(test.before)),
         Text(number(test.after)),
         styled_cell(interval, changed),
-        styled_cell(f"{test.p_adjusted:.2g}", changed),
+        styled_cell(format_p(test.p_adjusted), changed),
         Text(test.method),
     ]
 
