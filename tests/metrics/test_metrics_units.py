@@ -184,7 +184,7 @@ def test_qualified_figures_are_computed_on_the_qualified_candidates_only() -> No
 def appearances(selection: _Selection, n: int) -> np.ndarray:
     """How often each of ``n`` candidates appears in one selection's pools."""
     drawn = selection._drawn(np.ones(n, dtype=np.int64), np.random.default_rng(0), None)
-    return np.bincount(np.concatenate([pools.ravel() for _, pools, _ in drawn]), minlength=n)
+    return np.bincount(np.concatenate([pools.ravel() for _, pools, *_ in drawn]), minlength=n)
 
 
 def test_balanced_pools_show_every_candidate_equally_often() -> None:

@@ -416,8 +416,7 @@ def _t_size(
     a unit of size, is within ±``width``."""
     size = at_least
     while (
-        critical_value(confidence, max(2, round(size * per_size))) * math.sqrt(variance / size)
-        > width
+        critical_value(confidence, round(size * per_size)) * math.sqrt(variance / size) > width
         and size < 100 * at_least
     ):
         size += 1

@@ -26,10 +26,10 @@ from numpy.typing import ArrayLike, NDArray
 
 from biasaudit.metrics._selection import (
     _higher_and_tied,
+    _places_table,
     _pool_matrix,
     _random_pools,
     _require_appearances,
-    _shares_of_places,
     dp_gap,
     select_in_pools,
     simulate_selection,
@@ -392,8 +392,7 @@ def _tally(
     keys += tied.reshape(ranks.shape) - 1
     counts = np.bincount(keys.ravel(), minlength=replicates * n_classes * size * size)
     counts = counts.reshape(replicates, n_classes, size, size)
-    places = np.arange(size)
-    table = _shares_of_places(places[:, None], places[None, :] + 1, k_max=k_max)
+    table = _places_table(size, k_max=k_max)
     return np.tensordot(counts, table, axes=([2, 3], [0, 1])), counts.sum(axis=(2, 3))
 
 

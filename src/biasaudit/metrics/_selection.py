@@ -236,6 +236,14 @@ def _shares_of_places(higher: NDArray[Any], tied: NDArray[Any], *, k_max: int) -
     return shares
 
 
+def _places_table(size: int, *, k_max: int) -> FloatArray:
+    """:func:`_shares_of_places` of every member of a pool of ``size``, shaped
+    (higher, tied - 1, k): ``higher`` from 0 to size - 1 above it, ``tied`` from 1 to
+    size level with it (itself included)."""
+    places = np.arange(size)
+    return _shares_of_places(places[:, None], places[None, :] + 1, k_max=k_max)
+
+
 def _one_per_group_pools(
     rng: np.random.Generator, codes: NDArray[np.intp], n_groups: int, n_rounds: int
 ) -> NDArray[np.intp]:

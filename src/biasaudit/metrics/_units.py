@@ -68,7 +68,7 @@ from biasaudit.metrics._allocation import (
     _weighted_sign_sums,
 )
 from biasaudit.metrics._gap_bootstrap import _PAIRWISE_MAX_POOL, _higher_and_tied_members
-from biasaudit.metrics._selection import _shares_of_places, top_k_shares
+from biasaudit.metrics._selection import _places_table, top_k_shares
 from biasaudit.metrics._small_samples import P_FLOOR, RATIO_MIN_UNITS, critical_value, floor_p
 from biasaudit.metrics._validate import (
     FloatArray,
@@ -1151,7 +1151,8 @@ class _Selection:
         self._members: dict[tuple[int, int], NDArray[np.intp]] = {}  # of the own groups
         self._counts: dict[str, FloatArray] = {}
         self._units: dict[int, int] = {}
-        self._bins_of: dict[int, NDArray[np.intp]] = {}  # per subtask (one per group)
+        # Cells and bins per subtask (one per group: the same every draw).
+        self._bins_of: dict[int, tuple[NDArray[np.intp], NDArray[np.intp]]] = {}
         self._places_of: dict[int, FloatArray] = {}  # shares per (higher, tied), per size
 
     def _drawn(
@@ -1159,16 +1160,18 @@ class _Selection:
         weights: NDArray[np.int64],
         rng: np.random.Generator,
         groups: NDArray[np.intp] | None,
-    ) -> Iterator[tuple[int, NDArray[np.intp], tuple[FloatArray, FloatArray]]]:
-        """Per subtask that fills a pool: the subtask, its pools shaped (pool, member), and
-        the members' shares of the k places (:meth:`_shares`)."""
+    ) -> Iterator[tuple[int, NDArray[np.intp], NDArray[np.bool_], FloatArray, FloatArray]]:
+        """Per subtask that fills a pool: the subtask, its pools shaped (pool, member),
+        which members are rated qualified, shaped (member, pool), and the members'
+        shares of the k places with and without the others (:meth:`_shares`)."""
         data = self.data
         groups = data.groups if groups is None else groups
         own = groups is data.groups
         for subtask in range(len(data.subtask_ids)):
             pools = self._pools(subtask, weights, groups, rng, own)
             if pools is not None:
-                yield subtask, pools, self._shares(pools)
+                qualified = data.qualified[pools.T] == 1
+                yield subtask, pools, qualified, *self._shares(pools, qualified)
 
     def _tallied_rates(
         self,
@@ -1194,16 +1197,14 @@ class _Selection:
         k_max = self.k_max
         won = {figure: np.zeros(cells * k_max) for figure in _RATES}
         seen = {figure: np.zeros(cells) for figure in _RATES}
-        for subtask, pools, (shares, only) in self._drawn(weights, rng, groups):
+        for subtask, pools, qualified, shares, only in self._drawn(weights, rng, groups):
             members = pools.T
-            if self.pool != "one_per_group":
-                members = pools
+            if self.pool != "one_per_group":  # read pool by pool
+                members, qualified = pools, qualified.T
                 shares, only = shares.transpose(1, 0, 2), only.transpose(1, 0, 2)
-            cell_of = keys[members].ravel()  # per (member, pool)
-            bins = self._bins(subtask, cell_of)
+            cell_of, bins = self._bins(subtask, keys, members)
             seen["selection_rate"] += np.bincount(cell_of, minlength=cells)
-            qualified = data.qualified[members].ravel() == 1
-            seen["true_positive_rate"] += np.bincount(cell_of, qualified, minlength=cells)
+            seen["true_positive_rate"] += np.bincount(cell_of, qualified.ravel(), minlength=cells)
             won["selection_rate"] += np.bincount(bins, shares.ravel(), minlength=cells * k_max)
             won["true_positive_rate"] += np.bincount(bins, only.ravel(), minlength=cells * k_max)
         out = {}
@@ -1213,21 +1214,26 @@ class _Selection:
             out[figure] = rates.reshape(len(data.subtask_ids), self.n_groups, self.k_max)
         return out
 
-    def _bins(self, subtask: int, cell_of: NDArray[np.intp]) -> NDArray[np.intp]:
-        """The (cell, k) bin of every (member, pool, k) share. One-per-group pools put
-        group g in column g, so a subtask's bins are the same every draw: built once."""
+    def _bins(
+        self, subtask: int, keys: NDArray[np.intp], members: NDArray[np.intp]
+    ) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
+        """The (subtask, group) cell of each of ``members`` (raveled), and the (cell, k)
+        bin of each of their shares. One-per-group pools put group g in column g, so a
+        subtask's cells and bins are the same every draw, whatever the labels: built once."""
         own = self.pool == "one_per_group"
         found = self._bins_of.get(subtask) if own else None
         if found is None:
-            found = (cell_of[:, None] * self.k_max + np.arange(self.k_max)).ravel()
+            cell_of = keys[members].ravel()
+            found = cell_of, (cell_of[:, None] * self.k_max + np.arange(self.k_max)).ravel()
             if own:
                 self._bins_of[subtask] = found
         return found
 
-    def _shares(self, pools: NDArray[np.intp]) -> tuple[FloatArray, FloatArray]:
+    def _shares(
+        self, pools: NDArray[np.intp], qualified: NDArray[np.bool_]
+    ) -> tuple[FloatArray, FloatArray]:
         """Each member's share of the k places, shaped (member, pool, k); and the same
-        with 0 for members not rated qualified (true positives count the qualified)."""
-        qualified = self.data.qualified[pools.T] == 1
+        with 0 for members not rated ``qualified`` (true positives count the qualified)."""
         if pools.shape[1] > _PAIRWISE_MAX_POOL:
             shares = top_k_shares(self.data.values[pools], k_max=self.k_max)
             shares = np.ascontiguousarray(shares.transpose(1, 0, 2))
@@ -1238,10 +1244,8 @@ class _Selection:
         size = pools.shape[1]
         table = self._places_of.get(size)
         if table is None:
-            places = np.arange(size)
-            table = _shares_of_places(places[:, None], places[None, :] + 1, k_max=self.k_max)
-            table = np.vstack([table.reshape(size * size, self.k_max), np.zeros(self.k_max)])
-            self._places_of[size] = table
+            table = _places_table(size, k_max=self.k_max).reshape(size * size, self.k_max)
+            table = self._places_of[size] = np.vstack([table, np.zeros(self.k_max)])
         rows = higher.astype(np.intp) * size + tied - 1
         only_qualified = np.where(qualified, rows, size * size)
         return np.take(table, rows, axis=0), np.take(table, only_qualified, axis=0)
