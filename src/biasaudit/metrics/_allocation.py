@@ -634,15 +634,31 @@ def _weighted_emd(
     total_b: FloatArray,
 ) -> FloatArray:
     """∫|F_a - F_b| with both distribution functions weighted, per row of weights
-    (``cumulative_b``: :func:`_cumulative` of b's weights in sorted order)."""
+    (``cumulative_b``: :func:`_cumulative` of b's weights in sorted order).
+
+    The differences are taken in blocks of rows of about :data:`_BLOCK_CELLS`
+    points, in place, so that each block stays in the CPU cache (about twice as
+    fast as whole arrays at 2,000 replicates of 1,200 points); the integral is one
+    matrix product over all rows, as the BLAS sums each row the same way only
+    within the same product."""
     order_a = np.argsort(a, kind="stable")
-    a_sorted, w_a = a[order_a], w_a[:, order_a]
+    a_sorted = a[order_a]
     points = np.unique(np.concatenate([a_sorted, b_sorted]))
+    rows = w_a.shape[0]
     if points.size < 2:
-        return np.zeros(w_a.shape[0])
-    cdf_a = _cumulative(w_a)[:, np.searchsorted(a_sorted, points[:-1], side="right")]
-    cdf_b = cumulative_b[:, np.searchsorted(b_sorted, points[:-1], side="right")]
-    gap = np.abs(cdf_a / total_a[:, None] - cdf_b / total_b[:, None])
+        return np.zeros(rows)
+    at_a = np.searchsorted(a_sorted, points[:-1], side="right")
+    at_b = np.searchsorted(b_sorted, points[:-1], side="right")
+    gap = np.empty((rows, at_a.size), order="F")  # as the whole arrays' indexing lays it
+    block = max(1, _BLOCK_CELLS // points.size)
+    for start in range(0, rows, block):
+        part = slice(start, start + block)
+        here = _cumulative(w_a[part][:, order_a])[:, at_a]
+        np.divide(here, total_a[part, None], out=here)
+        cdf_b = cumulative_b[part, at_b]
+        np.divide(cdf_b, total_b[part, None], out=cdf_b)
+        np.subtract(here, cdf_b, out=here)
+        np.abs(here, out=gap[part])
     found: FloatArray = gap @ np.diff(points)
     return found
 
