@@ -154,17 +154,16 @@ def _replay_audit(
     stderr: TextIO | None,
     command: list[str],
 ) -> ReplayResult:
-    from biasaudit.kinds._rounds import failure_stopped, read_rounds
+    from biasaudit.kinds._rounds import read_rounds
 
     rounds = read_rounds(original)
     if rounds is not None and rounds.spec is not None:  # every round again, from the cache
-        design = rounds.planned()  # as recorded: the pilot it was planned from may be gone
-        asked = rounds.spec if design is not None else {**rounds.spec, "like": None}
+        # The design as recorded: the pilot it was planned from may be gone.
+        asked = rounds.spec if rounds.planned() is not None else {**rounds.spec, "like": None}
         spec = _replay_spec(original, cache_path, out, asked)
-        # Rounds a failure stopped stop there again, even where the cache now holds more.
-        halted = (len(rounds.rounds), rounds.stopped) if failure_stopped(rounds) else None
-        finished = run_spec(spec, stderr=stderr, command=command, design=design,
-                            stopped=halted, quantile=rounds.fixed_size_quantile)  # fmt: skip
+        # Followed as recorded: rounds a failure stopped stop there again, even where
+        # the cache now holds more.
+        finished = run_spec(spec, stderr=stderr, command=command, recorded=rounds)
     else:
         spec = _replay_spec(original, cache_path, out)
         finished = run_spec(spec, stderr=stderr, command=command)

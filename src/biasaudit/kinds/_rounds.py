@@ -461,17 +461,15 @@ def audit_until(
     provider: Any = None,
     stderr: TextIO | None = None,
     command: Sequence[str] | None = None,
-    design: Design | None = None,
-    stopped: tuple[int, str] | None = None,
-    quantile: str | None = "student t",
+    recorded: RoundsRecord | None = None,
 ) -> Any:
     """Run ``spec`` in rounds of ``audit`` (the kind's run at one size) until its
     ``until`` rule holds; see the module docstring. Returns the last round's run.
-    ``design``: the group-sequential design to follow (a replay's, as recorded) in
-    place of the one the growth plans. ``stopped``: (rounds, why) of an audit a
-    failure stopped, which a replay stops where it did, whatever the cache holds now.
-    ``quantile``: what the fixed size of ``precise`` is solved with (a replay's, as
-    recorded; see :func:`_fixed_size`).
+
+    ``recorded``: the rounds of the audit a replay repeats, which it follows as they
+    were recorded: their group-sequential design in place of the one the growth
+    plans, the round a failure stopped them at (whatever the cache holds now), and
+    the quantile their fixed size was solved with (:func:`_fixed_size`).
 
     Raises
     ------
@@ -485,6 +483,7 @@ def audit_until(
     """
     most = _check(spec, growth)
     provider = provider or spec.resolve_provider()
+    design, stopped, quantile = _as_recorded(recorded)
     first = getattr(spec, growth.size)
     step = getattr(spec, growth.step) or first
     target = max(most / 2, first)
@@ -539,6 +538,19 @@ def audit_until(
     _write(result.run_dir, spec, growth, design, rounds, reason, sent, target, confidence,
            quantile)  # fmt: skip
     return result
+
+
+def _as_recorded(
+    recorded: RoundsRecord | None,
+) -> tuple[Design | None, tuple[int, str] | None, str | None]:
+    """What a replay of ``recorded`` follows: the design (None: the one the growth
+    plans), where a failure stopped the rounds (rounds, why; None: they were not) and
+    the fixed size's quantile (None in records from before it was recorded: the
+    normal's). None: a new audit's."""
+    if recorded is None:
+        return None, None, "student t"
+    stopped = (len(recorded.rounds), recorded.stopped) if failure_stopped(recorded) else None
+    return recorded.planned(), stopped, recorded.fixed_size_quantile
 
 
 def _write(

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, TextIO, get_args
+from typing import TYPE_CHECKING, Any, TextIO, get_args
 
 from pydantic import BaseModel
 
@@ -27,6 +27,9 @@ from biasaudit.kinds.runspec import AuditSpec
 from biasaudit.providers import ModelRequest, Provider
 from biasaudit.render.text import Block, block_lines
 from biasaudit.store.runs import Manifest
+
+if TYPE_CHECKING:
+    from biasaudit.kinds._rounds import RoundsRecord
 
 __all__ = [
     "AUDIT_KINDS",
@@ -314,14 +317,11 @@ def run_spec(
     provider: Provider | None = None,
     stderr: TextIO | None = None,
     command: Sequence[str] | None = None,
-    design: Any = None,
-    stopped: tuple[int, str] | None = None,
-    quantile: str | None = "student t",
+    recorded: RoundsRecord | None = None,
 ) -> FinishedAudit:
     """Run the audit ``spec`` describes, whatever its kind: in rounds where it has
-    ``until`` (``design``: a group-sequential design to follow, as a replay does;
-    ``stopped``: where a failure stopped the rounds a replay repeats; ``quantile``:
-    what a ``precise`` record's fixed size is solved with, as recorded).
+    ``until`` (``recorded``: the rounds a replay repeats, followed as recorded; see
+    :func:`biasaudit.kinds._rounds.audit_until`).
 
     Raises
     ------
@@ -340,8 +340,7 @@ def run_spec(
 
         growth = growth_for(kind.growth.load(), spec)
         ran = audit_until(spec, growth, kind.run.load(), provider=provider,
-                          stderr=stderr, command=command, design=design,
-                          stopped=stopped, quantile=quantile)  # fmt: skip
+                          stderr=stderr, command=command, recorded=recorded)  # fmt: skip
     else:
         ran = kind.run(spec, provider=provider, stderr=stderr, command=command)
     blocks = kind.run_blocks(ran.metrics, ran.run_dir)
