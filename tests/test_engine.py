@@ -206,6 +206,33 @@ def test_replay_names_what_is_missing_and_sends_nothing(cache: ResponseCache) ->
     assert sum(replayer.calls.values()) == 0
 
 
+def test_a_replay_of_identical_prompts_finds_every_one_and_names_only_what_is_missing(
+    cache: ResponseCache,
+) -> None:
+    """Two inputs with the same content are one question: sent once, cached once, and
+    each answered (its model version counted for each). A replay counts the calls it
+    needs, not the keys, so it finds both in the cache, and a miss names the calls that
+    lack an answer."""
+    requests = [chat("a", "same"), chat("b", "same"), chat("c", "other")]
+    first = Engine(FakeProvider(), cache)
+    collect(first, requests)
+    assert first.stats.sent == 2 and len(cache) == 2
+    # Three answers, as a run served from the cache counts them.
+    assert first.stats.cache_hits == 1 and first.stats.model_versions == {"model-1-2026": 3}
+    replayer = FakeProvider()
+    again = Engine(replayer, cache, EngineSettings(replay=True))
+    again.check_replay(requests)
+    assert all(r.cached for r in collect(again, requests)) and again.stats.sent == 0
+    assert again.stats.model_versions == first.stats.model_versions
+    more = [*requests, chat("d", "new"), chat("e", "new")]
+    for check in (again.check_replay, lambda r: collect(again, r)):
+        with pytest.raises(
+            ReplayMissError, match=r"2 of 5 prompts are not in the cache .*\(e\.g\. d, e\)"
+        ):
+            check(more)
+    assert sum(replayer.calls.values()) == 0
+
+
 def test_n_is_split_into_cached_calls_where_unsupported(cache: ResponseCache) -> None:
     provider = FakeProvider(n=False)
     request = chat("q", "sample me", n=4, temperature=1.0)

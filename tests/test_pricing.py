@@ -102,6 +102,23 @@ def test_dry_run_counts_cache_hits_as_free_and_sends_nothing(
     assert out.splitlines()[-1] == "estimated cost: $0.00 (local or self-hosted model)"
 
 
+def test_a_dry_run_counts_a_repeated_comparison_once(tmp_path: Path) -> None:
+    """Pairwise pools of few names repeat comparisons; the engine sends each once, so the
+    dry run counts the copies apart and plans to send what the run then sends."""
+    base = ["run", "resume-screening", "--method", "pairwise", "--model", "sim/biased",
+            "--jobs", "software-engineer", "--names-per-group", "2", "--runs-dir",
+            str(tmp_path), "--no-report"]  # fmt: skip
+    code, out, _ = invoke(*base, "--dry-run")
+    first = out.splitlines()[0]
+    assert code == 0 and "the same as another (sent once)" in first, first
+    to_send = int(first.rsplit(", ", 1)[1].split()[0])
+    assert invoke(*base)[0] == 0
+    [run] = tmp_path.glob("2*")
+    counts = read_manifest(run).counts
+    assert to_send == counts.sent < counts.requests
+    assert f"{counts.requests} requests" in first
+
+
 def test_max_cost_refuses_to_start_above_the_estimate(
     server: OpenAIServer, prices: Path, tmp_path: Path
 ) -> None:

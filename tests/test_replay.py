@@ -56,6 +56,21 @@ def test_replay_reproduces_every_audit_kind_from_the_cache(kind: str, tmp_path: 
             assert (result.run_dir / table).read_bytes() == (original / table).read_bytes()
 
 
+def test_a_pairwise_run_whose_pools_repeat_a_comparison_replays(tmp_path: Path) -> None:
+    """Pools drawn from few names repeat comparisons: the same prompt, sent once and
+    answered from the cache for its copies. The replay finds every one of them."""
+    spec = parse_spec({"task": "resume-screening", "method": "pairwise",
+                       "jobs": "software-engineer", "names_per_group": 2, "bootstrap": 200,
+                       "gap_bootstrap": 40, "model": "sim/biased", "runs_dir": str(tmp_path)})  # fmt: skip
+    original = run_spec(spec, command=["test"]).run_dir
+    counts = read_manifest(original).counts
+    assert counts.cache_hits > 0 and counts.sent + counts.cache_hits == counts.requests
+    result = replay_run(original)
+    assert result.differences == [] and result.exit_code == 0
+    assert metrics_without_requests(result.run_dir) == metrics_without_requests(original)
+    assert read_manifest(result.run_dir).counts.sent == 0
+
+
 def test_replay_rebuilds_fanout_responses(tmp_path: Path) -> None:
     requests = [
         ModelRequest(id=f"q{i}", messages=({"role": "user", "content": f"Answer Yes or No: {i}"},))

@@ -159,6 +159,9 @@ class CostEstimate:
         Calls the engine would make (one per choice where the endpoint has no ``n``).
     cache_hits:
         Of those, answers already cached (free).
+    repeats:
+        Of the others, calls identical to an earlier one (one cache key): the engine
+        sends each once, and the copies share its answer.
     input_tokens, output_tokens:
         Estimated tokens of the calls to send (output: an upper bound).
     price:
@@ -182,10 +185,11 @@ class CostEstimate:
     why: str | None = None
     batch: bool = False
     reasoning_tokens: int = 0
+    repeats: int = 0
 
     @property
     def to_send(self) -> int:
-        return self.requests - self.cache_hits
+        return self.requests - self.cache_hits - self.repeats
 
     @property
     def cost(self) -> float | None:
@@ -200,7 +204,9 @@ class CostEstimate:
         where = f" {self.cache_path}" if self.cache_path else ""
         lines = [
             f"dry run of {self.model}: {self.requests} requests, {self.cache_hits} in the cache"
-            f"{where} (free), {self.to_send} to send",
+            f"{where} (free), "
+            + (f"{self.repeats} the same as another (sent once), " if self.repeats else "")
+            + f"{self.to_send} to send",
             *([f"why so many: {self.why}"] if self.why else []),
             f"estimated tokens to send: {self.input_tokens} input (prompt characters / 4 + "
             f"chat overhead), at most {self.output_tokens} output (max_tokens x n"
@@ -238,15 +244,23 @@ def estimate_cost(
     """Estimate the cost of sending ``units`` (the engine's calls) of ``requests``.
 
     ``key`` computes a call's cache key (or ``keys`` gives them, in the calls' order)
-    and ``cached_keys`` holds the keys in the cache; calls found there are free.
+    and ``cached_keys`` holds the keys in the cache; calls found there are free, and
+    so are calls identical to an earlier one (one key: the engine sends it once).
     """
     calls = list(units if units is not None else requests)
-    cached = cached_keys or set()
     to_send = calls
-    if cached and (keys is not None or key is not None):
+    if keys is not None or key is not None:
         found = keys if keys is not None else [key(call) for call in calls]  # type: ignore[misc]
-        to_send = [call for call, k in zip(calls, found, strict=True) if k not in cached]
-    hits = len(calls) - len(to_send)
+        cached = cached_keys or set()
+        seen: set[str] = set()
+        to_send = []
+        for call, k in zip(calls, found, strict=True):
+            if k not in cached and k not in seen:
+                seen.add(k)
+                to_send.append(call)
+        hits = sum(1 for k in found if k in cached)
+    else:
+        hits = 0
     # Replicates of one prompt share its messages: each text is counted once.
     counted: dict[tuple[int, int | None, int], tuple[int, int]] = {}
     tokens = []
@@ -267,6 +281,7 @@ def estimate_cost(
         model=model_id,
         requests=len(calls),
         cache_hits=hits,
+        repeats=len(calls) - hits - len(to_send),
         input_tokens=sum(t[0] for t in tokens),
         output_tokens=sum(t[1] for t in tokens) + reasoning * len(to_send),
         price=price,
@@ -345,9 +360,8 @@ def estimate_spec_cost(spec: AuditSpec, provider: Provider, prices: PriceTable) 
     engine = Engine(provider, None, spec.engine_settings())
     units = engine.calls(requests)
     cached: set[str] = set()
-    keys: list[str] | None = None
+    keys = [engine.key(unit) for unit in units]  # identical calls are sent once
     if spec.cache_path.is_file() and not spec.fresh:
-        keys = [engine.key(unit) for unit in units]
         with ResponseCache(spec.cache_path, readonly=True) as store:
             cached = store.keys_present(keys)
     estimate = estimate_cost(

@@ -102,11 +102,7 @@ class Engine:
             Some are not (how many, which, and the cache's path).
         """
         keyed = [(unit, self.key(unit)) for unit in self.calls(requests)]
-        in_cache = self._cached_keys([key for _, key in keyed])
-        if len(in_cache) < len(keyed):
-            missing = [unit.id for unit, key in keyed if key not in in_cache]
-            path = str(self.cache.path) if self.cache is not None else "(no cache)"
-            raise ReplayMissError(len(missing), len(keyed), path, missing)
+        self._check_cached(keyed, self._cached_keys([key for _, key in keyed]))
 
     def check_rate(self, requests: Sequence[ModelRequest]) -> None:
         """Before a run starts: at ``--rpm``, what is not cached can be sent within a day.
@@ -120,7 +116,7 @@ class Engine:
         if not rpm or not requests:
             return
         keys = [self.key(unit) for unit in self.calls(requests)]
-        to_send = len(keys) - len(self._cached_keys(keys))
+        to_send = len(set(keys) - self._cached_keys(keys))  # identical ones are sent once
         minutes = to_send / rpm
         if minutes > MOST_MINUTES:
             raise UsageError(
@@ -147,10 +143,8 @@ class Engine:
         units = self.calls(requests)
         keyed = [(unit, self.key(unit)) for unit in units]
         in_cache = self._cached_keys([key for _, key in keyed])
-        if self.settings.replay and len(in_cache) < len(keyed):
-            missing = [unit.id for unit, key in keyed if key not in in_cache]
-            path = str(self.cache.path) if self.cache is not None else "(no cache)"
-            raise ReplayMissError(len(missing), len(keyed), path, missing)
+        if self.settings.replay:
+            self._check_cached(keyed, in_cache)
         merger = _SampleMerger(requests, self.key)
         hits = [(unit, key) for unit, key in keyed if key in in_cache]
         for result in self.context.served(hits):
@@ -212,6 +206,8 @@ class Engine:
         async for result in strategy.send(unique):
             yield result
             for unit in repeats.get(result.key, ()):
+                if result.response is not None:  # an answer, counted as a cached one is
+                    self.stats.count_response(result.response)
                 yield replace(result, request=unit, cached=result.response is not None, attempts=0)
 
     @property
@@ -245,6 +241,14 @@ class Engine:
                 request.model_copy(update={"params": single, "sample": i}) for i in range(n)
             )
         return units
+
+    def _check_cached(self, keyed: Pairs, in_cache: set[str]) -> None:
+        """Raise :class:`ReplayMissError` where an answer of ``keyed`` is not in the cache.
+        The calls are compared, not the keys: identical calls share one key."""
+        missing = [unit.id for unit, key in keyed if key not in in_cache]
+        if missing:
+            path = str(self.cache.path) if self.cache is not None else "(no cache)"
+            raise ReplayMissError(len(missing), len(keyed), path, missing)
 
     def _cached_keys(self, keys: list[str]) -> set[str]:
         if self.cache is None or not self.settings.read_cache:
