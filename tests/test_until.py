@@ -111,7 +111,8 @@ def test_until_precise_stops_at_the_width_or_at_max_names(tmp_path: Path) -> Non
     ("args", "message"),
     [(["--until", "decided"], "--until decided needs --detect D"),
      (["--until", "soon"], "field 'until': must be 'decided' or 'precise:H'"),
-     (["--until", "precise:0.1", "--max-names", "3"], "--names-per-group is above --max-names"),
+     (["--until", "precise:0.1", "--max-names", "3"],
+      "the first round, 5 names per group (--names-per-group), is above --max-names (3)"),
      (["--until", "decided", "--detect", "0.1", "--confidence", "0.5"],
       "--until decided needs --confidence above 0.5")],
 )  # fmt: skip
@@ -120,6 +121,20 @@ def test_until_that_cannot_run_is_named_before_anything_is_sent(
 ) -> None:
     code, _, err = invoke(*BASE, *args, "--runs-dir", str(tmp_path / "runs"))
     assert code == 2 and message in err, err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_file_with_fewer_candidates_than_the_default_first_round_is_named(
+    tmp_path: Path,
+) -> None:
+    """--until starts a file's audit at 10 candidates per group unless told: with fewer in
+    the file (6 a group in the demo), the refusal names that first round and its flag,
+    which the user never typed, and how to start lower."""
+    code, _, err = invoke("run", "essay-grading", "--essays", "demo", "--model", "sim/biased",
+                          "--until", "precise:0.1", "--runs-dir", str(tmp_path / "runs"))  # fmt: skip
+    assert code == 2, err
+    assert "the first round, 10 candidates per group (--candidates-per-group), is above" in err
+    assert "(6): start from fewer with --candidates-per-group" in err
     assert not (tmp_path / "runs").exists()
 
 

@@ -195,7 +195,7 @@ def test_a_rounds_record_of_the_first_version_still_reads(tmp_path: Path) -> Non
 
 @pytest.mark.parametrize(
     ("args", "message"),
-    [(["--until", "precise:0.1", "--pools", "400"], "--pools is above --max-pools (300)"),
+    [(["--until", "precise:0.1", "--pools", "400"], "the first round, 400 pools per subtask (--pools), is above --max-pools (300)"),
      (["--until", "decided"], "--until decided needs --detect D")],
 )  # fmt: skip
 def test_listwise_until_that_cannot_run_is_named_before_anything_is_sent(

@@ -437,9 +437,13 @@ def _check(spec: Any, growth: Growth) -> int:
     if spec.until == "decided" and growth.undecidable is not None:
         raise UsageError(f"--until decided: {growth.undecidable}; use --until precise:H")
     most = growth.most(spec)
-    if getattr(spec, growth.size) > most:
+    first = getattr(spec, growth.size)
+    if first > most:  # named as the first round: --until sets it where it is not given
         flag = growth.size.replace("_", "-")
-        raise UsageError(f"--{flag} is above {growth.ceiling} ({most})")
+        raise UsageError(
+            f"--until: the first round, {first} {growth.unit} (--{flag}), is above "
+            f"{growth.ceiling} ({most}): start from fewer with --{flag}, or run without --until"
+        )
     return most
 
 
