@@ -364,6 +364,9 @@ def test_study_of_a_folder_that_is_not_a_run_is_a_usage_error(tmp_path: Path) ->
     )
     code, _, err = invoke("study", str(tmp_path / "nowhere"))
     assert code == 2 and err == f"error: {tmp_path / 'nowhere'} does not exist\n"
+    # A glob the shell matched to nothing arrives as it is: named as a glob.
+    code, _, err = invoke("study", str(tmp_path / "runs" / "*-allocation-*"))
+    assert code == 2 and err == f"error: {tmp_path / 'runs' / '*-allocation-*'} matches nothing\n"
 
 
 def test_study_of_a_glob_skips_the_cache_and_earlier_studies_and_works_twice(

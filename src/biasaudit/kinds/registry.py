@@ -167,6 +167,13 @@ class FinishedAudit:
         return 0 if self.manifest.status == "completed" and counts.failures == 0 else 1
 
 
+def _missing(path: Path) -> str:
+    """Why ``path`` is not there: a glob the shell matched to nothing passes on as it is."""
+    if any(ch in str(path) for ch in "*?["):
+        return f"{path} matches nothing"
+    return f"{path} does not exist"
+
+
 def runs_to_study(paths: Sequence[str | Path]) -> tuple[list[Path], list[str]]:
     """The audit runs among ``paths`` (a shell glob such as ``runs/*`` also matches the
     cache file, earlier study and compare folders and fan-out runs), and a note for each
@@ -183,7 +190,7 @@ def runs_to_study(paths: Sequence[str | Path]) -> tuple[list[Path], list[str]]:
     skipped: list[str] = []
     for path in map(Path, paths):
         if not path.exists():
-            raise UsageError(f"{path} does not exist")
+            raise UsageError(_missing(path))
         if path.is_file():
             skipped.append(f"skipped {path}: a file, not a run directory")
         elif (path / "study.json").is_file() or (path / "compare.json").is_file():
@@ -293,7 +300,7 @@ def study_kind(run_dirs: Sequence[str | Path]) -> str:
     kinds: dict[str, str] = {}
     for path in map(Path, run_dirs):
         if not path.exists():
-            raise UsageError(f"{path} does not exist")
+            raise UsageError(_missing(path))
         if not (path / "manifest.json").is_file():
             raise UsageError(f"{path} is not a run (no manifest.json)")
         kind = read_manifest(path).kind
