@@ -1153,7 +1153,7 @@ class _Selection:
         self._units: dict[int, int] = {}
         # Cells and bins per subtask (one per group: the same every draw).
         self._bins_of: dict[int, tuple[NDArray[np.intp], NDArray[np.intp]]] = {}
-        self._places_of: dict[int, FloatArray] = {}  # shares per (higher, tied), per size
+        self._places: FloatArray | None = None  # shares per (higher, tied) of a pool
 
     def _drawn(
         self,
@@ -1241,11 +1241,11 @@ class _Selection:
         # Small pools: compare members pair by pair on integer ranks (as the gap bootstrap),
         # and read each (higher, tied)'s shares from a table of them, whose last row is 0.
         higher, tied = _higher_and_tied_members(self.ranks[pools].T)
-        size = pools.shape[1]
-        table = self._places_of.get(size)
+        size = pools.shape[1]  # the pool size, the same every draw
+        table = self._places
         if table is None:
             table = _places_table(size, k_max=self.k_max).reshape(size * size, self.k_max)
-            table = self._places_of[size] = np.vstack([table, np.zeros(self.k_max)])
+            table = self._places = np.vstack([table, np.zeros(self.k_max)])
         rows = higher.astype(np.intp) * size + tied - 1
         only_qualified = np.where(qualified, rows, size * size)
         return np.take(table, rows, axis=0), np.take(table, only_qualified, axis=0)
