@@ -245,6 +245,27 @@ def test_an_empty_group_cell_is_named(tmp_path: Path, server: OpenAIServer) -> N
     nothing_happened(tmp_path, server)
 
 
+@pytest.mark.parametrize(
+    ("csv", "said"),
+    [
+        ("", "candidates.csv is empty: a CSV file with a header row is expected"),
+        (CSV + "Ed,A,a van, with a roof\n", "candidates.csv, line 6: 4 fields where the header has 3"),
+        (CSV.replace("Bo,B,a roof", 'Bo,B,"a roof'), "candidates.csv, line 3: a double quote opened here is never closed"),
+        (CSV.replace(",", ";"), "candidates.csv, line 1: the header is separated by semicolons, not commas"),
+        (CSV.replace(",", "\t"), "candidates.csv, line 1: the header is separated by tabs, not commas"),
+    ],
+    ids=["empty", "extra-field", "open-quote", "semicolons", "tabs"],
+)  # fmt: skip
+def test_a_table_that_is_not_comma_separated_csv_is_named_by_line(
+    tmp_path: Path, server: OpenAIServer, csv: str, said: str
+) -> None:
+    """pandas' tokenizer messages (records counted from 1, rows from 0) as the file's line."""
+    result = run_spec(write_spec(tmp_path, server, csv=csv))
+    refused(result, said)
+    assert "C error" not in result.output and "tokenizing" not in result.output
+    nothing_happened(tmp_path, server)
+
+
 # --- 18. broken runs, orphaned workers -------------------------------------------------------
 
 

@@ -185,14 +185,58 @@ def read_table(path: str | Path, what: str) -> pd.DataFrame:
         frame = pd.read_csv(
             io.StringIO(text), dtype=str, keep_default_na=False, skipinitialspace=True
         )
-    except (pd.errors.ParserError, pd.errors.EmptyDataError) as error:
-        raise UsageError(f"{what} {path} is not a readable CSV file: {error}") from None
+    except pd.errors.EmptyDataError:
+        raise UsageError(
+            f"{what} {path} is empty: a CSV file with a header row is expected"
+        ) from None
+    except pd.errors.ParserError as error:
+        raise _unreadable_csv(path, what, str(error)) from None
     if frame.empty:
         raise UsageError(f"{what} {path} has no rows")
     frame.columns = [str(column).strip() for column in frame.columns]
+    _comma_separated(frame, path)
     frame = frame.apply(lambda column: column.str.strip())
     _bounded_cells(frame, path)
     return frame
+
+
+def _unreadable_csv(path: str | Path, what: str, said: str) -> UsageError:
+    """pandas' parser error as the line of the file it names, in words (its own message
+    counts records and rows differently, and names its C tokenizer)."""
+    import re
+
+    fields = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", said)
+    if fields:
+        wanted, line, saw = map(int, fields.groups())
+        return InputError(
+            str(path), line, None,
+            f"{saw} fields where the header has {wanted}: a value holding a comma needs "
+            "double quotes around it",
+        )  # fmt: skip
+    quote = re.search(r"EOF inside string starting at row (\d+)", said)
+    if quote:
+        return InputError(
+            str(path), int(quote.group(1)) + 1, None,
+            "a double quote opened here is never closed (a quote inside a quoted value "
+            'is written twice: "")',
+        )  # fmt: skip
+    return UsageError(f"{what} {path} is not a readable CSV file: {' '.join(said.split())}")
+
+
+def _comma_separated(frame: pd.DataFrame, path: str | Path) -> None:
+    """Refuse a table whose header is one column holding semicolons or tabs: a file
+    saved with another separator (a spreadsheet set to a European locale does that),
+    which would otherwise be refused for a column it does have."""
+    if len(frame.columns) != 1:
+        return
+    header = str(frame.columns[0])
+    for separator, called in ((";", "semicolons"), ("\t", "tabs")):
+        if separator in header:
+            raise InputError(
+                str(path), 1, None,
+                f"the header is separated by {called}, not commas: save the file as "
+                "comma-separated CSV",
+            )  # fmt: skip
 
 
 def env_number(name: str, default: float, *, above: float | None = None) -> float:
