@@ -96,6 +96,7 @@ def test_the_readme_tour_runs_as_written_twice(
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     commands = [c for c in tour_commands() if "local/" not in c]
     assert len(commands) >= 12
+    printed: dict[str, list[str]] = {}
     for attempt in (1, 2):
         for command in commands:
             args = expand(command, tmp_path)
@@ -103,3 +104,34 @@ def test_the_readme_tour_runs_as_written_twice(
                 args.append("--no-report")
             result = CliRunner().invoke(cli, args, catch_exceptions=False)
             assert result.exit_code == 0, (attempt, command, result.stderr[-2000:])
+            printed.setdefault(command, [line.rstrip() for line in result.stdout.splitlines()])
+
+    # What the documentation shows a tour command printing, it prints (lines may be cut
+    # short of their last columns): a quoted table cannot go stale.
+    quoted = quoted_outputs()
+    assert sum(len(lines) for command, lines in quoted if command in printed) >= 15
+    for command, lines in quoted:
+        for line in lines if command in printed else ():
+            assert any(out.startswith(line) for out in printed[command]), (command, line)
+
+
+def quoted_outputs() -> list[tuple[str, list[str]]]:
+    """Each output block of the documentation (a code block that is not a command, a
+    file or code) with the command it follows: the last in a bash block before it, or
+    one quoted inline as ``From `biasaudit ...` ``."""
+    found = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        command = None
+        text = page.read_text(encoding="utf-8")
+        for piece in re.split(r"(^[ \t]*```[a-z]*\n.*?^[ \t]*```$)", text, flags=re.S | re.M):
+            fence = re.match(r"[ \t]*```([a-z]*)\n(.*)```$", piece.strip("\n"), re.S)
+            if fence is None:
+                inline = re.findall(r"From `(biasaudit [^`]+)`", piece)
+                command = inline[-1] if inline else command
+            elif fence.group(1) == "bash":
+                runs = [line.split("  #")[0].strip() for line in fence.group(2).splitlines()]
+                command = next((c for c in reversed(runs) if c.startswith("biasaudit ")), None)
+            elif fence.group(1) in ("", "text"):
+                lines = [line.strip() for line in fence.group(2).splitlines()]
+                found.append((command or "", [line for line in lines if line and line != "..."]))
+    return found
