@@ -371,3 +371,28 @@ def test_impact_ratios_pool_the_groups_of_a_category_and_divide_by_the_most_sele
                 assert rows.loc[value, "high"] <= 1.0
     b_m = found.impact[(found.impact["category"] == "group") & (found.impact["k"] == 1)]
     assert bool(b_m.set_index("value").loc["B_M", "beyond_noise"])
+
+
+def test_an_impact_ratio_interval_is_centred_on_its_estimate_whatever_the_strata() -> None:
+    """One posting whose resumes are two qualified and four others: each resample draws
+    one qualified resume and three others (n - 1 of each stratum), so the resamples'
+    mix of resumes is not the audit's, and a ratio read from the top of the pools moves
+    with it. The interval stays centred on the estimate (on the log scale, or on the
+    ratio's own, whichever reaches further) rather than on the estimate less that shift,
+    which left the estimate at one end of its own interval."""
+    rng = np.random.default_rng(3)
+    groups = ("W_M", "W_F", "B_M", "B_F", "A_M", "A_F", "H_M", "H_F")
+    frame = screening(rng, groups=groups, names=20, jobs=1, shift={("B_M", 0): -1.0})
+    frame["qualified"] = frame["item"].isin(["job0-r0", "job0-r1"])
+    found = allocation_figures(
+        frame["score"], frame["group"], reference="W_M", subtasks=frame["subtask"],
+        qualified=frame["qualified"], names=frame["name"], items=frame["item"], k_max=1,
+        n_bootstrap=50, n_gap_bootstrap=200, n_permutations=20, n_omnibus=19,
+    )  # fmt: skip
+    rows = found.impact[found.impact["category"] == "group"].set_index("value")
+    b_m = rows.loc["B_M"]
+    assert b_m["low"] < b_m["ratio"] < b_m["high"] < 0.8, b_m
+    # Centred, not pushed to one side: the estimate sits well inside, each end at least a
+    # quarter of the width from it (before, it was the upper end).
+    width = b_m["high"] - b_m["low"]
+    assert min(b_m["ratio"] - b_m["low"], b_m["high"] - b_m["ratio"]) > width / 4, b_m
