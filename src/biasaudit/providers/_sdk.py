@@ -459,16 +459,17 @@ def transport_error(base_url: str, error: BaseException) -> ProviderError:
             return cause
     text = redact(" | ".join(f"{type(e).__name__}: {_one_line(e)}" for e in chain[1:] or chain))
     names = {type(e).__name__ for e in chain}
-    refused = next((e for e in chain if isinstance(e, ConnectionRefusedError | socket.gaierror)),
-                   None)  # fmt: skip
-    if refused is not None:  # the innermost reason, not the SDKs' wrappers (a "timeout")
+    unreachable = next(
+        (e for e in chain if isinstance(e, ConnectionRefusedError | socket.gaierror)), None
+    )
+    if unreachable is not None:  # the innermost reason, not the SDKs' wrappers (a "timeout")
         why, fix = (
             ("connection refused", "check that the server is running and listens on that port")
-            if isinstance(refused, ConnectionRefusedError)
+            if isinstance(unreachable, ConnectionRefusedError)
             else ("host name not found", "check the host name")
         )
         return EndpointUnreachableError(
-            f"cannot reach {base_url}: {why} ({redact(_one_line(refused))}); {fix}"
+            f"cannot reach {base_url}: {why} ({redact(_one_line(unreachable))}); {fix}"
         )
     parse_error = next((e for e in chain if type(e).__name__ in _NOT_HTTP_TYPES), None)
     if parse_error is not None:  # aiohttp's parser: the reply is not HTTP
