@@ -323,9 +323,10 @@ def test_a_damaged_rounds_record_is_named_not_a_traceback(tmp_path: Path) -> Non
     run_dir = last_run(out)
     (run_dir / "rounds.json").write_text('{"until": "precise:0.5", "rounds": [', encoding="utf-8")
     code, out, err = invoke("replay", str(run_dir))
-    assert code == 2 and "rounds.json: not a readable rounds record" in err
+    assert code == 2 and "rounds.json is damaged (not JSON: cut short, or edited)" in err
+    assert "replay needs it: restore it from a copy" in err
     assert "Traceback" not in err
     code, out, err = invoke("report", str(run_dir))
     assert code == 0, err
     report = (run_dir / "report.md").read_text(encoding="utf-8")
-    assert "not a readable rounds record" in report and "its rounds are left out" in report
+    assert "rounds.json is damaged" in report and "its rounds are left out" in report

@@ -19,7 +19,6 @@ next to the run directory.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,9 +27,9 @@ from typing import Any, TextIO
 from pydantic import ValidationError
 
 from biasaudit.errors import ReplayMissError, UsageError
-from biasaudit.kinds.registry import AUDIT_KINDS, run_spec
+from biasaudit.kinds.registry import AUDIT_KINDS, read_metrics, run_spec
 from biasaudit.spec import AuditSpec, parse_spec
-from biasaudit.store.runs import Manifest, RunDirectory, read_manifest
+from biasaudit.store.runs import Manifest, RunDirectory, read_manifest, read_run_json
 
 __all__ = ["ReplayResult", "find_cache", "metric_differences", "replay_run"]
 
@@ -170,11 +169,15 @@ def _replay_audit(
     before = original / "metrics.json"
     differences = ["metrics.json (the original run has none)"]
     added: list[str] = []
+    recorded: dict[str, Any] | None = None
     if before.is_file():
-        recorded, replayed_metrics = (
-            _read_json(before),
-            _read_json(finished.run_dir / "metrics.json"),
-        )
+        try:
+            read_metrics(original, manifest.kind)  # whole, and of a layout this one reads
+            recorded = read_run_json(before)
+        except UsageError:  # what the replay writes stands in its place
+            differences = ["metrics.json (the original's cannot be read; the replay's is whole)"]
+    if recorded is not None:
+        replayed_metrics = read_run_json(finished.run_dir / "metrics.json")
         # A layout newer than the original's adds fields (schema_version up): those
         # are not differences, and are named apart.
         older = _version(recorded) < _version(replayed_metrics)
@@ -199,7 +202,7 @@ def _replay_spec(
     path = original / ("spec.json" if asked is None else "rounds.json")
     if asked is None and not path.is_file():
         raise UsageError(f"replay: {original} has no spec.json, so what it asked is unknown")
-    data = dict(asked) if asked is not None else _read_json(path)
+    data = dict(asked) if asked is not None else read_run_json(path)
     data.update(replay=True, fresh=False, cache=str(cache_path), runs_dir=str(out))
     return parse_spec(data, source=str(path))
 
@@ -214,7 +217,7 @@ def _replay_fanout(
     inputs = original / "inputs.jsonl"
     if not inputs.is_file():
         raise UsageError(f"replay: {original} has no inputs.jsonl, so what it asked is unknown")
-    spec = _read_json(original / "spec.json")
+    spec = read_run_json(original / "spec.json")
     settings = spec.get("settings", {})
     try:
         options = FanoutOptions(
@@ -325,9 +328,3 @@ def _mark_replay(run_dir: Path, original: Path) -> None:
     manifest = read_manifest(run_dir)
     manifest.replay_of = str(original)
     RunDirectory(run_dir).write_json("manifest.json", manifest)
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    data = json.loads(path.read_text(encoding="utf-8"))
-    assert isinstance(data, dict), path
-    return data

@@ -47,6 +47,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from biasaudit.errors import RunAbortedError, RunInterruptedError, UsageError
 from biasaudit.metrics import VarianceModel, critical_value, sequence_multiplier, t_boundary
+from biasaudit.store.runs import read_run_model
 
 __all__ = [
     "ROUNDS_FILE",
@@ -289,11 +290,7 @@ def read_rounds(run_dir: Path) -> RoundsRecord | None:
     path = run_dir / ROUNDS_FILE
     if not path.is_file():
         return None
-    try:
-        return RoundsRecord.model_validate_json(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as error:
-        first = str(error).strip().splitlines()[0][:200]
-        raise UsageError(f"{path}: not a readable rounds record ({first})") from None
+    return read_run_model(path, RoundsRecord)
 
 
 def equivalence_level(confidence: float) -> float:

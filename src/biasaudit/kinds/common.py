@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import BaseModel, Field, ValidationError
 
 from biasaudit.errors import UsageError
-from biasaudit.store.runs import check_version
+from biasaudit.store.runs import check_version, file_problem, read_run_model
 
 if TYPE_CHECKING:
     from biasaudit.engine.session import RunSession
@@ -123,9 +123,7 @@ def read_run_metrics(run_dir: Path, model: type[M]) -> M:
     path = run_dir / "metrics.json"
     if not path.is_file():
         raise UsageError(f"{run_dir} has no metrics.json (the run stopped before its metrics)")
-    text = path.read_text(encoding="utf-8")
-    check_version(text, model.model_fields["schema_version"].default, path)
-    return model.model_validate_json(text)
+    return read_run_model(path, model)
 
 
 def load_study_metrics(path: Path, model: type[M], what: str) -> M:
@@ -145,8 +143,7 @@ def load_study_metrics(path: Path, model: type[M], what: str) -> M:
     except OSError:
         raise UsageError(f"{path} is not {what} (no metrics.json)") from None
     except ValidationError as error:
-        problem = error.errors()[0]["msg"]
-        raise UsageError(f"{source} is not {what}'s metrics: {problem}") from None
+        raise UsageError(f"{source} is not {what}'s metrics: {file_problem(error)}") from None
 
 
 def labelled_study_runs(

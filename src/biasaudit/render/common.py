@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import shlex
 from collections.abc import Mapping, Sequence
@@ -10,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from biasaudit.render.document import Code, Paragraph, Section, Table
-from biasaudit.store.runs import Manifest
+from biasaudit.store.runs import Manifest, read_run_json
 
 __all__ = [
     "audited_section",
@@ -64,11 +63,8 @@ def interval(
 
 
 def read_spec(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / "spec.json"
-    if not path.exists():
-        return {}
-    found: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    return found
+    """The run's ``spec.json`` ({} where it has none; a damaged one is named)."""
+    return read_run_json(run_dir / "spec.json")
 
 
 def _endpoint(manifest: Manifest) -> str:

@@ -47,7 +47,7 @@ from numpy.typing import NDArray
 from biasaudit.errors import UsageError
 from biasaudit.metrics import ChangeTest
 from biasaudit.render.text import format_p
-from biasaudit.store.runs import Manifest, read_manifest, read_responses
+from biasaudit.store.runs import Manifest, read_manifest, read_responses, read_run_json
 
 __all__ = [
     "NO_CHANGE",
@@ -226,8 +226,8 @@ def different_settings(path_a: Path, path_b: Path, metrics_a: Any, metrics_b: An
     (model, endpoint, concurrency, ...), the scoring path an allocation run
     took, and the requests themselves by id (items, candidates, orders).
     """
-    found = []
-    spec_a, spec_b = _spec(path_a), _spec(path_b)
+    found: list[str] = []
+    spec_a, spec_b = _spec(path_a, "A", found), _spec(path_b, "B", found)
     # A field only one spec has was added by a later biasaudit: runs written before it
     # asked with its default, so it is no difference of settings.
     for key in sorted((set(spec_a) & set(spec_b)) - _RUN_ONLY):
@@ -246,12 +246,14 @@ def different_settings(path_a: Path, path_b: Path, metrics_a: Any, metrics_b: An
     return found
 
 
-def _spec(path: Path) -> dict[str, Any]:
+def _spec(path: Path, name: str, found: list[str]) -> dict[str, Any]:
+    """The run's ``spec.json``; where it is damaged, a phrase in ``found`` says its
+    settings are unknown (so no verdict is given unless asked for)."""
     try:
-        data = json.loads((path / "spec.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return read_run_json(path / "spec.json")
+    except UsageError:
+        found.append(f"{name}'s spec.json is damaged: what it asked is unknown")
         return {}
-    return data if isinstance(data, dict) else {}
 
 
 def _shown(value: Any) -> str:

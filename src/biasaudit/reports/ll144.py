@@ -632,12 +632,12 @@ def _group_categories(run_dir: Path, kind: str) -> dict[str, str]:
     """Each group's "race sex" from the run's per-unit file, where it has ``race`` and
     ``sex`` columns (an import of rankings or scores made elsewhere)."""
     from biasaudit.kinds.registry import audit_kind
-    from biasaudit.store.tables import read_csv
+    from biasaudit.store.tables import read_run_table
 
     path = run_dir / audit_kind(kind).scores_file
     if not path.is_file():
         return {}
-    frame = read_csv(path)
+    frame = read_run_table(path)
     if not {"group", "race", "sex"} <= set(frame.columns):
         return {}
     pairs = frame[["group", "race", "sex"]].astype(str).drop_duplicates()
@@ -724,7 +724,7 @@ def _run_scoring(run_dir: Path, manifest: Any, metrics: Any) -> tuple[LL144Rates
     import pandas as pd
 
     from biasaudit.metrics import Units, ll144_unit_rates
-    from biasaudit.store.tables import read_csv
+    from biasaudit.store.tables import read_run_table
 
     if getattr(metrics, "method", None) not in ("pointwise", "imported"):
         raise UsageError(
@@ -735,9 +735,9 @@ def _run_scoring(run_dir: Path, manifest: Any, metrics: Any) -> tuple[LL144Rates
     from biasaudit.kinds.candidates.resume import GROUP_NAMES
 
     path = run_dir / "scores.csv"
-    frame = read_csv(path) if path.is_file() else pd.DataFrame()
-    if not {"group", "score"} <= set(frame.columns):
-        raise UsageError(f"{run_dir}: no scores.csv with group and score columns to read")
+    if not path.is_file():
+        raise UsageError(f"{run_dir}: no scores.csv to read")
+    frame = read_run_table(path, ("group", "score"))
     frame = frame[pd.to_numeric(frame["score"], errors="coerce").notna()]
     if frame.empty:
         raise UsageError(f"{run_dir}: no candidate was scored")

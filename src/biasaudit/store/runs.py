@@ -29,9 +29,9 @@ import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from biasaudit.errors import StorageFailedError, StorageUnusableError, UsageError
 from biasaudit.providers import FirstTokenLogprobs
@@ -47,6 +47,10 @@ __all__ = [
     "RunResult",
     "TokenUsage",
     "check_version",
+    "damaged_file",
+    "file_problem",
+    "read_run_json",
+    "read_run_model",
 ]
 
 SCHEMA_VERSION = 2
@@ -54,6 +58,7 @@ RunStatus = Literal["running", "completed", "failed", "aborted", "interrupted"]
 # Disk space a run sets aside as it starts (the hidden file ``.reserve``), freed when
 # storage fails so the answers already received and the final manifest still fit.
 RESERVE_BYTES = 1 << 20
+M = TypeVar("M", bound=BaseModel)
 
 
 class RunCounts(BaseModel):
@@ -341,6 +346,78 @@ def check_version(text: str, known: int, path: Path) -> None:
             f"{path} was written by a newer biasaudit (schema_version {found}; this one "
             f"reads up to {known}): upgrade biasaudit to read it"
         )
+
+
+def damaged_file(path: Path, problem: str) -> UsageError:
+    """The error for a run file (``path``) that is there but cannot be read, with the
+    way to get it back: a run's other files are rebuilt from the cache by replay, which
+    reads the ``spec.json`` and ``rounds.json`` (so those are restored from a copy)."""
+    if path.name in ("spec.json", "rounds.json"):
+        fix = "it records what the run asked, and replay needs it: restore it from a copy"
+    else:
+        fix = f"`biasaudit replay {path.parent}` writes the run again from the cache"
+    return UsageError(f"{path} is damaged ({problem}); {fix}")
+
+
+def file_problem(error: ValidationError) -> str:
+    """The first thing wrong with a file pydantic read, in words."""
+    first = error.errors()[0]
+    if first["type"] == "json_invalid":
+        return "not JSON: cut short, or edited"
+    if first["type"] == "model_type" and not first["loc"]:
+        return "not a JSON object"
+    where = ".".join(str(part) for part in first["loc"])
+    return f"field '{where}': {first['msg']}" if where else str(first["msg"])
+
+
+def read_run_json(path: Path) -> dict[str, Any]:
+    """The JSON object in run file ``path`` (``spec.json``), or ``{}`` where there is none.
+
+    Raises
+    ------
+    UsageError
+        The file is there but cannot be read, or holds no JSON object (named, with the
+        way to get it back: :func:`damaged_file`).
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as error:
+        problem = error.strerror if isinstance(error, OSError) else "not UTF-8 text"
+        raise damaged_file(path, str(problem)) from None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise damaged_file(path, "not JSON: cut short, or edited") from None
+    if not isinstance(data, dict):
+        raise damaged_file(path, f"a JSON {type(data).__name__}, not an object")
+    return data
+
+
+def read_run_model(path: Path, model: type[M]) -> M:
+    """Run file ``path`` (``metrics.json``, ``rounds.json``) as ``model``.
+
+    Raises
+    ------
+    UsageError
+        The file is missing (naming it), newer than this biasaudit reads
+        (:func:`check_version`), or damaged (:func:`damaged_file`).
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"{path} is missing") from None
+    except (OSError, UnicodeDecodeError) as error:
+        problem = error.strerror if isinstance(error, OSError) else "not UTF-8 text"
+        raise damaged_file(path, str(problem)) from None
+    version = model.model_fields.get("schema_version")
+    if version is not None and isinstance(version.default, int):
+        check_version(text, version.default, path)
+    try:
+        return model.model_validate_json(text)
+    except ValidationError as error:
+        raise damaged_file(path, file_problem(error)) from None
 
 
 def read_manifest(run_dir: str | Path) -> Manifest:

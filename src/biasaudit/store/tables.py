@@ -17,13 +17,14 @@ the way out and loses one on the way in, so every text round-trips exactly.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["neutralise", "read_csv", "restore", "write_csv"]
+__all__ = ["neutralise", "read_csv", "read_run_table", "restore", "write_csv"]
 
 # Any number of quotes, then a character a spreadsheet starts a formula with.
 _TRIGGER = re.compile(r"^'*[=+\-@\t\r]")
@@ -83,6 +84,38 @@ def read_csv(source: str | Path | IO[str], **options: Any) -> pd.DataFrame:
             texts[quoted] = texts[quoted].str.slice(1)
             frame[column] = _as(texts, values.dtype)
     frame.columns = [restore(c) for c in frame.columns]
+    return frame
+
+
+def read_run_table(path: Path, columns: Collection[str] = ()) -> pd.DataFrame:
+    """A table a run wrote (``scores.csv``, ``items.csv``, ...), with at least ``columns``.
+
+    Raises
+    ------
+    UsageError
+        The file is missing, cannot be read as CSV (cut short, edited), or lacks one of
+        ``columns``: named, with the way to get it back.
+    """
+    import pandas as pd
+
+    from biasaudit.errors import UsageError
+    from biasaudit.store.runs import damaged_file
+
+    try:
+        frame = read_csv(path)
+    except FileNotFoundError:
+        raise UsageError(f"{path} is missing") from None
+    except pd.errors.EmptyDataError:
+        raise damaged_file(path, "empty") from None
+    except UnicodeDecodeError:
+        raise damaged_file(path, "not UTF-8 text") from None
+    except OSError as error:
+        raise damaged_file(path, str(error.strerror)) from None
+    except ValueError:  # pandas' ParserError among them
+        raise damaged_file(path, "not CSV: cut short, or edited") from None
+    missing = [column for column in columns if column not in frame.columns]
+    if missing:
+        raise damaged_file(path, f"no column '{missing[0]}'")
     return frame
 
 

@@ -13,6 +13,7 @@ import pandas as pd
 from scipy import special
 
 from biasaudit.errors import UsageError
+from biasaudit.kinds.allocation.metrics import SCORES_COLUMNS
 from biasaudit.metrics import (
     ChangeTest,
     Resamples,
@@ -22,7 +23,7 @@ from biasaudit.metrics import (
     two_sided,
 )
 from biasaudit.metrics._validate import FloatArray
-from biasaudit.store.tables import read_csv
+from biasaudit.store.tables import read_run_table
 
 __all__ = ["change_tests"]
 
@@ -71,7 +72,7 @@ def change_tests(
 
 
 def _scores(path: Path) -> pd.DataFrame:
-    frame = read_csv(path / "scores.csv")
+    frame = read_run_table(path / "scores.csv", SCORES_COLUMNS)
     return frame[frame["score"].notna()]
 
 

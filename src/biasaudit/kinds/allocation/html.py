@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from biasaudit.kinds.allocation.kind import KIND
-from biasaudit.kinds.allocation.metrics import AllocationMetrics
+from biasaudit.kinds.allocation.metrics import SCORES_COLUMNS, AllocationMetrics
 from biasaudit.kinds.allocation.report import findings, impact_table, too_few_units
 from biasaudit.kinds.allocation.study import METRICS, StudyResult
 from biasaudit.kinds.common import read_run_metrics
@@ -54,7 +54,7 @@ from biasaudit.render.panels import (
     tests_by_key,
 )
 from biasaudit.store.runs import Manifest
-from biasaudit.store.tables import read_csv
+from biasaudit.store.tables import read_run_table
 
 __all__ = ["headline_k", "run_document"]
 
@@ -514,7 +514,7 @@ def run_document(run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -> 
     """The report of the allocation run in ``run_dir``."""
     metrics: AllocationMetrics = read_run_metrics(run_dir, AllocationMetrics)
     scores_path = run_dir / "scores.csv"
-    scores = read_csv(scores_path) if scores_path.exists() else None
+    scores = read_run_table(scores_path, SCORES_COLUMNS) if scores_path.exists() else None
     document = Document(
         f"{metrics.task} audit of {metrics.model}",
         f"Allocation audit, {metrics.method}; reference group {metrics.reference_group}; "

@@ -46,6 +46,7 @@ from biasaudit.metrics import (
 
 __all__ = [
     "METRICS_SCHEMA_VERSION",
+    "SCORES_COLUMNS",
     "AllocationMetrics",
     "CandidateCounts",
     "GroupMetrics",
@@ -56,6 +57,9 @@ __all__ = [
     "SubtaskMetrics",
     "allocation_results",
 ]
+
+SCORES_COLUMNS = ("candidate_id", "group", "subtask", "score")
+"""Columns every ``scores.csv`` has (audit and import) that its readers need."""
 
 METRICS_SCHEMA_VERSION = 3
 

@@ -35,7 +35,7 @@ from biasaudit.errors import UsageError
 from biasaudit.kinds.allocation.metrics import AllocationMetrics
 from biasaudit.kinds.common import load_study_metrics
 from biasaudit.metrics import distribution_shape, model_selection_ndcg, predictive_validity
-from biasaudit.store.tables import read_csv
+from biasaudit.store.tables import read_run_table
 
 __all__ = ["METRICS", "StudyResult", "StudyRun", "run_study"]
 
@@ -278,8 +278,8 @@ def _shapes(runs: Sequence[StudyRun]) -> pd.DataFrame:
     frames = []
     for run in runs:
         try:
-            scores = read_csv(run.path / "scores.csv")
-        except (OSError, ValueError):
+            scores = read_run_table(run.path / "scores.csv", ("group", "score"))
+        except UsageError:  # a damaged table: no shapes for this run
             continue
         scored = scores[scores["score"].notna()]
         if scored.empty:

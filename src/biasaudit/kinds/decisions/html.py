@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from biasaudit.kinds.common import read_run_metrics
-from biasaudit.kinds.decisions.metrics import DecisionsMetrics, FillScores
+from biasaudit.kinds.decisions.metrics import SCENARIOS_COLUMNS, DecisionsMetrics, FillScores
 from biasaudit.kinds.decisions.report import headline, score_label
 from biasaudit.kinds.decisions.study import DecisionsStudy
 from biasaudit.render.common import (
@@ -28,7 +28,7 @@ from biasaudit.render.document import Bullets, Document, Figure, Paragraph, Sect
 from biasaudit.render.figures import DotPanel, Series, dot_panels
 from biasaudit.render.panels import Compared, Marks, Panel, figure_block, tests_by_key
 from biasaudit.store.runs import Manifest
-from biasaudit.store.tables import read_csv
+from biasaudit.store.tables import read_run_table
 
 __all__ = ["compare_figures", "run_document", "study_page"]
 
@@ -108,7 +108,7 @@ def _scenarios_section(run_dir: Path) -> Section:
     path = run_dir / "scenarios.csv"
     if not path.exists():
         return Section("Per scenario", "scenarios", [Paragraph("scenarios.csv is missing.")])
-    frame = read_csv(path)
+    frame = read_run_table(path, SCENARIOS_COLUMNS)
     if frame.empty:
         return Section("Per scenario", "scenarios", [Paragraph("No scenario had a usable answer.")])
     terms = [

@@ -11,12 +11,16 @@ from biasaudit.kinds.common import MetricsHeader, RequestCounts, figure_row
 
 __all__ = [
     "DECISIONS_METRICS_SCHEMA_VERSION",
+    "SCENARIOS_COLUMNS",
     "DecisionsMetrics",
     "FillScores",
     "Metrics",
     "Score",
     "figure_rows",
 ]
+
+SCENARIOS_COLUMNS = ("scenario",)
+"""Columns every ``scenarios.csv`` has (audit and import) that its readers need."""
 
 DECISIONS_METRICS_SCHEMA_VERSION = 1
 

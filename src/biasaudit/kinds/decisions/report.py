@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from biasaudit.kinds.decisions.metrics import DecisionsMetrics, FillScores, Score
+from biasaudit.kinds.decisions.metrics import SCENARIOS_COLUMNS, DecisionsMetrics, FillScores, Score
 from biasaudit.kinds.decisions.study import DecisionsStudy
 from biasaudit.render.text import (
     SIMULATED,
@@ -23,7 +23,7 @@ from biasaudit.render.text import (
     format_share,
     smoke_test_lines,
 )
-from biasaudit.store.tables import read_csv
+from biasaudit.store.tables import read_run_table
 
 __all__ = [
     "decisions_blocks",
@@ -163,7 +163,9 @@ def _driving_lines(figures: FillScores, scenarios: pd.DataFrame) -> list[str]:
 def run_table(metrics: DecisionsMetrics, run_dir: Path) -> list[Block]:
     """What ``biasaudit run`` prints (it reads the run's ``scenarios.csv``)."""
     path = run_dir / "scenarios.csv"
-    return decisions_blocks(metrics, read_csv(path) if path.is_file() else None)
+    return decisions_blocks(
+        metrics, read_run_table(path, SCENARIOS_COLUMNS) if path.is_file() else None
+    )
 
 
 def headline(metrics: DecisionsMetrics) -> str:

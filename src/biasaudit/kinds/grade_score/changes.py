@@ -13,8 +13,9 @@ import numpy as np
 import pandas as pd
 from scipy import special
 
+from biasaudit.kinds.grade_score.metrics import ITEMS_COLUMNS
 from biasaudit.metrics import ChangeTest, two_sided
-from biasaudit.store.tables import read_csv
+from biasaudit.store.tables import read_run_table
 
 __all__ = ["change_tests"]
 
@@ -38,8 +39,8 @@ def change_tests(
     notes: list[str],
 ) -> list[ChangeTest]:
     """One paired test per score over the items both runs scored, B - A."""
-    items_a = read_csv(path_a / "items.csv").set_index("item_id")
-    items_b = read_csv(path_b / "items.csv").set_index("item_id")
+    items_a = read_run_table(path_a / "items.csv", ITEMS_COLUMNS).set_index("item_id")
+    items_b = read_run_table(path_b / "items.csv", ITEMS_COLUMNS).set_index("item_id")
     tests = []
     for metric, column in _GRADE_SCORES.items():
         both = pd.concat([items_a[column], items_b[column]], axis=1, join="inner").dropna()

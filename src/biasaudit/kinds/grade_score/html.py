@@ -16,7 +16,7 @@ import pandas as pd
 
 from biasaudit.kinds.common import read_run_metrics
 from biasaudit.kinds.grade_score.kind import KIND
-from biasaudit.kinds.grade_score.metrics import GradeScoreMetrics
+from biasaudit.kinds.grade_score.metrics import ITEMS_COLUMNS, GradeScoreMetrics
 from biasaudit.kinds.grade_score.report import is_left_out, unusable_warning
 from biasaudit.kinds.grade_score.run import judge_settings
 from biasaudit.kinds.grade_score.study import SCORES, GradeStudyResult, GradeStudyRun
@@ -46,7 +46,7 @@ from biasaudit.render.panels import (
     tests_by_key,
 )
 from biasaudit.store.runs import Manifest
-from biasaudit.store.tables import read_csv
+from biasaudit.store.tables import read_run_table
 
 __all__ = ["SCORE_NAMES", "position_bars", "run_document"]
 
@@ -289,7 +289,7 @@ def run_document(run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -> 
     """The report of the Grade Score run in ``run_dir``."""
     metrics: GradeScoreMetrics = read_run_metrics(run_dir, GradeScoreMetrics)
     items_path = run_dir / "items.csv"
-    items = read_csv(items_path) if items_path.exists() else None
+    items = read_run_table(items_path, ITEMS_COLUMNS) if items_path.exists() else None
     document = Document(
         f"Grade Score audit of {metrics.model}",
         f"Order bias and choice stability of an LLM judge; items: {metrics.items_source}; "

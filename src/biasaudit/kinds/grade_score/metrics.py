@@ -11,12 +11,16 @@ from biasaudit.kinds.common import MetricsHeader, RequestCounts, figure_row
 
 __all__ = [
     "GRADE_METRICS_SCHEMA_VERSION",
+    "ITEMS_COLUMNS",
     "Agreement",
     "GradeScoreMetrics",
     "Metrics",
     "SlotTestResult",
     "figure_rows",
 ]
+
+ITEMS_COLUMNS = ("item_id", "grade", "entropy", "choice", "usable", "trials")
+"""Columns every ``items.csv`` has (audit and import) that its readers need."""
 
 GRADE_METRICS_SCHEMA_VERSION = 2
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from biasaudit.kinds.grade_score.metrics import GradeScoreMetrics
+from biasaudit.kinds.grade_score.metrics import ITEMS_COLUMNS, GradeScoreMetrics
 from biasaudit.kinds.grade_score.run import judge_settings
 from biasaudit.kinds.grade_score.study import SCORES, GradeStudyResult
 from biasaudit.metrics import FEW_UNITS
@@ -25,7 +25,7 @@ from biasaudit.render.text import (
     format_p,
     smoke_test_lines,
 )
-from biasaudit.store.tables import read_csv
+from biasaudit.store.tables import read_run_table
 
 __all__ = [
     "grade_score_blocks",
@@ -360,7 +360,7 @@ def _cell(table: pd.DataFrame, model: str, setting: tuple[str, bool], score: str
 
 def run_table(metrics: GradeScoreMetrics, run_dir: Path) -> list[Block]:
     """What ``biasaudit run`` prints (it reads the run's ``items.csv``)."""
-    return grade_score_blocks(metrics, read_csv(run_dir / "items.csv"))
+    return grade_score_blocks(metrics, read_run_table(run_dir / "items.csv", ITEMS_COLUMNS))
 
 
 def headline(metrics: GradeScoreMetrics) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from biasaudit.kinds.common import read_run_metrics
-from biasaudit.kinds.ruted.metrics import METRICS, ContextMetrics, RutedMetrics
+from biasaudit.kinds.ruted.metrics import METRICS, OCCUPATIONS_COLUMNS, ContextMetrics, RutedMetrics
 from biasaudit.kinds.ruted.report import intervals_phrase, spread_lines
 from biasaudit.kinds.ruted.study import RutedStudyResult
 from biasaudit.render.common import (
@@ -41,7 +41,7 @@ from biasaudit.render.panels import (
     tests_by_key,
 )
 from biasaudit.store.runs import Manifest
-from biasaudit.store.tables import read_csv
+from biasaudit.store.tables import read_run_table
 
 __all__ = ["CONTEXT_NAMES", "METRIC_AXES", "run_document"]
 
@@ -297,7 +297,7 @@ def run_document(run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -> 
     """The report of the RUTEd run in ``run_dir``."""
     metrics: RutedMetrics = read_run_metrics(run_dir, RutedMetrics)
     path = run_dir / "occupations.csv"
-    rows = read_csv(path) if path.exists() else None
+    rows = read_run_table(path, OCCUPATIONS_COLUMNS) if path.exists() else None
     document = Document(
         f"RUTEd audit of {metrics.model}",
         f"Gender-occupation bias in a trick test and in long-form text; run {manifest.run_id}",

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "METRICS",
+    "OCCUPATIONS_COLUMNS",
     "RUTED_SCHEMA_VERSION",
     "ContextMetrics",
     "ReplicateSimilarityFigures",
@@ -57,6 +58,9 @@ __all__ = [
     "occupations_csv",
     "pool_templates",
 ]
+
+OCCUPATIONS_COLUMNS = ("occupation", "context", "majority")
+"""Columns every ``occupations.csv`` has (audit and import) that its readers need."""
 
 RUTED_SCHEMA_VERSION = 2
 METRICS = ("neutrality", "skew", "stereotype")

@@ -1,0 +1,116 @@
+"""A run whose files were damaged after it ended (a copy cut short, a hand edit, a full
+disk) is named by file, with the way to get it back, by every command that reads it:
+never a traceback. ``replay`` writes such a run again from the cache, unless the damage
+is to the ``spec.json`` it replays from."""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from biasaudit.cli import cli
+
+RUNS = {
+    "allocation": ["run", "resume-screening", "--jobs", "software-engineer",
+                   "--names-per-group", "3"],
+    "grade-score": ["run", "grade-score", "--items", "demo", "--item-limit", "4"],
+    "ruted": ["run", "ruted", "--contexts", "standard"],
+    "decisions": ["run", "decisions", "--scenario-limit", "2", "--fills", "explicit"],
+    "listwise": ["run", "resume-screening", "--method", "listwise", "--jobs",
+                 "software-engineer", "--pools", "4"],
+}  # fmt: skip
+# The per-unit table each kind's report reads.
+TABLES = {"allocation": "scores.csv", "grade-score": "items.csv", "ruted": "occupations.csv",
+          "decisions": "scenarios.csv", "listwise": None}  # fmt: skip
+
+
+def invoke(*args: str | Path) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, [str(a) for a in args])
+    assert "Traceback" not in result.output, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    return result.exit_code, result.output
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """One finished run of every kind, in one runs folder beside its cache."""
+    folder = tmp_path_factory.mktemp("damaged") / "runs"
+    made = {}
+    for kind, args in RUNS.items():
+        code, out = invoke(*args, "--model", "sim/biased", "--runs-dir", folder, "--no-report")
+        assert code == 0, out
+        made[kind] = Path(out.rstrip("\n").splitlines()[-1].removeprefix("run: "))
+    return made
+
+
+def damaged(original: Path, name: str, data: bytes) -> Path:
+    copy = original.with_name(f"{original.name}-{secrets.token_hex(4)}")
+    shutil.copytree(original, copy)
+    (copy / name).write_bytes(data)
+    return copy
+
+
+@pytest.mark.parametrize("kind", list(RUNS))
+def test_a_damaged_metrics_file_is_named_and_replay_writes_the_run_again(
+    runs: dict[str, Path], kind: str
+) -> None:
+    original = runs[kind]
+    whole = (original / "metrics.json").read_bytes()
+    run = damaged(original, "metrics.json", whole[: len(whole) // 2])
+    for command in (["report", run], ["compare", original, run, "--no-report"]):
+        code, out = invoke(*command)
+        assert code == 2, out
+        assert f"error: {run / 'metrics.json'} is damaged (not JSON: cut short, or edited)" in out
+        assert f"`biasaudit replay {run}` writes the run again from the cache" in out
+    code, out = invoke("replay", run)
+    assert code == 1, out
+    assert "at metrics.json (the original's cannot be read; the replay's is whole)" in out
+    again = Path(out.rstrip("\n").splitlines()[-1].removeprefix("run: "))
+    code, out = invoke("replay", again)  # the rebuilt run is whole: it replays identically
+    assert code == 0 and "metrics identical" in out, out
+
+
+@pytest.mark.parametrize("kind", list(RUNS))
+def test_a_damaged_spec_is_named_and_compare_gives_no_verdict_without_it(
+    runs: dict[str, Path], kind: str
+) -> None:
+    original = runs[kind]
+    run = damaged(original, "spec.json", b"[]")
+    for command in (["report", run], ["replay", run]):
+        code, out = invoke(*command)
+        assert code == 2, out
+        assert f"error: {run / 'spec.json'} is damaged (a JSON list, not an object)" in out
+        assert "replay needs it: restore it from a copy" in out
+    code, out = invoke("compare", original, run, "--no-report")
+    assert code == 0, out
+    assert "B's spec.json is damaged: what it asked is unknown" in out
+    assert "verdict: no change" not in out
+
+
+@pytest.mark.parametrize("kind", [kind for kind, table in TABLES.items() if table])
+@pytest.mark.parametrize("damage", [b"x,y\r\n1,2\r\n", b"\xff\xfe\x00garbage", b""])
+def test_a_damaged_table_is_named_by_the_report(
+    runs: dict[str, Path], kind: str, damage: bytes
+) -> None:
+    table = TABLES[kind]
+    assert table is not None
+    run = damaged(runs[kind], table, damage)
+    code, out = invoke("report", run)
+    assert code == 2, out
+    problem = {b"": "empty", b"x": "no column"}.get(damage[:1], "not UTF-8 text")
+    assert f"error: {run / table} is damaged ({problem}" in out
+    assert f"`biasaudit replay {run}`" in out
+
+
+def test_compare_and_ll144_name_a_damaged_scores_file(runs: dict[str, Path]) -> None:
+    original = runs["allocation"]
+    whole = (original / "scores.csv").read_bytes()
+    run = damaged(original, "scores.csv", whole[:40])  # cut inside the header
+    code, out = invoke("compare", original, run, "--no-report")
+    assert code == 2 and f"{run / 'scores.csv'} is damaged (no column" in out, out
+    code, out = invoke("ll144", run, "--scoring", "--out", run.parent / "ll144")
+    assert code == 2 and f"{run / 'scores.csv'} is damaged" in out, out
