@@ -66,6 +66,12 @@ def test_a_damaged_metrics_file_is_named_and_replay_writes_the_run_again(
         assert code == 2, out
         assert f"error: {run / 'metrics.json'} is damaged (not JSON: cut short, or edited)" in out
         assert f"`biasaudit replay {run}` writes the run again from the cache" in out
+    if kind == "allocation":  # history and export read every run: the damaged one is named
+        code, out = invoke("history", "--runs-dir", run.parent)
+        line = next(line for line in out.splitlines() if line.endswith(run.name))
+        assert code == 0 and "(metrics.json unreadable: biasaudit report says why)" in line
+        code, out = invoke("export", run, original, "-o", run.parent.parent / "figures.csv")
+        assert code == 0 and f"note: skipped {run / 'metrics.json'} is damaged" in out, out
     code, out = invoke("replay", run)
     assert code == 1, out
     assert "at metrics.json (the original's cannot be read; the replay's is whole)" in out
@@ -114,3 +120,8 @@ def test_compare_and_ll144_name_a_damaged_scores_file(runs: dict[str, Path]) -> 
     assert code == 2 and f"{run / 'scores.csv'} is damaged (no column" in out, out
     code, out = invoke("ll144", run, "--scoring", "--out", run.parent / "ll144")
     assert code == 2 and f"{run / 'scores.csv'} is damaged" in out, out
+
+
+def test_history_of_a_folder_that_is_not_there_says_so(tmp_path: Path) -> None:
+    code, out = invoke("history", "--runs-dir", tmp_path / "rusn")
+    assert code == 0 and out == f"no audit runs in {tmp_path / 'rusn'} (no such folder)\n"

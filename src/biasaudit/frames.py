@@ -123,8 +123,8 @@ def _runs(paths: Paths, *, audits_only: bool) -> tuple[list[_Run], list[str]]:
 
         try:
             metrics = read_run_metrics(path, audit_kind(manifest.kind).metrics.load())
-        except ValueError as error:  # pydantic's ValidationError, a damaged file
-            skipped.append(f"{path}: its metrics.json cannot be read ({type(error).__name__})")
+        except UsageError as error:  # a damaged file: that run is left out, named
+            skipped.append(str(error))
             continue
         runs.append(
             _Run(path, manifest.kind, str(getattr(metrics, "task", "")),

@@ -455,7 +455,10 @@ def _history_command(reports_errors: Decorator) -> click.Command:
         folder = runs_dir or (spec.runs_dir if spec is not None else Path("runs"))
         entries = list_history(folder, spec)
         if not entries:
-            click.echo(f"no audit runs in {folder}" + (" of this spec" if spec else ""))
+            where = (
+                "" if folder.is_dir() else (" (a file)" if folder.exists() else " (no such folder)")
+            )
+            click.echo(f"no audit runs in {folder}{where}" + (" of this spec" if spec else ""))
             return
         from biasaudit.reports.history import history_table
         from biasaudit.reports.rich_tables import echo_table, history_view

@@ -24,8 +24,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
-from pydantic import ValidationError
-
 from biasaudit.errors import UsageError
 from biasaudit.kinds.registry import AUDIT_KINDS, FinishedAudit, audit_kind, read_metrics, run_spec
 from biasaudit.reports.compare import Comparison, compare_runs, write_comparison
@@ -166,10 +164,12 @@ def _run_spec_id(run_dir: Path) -> str | None:
 
 def _headline(run_dir: Path, kind: str) -> str:
     """One line of the figures that matter most, or why there are none."""
+    if not (run_dir / "metrics.json").is_file():
+        return "(no metrics)"
     try:
         metrics: Any = read_metrics(run_dir, kind)
-    except (UsageError, ValidationError):
-        return "(no metrics)"
+    except UsageError:
+        return "(metrics.json unreadable: biasaudit report says why)"
     line: str = audit_kind(kind).headline(metrics)
     return line
 
