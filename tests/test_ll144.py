@@ -60,6 +60,21 @@ def test_the_example_summary_matches_the_figures_and_states_the_facts(tmp_path: 
     assert _run(EXAMPLE, "--out", tmp_path / "s", "--audit-date", "2026-11-27")[0] == 0
 
 
+def test_a_file_where_nobody_was_selected_says_why_there_is_no_impact_ratio(
+    tmp_path: Path,
+) -> None:
+    rows = [{"sex": sex, "race": race, "selected": 0}
+            for sex in ("Male", "Female") for race in ("White", "Asian") for _ in range(5)]  # fmt: skip
+    code, output = _run(_write(tmp_path / "none.csv", rows), "--out", tmp_path / "s")
+    assert code == 0, output
+    assert "20 individuals assessed (0 left out); no impact ratio: nobody selected, so every " \
+        "rate is 0" in output  # fmt: skip
+    markdown = (tmp_path / "s" / "summary.md").read_text()
+    assert "**No individual was selected in any category, so every rate is 0" in markdown
+    assert "| Male | 10 | 0 | 0.0% [0.0%, 27.8%] | — (every rate is 0) |  |" in markdown
+    assert "categories have an impact ratio under four fifths" not in markdown
+
+
 def test_scores_labels_ethnicity_column_and_small_categories(tmp_path: Path) -> None:
     rows = []
     for i in range(200):

@@ -28,6 +28,7 @@ import pandas as pd
 
 from biasaudit.errors import UsageError
 from biasaudit.store.tables import read_csv, write_csv
+from biasaudit.textfiles import a_run
 
 __all__ = [
     "FIGURE_COLUMNS",
@@ -109,7 +110,7 @@ def _runs(paths: Paths, *, audits_only: bool) -> tuple[list[_Run], list[str]]:
         model = str(manifest.endpoint.get("model", ""))
         if manifest.kind not in KINDS:
             if audits_only:
-                skipped.append(f"{path}: a {manifest.kind} run, not an audit run")
+                skipped.append(f"{path}: {a_run(manifest.kind)}, not an audit run")
             else:
                 runs.append(_Run(path, manifest.kind, "", model, manifest.simulated))
             continue

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DATA_DIR",
     "PROMPTS_DIR",
+    "a_run",
     "brief",
     "env_number",
     "json_object",
@@ -42,6 +43,11 @@ _BRIEF = reprlib.Repr()
 _BRIEF.maxstring = _BRIEF.maxother = 60
 _BRIEF.maxlist = _BRIEF.maxtuple = _BRIEF.maxdict = _BRIEF.maxset = 4
 _BRIEF.maxlevel = 2
+
+
+def a_run(kind: str) -> str:
+    """``an allocation run``, ``a grade-score run``: a run of ``kind`` in a sentence."""
+    return f"{'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind} run"
 
 
 def brief(value: object) -> str:

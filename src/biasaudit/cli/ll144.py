@@ -150,6 +150,7 @@ def command(reports_errors: Callable[[Any], Any]) -> click.Command:
         from biasaudit.reports.ll144 import (
             SummaryInfo,
             file_source,
+            nobody_counted,
             parse_labels,
             read_outcomes,
             run_rates,
@@ -194,9 +195,12 @@ def command(reports_errors: Callable[[Any], Any]) -> click.Command:
             paths = write_summary(rates, found, info, out)
         flagged = sum(bool(row.below_four_fifths) for row in rates.rows)
         beyond = sum(row.beyond_noise for row in rates.rows)
+        verdict = f"{flagged} categories under four fifths, {beyond} beyond noise"
+        if nobody_counted(rates):
+            nobody = "nobody selected" if rates.kind == "selection" else "nobody above the median"
+            verdict = f"no impact ratio: {nobody}, so every rate is 0"
         click.echo(
-            f"{rates.assessed:,} individuals assessed ({found.left_out:,} left out); "
-            f"{flagged} categories under four fifths, {beyond} beyond noise"
+            f"{rates.assessed:,} individuals assessed ({found.left_out:,} left out); {verdict}"
         )
         for path in paths:
             click.echo(f"summary: {path}")

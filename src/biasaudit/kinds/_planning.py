@@ -21,6 +21,7 @@ from biasaudit.engine.options import Flag
 from biasaudit.errors import UsageError
 from biasaudit.kinds.common import read_run_metrics
 from biasaudit.store.runs import read_manifest
+from biasaudit.textfiles import a_run
 
 if TYPE_CHECKING:
     from biasaudit.kinds._rounds import Growth
@@ -259,7 +260,7 @@ def like_metrics(spec: Any, kind: str, model: type[M], what: str) -> tuple[Path,
     like = Path(spec.like)
     manifest = read_manifest(like)
     if manifest.kind != kind:
-        raise UsageError(f"--like {like}: a {manifest.kind} run, not {what}")
+        raise UsageError(f"--like {like}: {a_run(manifest.kind)}, not {what}")
     return like, read_run_metrics(like, model)
 
 

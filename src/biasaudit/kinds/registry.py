@@ -27,6 +27,7 @@ from biasaudit.kinds.runspec import AuditSpec
 from biasaudit.providers import ModelRequest, Provider
 from biasaudit.render.text import Block, block_lines
 from biasaudit.store.runs import Manifest
+from biasaudit.textfiles import a_run
 
 if TYPE_CHECKING:
     from biasaudit.kinds._rounds import RoundsRecord
@@ -199,7 +200,7 @@ def runs_to_study(paths: Sequence[str | Path]) -> tuple[list[Path], list[str]]:
         elif not (path / "manifest.json").is_file():
             skipped.append(f"skipped {path}: not a run (no manifest.json)")
         elif (manifest := read_manifest(path)).kind not in KINDS:
-            skipped.append(f"skipped {path}: a {manifest.kind} run, not an audit run")
+            skipped.append(f"skipped {path}: {a_run(manifest.kind)}, not an audit run")
         elif (why := _unusable(path, manifest)) is not None:
             skipped.append(f"skipped {path}: {why}")
         else:
@@ -305,10 +306,10 @@ def study_kind(run_dirs: Sequence[str | Path]) -> str:
             raise UsageError(f"{path} is not a run (no manifest.json)")
         kind = read_manifest(path).kind
         if kind not in KINDS:
-            raise UsageError(f"{path} is a {kind} run: a study compares audit runs")
+            raise UsageError(f"{path} is {a_run(kind)}: a study compares audit runs")
         kinds.setdefault(kind, str(path))
     if len(kinds) > 1:
-        found = "; ".join(f"{path} is a {kind} run" for kind, path in kinds.items())
+        found = "; ".join(f"{path} is {a_run(kind)}" for kind, path in kinds.items())
         raise UsageError(f"a study compares runs of one kind: {found}")
     return next(iter(kinds))
 
@@ -369,7 +370,7 @@ def read_metrics(run_dir: Path, kind: str) -> Any:
         The run has no metrics (it stopped early) or is not an audit run.
     """
     if kind not in KINDS:
-        raise UsageError(f"{run_dir}: a '{kind}' run has no audit metrics")
+        raise UsageError(f"{run_dir}: {a_run(kind)} has no audit metrics")
     return read_run_metrics(run_dir, audit_kind(kind).metrics.load())
 
 

@@ -48,6 +48,7 @@ from biasaudit.errors import UsageError
 from biasaudit.metrics import ChangeTest
 from biasaudit.render.text import format_p
 from biasaudit.store.runs import Manifest, read_manifest, read_responses, read_run_json
+from biasaudit.textfiles import a_run
 
 __all__ = [
     "NO_CHANGE",
@@ -190,8 +191,8 @@ def compare_runs(
     manifest_a, manifest_b = _manifest(path_a), _manifest(path_b)
     if manifest_a.kind != manifest_b.kind:
         raise UsageError(
-            f"compare: {path_a} is a '{manifest_a.kind}' run and {path_b} a "
-            f"'{manifest_b.kind}' run; compare runs of one audit"
+            f"compare: {path_a} is {a_run(manifest_a.kind)} and {path_b} "
+            f"{a_run(manifest_b.kind)}; compare runs of one audit"
         )
     kind = manifest_a.kind
     if kind not in AUDIT_KINDS:

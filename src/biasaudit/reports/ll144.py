@@ -40,7 +40,7 @@ from biasaudit.metrics import (
 )
 from biasaudit.metrics._ll144 import race_label
 from biasaudit.render.document import Document, Paragraph, Section, Table, to_html, to_markdown
-from biasaudit.textfiles import brief, read_table
+from biasaudit.textfiles import a_run, brief, read_table
 
 __all__ = [
     "Outcomes",
@@ -381,7 +381,7 @@ def _ratio_cell(row: CategoryRate) -> str:
     if row.excluded:
         return "left out (under 2%)"
     if row.ratio is None:
-        return "—"
+        return "—" if row.rate is None else "— (every rate is 0)"
     if row.reference:
         return "1.00 (highest rate)"
     bounds = "" if row.ratio_low is None else f" [{row.ratio_low:.2f}, {row.ratio_high:.2f}]"
@@ -432,6 +432,12 @@ def summary_document(source: Source, info: SummaryInfo, rates: LL144Rates) -> Do
         simulated=source.simulated,
         sections=sections,
     )
+
+
+def nobody_counted(rates: LL144Rates) -> bool:
+    """Whether no one was selected (or scored above the median) in any category: every
+    rate is 0, and every impact ratio 0 over 0."""
+    return all(not row.rate for row in rates.rows)
 
 
 def _anchor(dimension: str) -> str:
@@ -493,6 +499,18 @@ def _facts(source: Source, info: SummaryInfo, rates: LL144Rates) -> list[Any]:
         )
     flagged = [r for r in rates.rows if r.below_four_fifths]
     beyond = [r for r in flagged if r.beyond_noise]
+    if nobody_counted(rates):
+        nobody = "was selected" if rates.kind == "selection" else "scored above the median"
+        blocks.append(
+            Paragraph(
+                f"No individual {nobody} in any category, so every rate is 0 and no impact "
+                "ratio can be computed (each would be 0 over 0): the four-fifths comparison "
+                "does not apply. Check the outcome column, or audit a period in which the "
+                "tool selected people.",
+                strong=True,
+            )
+        )
+        return blocks
     blocks.append(
         Paragraph(
             f"{len(flagged)} categories have an impact ratio under four fifths, "
@@ -551,7 +569,7 @@ def run_rates(
     manifest = read_manifest(run_dir)
     if manifest.kind not in _SELECTING:
         raise UsageError(
-            f"{run_dir} is a {manifest.kind} run: a Local Law 144 summary reads the "
+            f"{run_dir} is {a_run(manifest.kind)}: a Local Law 144 summary reads the "
             "selection rates of an allocation or listwise audit, or an employer's file"
         )
     metrics = read_metrics(run_dir, manifest.kind)

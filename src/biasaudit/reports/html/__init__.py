@@ -28,6 +28,7 @@ from biasaudit.errors import UsageError
 from biasaudit.render.common import read_spec
 from biasaudit.render.document import Document, to_html, to_markdown
 from biasaudit.store.runs import read_manifest
+from biasaudit.textfiles import a_run
 
 if TYPE_CHECKING:
     from biasaudit.reports.compare import Comparison
@@ -93,13 +94,15 @@ def run_document(run_dir: Path) -> Document:
     manifest = read_manifest(run_dir)
     if not (run_dir / "metrics.json").exists():
         why = f" (it {manifest.status}: {manifest.error})" if manifest.error else ""
-        raise UsageError(f"{run_dir} has no metrics.json{why}: a {manifest.kind} run has no report")
+        raise UsageError(
+            f"{run_dir} has no metrics.json{why}: {a_run(manifest.kind)} has no report"
+        )
     spec = read_spec(run_dir)
     from biasaudit.kinds.registry import KINDS, audit_kind
 
     if manifest.kind not in KINDS:
         raise UsageError(
-            f"{run_dir} is a {manifest.kind} run: reports cover {', '.join(KINDS)} runs"
+            f"{run_dir} is {a_run(manifest.kind)}: reports cover {', '.join(KINDS)} runs"
         )
     document: Document = audit_kind(manifest.kind).document(run_dir, manifest, spec)
     return _with_rounds(document, run_dir)
