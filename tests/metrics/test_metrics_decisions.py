@@ -120,9 +120,38 @@ def test_intervals_cover_a_planted_effect_and_a_null_is_flagged_at_its_level() -
     assert flagged / draws <= 0.08
 
 
-def test_a_scenario_missing_a_race_is_left_out_and_named() -> None:
+def test_a_level_some_scenarios_lack_is_scored_over_those_that_have_it() -> None:
     frame = _reference_rows()
     frame = frame[~((frame["scenario"] == 3) & (frame["race"] == "asian"))]
+    extra = frame[(frame["scenario"] == 5) & (frame["gender"] == "female")]
+    frame = pd.concat([frame, extra.assign(gender="genderqueer", logit=extra["logit"] - 0.5)])
+    result = discrimination_scores(frame)
+    assert result.left_out == ()  # every scenario is fitted with the levels it has
+    scores = {s.level: s for s in result.scores}
+    assert scores["asian"].scenarios == 9 and scores["genderqueer"].scenarios == 1
+    assert scores["black"].scenarios == scores["female"].scenarios == 10
+    assert scores["genderqueer"].ci is not None and math.isnan(scores["genderqueer"].ci[0])
+    assert result.notes == (
+        "scored over the scenarios that ask about it (the others lack the level): "
+        "race: asian (9 of 10 scenarios), gender: genderqueer (1 of 10 scenarios)",
+    )
+    # each scenario's own fit (statsmodels' OLS on that scenario alone), averaged
+    formula = ("logit ~ I((age - 60) / 10) + C(race, Treatment('white'))"
+               " + C(gender, Treatment('male'))")  # fmt: skip
+    fits = {q: smf.ols(formula, data=part).fit().params for q, part in frame.groupby("scenario")}
+    black = [p["C(race, Treatment('white'))[T.black]"] for p in fits.values()]
+    asian = [p["C(race, Treatment('white'))[T.asian]"] for q, p in fits.items() if q != 3]
+    assert scores["black"].estimate == pytest.approx(np.mean(black))
+    assert scores["asian"].estimate == pytest.approx(np.mean(asian))
+    assert scores["genderqueer"].estimate == pytest.approx(
+        fits[5]["C(gender, Treatment('male'))[T.genderqueer]"]
+    )
+    assert scores["asian"].rows == len(frame[frame["scenario"] != 3])
+
+
+def test_a_scenario_without_the_baseline_person_is_left_out_and_named() -> None:
+    frame = _reference_rows()
+    frame = frame[~((frame["scenario"] == 3) & (frame["race"] == "white"))]
     result = discrimination_scores(frame)
     assert result.left_out == ("3",) and "left out of the scores: 3" in result.notes[0]
     assert {s.scenarios for s in result.scores} == {9}
