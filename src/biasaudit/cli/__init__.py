@@ -789,7 +789,38 @@ def _configure_logging() -> None:
         named.addHandler(handler)
 
 
+# What a terminal or file in a legacy encoding (Latin-1, Windows' cp1252, ASCII) gets
+# for the characters of the tables it cannot show: a reading, not a crash or a '?'.
+_PLAIN = {
+    "Δ": "D", "δ": "delta", "±": "+/-", "≥": ">=", "≤": "<=", "≠": "!=", "≈": "~",
+    "—": "-", "–": "-", "…": "...", "×": "x", "→": "->", "←": "<-", "½": "1/2", "²": "^2",  # noqa: RUF001
+    "·": ".", "‘": "'", "’": "'", "“": '"', "”": '"', "•": "*", "√": "sqrt", "∞": "inf",  # noqa: RUF001
+    "χ": "chi", "α": "alpha", "β": "beta", "μ": "mu", "σ": "sigma", "§": "S", "\u2009": " ",  # noqa: RUF001
+}  # fmt: skip
+
+
+def _plain(error: UnicodeError) -> tuple[str, int]:
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    text = error.object[error.start : error.end]
+    return "".join(_PLAIN.get(character, "?") for character in text), error.end
+
+
+def _streams_that_never_fail_to_encode() -> None:
+    """Let stdout and stderr write what their encoding lacks in plain ASCII (``_PLAIN``)
+    instead of raising UnicodeEncodeError: output redirected to a file on Windows, or a
+    terminal in a Latin-1 locale, gets every table."""
+    import codecs
+
+    codecs.register_error("biasaudit-plain", _plain)
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and getattr(stream, "errors", None) == "strict":
+            reconfigure(errors="biasaudit-plain")
+
+
 def main() -> None:
+    _streams_that_never_fail_to_encode()
     _configure_logging()
     try:
         cli(prog_name="biasaudit")
