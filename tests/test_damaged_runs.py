@@ -125,3 +125,30 @@ def test_compare_and_ll144_name_a_damaged_scores_file(runs: dict[str, Path]) -> 
 def test_history_of_a_folder_that_is_not_there_says_so(tmp_path: Path) -> None:
     code, out = invoke("history", "--runs-dir", tmp_path / "rusn")
     assert code == 0 and out == f"no audit runs in {tmp_path / 'rusn'} (no such folder)\n"
+
+
+def test_a_reaudit_names_a_damaged_baseline_before_sending_and_keeps_a_new_run(
+    tmp_path: Path,
+) -> None:
+    spec = tmp_path / "audit.yaml"
+    spec.write_text("task: resume-screening\nmodel: sim/biased\njobs: [software-engineer]\n"
+                    f"names_per_group: 3\nruns_dir: {tmp_path / 'runs'}\n")  # fmt: skip
+    code, out = invoke("run", spec, "--no-report")
+    assert code == 0, out
+    [baseline] = (tmp_path / "runs").glob("*-allocation-*")
+    metrics = (baseline / "metrics.json").read_bytes()
+    (baseline / "metrics.json").write_bytes(metrics[:100])
+    code, out = invoke("reaudit", spec)
+    assert code == 2, out
+    assert "error: reaudit: the baseline, the latest run of this spec, cannot be read; " \
+        "nothing was sent." in out  # fmt: skip
+    assert list((tmp_path / "runs").glob("*-allocation-*")) == [baseline]
+    # A table damaged: found only when compared, after the new run was paid for; it is kept.
+    (baseline / "metrics.json").write_bytes(metrics)
+    (baseline / "scores.csv").write_text("x,y\n")
+    code, out = invoke("reaudit", spec)
+    assert code == 2 and f"{baseline / 'scores.csv'} is damaged (no column" in out, out
+    [new] = set((tmp_path / "runs").glob("*-allocation-*")) - {baseline}
+    assert f"The new run {new} is whole: once the baseline is mended, `biasaudit compare " \
+        f"{baseline} {new}` compares them" in out  # fmt: skip
+    assert (new / "metrics.json").is_file()

@@ -215,9 +215,24 @@ def reaudit(
         overrides["runs_dir"] = str(history)
     spec = load_spec(spec_path, overrides)
     baseline = latest_baseline(spec.runs_dir, spec)
+    if baseline is not None:  # a damaged baseline is named before anything is sent
+        try:
+            read_metrics(baseline, read_manifest(baseline).kind)
+        except UsageError as error:
+            raise UsageError(
+                f"reaudit: the baseline, the latest run of this spec, cannot be read; nothing "
+                f"was sent. {error}; or move that run out of {spec.runs_dir} to compare with "
+                "the run before it"
+            ) from None
     finished = run_spec(spec, stderr=stderr, command=command)
     comparison = None
     if baseline is not None and finished.manifest.status == "completed":
-        comparison = compare_runs(baseline, finished.run_dir, alpha=alpha)
+        try:
+            comparison = compare_runs(baseline, finished.run_dir, alpha=alpha)
+        except UsageError as error:  # the baseline's other files: the new run is kept
+            raise UsageError(
+                f"{error}. The new run {finished.run_dir} is whole: once the baseline is "
+                f"mended, `biasaudit compare {baseline} {finished.run_dir}` compares them"
+            ) from None
         write_comparison(comparison, finished.run_dir / "compare.json")
     return ReauditResult(finished, baseline, comparison, fail_on)

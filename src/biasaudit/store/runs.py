@@ -355,7 +355,9 @@ def damaged_file(path: Path, problem: str) -> UsageError:
     if path.name in ("spec.json", "rounds.json"):
         fix = "it records what the run asked, and replay needs it: restore it from a copy"
     else:
-        fix = f"`biasaudit replay {path.parent}` writes the run again from the cache"
+        fix = (
+            f"`biasaudit replay {path.parent}` writes the run again from the cache, in a new folder"
+        )
     return UsageError(f"{path} is damaged ({problem}); {fix}")
 
 
