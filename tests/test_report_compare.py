@@ -201,7 +201,18 @@ def test_report_of_a_broken_compare_folder(tmp_path: Path) -> None:
     (tmp_path / "compare.json").write_text("{}")
     code, _, err = invoke("report", str(tmp_path))
     assert code == 2
-    assert err.startswith(f"error: {tmp_path}: cannot read compare.json")
+    assert err.startswith(f"error: {tmp_path / 'compare.json'} is damaged (not a comparison: ")
+    assert err.rstrip().endswith("`biasaudit compare` on its runs writes it again")
+    (tmp_path / "compare.json").write_text('{"kind": "allocation", "run_a"')
+    code, _, err = invoke("report", str(tmp_path))
+    assert code == 2 and "compare.json is damaged (not JSON: cut short, or edited)" in err
+    (tmp_path / "compare.json").unlink()
+    (tmp_path / "study.json").write_text("[")
+    code, _, err = invoke("report", str(tmp_path))
+    assert code == 2 and err == (
+        f"error: {tmp_path / 'study.json'} is damaged (not JSON: cut short, or edited); "
+        "`biasaudit study` on its runs writes it again\n"
+    )
 
 
 def test_a_budgeted_run_writes_its_report_too(tmp_path: Path) -> None:

@@ -351,8 +351,12 @@ def check_version(text: str, known: int, path: Path) -> None:
 def damaged_file(path: Path, problem: str) -> UsageError:
     """The error for a run file (``path``) that is there but cannot be read, with the
     way to get it back: a run's other files are rebuilt from the cache by replay, which
-    reads the ``spec.json`` and ``rounds.json`` (so those are restored from a copy)."""
-    if path.name in ("spec.json", "rounds.json"):
+    reads the ``spec.json`` and ``rounds.json`` (so those are restored from a copy); a
+    study's or a comparison's file is written again by its command."""
+    if path.name in ("study.json", "compare.json"):
+        command = path.name.removesuffix(".json")
+        fix = f"`biasaudit {command}` on its runs writes it again"
+    elif path.name in ("spec.json", "rounds.json"):
         fix = "it records what the run asked, and replay needs it: restore it from a copy"
     else:
         fix = (

@@ -33,8 +33,8 @@ from biasaudit.render.panels import (
     group_label,
     metric_name,
 )
-from biasaudit.reports.compare import VERSION_ONLY, ChangeTest, Comparison, read_comparison
-from biasaudit.store.runs import Manifest, read_manifest
+from biasaudit.reports.compare import VERSION_ONLY, ChangeTest, Comparison
+from biasaudit.store.runs import Manifest, damaged_file, read_manifest, read_run_json
 
 if TYPE_CHECKING:
     from biasaudit.kinds.declare import Kind
@@ -325,10 +325,14 @@ def compare_document(folder: Path) -> Document:
     UsageError
         ``compare.json`` is missing or unreadable.
     """
+    path = folder / COMPARE_FILE
+    if not path.is_file():
+        raise UsageError(f"{folder}: no {COMPARE_FILE}")
+    data = read_run_json(path)
     try:
-        comparison = read_comparison(folder / COMPARE_FILE)
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise UsageError(f"{folder}: cannot read {COMPARE_FILE} ({error})") from None
+        comparison = Comparison.from_json(data)
+    except (ValueError, KeyError, TypeError) as error:
+        raise damaged_file(path, f"not a comparison: {type(error).__name__} {error}") from None
     a = _run("A", comparison.run_a, folder, comparison.kind)
     b = _run("B", comparison.run_b, folder, comparison.kind)
     simulated = any(

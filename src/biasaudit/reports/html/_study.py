@@ -8,7 +8,6 @@ report is computed afresh from the runs it names, by the same functions as
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from biasaudit.errors import UsageError
@@ -20,8 +19,9 @@ __all__ = ["study_document"]
 def study_document(folder: Path) -> Document:
     """The report of the study described by ``folder/study.json``."""
     from biasaudit.kinds.registry import KINDS, audit_kind
+    from biasaudit.store.runs import read_run_json
 
-    study = json.loads((folder / "study.json").read_text(encoding="utf-8"))
+    study = read_run_json(folder / "study.json")
     kind, runs = study.get("kind"), [Path(p) for p in study.get("runs", [])]
     if kind not in KINDS:
         raise UsageError(f"{folder}/study.json names an unknown kind of study: {kind!r}")
