@@ -152,3 +152,22 @@ def test_a_reaudit_names_a_damaged_baseline_before_sending_and_keeps_a_new_run(
     assert f"The new run {new} is whole: once the baseline is mended, `biasaudit compare " \
         f"{baseline} {new}` compares them" in out  # fmt: skip
     assert (new / "metrics.json").is_file()
+
+
+def test_a_fanout_whose_answers_file_is_cut_short_replays_whole(tmp_path: Path) -> None:
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text("".join(
+        f'{{"id": "p{i}", "messages": [{{"role": "user", "content": "say {i}"}}]}}\n'
+        for i in range(3)
+    ))  # fmt: skip
+    code, out = invoke("fanout", prompts, "--model", "sim/biased", "--runs-dir", tmp_path / "runs")
+    assert code == 0, out
+    run = Path(out.rstrip("\n").splitlines()[-1].removeprefix("run: "))
+    answers = (run / "responses.jsonl").read_bytes()
+    (run / "responses.jsonl").write_bytes(answers[: len(answers) - 20])  # a kill mid-line
+    code, out = invoke("replay", run)
+    assert code == 1, out
+    assert "at responses.jsonl (the original's cannot be read; the replay's is whole)" in out
+    code, out = invoke("export", "--what", "responses", run, "-o", tmp_path / "answers.csv")
+    assert code == 0 and "responses.jsonl: line 3 cannot be read" in out, out
+    assert "2 rows of 1 run" in out  # the whole lines are kept

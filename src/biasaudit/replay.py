@@ -236,9 +236,17 @@ def _replay_fanout(
             f"replay: {original / 'spec.json'} is damaged: it does not describe a fan-out"
         ) from None
     result = run_async(run_fanout(read_prompts(inputs), options, stderr=stderr))
-    before = {(r.id, r.replicate): r for r in read_responses(original)}
     after = {(r.id, r.replicate): r for r in read_responses(result.run_dir)}
-    differences = [
+    try:
+        before = {(r.id, r.replicate): r for r in read_responses(original)}
+    except (OSError, UsageError):  # what the replay writes stands in its place
+        before, damaged = (
+            {},
+            ["responses.jsonl (the original's cannot be read; the replay's is whole)"],
+        )
+    else:
+        damaged = []
+    differences = damaged + [
         f"response {key[0]} (replicate {key[1]}).{name}"
         for key, record in before.items()
         for name in _RESPONSE_FIELDS

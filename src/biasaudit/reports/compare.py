@@ -265,7 +265,7 @@ def _shown(value: Any) -> str:
 def _asked(path: Path) -> set[tuple[str, int]] | None:
     try:
         return {(record.id, record.replicate) for record in read_responses(path)}
-    except (OSError, ValueError):
+    except (OSError, UsageError):
         return None
 
 

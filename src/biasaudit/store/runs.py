@@ -450,5 +450,23 @@ def read_manifest(run_dir: str | Path) -> Manifest:
 
 
 def read_responses(run_dir: str | Path) -> list[ResponseRecord]:
-    with open(Path(run_dir, "responses.jsonl"), encoding="utf-8") as handle:
-        return [ResponseRecord.model_validate_json(line) for line in handle if line.strip()]
+    """Every answer ``responses.jsonl`` records.
+
+    Raises
+    ------
+    OSError
+        The file cannot be opened (missing).
+    UsageError
+        A line is not a response record (cut short, edited), named by its number.
+    """
+    path = Path(run_dir, "responses.jsonl")
+    records = []
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                records.append(ResponseRecord.model_validate_json(line))
+            except ValidationError as error:
+                raise damaged_file(path, f"line {number}: {file_problem(error)}") from None
+    return records
