@@ -376,3 +376,16 @@ def test_a_ruted_pilot_is_refused_with_why(tmp_path: Path) -> None:
                           "--pilot", "100")  # fmt: skip
     assert code == 2 and "give --like RUN, a run at this audit's replicates" in err
     assert not (tmp_path / "runs").exists()
+
+
+def test_planning_options_without_a_dry_run_are_named_as_unused(tmp_path: Path) -> None:
+    base = ["run", "grade-score", "--items", "demo", "--item-limit", "4", "--model", "sim/fair",
+            "--runs-dir", str(tmp_path), "--no-report"]  # fmt: skip
+    code, _, err = invoke(*base, "--detect", "0.1", "--pilot", "40")
+    assert code == 0, err
+    assert err.startswith(
+        "note: --detect and --pilot plan with --dry-run (--detect and --like also steer "
+        "--until); this run uses neither, and runs at the size asked\n"
+    )
+    code, _, err = invoke(*base)
+    assert code == 0 and "note: --" not in err

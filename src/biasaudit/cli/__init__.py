@@ -295,6 +295,8 @@ def _run_audit(fields: dict[str, Any], *, spec_file: Path | None = None) -> None
         if "model" not in spec_fields:
             raise click.UsageError("Missing option '--model' / '-m'.")
         spec = parse_spec(spec_fields, source="command line")
+    if not budget.get("dry_run") and not spec.replay:
+        _note_unused_planning(spec)
     if spec.models:
         _run_many(spec, budget, report)
         return
@@ -312,6 +314,26 @@ def _run_audit(fields: dict[str, Any], *, spec_file: Path | None = None) -> None
     _write_report(finished.run_dir, report and finished.run_dir.joinpath("metrics.json").is_file())
     click.echo(f"run: {finished.run_dir}")
     sys.exit(finished.exit_code)
+
+
+def _note_unused_planning(spec: Any) -> None:
+    """A note for planning options this run does not read: ``--detect``, ``--like`` and
+    ``--pilot`` plan with ``--dry-run`` (and the first two steer ``--until``); without
+    either, the audit runs at the size asked, which a user who forgot ``--dry-run`` pays
+    for in full."""
+    if getattr(spec, "until", None) is not None:
+        unused = ["--pilot"] if getattr(spec, "pilot", None) is not None else []
+    else:
+        unused = [f"--{name}" for name in ("detect", "like", "pilot")
+                  if getattr(spec, name, None) is not None]  # fmt: skip
+    if unused:
+        named = " and ".join([", ".join(unused[:-1]), unused[-1]] if len(unused) > 1 else unused)
+        click.echo(
+            f"note: {named} plan{'s' if len(unused) == 1 else ''} with "
+            "--dry-run (--detect and --like also steer --until); this run uses neither, "
+            "and runs at the size asked",
+            err=True,
+        )
 
 
 def _run_many(spec: Any, budget: Any, report: bool) -> None:
