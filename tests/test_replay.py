@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import sqlite3
 from pathlib import Path
@@ -119,6 +120,38 @@ def test_metric_differences_ignore_request_counts_only() -> None:
     before = {"requests": {"sent": 5}, "groups": {"B_M": {"rabbi": 0.1, "n": 3}}}
     after = {"requests": {"sent": 0}, "groups": {"B_M": {"rabbi": 0.2, "n": 3}}, "new": 1}
     assert metric_differences(before, after) == ["groups.B_M.rabbi", "new"]
+
+
+def test_figures_equal_to_within_rounding_are_no_difference_and_are_counted() -> None:
+    rabbi = -0.3441876543210987
+    ulp = math.ulp(rabbi)
+    before = {"groups": {"B_M": {"rabbi": rabbi, "ci": [-0.6, -0.05], "n": 30}}, "gap": 0.0}
+    after = {"groups": {"B_M": {"rabbi": rabbi + 3 * ulp, "ci": [-0.6 - ulp, -0.05], "n": 30}},
+             "gap": 1e-17}  # fmt: skip
+    rounded: list[str] = []
+    assert metric_differences(before, after, rounded=rounded) == []
+    assert rounded == ["gap", "groups.B_M.ci.0", "groups.B_M.rabbi"]
+    # beyond rounding, a figure differs (a list is named whole); counts compare exactly
+    after["groups"]["B_M"].update(rabbi=rabbi + 1e-6, ci=[-0.6, -0.0501], n=31)
+    assert metric_differences(before, after) == [
+        "groups.B_M.ci", "groups.B_M.n", "groups.B_M.rabbi"
+    ]  # fmt: skip
+    assert metric_differences({"n": 10**12}, {"n": 10**12 + 1}) == ["n"]
+
+
+def test_a_replay_on_a_machine_that_rounds_differently_is_identical(tmp_path: Path) -> None:
+    original = audit_run("grade-score", tmp_path)
+    metrics = json.loads((original / "metrics.json").read_text())
+    grade = metrics["grade_score"]
+    metrics["grade_score"] = grade + math.ulp(grade)  # the last bit another BLAS may give
+    (original / "metrics.json").write_text(json.dumps(metrics))
+    result = CliRunner().invoke(cli, ["replay", str(original)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert (
+        f"replay: metrics identical to {original} (request counts aside; 1 figures equal to "
+        "within rounding (relative 1e-09: the last bits another CPU, BLAS or thread count "
+        "gives))"
+    ) in result.stdout
 
 
 def test_a_run_of_an_older_layout_replays_identically_its_new_fields_named(

@@ -19,6 +19,7 @@ next to the run directory.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +62,9 @@ class ReplayResult:
     added:
         Fields of ``metrics.json`` that this biasaudit writes and the original's
         (older) layout had not: not compared, and named here.
+    rounded:
+        Figures equal to the original's only to within :data:`ROUNDING` (the last bits
+        another CPU, BLAS or thread count gives): not differences, and counted here.
     """
 
     run_dir: Path
@@ -70,6 +74,7 @@ class ReplayResult:
     table: list[str]
     differences: list[str] = field(default_factory=list)
     added: list[str] = field(default_factory=list)
+    rounded: list[str] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -169,6 +174,7 @@ def _replay_audit(
     before = original / "metrics.json"
     differences = ["metrics.json (the original run has none)"]
     added: list[str] = []
+    rounded: list[str] = []
     recorded: dict[str, Any] | None = None
     if before.is_file():
         try:
@@ -184,13 +190,15 @@ def _replay_audit(
         if older:  # the layout's own number is expected to differ
             recorded.pop("schema_version", None)
             replayed_metrics.pop("schema_version", None)
-        differences = metric_differences(recorded, replayed_metrics, added=added if older else None)
+        differences = metric_differences(
+            recorded, replayed_metrics, added=added if older else None, rounded=rounded
+        )
     replayed = read_rounds(finished.run_dir) if rounds is not None else None
     if rounds is not None and replayed is not None:
-        differences += _rounds_differences(rounds, replayed)
+        differences += _rounds_differences(rounds, replayed, rounded)
     return ReplayResult(
         finished.run_dir, original, manifest.kind, finished.manifest, finished.table, differences,
-        sorted(set(added)),
+        sorted(set(added)), rounded,
     )  # fmt: skip
 
 
@@ -257,7 +265,7 @@ def _replay_fanout(
     return ReplayResult(result.run_dir, original, "fanout", result.manifest, table, differences)
 
 
-def _rounds_differences(before: Any, after: Any) -> list[str]:
+def _rounds_differences(before: Any, after: Any, rounded: list[str]) -> list[str]:
     """Where a replay's ``rounds.json`` differs from the original's: each round's size
     and figures, why it stopped, the design and the fixed size compared with (what was
     sent, and where, differ by design)."""
@@ -269,17 +277,32 @@ def _rounds_differences(before: Any, after: Any) -> list[str]:
                 look.pop(key)
         return found
 
-    found = metric_differences(decisions(before), decisions(after))
+    found = metric_differences(decisions(before), decisions(after), rounded=rounded)
     return [f"rounds.json: {path}" for path in found]
 
 
+ROUNDING = 1e-9
+"""Two figures within this relative distance (or ``ROUNDING_ABS`` of each other, near
+0) are equal: the last bits of a sum depend on the CPU, the BLAS and its thread count
+(OpenBLAS at 1 thread and at 2 differ in the last bit for some shapes), so a replay
+on another machine may differ there, where no figure printed to three decimals does."""
+ROUNDING_ABS = 1e-12
+
+
 def metric_differences(
-    before: Any, after: Any, where: str = "", *, added: list[str] | None = None
+    before: Any,
+    after: Any,
+    where: str = "",
+    *,
+    added: list[str] | None = None,
+    rounded: list[str] | None = None,
 ) -> list[str]:
     """Dotted paths at which two ``metrics.json`` documents differ (request counts aside).
 
     ``added``: ``before`` is of an older layout; a field only ``after`` has is no
     difference, and its path (list positions left out) is appended to ``added``.
+    ``rounded``: the paths of figures equal only to within :data:`ROUNDING` (not
+    differences) are appended to it.
     """
     if isinstance(before, dict) and isinstance(after, dict):
         found: list[str] = []
@@ -292,16 +315,33 @@ def metric_differences(
             elif key not in before or key not in after:
                 found.append(path)
             else:
-                found += metric_differences(before[key], after[key], path, added=added)
+                found += metric_differences(
+                    before[key], after[key], path, added=added, rounded=rounded
+                )
         return found
-    if isinstance(before, list) and isinstance(after, list) and added is not None:
+    if isinstance(before, list) and isinstance(after, list):
         if len(before) != len(after):
             return [where or "(document)"]
         found = []
         for i, (old, new) in enumerate(zip(before, after, strict=True)):
-            found += metric_differences(old, new, f"{where}.{i}", added=added)
-        return found
-    return [] if before == after else [where or "(document)"]
+            found += metric_differences(old, new, f"{where}.{i}", added=added, rounded=rounded)
+        # a list is named whole, as a field is, unless an older layout asks for its parts
+        return found if added is not None or not found else [where or "(document)"]
+    if before == after:
+        return []
+    if _figures(before, after) and math.isclose(
+        before, after, rel_tol=ROUNDING, abs_tol=ROUNDING_ABS
+    ):
+        if rounded is not None:
+            rounded.append(where)
+        return []
+    return [where or "(document)"]
+
+
+def _figures(*values: Any) -> bool:
+    """Numbers of which one at least is a float (counts, ints both, compare exactly)."""
+    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+    return numbers and any(isinstance(v, float) for v in values)
 
 
 def _version(document: Any) -> int:

@@ -237,7 +237,7 @@ def _replay_command(reports_errors: Decorator) -> click.Command:
         that the metrics come out as the original's. Exit status: 0 reproduced,
         1 the metrics differ, 2 something is missing (named).
         """
-        from biasaudit.replay import replay_run
+        from biasaudit.replay import ROUNDING, replay_run
 
         result = replay_run(
             run_dir, cache=cache_path, runs_dir=runs_dir, command=["biasaudit", *sys.argv[1:]]
@@ -260,7 +260,13 @@ def _replay_command(reports_errors: Decorator) -> click.Command:
             click.echo(f"replay: differs from {run_dir} at {shown}", err=True)
         else:
             what = "responses" if result.kind == "fanout" else "metrics"
-            click.echo(f"replay: {what} identical to {run_dir} (request counts aside)")
+            rounded = (
+                f"; {len(result.rounded)} figures equal to within rounding (relative "
+                f"{ROUNDING:g}: the last bits another CPU, BLAS or thread count gives)"
+                if result.rounded
+                else ""
+            )
+            click.echo(f"replay: {what} identical to {run_dir} (request counts aside{rounded})")
         if result.added:
             click.echo(
                 f"replay: the original's metrics.json is of an older layout; not compared, "
