@@ -332,3 +332,20 @@ def test_a_cache_a_newer_biasaudit_wrote_is_refused_by_name(
     with sqlite3.connect(path) as db:
         assert db.execute("SELECT value FROM meta").fetchall() == [(version,)]
     assert len(path.read_bytes()) == len(before)
+
+
+@pytest.mark.parametrize("under", ["", "sub"])
+def test_a_runs_folder_that_is_a_file_is_named_before_anything_is_sent(
+    tmp_path: Path, under: str
+) -> None:
+    blocker = tmp_path / "runs"
+    blocker.write_text("not a folder")
+    runs = blocker / under if under else blocker
+    result = CliRunner().invoke(cli, ["run", "grade-score", "--items", "demo", "--model",
+                                      "sim/fair", "--runs-dir", str(runs)])  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert result.stderr == (
+        f"error: cannot create the response cache {runs / 'cache.sqlite'}: {blocker} is a "
+        "file, not a folder; give --runs-dir a folder, or --cache a file in a writable folder\n"
+    )
+    assert blocker.read_text() == "not a folder"

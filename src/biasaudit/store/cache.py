@@ -135,9 +135,11 @@ class ResponseCache:
         except sqlite3.Error as error:
             raise cache_error(self.path, error, writing=not readonly) from None
         except OSError as error:  # its folder cannot be created
+            blocker = next((p for p in self.path.parents if p.is_file()), None)
+            why = f"{blocker} is a file, not a folder" if blocker else error.strerror
             raise StorageUnusableError(
-                f"cannot create the response cache {self.path}: {error.strerror}; "
-                "give --cache a file in a writable folder"
+                f"cannot create the response cache {self.path}: {why}; "
+                "give --runs-dir a folder, or --cache a file in a writable folder"
             ) from None
         if readonly:
             try:
