@@ -8,6 +8,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from biasaudit.processes import holder_alive, new_holder, running
 
 
@@ -23,6 +25,29 @@ def test_a_holder_is_alive_while_its_process_or_runner_is() -> None:
     with running(mine):
         assert holder_alive(mine)
     assert not holder_alive(mine)
+
+
+def test_on_windows_a_holders_process_is_asked_about_never_signalled(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Windows' os.kill(pid, 0) would end the process it asks about (TerminateProcess):
+    there a holder's process is looked up, never signalled."""
+    import biasaudit.processes as processes
+
+    asked: list[int] = []
+
+    def looked_up(pid: int) -> bool:
+        asked.append(pid)
+        return False
+
+    def kill(pid: int, signum: int) -> None:
+        raise AssertionError(f"os.kill({pid}, {signum}) on Windows ends that process")
+
+    monkeypatch.setattr(processes.sys, "platform", "win32")
+    monkeypatch.setattr(processes, "_windows_process_alive", looked_up)
+    monkeypatch.setattr(processes.os, "kill", kill)
+    assert not holder_alive(f"{socket.gethostname()}:4242:aa")
+    assert asked == [4242]
 
 
 def test_a_stopped_holder_is_named_a_running_one_is_not() -> None:

@@ -32,6 +32,7 @@ __all__ = ["die_with_parent", "holder_alive", "new_holder", "running", "stopped_
 # The holders of this process that are running now (one that stopped is gone).
 _RUNNING_HERE: set[str] = set()
 _PR_SET_PDEATHSIG = 1
+_PROCESS_QUERY_LIMITED_INFORMATION, _ERROR_ACCESS_DENIED, _STILL_ACTIVE = 0x1000, 5, 259
 
 
 def new_holder() -> str:
@@ -57,6 +58,8 @@ def holder_alive(holder: str) -> bool:
         return True
     if int(pid) == os.getpid():
         return holder in _RUNNING_HERE
+    if sys.platform == "win32":  # there os.kill(pid, 0) ends the process it asks about
+        return _windows_process_alive(int(pid))
     try:
         os.kill(int(pid), 0)
     except ProcessLookupError:
@@ -64,6 +67,22 @@ def holder_alive(holder: str) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _windows_process_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs, asked of Windows without touching it (its exit code
+    is STILL_ACTIVE while it runs; one that cannot be opened for lack of rights exists)."""
+    kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)  # type: ignore[attr-defined,unused-ignore]
+    handle = kernel32.OpenProcess(_PROCESS_QUERY_LIMITED_INFORMATION, False, pid)
+    if not handle:
+        return bool(ctypes.get_last_error() == _ERROR_ACCESS_DENIED)  # type: ignore[attr-defined,unused-ignore]
+    try:
+        code = ctypes.c_ulong()
+        if not kernel32.GetExitCodeProcess(handle, ctypes.byref(code)):
+            return True  # cannot tell: alive, so its lease is waited out, never stolen
+        return code.value == _STILL_ACTIVE
+    finally:
+        kernel32.CloseHandle(handle)
 
 
 def stopped_holders(holders: Iterable[str]) -> list[int]:
