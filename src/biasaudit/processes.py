@@ -73,6 +73,9 @@ def _windows_process_alive(pid: int) -> bool:
     """Whether process ``pid`` runs, asked of Windows without touching it (its exit code
     is STILL_ACTIVE while it runs; one that cannot be opened for lack of rights exists)."""
     kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)  # type: ignore[attr-defined,unused-ignore]
+    kernel32.OpenProcess.restype = ctypes.c_void_p  # a HANDLE, pointer-wide
+    kernel32.GetExitCodeProcess.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_ulong)]
+    kernel32.CloseHandle.argtypes = [ctypes.c_void_p]
     handle = kernel32.OpenProcess(_PROCESS_QUERY_LIMITED_INFORMATION, False, pid)
     if not handle:
         return bool(ctypes.get_last_error() == _ERROR_ACCESS_DENIED)  # type: ignore[attr-defined,unused-ignore]
