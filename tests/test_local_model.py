@@ -566,6 +566,18 @@ def wait_for_answers(biasaudit: subprocess.Popen[str], runs: Path) -> psutil.Pro
 # --- the servers' settings --------------------------------------------------------------
 
 
+def test_on_windows_a_local_model_is_refused_with_the_way_round_it(
+    fake_gguf: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from biasaudit.spec import parse_spec
+
+    monkeypatch.setattr(local.sys, "platform", "win32")
+    spec = parse_spec({"task": "ruted", "model": f"local/{fake_gguf}"})
+    with pytest.raises(ConfigurationError, match=r"Windows lacks: run biasaudit in WSL, or "
+                       r"start the server yourself .* --model llamacpp/NAME"):  # fmt: skip
+        spec.resolve_provider()
+
+
 def test_server_settings_come_from_a_spec_s_local_group_or_flags(
     fake_gguf: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -193,6 +193,13 @@ class LocalProvider(Provider):
         n_threads: int | None = None,
         parallel: int = 1,
     ) -> None:
+        if sys.platform == "win32":  # no process groups, no preexec_fn: its servers would leak
+            raise ConfigurationError(
+                "local/ models run llama.cpp's server in a POSIX process group, which Windows "
+                "lacks: run biasaudit in WSL, or start the server yourself (python -m "
+                "llama_cpp.server --model FILE.gguf --logits_all true) and audit it with "
+                "--model llamacpp/NAME --base-url http://127.0.0.1:8000/v1"
+            )
         if parallel < 1 or (n_ctx is not None and n_ctx < 1) or (n_threads or 1) < 1:
             raise ConfigurationError("local/: n_ctx, n_threads and parallel must be at least 1")
         self.model = model
