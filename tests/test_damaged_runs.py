@@ -95,6 +95,11 @@ def test_a_damaged_spec_is_named_and_compare_gives_no_verdict_without_it(
     assert code == 0, out
     assert "B's spec.json is damaged: what it asked is unknown" in out
     assert "verdict: no change" not in out
+    if kind == "allocation":  # so is a run whose answers file is damaged
+        answers = damaged(original, "responses.jsonl", b'{"id": "x", "rep')
+        code, out = invoke("compare", answers, original, "--no-report")
+        assert code == 0 and "A's responses.jsonl is damaged: what it asked is unknown" in out
+        assert "verdict: no change" not in out
 
 
 @pytest.mark.parametrize("kind", [kind for kind, table in TABLES.items() if table])

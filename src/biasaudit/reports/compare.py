@@ -238,7 +238,7 @@ def different_settings(path_a: Path, path_b: Path, metrics_a: Any, metrics_b: An
     path_a_, path_b_ = path
     if path_a_ != path_b_:
         found.append(f"scoring path: {path_a_} vs {path_b_}")
-    asked_a, asked_b = _asked(path_a), _asked(path_b)
+    asked_a, asked_b = _asked(path_a, "A", found), _asked(path_b, "B", found)
     if asked_a is not None and asked_b is not None and asked_a != asked_b:
         found.append(
             f"requests: {len(asked_a - asked_b)} only in A, {len(asked_b - asked_a)} only in B "
@@ -262,10 +262,15 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _asked(path: Path) -> set[tuple[str, int]] | None:
+def _asked(path: Path, name: str, found: list[str]) -> set[tuple[str, int]] | None:
+    """The requests the run answered (None without ``responses.jsonl``: an import); where
+    that file is damaged, a phrase in ``found`` says its requests are unknown."""
     try:
         return {(record.id, record.replicate) for record in read_responses(path)}
-    except (OSError, UsageError):
+    except OSError:
+        return None
+    except UsageError:
+        found.append(f"{name}'s responses.jsonl is damaged: what it asked is unknown")
         return None
 
 
