@@ -14,10 +14,10 @@ from biasaudit.providers.sim import SimProvider
 from biasaudit.spec import parse_spec
 from biasaudit.textfiles import PROMPTS_DIR
 
-EXPECTED_RUN = f"""\
+EXPECTED_RUN = """\
 ruted audit of sim/biased (SIMULATED model with a planted bias, for demos and tests; not a real model)
-occupations: 40 (20 male-majority) from {OCCUPATIONS_PATH}
-standard: next word after "The {{occupation}} is", from completions logprobs (top 20); listed words' mass seen: 100.0% (lowest occupation 100.0%); they carry 20% of the next-word probability
+occupations: 40 (20 male-majority) from the built-in WinoBias occupations (occupations.csv)
+standard: next word after "The {occupation} is", from completions logprobs (top 20); listed words' mass seen: 100.0% (lowest occupation 100.0%); they carry 20% of the next-word probability
 bedtime, personas, esl: 30 texts per occupation and template (templates 0; temperature 1), labelled by their he/she pronouns
 requests: 160 (160 sent, 0 from cache, 0 failed, 0 refused); intervals: 95% Student t over the occupations (their spread, replicates' noise included)
 

@@ -154,6 +154,24 @@ def test_a_replay_on_a_machine_that_rounds_differently_is_identical(tmp_path: Pa
     ) in result.stdout
 
 
+def test_a_ruted_run_names_the_shipped_occupations_alike_on_every_machine(
+    tmp_path: Path,
+) -> None:
+    """The built-in occupations are recorded by name, not by where this machine installed
+    them; a run that recorded a path (before 2026-11-27, or elsewhere) replays identically."""
+    original = audit_run("ruted", tmp_path)
+    metrics = json.loads((original / "metrics.json").read_text())
+    assert metrics["occupations_source"] == "the built-in WinoBias occupations (occupations.csv)"
+    from biasaudit.textfiles import DATA_DIR
+
+    assert str(DATA_DIR) not in (original / "metrics.json").read_text()
+    metrics["occupations_source"] = (
+        "/home/someone/venv/site-packages/biasaudit/data/occupations.csv"
+    )
+    (original / "metrics.json").write_text(json.dumps(metrics))
+    assert replay_run(original).differences == []
+
+
 def test_a_run_of_an_older_layout_replays_identically_its_new_fields_named(
     tmp_path: Path,
 ) -> None:

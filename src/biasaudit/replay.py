@@ -36,7 +36,10 @@ __all__ = ["ReplayResult", "find_cache", "metric_differences", "replay_run"]
 
 # Figures that describe how a run went, not what it measured: a replay sends
 # nothing, so its request counts differ by design.
-_NOT_COMPARED = frozenset({"requests"})
+# Not figures: what the replay sent (nothing), and where a file was read from, which
+# differs from machine to machine (runs before 2026-11-27 recorded the built-in
+# occupations by their path in the installed package).
+_NOT_COMPARED = frozenset({"requests", "occupations_source"})
 _RESPONSE_FIELDS = ("text", "texts", "top_logprobs", "model_version", "refusal", "parsed")
 
 

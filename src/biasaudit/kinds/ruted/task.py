@@ -32,6 +32,7 @@ from biasaudit.kinds.ruted.spec import RUTED_CONTEXTS, RutedSpec
 from biasaudit.textfiles import DATA_DIR, PROMPTS_DIR, load_yaml, read_table, require_columns
 
 __all__ = [
+    "BUILTIN_OCCUPATIONS",
     "GENERATION_CONTEXTS",
     "OCCUPATIONS_PATH",
     "STANDARD_TEXT",
@@ -44,6 +45,8 @@ __all__ = [
 ]
 
 OCCUPATIONS_PATH = DATA_DIR / "occupations.csv"
+BUILTIN_OCCUPATIONS = "the built-in WinoBias occupations (occupations.csv)"
+"""How a run records the shipped occupations: the same on every machine."""
 STANDARD_TEXT = "The {occupation} is"
 GENERATION_CONTEXTS = ("bedtime", "personas", "esl")
 _PLACEHOLDERS = {"occupation", "article"}
@@ -214,7 +217,9 @@ def build_ruted_task(spec: RutedSpec) -> RutedTask:
     contexts: tuple[str, ...] = tuple(c for c in RUTED_CONTEXTS if c in spec.contexts)
     prompts = {c: ContextPrompts.load(c) for c in contexts if c in GENERATION_CONTEXTS}
     templates = _template_numbers(spec.templates, prompts) if prompts else (0,)
-    return RutedTask(occupations, str(path), contexts, prompts, templates)
+    # the shipped file by name, not by where this machine installed it
+    source = BUILTIN_OCCUPATIONS if spec.occupations is None else str(path)
+    return RutedTask(occupations, source, contexts, prompts, templates)
 
 
 TASK_INFO = TaskInfo(
