@@ -134,3 +134,17 @@ def test_mistral_answers_by_sampling_and_bedrock_names_its_gateway(
         resolve_model("bedrock/anthropic.claude-3-haiku")
     gateway = resolve_model("bedrock/anthropic.claude-3-haiku", base_url="http://127.0.0.1:4000/v1")
     assert gateway.base_url == "http://127.0.0.1:4000/v1"
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [("gpt-4o", "here openai/gpt-4o"), ("claude-sonnet-4-5", "here anthropic/claude-sonnet-4-5"),
+     ("llama3", "e.g. openai/gpt-4o-mini or sim/biased"),
+     ("openai/", "e.g. openai/gpt-4o-mini or sim/biased")],
+)  # fmt: skip
+def test_a_model_without_its_provider_is_refused_with_the_spelling_to_use(
+    given: str, said: str
+) -> None:
+    with pytest.raises(ConfigurationError, match=f"model '{given}' must be written "
+                       f"provider/model, {said}"):  # fmt: skip
+        resolve_model(given)

@@ -356,6 +356,18 @@ def provider_spec(
     return spec
 
 
+# The first words of hosted models' names, and the provider that serves them.
+_FAMILIES = (("gpt-", "openai"), ("chatgpt-", "openai"), ("o1", "openai"), ("o3", "openai"),
+             ("o4", "openai"), ("claude-", "anthropic"), ("gemini-", "gemini"),
+             ("mistral-", "mistral"), ("deepseek-", "deepseek"), ("grok-", "xai"))  # fmt: skip
+
+
+def _provider_of(name: str) -> str | None:
+    """The provider of a bare model name a user may give (``gpt-4o``: openai), if known."""
+    lowered = name.lower()
+    return next((provider for prefix, provider in _FAMILIES if lowered.startswith(prefix)), None)
+
+
 def _build(
     model_id: str,
     base_url: str | None,
@@ -366,10 +378,12 @@ def _build(
 ) -> Provider:
     provider_name, sep, model = model_id.partition("/")
     if not sep or not provider_name or not model:
+        guess = _provider_of(model_id)
         raise UnknownProviderError(
             f"model '{model_id}' must be written provider/model, "
-            "e.g. openai/gpt-4o-mini or sim/biased"
-        )
+            + (f"here {guess}/{model_id}" if guess and not sep else
+               "e.g. openai/gpt-4o-mini or sim/biased")
+        )  # fmt: skip
     info = KNOWN_PROVIDERS.get(provider_name)
     plugin = None
     if info is None and (declared := _plugin_info(provider_name)) is not None:
