@@ -520,10 +520,11 @@ def run() -> None:
     """Run an audit: a built-in task, or any task described in SPEC.yaml.
 
     \b
-        biasaudit run resume-screening --model M [--method pairwise] [--names-per-group N]
+        biasaudit run resume-screening --model M [--method pairwise|listwise] [--names-per-group N]
         biasaudit run essay-grading --essays FILE.csv --model M
         biasaudit run grade-score --items FILE.jsonl --model M [--prompt 1|2|3|4|FILE]
         biasaudit run ruted --model M [--contexts standard,bedtime,personas,esl] [--templates all]
+        biasaudit run decisions --model M [--scenarios FILE.jsonl] [--fills explicit|implicit]
         biasaudit run SPEC.yaml [--model M]
 
     Each task's help lists its own options ('biasaudit run TASK --help'). The
