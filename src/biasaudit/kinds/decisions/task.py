@@ -580,7 +580,8 @@ TASK_INFO = TaskInfo(
         ("builtin", f"{BUILTIN_SCENARIOS} (12 scenarios written for biasaudit)"),
     ),
     prompts=(f"{DEFAULT_PROMPT} (default: the scenario, then yes or no in one word)",),
-    usage="biasaudit run decisions --model MODEL [--scenarios FILE.jsonl] [--fills explicit|implicit]",
+    usage="biasaudit run decisions --model MODEL [--scenarios FILE.jsonl] "
+          "[--fills explicit|implicit]",
 )  # fmt: skip
 
 TASK_INFOS = (TASK_INFO,)
