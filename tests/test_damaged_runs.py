@@ -14,6 +14,9 @@ from click.testing import CliRunner
 
 from biasaudit.cli import cli
 
+# One worker builds the module's runs once (a module fixture is built per worker).
+pytestmark = pytest.mark.xdist_group("damaged-runs")
+
 RUNS = {
     "allocation": ["run", "resume-screening", "--jobs", "software-engineer",
                    "--names-per-group", "3"],
