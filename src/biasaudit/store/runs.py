@@ -376,6 +376,19 @@ def file_problem(error: ValidationError) -> str:
     return f"field '{where}': {first['msg']}" if where else str(first["msg"])
 
 
+def _run_text(path: Path) -> str | None:
+    """The text of run file ``path``, or None where there is none (a file that cannot
+    be read, or is not UTF-8, is named as damaged)."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise damaged_file(path, str(error.strerror)) from None
+    except UnicodeDecodeError:
+        raise damaged_file(path, "not UTF-8 text") from None
+
+
 def read_run_json(path: Path) -> dict[str, Any]:
     """The JSON object in run file ``path`` (``spec.json``), or ``{}`` where there is none.
 
@@ -385,13 +398,9 @@ def read_run_json(path: Path) -> dict[str, Any]:
         The file is there but cannot be read, or holds no JSON object (named, with the
         way to get it back: :func:`damaged_file`).
     """
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    text = _run_text(path)
+    if text is None:
         return {}
-    except (OSError, UnicodeDecodeError) as error:
-        problem = error.strerror if isinstance(error, OSError) else "not UTF-8 text"
-        raise damaged_file(path, str(problem)) from None
     try:
         data = json.loads(text)
     except ValueError:
@@ -410,13 +419,9 @@ def read_run_model(path: Path, model: type[M]) -> M:
         The file is missing (naming it), newer than this biasaudit reads
         (:func:`check_version`), or damaged (:func:`damaged_file`).
     """
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"{path} is missing") from None
-    except (OSError, UnicodeDecodeError) as error:
-        problem = error.strerror if isinstance(error, OSError) else "not UTF-8 text"
-        raise damaged_file(path, str(problem)) from None
+    text = _run_text(path)
+    if text is None:
+        raise UsageError(f"{path} is missing")
     version = model.model_fields.get("schema_version")
     if version is not None and isinstance(version.default, int):
         check_version(text, version.default, path)
@@ -461,12 +466,14 @@ def read_responses(run_dir: str | Path) -> list[ResponseRecord]:
     """
     path = Path(run_dir, "responses.jsonl")
     records = []
-    with open(path, encoding="utf-8", errors="replace") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                records.append(ResponseRecord.model_validate_json(line))
-            except ValidationError as error:
-                raise damaged_file(path, f"line {number}: {file_problem(error)}") from None
+    number = 0
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, start=1):  # noqa: B007 (read below)
+                if line.strip():
+                    records.append(ResponseRecord.model_validate_json(line))
+    except ValidationError as error:
+        raise damaged_file(path, f"line {number}: {file_problem(error)}") from None
+    except UnicodeDecodeError:
+        raise damaged_file(path, f"after line {number}: not UTF-8 text") from None
     return records
