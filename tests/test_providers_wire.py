@@ -272,6 +272,17 @@ def test_non_json_is_reported_when_it_persists(
     assert result.attempts == 3 and len(cache) == 0
 
 
+def test_a_body_cut_short_is_named_as_cut_where_it_ends(
+    openai_server: OpenAIServer, cache: ResponseCache
+) -> None:
+    openai_server.fail_all(Fault.malformed())
+    result = one(vllm(openai_server), chat("q"), cache, max_retries=1)
+    assert (
+        result.error is not None and "not JSON (application/json; EOF while parsing" in result.error
+    )
+    assert "at line 1 column" in result.error and len(cache) == 0
+
+
 def test_400_is_not_retried(openai_server: OpenAIServer) -> None:
     openai_server.inject(Fault.http(400, message="bad parameter"))
     result = one(vllm(openai_server), chat("q"), None)

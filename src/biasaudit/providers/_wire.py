@@ -184,8 +184,11 @@ def read_wire(
     except ValidationError as error:
         first = error.errors(include_input=False)[0]
         if first["type"] == "json_invalid" and isinstance(content, bytes):
+            # The parser's reason says which: cut short ("EOF while parsing ... at line 1
+            # column 812"), nested past its limit, or not JSON at all.
+            reason = first["msg"].removeprefix("Invalid JSON: ")
             kind = content_type or "no content-type"
-            raise malformed(f"a body that is not JSON ({kind})", content) from None
+            raise malformed(f"a body that is not JSON ({kind}; {reason})", content) from None
         where = ".".join(str(part) for part in first["loc"]) or "the body"
         raise malformed(f"an answer it cannot read ({where}: {first['msg']})", content) from None
 
