@@ -12,6 +12,10 @@ from __future__ import annotations
 
 import io
 import math
+import os
+import stat
+import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -100,7 +104,49 @@ class ScatterCell:
     groups: Sequence[str] = ()
 
 
+def _config_dir_writable(base: str) -> bool:
+    target = os.path.join(base, "matplotlib")
+    try:
+        os.makedirs(target, exist_ok=True)
+    except OSError:
+        return False
+    return os.access(target, os.W_OK)
+
+
+def _settle_config_dir() -> None:
+    """Give matplotlib a lasting place of its own when its usual one cannot be written.
+
+    Without a writable ``~/.config/matplotlib`` and ``~/.cache/matplotlib`` (a
+    container run as a user without a home, a read-only home on a cluster), matplotlib
+    prints two lines of warning on every command that draws a figure and builds its font
+    cache afresh in a new temporary folder each time. It is given, through its own
+    ``MPLCONFIGDIR``, a folder of this user's in the temporary directory instead, made
+    private, and kept between runs; one that exists but is not this user's own private
+    folder is not used. A ``MPLCONFIGDIR`` already set is left as it is.
+    """
+    if "matplotlib" in sys.modules or os.environ.get("MPLCONFIGDIR"):
+        return
+    home = os.path.expanduser("~")
+    config = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache")
+    if _config_dir_writable(config) and _config_dir_writable(cache):
+        return
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    own = os.path.join(
+        tempfile.gettempdir(), f"biasaudit-matplotlib-{'user' if uid is None else uid}"
+    )
+    try:
+        os.makedirs(own, mode=0o700, exist_ok=True)
+        made = os.lstat(own)
+    except OSError:
+        return
+    private = stat.S_ISDIR(made.st_mode) and not made.st_mode & 0o077
+    if private and (uid is None or made.st_uid == uid):
+        os.environ["MPLCONFIGDIR"] = own
+
+
 def _figure(width: float, height: float) -> Figure:
+    _settle_config_dir()
     from matplotlib.figure import Figure
 
     return Figure(figsize=(width, height), layout="constrained")
