@@ -133,3 +133,13 @@ def test_a_reaudit_in_rounds_compares_with_the_last_round_of_the_one_before(
     assert code == 0 and first.name in out and second.name in out
     assert len(out.strip().splitlines()) == 3  # the header and the two last rounds, of four
     assert len(list(history.glob("*/manifest.json"))) == 4
+
+
+def test_a_history_that_cannot_be_written_is_named_with_this_commands_option(
+    server: SnapshotServer, spec_file: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "a-file").write_text("not a folder\n", encoding="utf-8")
+    code, _, err = invoke("reaudit", str(spec_file), "--history", str(tmp_path / "a-file" / "h"))
+    assert code == 2 and "a-file is a file, not a folder" in err, err
+    assert "give --history a folder that may be written, or the spec's cache a file" in err
+    assert "--runs-dir" not in err and server.request_count == 0

@@ -407,17 +407,26 @@ def _reaudit_command(reports_errors: Decorator) -> click.Command:
         compare.html (unless --no-report). Exit status: 0, 1 some requests failed, 2 bad spec,
         3 the --fail-on condition was met (for cron or a CI schedule).
         """
+        from biasaudit.errors import StorageUnusableError
         from biasaudit.reports.compare import comparison_lines
         from biasaudit.reports.history import FailOn
         from biasaudit.reports.history import reaudit as run_reaudit
 
-        result = run_reaudit(
-            spec_file,
-            history=history,
-            fail_on=cast("FailOn | None", fail_on),
-            alpha=alpha,
-            command=["biasaudit", *sys.argv[1:]],
-        )
+        try:
+            result = run_reaudit(
+                spec_file,
+                history=history,
+                fail_on=cast("FailOn | None", fail_on),
+                alpha=alpha,
+                command=["biasaudit", *sys.argv[1:]],
+            )
+        except StorageUnusableError as error:  # its advice in this command's own options
+            advice = str(error).replace(
+                "give --runs-dir a folder, or --cache a file in a writable folder",
+                "give --history a folder that may be written, or the spec's cache a file in one",
+            )
+            advice = advice.replace("give --runs-dir a folder", "give --history a folder")
+            raise StorageUnusableError(advice) from None
         from biasaudit.reports.rich_tables import comparison_view, echo_blocks, echo_table
 
         finished = result.finished
