@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import shutil
@@ -100,7 +101,7 @@ def test_a_run_and_its_cache_copied_elsewhere_replay_there(tmp_path: Path) -> No
 
 def test_replay_names_the_missing_answers_and_computes_nothing(tmp_path: Path) -> None:
     original = audit_run("allocation", tmp_path)
-    with sqlite3.connect(tmp_path / "cache.sqlite") as db:
+    with contextlib.closing(sqlite3.connect(tmp_path / "cache.sqlite")) as db, db:
         db.execute("DELETE FROM responses WHERE rowid IN (SELECT rowid FROM responses LIMIT 3)")
     before = set(tmp_path.iterdir())
     with pytest.raises(UsageError, match=r"3 of 96 answers are missing from the cache .*e\.g\. "):

@@ -11,6 +11,7 @@ full cache is also made anywhere with SQLite's own page limit.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -320,7 +321,7 @@ def test_a_cache_a_newer_biasaudit_wrote_is_refused_by_name(
     """Neither read nor written: a newer layout may mean something else."""
     prompts, runs, run_dir = filled
     path = runs / "cache.sqlite"
-    with sqlite3.connect(path) as db:
+    with contextlib.closing(sqlite3.connect(path)) as db, db:
         db.execute("UPDATE meta SET value = ? WHERE name = 'schema_version'", (version,))
         db.execute("CREATE TABLE newer (x)")
     before = path.read_bytes()
@@ -329,7 +330,7 @@ def test_a_cache_a_newer_biasaudit_wrote_is_refused_by_name(
     assert "Traceback" not in result.output
     assert f"the response cache {path} was written by a newer biasaudit" in result.output
     assert "upgrade biasaudit, or give --cache another file" in result.output
-    with sqlite3.connect(path) as db:
+    with contextlib.closing(sqlite3.connect(path)) as db, db:
         assert db.execute("SELECT value FROM meta").fetchall() == [(version,)]
     assert len(path.read_bytes()) == len(before)
 

@@ -157,16 +157,20 @@ class BatchStore:
 
     def __init__(self, path: str | Path) -> None:
         self._db = sqlite3.connect(path, timeout=30.0, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
-        columns = {row[1] for row in self._db.execute("PRAGMA table_info(batches)")}
-        for column, kind in (
-            ("owner", "TEXT NOT NULL DEFAULT ''"),
-            ("lease", "REAL NOT NULL DEFAULT 0"),
-        ):
-            if column not in columns:  # a cache written before leases existed
-                self._db.execute(f"ALTER TABLE batches ADD COLUMN {column} {kind}")
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(batches)")}
+            for column, kind in (
+                ("owner", "TEXT NOT NULL DEFAULT ''"),
+                ("lease", "REAL NOT NULL DEFAULT 0"),
+            ):
+                if column not in columns:  # a cache written before leases existed
+                    self._db.execute(f"ALTER TABLE batches ADD COLUMN {column} {kind}")
+        except BaseException:
+            self._db.close()
+            raise
 
     def close(self) -> None:
         self._db.close()

@@ -197,16 +197,12 @@ class ResponseCache:
         if not self.path.exists():
             raise StorageUnusableError(f"no cache at {self.path}")
         uri = self.path.resolve().as_uri()
-        db = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=_BUSY_TIMEOUT_S)
         try:
-            db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+            return _opened(f"{uri}?mode=ro", timeout=_BUSY_TIMEOUT_S)
         except sqlite3.OperationalError:
             # A WAL database in a folder nobody may write: SQLite cannot make the
             # shared-memory file it reads through. Read the file as it stands.
-            db.close()
-            db = sqlite3.connect(f"{uri}?immutable=1", uri=True)
-            db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-        return db
+            return _opened(f"{uri}?immutable=1", timeout=5.0)
 
     def __enter__(self) -> ResponseCache:
         return self
@@ -532,6 +528,17 @@ def _check_version(db: sqlite3.Connection, path: Path) -> None:
             f"schema_version {found}; this one reads up to {CACHE_SCHEMA_VERSION}): "
             "upgrade biasaudit, or give --cache another file"
         )
+
+
+def _opened(uri: str, *, timeout: float) -> sqlite3.Connection:
+    """A read-only connection to ``uri`` that has read the schema; closed if it cannot."""
+    db = sqlite3.connect(uri, uri=True, timeout=timeout)
+    try:
+        db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+    except BaseException:
+        db.close()
+        raise
+    return db
 
 
 def _chunks(keys: list[str]) -> Iterable[list[str]]:
