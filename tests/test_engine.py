@@ -16,7 +16,7 @@ from biasaudit.errors import (
     RunAbortedError,
     TransientProviderError,
 )
-from biasaudit.providers import ModelRequest
+from biasaudit.providers import ModelRequest, ModelResponse
 from biasaudit.store.cache import ResponseCache
 
 from .fakes import FakeProvider, chat
@@ -41,6 +41,22 @@ def test_every_request_answered_and_cached(cache: ResponseCache) -> None:
     second = collect(again, requests)
     assert all(r.cached for r in second)
     assert again.stats.sent == 0 and again.stats.cache_hits == 50
+
+
+def test_a_kill_loses_at_most_the_answers_in_flight(cache: ResponseCache) -> None:
+    """At every send, answers received but not yet committed plus requests in flight
+    are within the concurrency: a kill -9 at any moment re-pays at most that many."""
+    concurrency, seen = 4, []
+
+    class Watching(FakeProvider):
+        async def complete(self, request: ModelRequest, *, timeout: float) -> ModelResponse:
+            seen.append(cache.uncommitted + self.in_flight + 1)
+            return await super().complete(request, timeout=timeout)
+
+    provider = Watching(delay=0.001)
+    settings = EngineSettings(concurrency=concurrency)
+    collect(Engine(provider, cache, settings), [chat(f"q{i}", f"p{i}") for i in range(200)])
+    assert len(seen) == 200 and max(seen) <= concurrency, max(seen)
 
 
 def test_same_content_different_id_is_one_cache_entry(cache: ResponseCache) -> None:

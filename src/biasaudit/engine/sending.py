@@ -242,6 +242,9 @@ class InProcess:
         cache = self.context.cache
         if cache is not None:  # refusals too: the model's answer, paid for
             cache.put(key, response, model_id=self.context.provider.model_id)
+            # The commit put scheduled runs before this worker sends its next request, so
+            # a kill -9 loses at most the answers in flight (never one received as well).
+            await asyncio.sleep(0)
         return result
 
     async def _retry(
