@@ -189,6 +189,9 @@ def test_an_unknown_task_is_named(tmp_path: Path) -> None:
     code, out, err = invoke("run", "resume-screenin", "--model", "sim/biased")
     assert code == 2 and out == "" and "Did you mean 'resume-screening'?" in err
     assert not (tmp_path / "runs").exists()
+    code, _, err = invoke("run", str(tmp_path), "--model", "sim/biased")
+    assert code == 2 and f"'{tmp_path}' is a folder, neither a built-in task" in err
+    assert "Usage:" not in err  # no usage line naming an internal command ("run SPEC")
 
 
 @pytest.mark.parametrize(

@@ -498,9 +498,12 @@ def _spec_command() -> click.Command:
 
             tasks = list(run.list_commands(click.get_current_context()))
             near = difflib.get_close_matches(str(spec_file), tasks, n=1, cutoff=0.8)
+            from biasaudit.errors import UsageError
+
             hint = f"Did you mean '{near[0]}'? " if near else ""
-            raise click.UsageError(
-                f"{hint}'{spec_file}' is neither a built-in task ({', '.join(tasks)}) "
+            what = "a folder, " if spec_file.is_dir() else ""
+            raise UsageError(
+                f"{hint}'{spec_file}' is {what}neither a built-in task ({', '.join(tasks)}) "
                 f"nor a spec file; a spec's task is one of {', '.join(TASK_NAMES)}"
             )
         _run_audit(fields, spec_file=spec_file)
