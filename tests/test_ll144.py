@@ -312,11 +312,5 @@ def test_unusable_paths_exit_2_with_what_to_do(tmp_path: Path) -> None:
     code, output = _run(tmp_path / "missing.csv")
     assert code == 2 and "cannot read outcomes file" in output
     code, output = _run(tmp_path)
-    assert code == 2 and "is not a run directory" in output
-
-
-def test_a_folder_that_is_not_a_run_is_named_with_what_data_may_be(tmp_path: Path) -> None:
-    code, output = _run(tmp_path, "--tool", "T", "--source", "S", "--out", tmp_path / "s")
     assert code == 2 and "is a folder but not a run directory (no manifest.json)" in output
     assert "employer's outcomes CSV file or an allocation or listwise audit's run" in output
-    assert not (tmp_path / "s").exists()

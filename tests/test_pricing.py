@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -173,10 +174,22 @@ def test_spend_crossing_the_budget_stops_the_run_cleanly(
 def test_answers_in_flight_when_the_budget_is_reached_are_kept_not_paid_twice(
     tmp_path: Path,
 ) -> None:
-    """Eight requests at a time, each taking 0.3 s: when the budget is spent, the seven
-    others already sent are paid for; they are awaited and cached, so the rerun sends
-    only what was never sent."""
-    with OpenAIServer(latency=0.3) as server:
+    """Eight requests at a time, answered one by one (each in 0.1 to 0.45 s): when the
+    budget is spent, the others already sent are paid for; they are awaited and cached,
+    so the rerun sends only what was never sent."""
+
+    class OneByOne(OpenAIServer):
+        turns = itertools.count()
+
+        @property  # type: ignore[override]
+        def latency(self) -> float:  # read per request
+            return 0.1 + 0.05 * (next(self.turns) % 8)
+
+        @latency.setter
+        def latency(self, value: float) -> None:
+            pass
+
+    with OneByOne() as server:
         spec = parse_spec(
             {"task": "resume-screening", "model": "vllm/test-model", "base_url": server.base_url,
              "runs_dir": str(tmp_path), "jobs": "software-engineer", "names_per_group": 1,
