@@ -74,3 +74,20 @@ def test_a_writable_home_and_a_chosen_folder_are_left_alone(
     monkeypatch.setenv("MPLCONFIGDIR", str(tmp_path / "mine"))
     figures._settle_config_dir()
     assert os.environ["MPLCONFIGDIR"] == str(tmp_path / "mine")
+
+
+def test_a_user_without_any_home_gets_no_folder_named_tilde(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for name in ("MPLCONFIGDIR", "XDG_CONFIG_HOME", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delitem(sys.modules, "matplotlib", raising=False)
+    monkeypatch.setattr(figures.os.path, "expanduser", lambda path: path)  # no $HOME, no entry
+    monkeypatch.setattr(figures.tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    figures._settle_config_dir()
+    assert not (tmp_path / "~").exists()
+    assert os.environ["MPLCONFIGDIR"] == str(
+        tmp_path / "tmp" / f"biasaudit-matplotlib-{os.getuid()}"
+    )

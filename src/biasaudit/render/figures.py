@@ -126,10 +126,11 @@ def _settle_config_dir() -> None:
     """
     if "matplotlib" in sys.modules or os.environ.get("MPLCONFIGDIR"):
         return
-    home = os.path.expanduser("~")
+    home = os.path.expanduser("~")  # "~" itself for a user without a home (no $HOME, no entry)
     config = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache")
-    if _config_dir_writable(config) and _config_dir_writable(cache):
+    has_home = os.path.isabs(config) and os.path.isabs(cache)  # never a folder named "~" here
+    if has_home and _config_dir_writable(config) and _config_dir_writable(cache):
         return
     uid = os.getuid() if hasattr(os, "getuid") else None
     own = os.path.join(
