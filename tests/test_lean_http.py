@@ -383,6 +383,30 @@ def test_proxies_from_the_environment_are_used(monkeypatch: pytest.MonkeyPatch) 
     asyncio.run(go())
 
 
+def test_this_machines_own_servers_are_reached_directly_past_a_proxy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A proxy set for the whole session (as on many company machines) is not asked for
+    a loopback address: through it, 127.0.0.1 would be the proxy's own machine."""
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "HTTPS_PROXY", "https_proxy"):
+        monkeypatch.delenv(name, raising=False)
+
+    async def go() -> None:
+        async with serving(_proxy) as proxy, serving() as base:
+            monkeypatch.setenv("HTTP_PROXY", proxy)
+            monkeypatch.setenv("http_proxy", proxy)
+            for url in (base, base.replace("127.0.0.1", "localhost")):
+                async with _aiohttp_client(4) as http:
+                    request = http.build_request(
+                        "POST", f"{url}/json", content=b'{"a": 1}', headers=SDK_HEADERS,
+                        timeout=5.0,
+                    )  # fmt: skip
+                    response = await http.send(request)
+                assert "proxied" not in response.json(), (url, response.json())
+
+    asyncio.run(go())
+
+
 def test_the_sdk_raises_its_own_errors_through_the_lean_client() -> None:
     async def go() -> None:
         async with serving() as base:

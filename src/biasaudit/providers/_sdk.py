@@ -98,10 +98,29 @@ def _aiohttp_client(max_connections: int) -> Any:
     )
     import openai  # both SDKs ship the same client classes; openai's is always installed
 
+    direct = _loopback_direct()
     try:
-        return _lean_client_class()(limits=limits)
+        return _lean_client_class()(limits=limits, mounts=direct)
     except RuntimeError:  # installed without the aiohttp extra
-        return openai.DefaultAsyncHttpxClient(limits=limits)
+        return openai.DefaultAsyncHttpxClient(limits=limits, mounts=direct)
+
+
+def _loopback_direct() -> dict[str, None] | None:
+    """With a proxy in the environment (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``),
+    this machine's own addresses are still reached directly.
+
+    A loopback address sent through a proxy names the proxy's machine, never this one:
+    the built-in local model's server, or a vLLM or llama.cpp server at
+    ``--base-url http://127.0.0.1:8000/v1``, would be unreachable (or another server
+    answered) wherever a proxy is set for the whole session, as on many company
+    machines, unless ``NO_PROXY`` lists it. Mounting no transport for a host is the HTTP
+    library's own way of sending it direct; other hosts keep the proxy.
+    """
+    import urllib.request
+
+    if not urllib.request.getproxies():
+        return None
+    return dict.fromkeys(("all://localhost", "all://127.0.0.1", "all://[::1]"))
 
 
 _LEAN_CLIENT: Any = None
