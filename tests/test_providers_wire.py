@@ -320,6 +320,25 @@ def test_unreachable_server_stops_quickly(tmp_path: Path) -> None:
     assert "check that the server is running" in message and "Timeout" not in message
 
 
+# aiohttp's own warnings about the proxy credentials it is handed, not biasaudit's.
+@pytest.mark.filterwarnings("ignore:BasicAuth is deprecated:DeprecationWarning")
+@pytest.mark.filterwarnings("ignore:The 'proxy_auth' parameter is deprecated:DeprecationWarning")
+def test_an_unreachable_proxy_is_named_without_its_credentials(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with OpenAIServer() as server:
+        closed = server.base_url.rsplit(":", 1)[1].split("/")[0]
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "HTTPS_PROXY", "https_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("http_proxy", f"http://me:proxy-secret-0123@127.0.0.1:{closed}")
+    provider = resolve_model("vllm/m", base_url="http://model.invalid:8000/v1")
+    with pytest.raises(RunAbortedError) as caught:
+        run(provider, [chat("q")], None)
+    message = str(caught.value)
+    assert f"connection refused at the proxy http://127.0.0.1:{closed} (from HTTP_PROXY)" in message
+    assert "list the host in NO_PROXY" in message and "proxy-secret" not in message
+
+
 def test_repeated_429s_lower_concurrency_and_all_complete(
     openai_server: OpenAIServer, cache: ResponseCache
 ) -> None:

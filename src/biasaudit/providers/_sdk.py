@@ -487,6 +487,10 @@ def transport_error(base_url: str, error: BaseException) -> ProviderError:
             if isinstance(unreachable, ConnectionRefusedError)
             else ("host name not found", "check the host name")
         )
+        proxy = _proxy_for(base_url)
+        if proxy is not None:  # the proxy is what was not reached
+            why = f"{why} at the proxy {proxy[0]} (from {proxy[1]})"
+            fix = "check the proxy, or list the host in NO_PROXY to reach it directly"
         return EndpointUnreachableError(
             f"cannot reach {base_url}: {why} ({redact(_one_line(unreachable))}); {fix}"
         )
@@ -499,6 +503,28 @@ def transport_error(base_url: str, error: BaseException) -> ProviderError:
     if names & set(_TIMEOUT_TYPES) or any(isinstance(e, TimeoutError) for e in chain):
         return TransientProviderError(f"timed out talking to {base_url}")
     return TransientProviderError(f"connection to {base_url} failed ({text})")
+
+
+def _proxy_for(base_url: str) -> tuple[str, str] | None:
+    """The environment's proxy for ``base_url`` (scheme, host and port only: never its
+    credentials) and the variable that set it; ``None`` when the host is reached directly
+    (no proxy, ``NO_PROXY``, or this machine's own address: :func:`_loopback_direct`)."""
+    import urllib.parse
+    import urllib.request
+
+    target = urllib.parse.urlsplit(base_url)
+    host = target.hostname or ""
+    proxies = urllib.request.getproxies()
+    if not proxies or host in ("localhost", "127.0.0.1", "::1"):
+        return None
+    if urllib.request.proxy_bypass_environment(host, proxies):  # type: ignore[attr-defined]
+        return None
+    for scheme in (target.scheme, "all"):
+        if proxies.get(scheme):
+            proxy = urllib.parse.urlsplit(proxies[scheme])
+            port = f":{proxy.port}" if proxy.port else ""
+            return f"{proxy.scheme}://{proxy.hostname}{port}", f"{scheme.upper()}_PROXY"
+    return None
 
 
 def _is_reset(error: BaseException) -> bool:
