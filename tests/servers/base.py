@@ -8,6 +8,7 @@ import asyncio
 import itertools
 import json
 import secrets
+import ssl
 import signal
 import sys
 import threading
@@ -82,6 +83,7 @@ class FakeProviderServer(ABC):
     or `await serve(...)` to run it on the current loop."""
 
     request_id_header = "x-request-id"
+    tls: ssl.SSLContext | None = None  # HTTPS with this context (a subclass sets it)
 
     def __init__(
         self,
@@ -116,7 +118,7 @@ class FakeProviderServer(ABC):
     def root_url(self) -> str:
         if self.port is None:
             raise RuntimeError("server not started")
-        return f"http://{HOST}:{self.port}"
+        return f"{'https' if self.tls is not None else 'http'}://{HOST}:{self.port}"
 
     @property
     @abstractmethod
@@ -191,7 +193,7 @@ class FakeProviderServer(ABC):
         if self.log_path:
             self._log_file = open(self.log_path, "a", encoding="utf-8")  # noqa: SIM115
         try:
-            site = web.TCPSite(runner, host, port, backlog=2048)
+            site = web.TCPSite(runner, host, port, backlog=2048, ssl_context=self.tls)
             await site.start()
             self.port = runner.addresses[0][1]
             if on_ready is not None:

@@ -477,6 +477,9 @@ def transport_error(base_url: str, error: BaseException) -> ProviderError:
         if isinstance(cause, ProviderError):
             return cause
     text = redact(" | ".join(f"{type(e).__name__}: {_one_line(e)}" for e in chain[1:] or chain))
+    tls = _tls_refusal(base_url, chain)
+    if tls is not None:
+        return tls
     names = {type(e).__name__ for e in chain}
     unreachable = next(
         (e for e in chain if isinstance(e, ConnectionRefusedError | socket.gaierror)), None
@@ -503,6 +506,36 @@ def transport_error(base_url: str, error: BaseException) -> ProviderError:
     if names & set(_TIMEOUT_TYPES) or any(isinstance(e, TimeoutError) for e in chain):
         return TransientProviderError(f"timed out talking to {base_url}")
     return TransientProviderError(f"connection to {base_url} failed ({text})")
+
+
+def _tls_refusal(base_url: str, chain: list[BaseException]) -> ProviderError | None:
+    """A TLS failure no retry can mend, named with its fix; ``None`` for any other.
+
+    The SDKs' aiohttp transport reports these as a connect *timeout*, which would be
+    retried for every request of the run: a certificate this machine does not trust (a
+    self-signed one, or a company's own authority), and TLS spoken to a server that
+    speaks plain HTTP. A handshake cut short stays a transient failure.
+    """
+    import ssl
+
+    for cause in reversed(chain):  # the ssl module's own error first: aiohttp's wrap it
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            why = getattr(cause, "verify_message", None) or _one_line(cause)
+            return EndpointUnreachableError(
+                redact(
+                    f"cannot reach {base_url}: its TLS certificate cannot be verified ({why}); "
+                    "if an authority of your organisation signed it, point SSL_CERT_FILE at a "
+                    "bundle of certificates that holds that authority's"
+                )
+            )
+        if getattr(cause, "reason", None) == "WRONG_VERSION_NUMBER":
+            return EndpointUnreachableError(
+                redact(
+                    f"cannot reach {base_url}: the server does not answer in TLS (wrong version "
+                    "number); if it speaks plain HTTP, its address starts http://, not https://"
+                )
+            )
+    return None
 
 
 def _proxy_for(base_url: str) -> tuple[str, str] | None:
