@@ -8,8 +8,8 @@ import asyncio
 import itertools
 import json
 import secrets
-import ssl
 import signal
+import ssl
 import sys
 import threading
 import time

@@ -10,6 +10,7 @@ figures carry the label in their corner.
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 import os
@@ -18,7 +19,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -34,6 +35,7 @@ __all__ = [
     "distributions",
     "dot_panels",
     "line_panels",
+    "plain_style",
     "scatter_grid",
 ]
 
@@ -146,6 +148,27 @@ def _settle_config_dir() -> None:
         os.environ["MPLCONFIGDIR"] = own
 
 
+_Args = ParamSpec("_Args")
+
+
+def plain_style(draw: Callable[_Args, bytes]) -> Callable[_Args, bytes]:
+    """``draw`` with matplotlib's own defaults, whatever ``matplotlibrc`` this machine has.
+
+    A user's style file (a dark theme, other fonts or line widths, a font family this
+    machine lacks, which warns on every label) would otherwise change every report's
+    figures: a report made on two machines draws the same."""
+
+    @functools.wraps(draw)
+    def drawn(*args: _Args.args, **kwargs: _Args.kwargs) -> bytes:
+        _settle_config_dir()
+        import matplotlib.style
+
+        with matplotlib.style.context("default"):
+            return draw(*args, **kwargs)
+
+    return drawn
+
+
 def _figure(width: float, height: float) -> Figure:
     _settle_config_dir()
     from matplotlib.figure import Figure
@@ -197,6 +220,7 @@ def _legend(axes: Axes, count: int, *, outside_from: int | None = None) -> None:
         axes.legend(fontsize=8, frameon=True, framealpha=0.9)
 
 
+@plain_style
 def dot_panels(labels: Sequence[str], panels: Sequence[DotPanel], *, simulated: bool) -> bytes:
     """Side-by-side panels of values with intervals, rows labelled by ``labels`` (top down).
 
@@ -258,6 +282,7 @@ def line_panels(panels: Sequence[LinePanel], *, simulated: bool, columns: int = 
     return _panel_grid(panels, _line_panel, simulated=simulated, columns=columns, height=3.6)
 
 
+@plain_style
 def _panel_grid(
     panels: Sequence[_P],
     draw: Callable[[Axes, _P], None],
@@ -324,6 +349,7 @@ def _line_panel(axes: Axes, panel: LinePanel) -> None:
     _legend(axes, count, outside_from=5)
 
 
+@plain_style
 def distributions(
     labels: Sequence[str], values: Sequence[Sequence[float]], *, xlabel: str, simulated: bool
 ) -> bytes:
@@ -403,6 +429,7 @@ def _bars(axes: Axes, panel: Bars) -> None:
     _legend(axes, count + (panel.expected is not None))
 
 
+@plain_style
 def scatter_grid(cells: Sequence[ScatterCell], *, simulated: bool, columns: int = 4) -> bytes:
     """Small scatter plots, one per (metric, gap), each with its note (Pearson r)."""
     columns = min(columns, len(cells))

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from biasaudit.metrics import ChangeTest
 from biasaudit.render.document import Figure
-from biasaudit.render.figures import COLOURS, MARKERS, _error, _figure, _png, _style
+from biasaudit.render.figures import COLOURS, MARKERS, _error, _figure, _png, _style, plain_style
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -67,6 +67,7 @@ def group_label(group: str, names: Mapping[str, str]) -> str:
     return f"{name} ({group})" if name and name != group else group
 
 
+@plain_style
 def _draw(
     labels: Sequence[str], panels: Sequence[Panel], *, simulated: bool, alpha: float
 ) -> bytes:

@@ -1,7 +1,9 @@
-"""A user whose home cannot be written (a container run as a user without one, a
-read-only home on a cluster) gets the same quiet output as anyone: matplotlib, which
-draws the reports' figures, is given a private folder of that user's in the temporary
-directory, kept between runs, instead of warning on every command."""
+"""The reports' figures on machines unlike the developer's.
+
+A user whose home cannot be written (a container run as a user without one, a
+read-only home on a cluster) gets the same quiet output as anyone: matplotlib is given
+a private folder of that user's in the temporary directory, kept between runs, instead
+of warning on every command. A user's own matplotlibrc does not change the figures."""
 
 from __future__ import annotations
 
@@ -91,3 +93,28 @@ def test_a_user_without_any_home_gets_no_folder_named_tilde(
     assert os.environ["MPLCONFIGDIR"] == str(
         tmp_path / "tmp" / f"biasaudit-matplotlib-{os.getuid()}"
     )
+
+
+_DRAW = """
+import sys
+from biasaudit.render.figures import DotPanel, Series, dot_panels
+panel = DotPanel(title="t", xlabel="x", series=[Series("a", [0.1, 0.2], [0.0, 0.1], [0.2, 0.3])])
+sys.stdout.buffer.write(dot_panels(["one", "two"], [panel], simulated=True))
+"""
+
+
+def test_a_users_matplotlibrc_does_not_change_the_figures(tmp_path: Path) -> None:
+    style = tmp_path / "matplotlibrc"
+    style.write_text(
+        "axes.facecolor: black\nlines.linewidth: 9\nfont.family: NoSuchFontAnywhere\n",
+        encoding="utf-8",
+    )
+    drawn = []
+    for extra in ({}, {"MATPLOTLIBRC": str(style)}):
+        env = {**os.environ, "MPLCONFIGDIR": str(tmp_path / "mpl"), **extra}
+        done = subprocess.run(
+            [sys.executable, "-c", _DRAW], env=env, capture_output=True, timeout=120
+        )
+        assert done.returncode == 0 and not done.stderr, done.stderr.decode()[-2000:]
+        drawn.append(done.stdout)
+    assert drawn[0][:8] == b"\x89PNG\r\n\x1a\n" and drawn[0] == drawn[1]
