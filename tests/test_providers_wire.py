@@ -335,7 +335,7 @@ def test_an_unreachable_proxy_is_named_without_its_credentials(
     with pytest.raises(RunAbortedError) as caught:
         run(provider, [chat("q")], None)
     message = str(caught.value)
-    assert f"connection refused at the proxy http://127.0.0.1:{closed} (from HTTP_PROXY)" in message
+    assert f"connection refused at the proxy http://127.0.0.1:{closed} (from http_proxy)" in message
     assert "list the host in NO_PROXY" in message and "proxy-secret" not in message
 
 

@@ -6,6 +6,7 @@ import asyncio
 import datetime
 import errno
 import logging
+import os
 import socket
 import time
 from collections.abc import Awaitable
@@ -556,7 +557,9 @@ def _proxy_for(base_url: str) -> tuple[str, str] | None:
         if proxies.get(scheme):
             proxy = urllib.parse.urlsplit(proxies[scheme])
             port = f":{proxy.port}" if proxy.port else ""
-            return f"{proxy.scheme}://{proxy.hostname}{port}", f"{scheme.upper()}_PROXY"
+            names = (f"{scheme}_proxy", f"{scheme.upper()}_PROXY")  # as urllib reads them
+            named = next((name for name in names if os.environ.get(name)), names[1])
+            return f"{proxy.scheme}://{proxy.hostname}{port}", named
     return None
 
 
