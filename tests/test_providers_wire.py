@@ -283,6 +283,16 @@ def test_a_body_cut_short_is_named_as_cut_where_it_ends(
     assert "at line 1 column" in result.error and len(cache) == 0
 
 
+def test_a_base_url_without_the_api_path_is_named_with_the_path_it_lacks() -> None:
+    with OpenAIServer() as server:
+        provider = resolve_model("vllm/m", base_url=server.root_url)
+        with pytest.raises(RunAbortedError) as caught:
+            run(provider, [chat("q")], None)
+    message = str(caught.value)
+    assert "not found (HTTP 404)" in message and "the base URL has no path" in message
+    assert f"under /v1, as {server.root_url}/v1" in message
+
+
 def test_400_is_not_retried(openai_server: OpenAIServer) -> None:
     openai_server.inject(Fault.http(400, message="bad parameter"))
     result = one(vllm(openai_server), chat("q"), None)

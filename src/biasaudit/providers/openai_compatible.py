@@ -284,11 +284,15 @@ class OpenAICompatibleProvider(SDKProvider):
         if isinstance(error, ProviderError):
             return error
         if isinstance(error, openai.APIStatusError):
+            message = _error_message(error.body, error.message)
+            with_path = _with_api_path(self.base_url) if error.status_code == 404 else None
+            if with_path is not None:  # the usual slip: the server's address, not the API's
+                message += (
+                    " (the base URL has no path: OpenAI-compatible servers serve the API "
+                    f"under /v1, as {with_path})"
+                )
             return classify_status(
-                error.status_code,
-                _error_message(error.body, error.message),
-                headers=error.response.headers,
-                code=error.code,
+                error.status_code, message, headers=error.response.headers, code=error.code
             )
         if isinstance(error, openai.APIResponseValidationError):
             return malformed(f"an answer the SDK cannot read ({error.message})", b"")
@@ -558,3 +562,14 @@ def _error_message(body: object, fallback: str) -> str:
         if isinstance(inner, str):
             return inner
     return fallback
+
+
+def _with_api_path(base_url: str | None) -> str | None:
+    """``base_url`` with ``/v1`` for its path, where it names a server without a path
+    (``http://host:8000``); ``None`` where it has a path of its own."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    if not base_url:
+        return None
+    parts = urlsplit(base_url)
+    return urlunsplit(parts._replace(path="/v1")) if parts.path in ("", "/") else None
