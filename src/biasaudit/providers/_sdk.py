@@ -106,6 +106,10 @@ def _aiohttp_client(max_connections: int) -> Any:
         return openai.DefaultAsyncHttpxClient(limits=limits, mounts=direct)
 
 
+# This machine's own names and addresses: never sent through a proxy.
+_LOOPBACK = ("localhost", "127.0.0.1", "::1")
+
+
 def _loopback_direct() -> dict[str, None] | None:
     """With a proxy in the environment (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``),
     this machine's own addresses are still reached directly.
@@ -121,7 +125,9 @@ def _loopback_direct() -> dict[str, None] | None:
 
     if not urllib.request.getproxies():
         return None
-    return dict.fromkeys(("all://localhost", "all://127.0.0.1", "all://[::1]"))
+    return dict.fromkeys(
+        f"all://[{host}]" if ":" in host else f"all://{host}" for host in _LOOPBACK
+    )
 
 
 _LEAN_CLIENT: Any = None
@@ -549,7 +555,7 @@ def _proxy_for(base_url: str) -> tuple[str, str] | None:
     target = urllib.parse.urlsplit(base_url)
     host = target.hostname or ""
     proxies = urllib.request.getproxies()
-    if not proxies or host in ("localhost", "127.0.0.1", "::1"):
+    if not proxies or host in _LOOPBACK:
         return None
     if urllib.request.proxy_bypass_environment(host, proxies):  # type: ignore[attr-defined]
         return None

@@ -169,8 +169,7 @@ def plain_style(draw: Callable[_Args, bytes]) -> Callable[_Args, bytes]:
     return drawn
 
 
-def _figure(width: float, height: float) -> Figure:
-    _settle_config_dir()
+def _figure(width: float, height: float) -> Figure:  # inside a plain_style drawing
     from matplotlib.figure import Figure
 
     return Figure(figsize=(width, height), layout="constrained")

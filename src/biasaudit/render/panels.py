@@ -76,8 +76,9 @@ def _draw(
     One legend under the panels names the series (k = 1..K, say) and says
     what filled and hollow marks mean, so no legend covers a mark.
     """
+    from matplotlib.lines import Line2D
+
     figure = _figure(min(4.6 * len(panels) + 1.8, 13.0), 0.42 * len(labels) + 1.9)
-    from matplotlib.lines import Line2D  # after _figure, which settles where matplotlib writes
 
     axes_list = figure.subplots(1, len(panels), sharey=True, squeeze=False)[0]
     for axes, panel in zip(axes_list, panels, strict=True):
