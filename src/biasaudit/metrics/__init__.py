@@ -29,8 +29,11 @@ fit averaged, with intervals over scenarios), :func:`mixed_model_scores` (the pa
 mixed model, fitted by statsmodels), :func:`scenario_mean`, :func:`yes_logit`.
 
 NYC Local Law 144 (6 RCNY §5-301): :func:`ll144_rates`, the selection or scoring rate
-and impact ratio of every sex, race/ethnicity and intersectional category, with
-:func:`wilson_interval` and :func:`impact_ratio_interval`.
+and impact ratio of every sex, race/ethnicity and intersectional category.
+
+Proportions and their ratios: :func:`wilson_interval`, :func:`impact_ratio_interval`
+(Katz), :func:`ratio_score_interval` (Koopman), and :func:`pairwise_critical_value`,
+which makes the intervals of many pairs of categories hold together.
 
 Small samples and p-values: :func:`critical_value` (Student's t over the units
 behind a figure, which every interval uses), :func:`floor_p` and :data:`P_FLOOR`
@@ -98,13 +101,15 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time each loads on fir
         SMALL_SHARE,
         CategoryRate,
         LL144Rates,
-        impact_ratio_interval,
         intersectional_category,
         ll144_rates,
         ll144_unit_rates,
-        wilson_interval,
     )
-    from biasaudit.metrics._multiplicity import holm_adjust, interval_p_value
+    from biasaudit.metrics._multiplicity import (
+        below_four_fifths_verdicts,
+        holm_adjust,
+        interval_p_value,
+    )
     from biasaudit.metrics._pairwise import (
         PairwiseOutputStats,
         PairwiseScores,
@@ -116,6 +121,12 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time each loads on fir
         detection_power,
         fit_components,
         variance_model,
+    )
+    from biasaudit.metrics._proportions import (
+        impact_ratio_interval,
+        pairwise_critical_value,
+        ratio_score_interval,
+        wilson_interval,
     )
     from biasaudit.metrics._ruted import (
         GenderShares,
@@ -219,11 +230,14 @@ _LAZY = {
     "LL144Rates": "_ll144",
     "RACE_CATEGORIES": "_ll144",
     "SEX_CATEGORIES": "_ll144",
-    "impact_ratio_interval": "_ll144",
+    "impact_ratio_interval": "_proportions",
+    "pairwise_critical_value": "_proportions",
+    "ratio_score_interval": "_proportions",
     "intersectional_category": "_ll144",
     "ll144_rates": "_ll144",
     "ll144_unit_rates": "_ll144",
-    "wilson_interval": "_ll144",
+    "wilson_interval": "_proportions",
+    "below_four_fifths_verdicts": "_multiplicity",
     "holm_adjust": "_multiplicity",
     "interval_p_value": "_multiplicity",
     "PairwiseOutputStats": "_pairwise",
@@ -313,6 +327,7 @@ __all__ = [
     "VarianceModel",
     "allocation_figures",
     "avg_score_gap",
+    "below_four_fifths_verdicts",
     "bootstrap_selection_gaps",
     "critical_value",
     "detection_power",
@@ -345,6 +360,7 @@ __all__ = [
     "neutrality",
     "normal_sf",
     "normal_test",
+    "pairwise_critical_value",
     "pairwise_preference_gap",
     "pairwise_ranking_scores",
     "pearson",
@@ -354,6 +370,7 @@ __all__ = [
     "rank_biserial_test",
     "rank_biserial_tests",
     "rank_models_by_rms",
+    "ratio_score_interval",
     "replicate_similarity",
     "rms",
     "scenario_mean",

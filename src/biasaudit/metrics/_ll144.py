@@ -20,17 +20,26 @@ ask a bias audit of an automated employment decision tool for, per category:
   (§5-301(d)).
 
 What biasaudit adds to the rule: every rate carries its **Wilson score interval**
-(Wilson, "Probable inference, the law of succession, and statistical inference",
-JASA 22, 1927) and every impact ratio the **Katz log interval** of a ratio of two
-independent proportions (Katz, Baptista, Azen & Pike, "Obtaining confidence
-intervals for the risk ratio in cohort studies", Biometrics 34, 1978), half a
-success and half a trial added to a count of 0 or n. The unit is the individual:
-each row of an employer's data is one person assessed once. The reference category
-is chosen from the same data as the most selected one, so an interval that holds the
-reference's rate fixed would be too narrow; Katz's interval counts both rates'
-errors. The **four-fifths flag** is the EEOC's rule of thumb (29 CFR 1607.4(D)): an
-impact ratio under 0.8; a flag is **beyond noise** when the whole interval lies
-under 0.8.
+(Wilson 1927) and every impact ratio an interval that holds **for the whole summary
+at once**, with the verdict read off it. The unit is the individual: each row of an
+employer's data is one person assessed once.
+
+The impact ratio's reference, the category of the highest rate, is chosen from the
+same data: where a small category is high by chance, it becomes the reference and
+every other ratio leans low. An interval that held the reference's rate fixed (or
+Katz's, which treats a count of 2 out of 2 as nearly certain) then calls noise a
+finding. So the ratio is read as what it estimates, ``p_c / max_j p_j``, which is
+``min_j p_c / p_j``: with Koopman's score interval ``[L_cj, U_cj]`` of every ratio
+of two categories of a dimension (:func:`~biasaudit.metrics.ratio_score_interval`),
+all at the critical value that makes every pair of every dimension hold together
+(:func:`~biasaudit.metrics.pairwise_critical_value`), the impact ratio lies in
+``[min(1, min_j L_cj), min(1, min_j U_cj)]`` for every category at once, whichever
+category truly has the highest rate. The reference gets an interval too: the rate
+it is taken to have may not be the highest. The **four-fifths flag** is the EEOC's
+rule of thumb (29 CFR 1607.4(D)): an impact ratio under 0.8; it is **beyond noise**
+when the whole interval lies under 0.8, so that a summary of data with no
+difference at all calls anything beyond noise in at most 1 - ``confidence`` of
+summaries (``bench/bench_verdicts.py`` measures it).
 
 For scores, the median is that of every individual assessed (unknown categories
 included: the "full sample"), held fixed in the intervals; an individual exactly at
@@ -48,6 +57,11 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from biasaudit.metrics._listwise import FOUR_FIFTHS
+from biasaudit.metrics._proportions import (
+    pairwise_critical_value,
+    ratio_score_interval,
+    wilson_interval,
+)
 from biasaudit.metrics._small_samples import critical_value
 from biasaudit.metrics._units import MIN_UNITS, Units
 from biasaudit.metrics._validate import check_confidence
@@ -59,11 +73,9 @@ __all__ = [
     "SMALL_SHARE",
     "CategoryRate",
     "LL144Rates",
-    "impact_ratio_interval",
     "intersectional_category",
     "ll144_rates",
     "ll144_unit_rates",
-    "wilson_interval",
 ]
 
 SEX_CATEGORIES = ("Male", "Female")
@@ -100,10 +112,12 @@ class CategoryRate:
     """One category's row of the summary.
 
     ``selected`` counts those selected (or scoring above the median); ``rate`` is
-    ``selected / n`` with its Wilson interval ``(low, high)``. ``ratio`` is the impact
-    ratio with its Katz interval (None for a category left out as small, or with no
-    one assessed); the reference category (``ratio`` 1) has no interval. ``share`` is
-    the category's share of every individual assessed.
+    ``selected / n`` with its interval ``(low, high)``. ``ratio`` is the impact ratio
+    with its interval (None for a category left out as small, or with no one
+    assessed); the reference category (``ratio`` 1) has an interval too where the
+    method gives one (its rate may not truly be the highest). ``share`` is the
+    category's share of every individual assessed; ``beyond_noise`` the verdict, read
+    off the interval as :attr:`LL144Rates.verdicts` says.
     """
 
     dimension: str
@@ -119,21 +133,22 @@ class CategoryRate:
     share: float
     reference: bool
     excluded: bool
+    beyond_noise: bool = False
 
     @property
     def below_four_fifths(self) -> bool | None:
         """Whether the impact ratio is under 0.8 (None without one)."""
         return None if self.ratio is None else self.ratio < FOUR_FIFTHS
 
-    @property
-    def beyond_noise(self) -> bool:
-        """Whether the whole interval of the impact ratio lies under 0.8."""
-        return self.ratio_high is not None and self.ratio_high < FOUR_FIFTHS
-
 
 @dataclass(frozen=True)
 class LL144Rates:
-    """Every category's rates and impact ratios (:func:`ll144_rates`)."""
+    """Every category's rates and impact ratios (:func:`ll144_rates`).
+
+    ``intervals`` names how the rates' and ratios' intervals were made and
+    ``verdicts`` what "beyond noise" was adjusted over: every surface that shows a
+    verdict says both.
+    """
 
     kind: str
     assessed: int
@@ -142,43 +157,12 @@ class LL144Rates:
     confidence: float
     median: float | None = None
     at_median: int = 0
+    intervals: str = ""
+    verdicts: str = ""
 
     def of(self, dimension: str) -> list[CategoryRate]:
         """The rows of one dimension: ``sex``, ``race/ethnicity`` or ``intersectional``."""
         return [row for row in self.rows if row.dimension == dimension]
-
-
-def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    """The Wilson score interval of a proportion ``successes / n`` (n > 0)."""
-    z = critical_value(confidence)
-    p = successes / n
-    denominator = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denominator
-    half = z / denominator * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
-def impact_ratio_interval(
-    successes: int, n: int, top_successes: int, top_n: int, confidence: float = 0.95
-) -> tuple[float, float] | None:
-    """Katz's log interval of ``(successes / n) / (top_successes / top_n)``; None where
-    the reference selected no one (the ratio is undefined)."""
-    if top_successes == 0:
-        return None
-    z = critical_value(confidence)
-    x, m = _corrected(successes, n)
-    y, k = _corrected(top_successes, top_n)
-    centre = math.log((x / m) / (y / k))
-    spread = z * math.sqrt(1 / x - 1 / m + 1 / y - 1 / k)
-    return math.exp(centre - spread), math.exp(centre + spread)
-
-
-def _corrected(successes: int, n: int) -> tuple[float, float]:
-    """A count of 0 or of n, kept off the edges so that its log and its variance are
-    finite: half a success added to both, and a trial more to n where all succeeded."""
-    if successes in (0, n):
-        return successes + 0.5, n + 0.5 if successes == 0 else n + 1.0
-    return float(successes), float(n)
 
 
 def ll144_rates(
@@ -230,12 +214,53 @@ def ll144_rates(
     else:
         raise ValueError(f"kind must be 'selection' or 'scoring', got {kind!r}")
     groups, unknown_counts = _category_masks(sex, race)
+    counted = {
+        dimension: [_count(category, mask, chosen, exclude_small) for category, mask in members]
+        for dimension, members in groups.items()
+    }
+    masks = [c.mask for found in counted.values() for c in found]
+    families, column = [], 0
+    for found in counted.values():
+        families.append([column + i for i, c in enumerate(found) if c.compared])
+        column += len(found)
+    z = pairwise_critical_value(np.column_stack(masks), families, confidence=confidence)
     rows: list[CategoryRate] = []
-    for dimension, members in groups.items():
-        rows += _dimension_rows(dimension, members, chosen, values.size, confidence, exclude_small)
+    for dimension, found in counted.items():
+        rows += _dimension_rows(dimension, found, z, values.size, confidence)
+    pairs = sum(len(f) * (len(f) - 1) // 2 for f in families)
     return LL144Rates(
-        kind, int(values.size), unknown_counts, tuple(rows), confidence, median, at_median
-    )
+        kind, int(values.size), unknown_counts, tuple(rows), confidence, median, at_median,
+        intervals=f"Wilson score intervals for the rates; for the impact ratios, Koopman "
+        f"score intervals of every pair of categories of a dimension ({pairs} pairs), all "
+        f"at the critical value {z:.2f} that makes them hold together at "
+        f"{confidence:.0%}, each ratio's interval the range they leave it",
+        verdicts=f"beyond noise: the impact ratio's whole interval lies under 0.8; the "
+        f"intervals hold together, so a summary of data with no difference calls "
+        f"anything beyond noise in at most {1 - confidence:.0%} of summaries",
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Counted:
+    """One category's count; ``small``: left out of the impact ratios (§5-301(d))."""
+
+    category: str
+    mask: np.ndarray
+    n: int
+    selected: int
+    small: bool
+
+    @property
+    def compared(self) -> bool:
+        """Whether its rate enters the impact ratios."""
+        return self.n > 0 and not self.small
+
+
+def _count(category: str, mask: np.ndarray, chosen: np.ndarray, exclude_small: bool) -> _Counted:
+    inside = np.asarray(mask, dtype=bool)
+    n = int(inside.sum())
+    small = exclude_small and n / chosen.size < SMALL_SHARE
+    return _Counted(category, inside, n, int(chosen[inside].sum()), small)
 
 
 def _category_masks(
@@ -263,39 +288,31 @@ def _category_masks(
 
 
 def _dimension_rows(
-    dimension: str,
-    members: list[tuple[str, np.ndarray]],
-    chosen: np.ndarray,
-    assessed: int,
-    confidence: float,
-    exclude_small: bool,
+    dimension: str, counted: list[_Counted], z: float, assessed: int, confidence: float
 ) -> list[CategoryRate]:
-    counts = []
-    for category, mask in members:
-        inside = np.asarray(mask, dtype=bool)
-        n, selected = int(inside.sum()), int(chosen[inside].sum())
-        small = exclude_small and n / assessed < SMALL_SHARE
-        counts.append((category, n, selected, small))
-    compared = [(n, s) for _, n, s, small in counts if n > 0 and not small]
-    top = max(compared, key=lambda pair: pair[1] / pair[0], default=None)
-    top_rate = top[1] / top[0] if top is not None else None
+    """The rows of one dimension: rates with Wilson's interval, impact ratios with the
+    range every pair's interval at ``z`` leaves them (see the module docstring)."""
+    compared = [c for c in counted if c.compared]
+    top_rate = max((c.selected / c.n for c in compared), default=0.0)
     rows = []
-    for category, n, selected, small in counts:
+    for c in counted:
         rate = low = high = ratio = ratio_low = ratio_high = None
         reference = False
-        if n > 0:
-            rate = selected / n
-            low, high = wilson_interval(selected, n, confidence)
-        if n > 0 and not small and top is not None and top_rate:
-            ratio = rate / top_rate if rate is not None else None
+        if c.n > 0:
+            rate = c.selected / c.n
+            low, high = wilson_interval(c.selected, c.n, confidence)
+        if c.compared and top_rate > 0 and rate is not None:
+            ratio = rate / top_rate
             reference = ratio == 1.0
-            if not reference:
-                bounds = impact_ratio_interval(selected, n, top[1], top[0], confidence)
-                if bounds is not None:
-                    ratio_low, ratio_high = bounds
-        share = n / assessed
-        row = (dimension, category, n, selected, rate, low, high, ratio, ratio_low, ratio_high)
-        rows.append(CategoryRate(*row, share, reference, small))
+            others = [ratio_score_interval(c.selected, c.n, o.selected, o.n, z=z)
+                      for o in compared if o is not c]  # fmt: skip
+            if others:
+                ratio_low = min(1.0, *(bounds[0] for bounds in others))
+                ratio_high = min(1.0, *(bounds[1] for bounds in others))
+        beyond = ratio_high is not None and ratio_high < FOUR_FIFTHS
+        row = (c.category, c.n, c.selected, rate, low, high, ratio, ratio_low, ratio_high)
+        share = c.n / assessed
+        rows.append(CategoryRate(dimension, *row, share, reference, c.small, beyond))
     return rows
 
 
@@ -320,8 +337,11 @@ def ll144_unit_rates(
     and recomputes every category's scoring rate and its ratio to the highest; a rate's
     interval is the estimate ± t·SE (Student t over the fewest names behind the
     category's groups), a ratio's the same on the log scale (a replicate scoring none
-    of a category counts as half a candidate), capped at 1. The median is the sample's,
-    held fixed, as in :func:`ll144_rates`.
+    of a category counts as half a candidate), capped at 1, at the Bonferroni level
+    ``1 - (1 - confidence) / m`` over the summary's m impact ratios, so that they hold
+    together and "beyond noise" (the whole interval under 0.8) is calibrated for the
+    summary. Each replicate's reference is its own highest rate. The median is the
+    sample's, held fixed, as in :func:`ll144_rates`.
     """
     check_confidence(confidence)
     point = ll144_rates(sex, race, scores, kind="scoring", confidence=confidence)
@@ -342,6 +362,8 @@ def ll144_unit_rates(
                 with np.errstate(invalid="ignore", divide="ignore"):
                     counted = (weights[:, mask] * above[:, mask]).sum(axis=1)
                     replicate_rates[category].append(counted / total)
+    family = sum(r.ratio is not None and not r.reference for r in point.rows)
+    joint = 1 - (1 - confidence) / max(family, 1)
     rows = []
     for dimension in DIMENSIONS:
         present = [r for r in point.of(dimension) if r.n > 0]
@@ -350,11 +372,12 @@ def ll144_unit_rates(
         top = max((r.rate or 0.0 for r in present), default=0.0)
         for row in point.of(dimension):
             if row.n == 0 or row.rate is None or top_draws is None:
-                rows.append(row)
+                rows.append(replace(row, ratio_low=None, ratio_high=None, beyond_noise=False))
                 continue
             fewest = int(np.unique(units.units[labels[row.category]]).size)
             if fewest < MIN_UNITS:  # a resample of one name is that name: no interval
-                rows.append(replace(row, low=None, high=None, ratio_low=None, ratio_high=None))
+                rows.append(replace(row, low=None, high=None, ratio_low=None, ratio_high=None,
+                                    beyond_noise=False))  # fmt: skip
                 continue
             z = critical_value(confidence, fewest)
             spread = z * float(np.nanstd(draws[row.category], ddof=1))
@@ -365,16 +388,27 @@ def ll144_unit_rates(
                 with np.errstate(invalid="ignore", divide="ignore"):
                     logged = np.log(np.maximum(draws[row.category], floor) / top_draws)
                 logged[~np.isfinite(logged)] = np.nan  # a replicate where no one scored above
-                spread = z * float(np.nanstd(logged, ddof=1))
+                spread = critical_value(joint, fewest) * float(np.nanstd(logged, ddof=1))
                 centre = math.log(max(row.rate, floor) / top)
                 ratio_low, ratio_high = (
                     math.exp(centre - spread),
                     min(1.0, math.exp(centre + spread)),
                 )
-            rows.append(
-                replace(row, low=low, high=high, ratio_low=ratio_low, ratio_high=ratio_high)
-            )
-    return replace(point, rows=tuple(rows))
+            beyond = ratio_high is not None and ratio_high < FOUR_FIFTHS
+            rows.append(replace(row, low=low, high=high, ratio_low=ratio_low,
+                                ratio_high=ratio_high, beyond_noise=beyond))  # fmt: skip
+    return replace(
+        point,
+        rows=tuple(rows),
+        intervals=f"intervals over the units that vary (names, and the resumes crossed with "
+        f"them; {replicates:,} resamples), the rates' at {confidence:.0%} each, the "
+        f"impact ratios' at {joint:.2%} each (Bonferroni over the summary's {family} "
+        "ratios, so that they hold together), each resample's reference its own highest "
+        "rate",
+        verdicts=f"beyond noise: the impact ratio's whole interval lies under 0.8; the "
+        f"intervals hold together, so a summary of an audit with no difference calls "
+        f"anything beyond noise in at most {1 - confidence:.0%} of summaries",
+    )
 
 
 def _weighted_medians(values: np.ndarray, weights: np.ndarray) -> np.ndarray:

@@ -348,6 +348,7 @@ def _write(
                  if info.distribution_date else None},
         "source": asdict(source), "kind": rates.kind, "assessed": rates.assessed,
         "unknown": rates.unknown, "median": rates.median, "at_median": rates.at_median,
+        "intervals": rates.intervals, "verdicts": rates.verdicts,
         "categories": [_csv_row(row, rates) for row in rates.rows],
     }  # fmt: skip
     paths[3].write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
@@ -382,9 +383,9 @@ def _ratio_cell(row: CategoryRate) -> str:
         return "left out (under 2%)"
     if row.ratio is None:
         return "—" if row.rate is None else "— (every rate is 0)"
-    if row.reference:
-        return "1.00 (highest rate)"
     bounds = "" if row.ratio_low is None else f" [{row.ratio_low:.2f}, {row.ratio_high:.2f}]"
+    if row.reference:
+        return f"1.00 (highest rate){bounds}"
     return f"{row.ratio:.2f}{bounds}"
 
 
@@ -514,13 +515,13 @@ def _facts(source: Source, info: SummaryInfo, rates: LL144Rates) -> list[Any]:
     blocks.append(
         Paragraph(
             f"{len(flagged)} categories have an impact ratio under four fifths, "
-            f"{len(beyond)} of them beyond noise (the whole interval under 0.8)"
+            f"{len(beyond)} of them beyond noise"
             + (": " + "; ".join(r.category for r in beyond) if beyond else "")
-            + ".",
+            + f" ({rates.verdicts}).",
             strong=True,
         )
     )
-    return blocks
+    return blocks + _reference_notes(rates, source.unit)
 
 
 def _method(rates: LL144Rates) -> list[Any]:
@@ -532,15 +533,35 @@ def _method(rates: LL144Rates) -> list[Any]:
             "unknown category are counted and left out of that dimension."
         ),
         Paragraph(
-            "biasaudit adds what the rule does not ask for: a Wilson score interval for "
-            "every rate (Wilson, JASA 1927) and a Katz log interval for every impact ratio "
-            "(Katz, Baptista, Azen & Pike, Biometrics 1978), over the individuals assessed, "
-            f"at {rates.confidence:.0%}. The four-fifths flag is the EEOC's rule of thumb "
-            "(29 CFR 1607.4(D)); a flag beyond noise has its whole interval under 0.8. The "
-            "category of the highest rate is chosen from the same data, so the ratios of "
-            "the others lean low by chance when categories are small."
+            "biasaudit adds what the rule does not ask for, at "
+            f"{rates.confidence:.0%}: {rates.intervals}. The four-fifths flag is the EEOC's "
+            f"rule of thumb (29 CFR 1607.4(D)); {rates.verdicts}."
         ),
     ]
+
+
+def _reference_notes(rates: LL144Rates, unit: str) -> list[Paragraph]:
+    """Where a dimension's highest rate is that of a small category (under 2% of the
+    data) or one whose rate is known only loosely: what that does to the ratios."""
+    notes = []
+    for dimension, title in _TITLES.items():
+        for row in rates.of(dimension):
+            if not row.reference or row.rate is None:
+                continue
+            loose = row.low is not None and row.high is not None and row.high - row.low > 0.2
+            if row.share >= SMALL_SHARE and not loose:
+                continue
+            known = (
+                f", whose rate is known only to within [{_percent(row.low)}, "
+                f"{_percent(row.high)}]" if row.low is not None else ""
+            )  # fmt: skip
+            notes.append(Paragraph(
+                f"The highest rate of the {title.lower()} is that of {row.category}, a "
+                f"category of {row.n:,} {unit.lower()} ({row.share:.1%} of the data){known}: "
+                "the other ratios are taken to a rate that may be high by chance, so they "
+                "lean low. The intervals allow for this; the verdicts read them."
+            ))  # fmt: skip
+    return notes
 
 
 _SELECTING = {"allocation", "listwise"}
@@ -634,16 +655,38 @@ def run_rates(
                     share,
                     reference,
                     False,
+                    bool(row.beyond_noise),
                 )
             )
     confidence = float(metrics.confidence)
-    rates = LL144Rates("selection", total, dict.fromkeys(found, 0), tuple(out), confidence)
+    rates = LL144Rates(
+        "selection", total, dict.fromkeys(found, 0), tuple(out), confidence,
+        intervals="the run's own intervals over the units that vary (names, resumes, pools), "
+        f"at {confidence:.0%} each, as its metrics.json records them (not Wilson's or "
+        "Koopman's, which would take each candidate for an independent person)",
+        verdicts=_run_verdicts(rows),
+    )  # fmt: skip
     return rates, Source(
         str(run_dir), total, 0, "none: every candidate was scored", None,
         _run_description(manifest, metrics, _selection_told(metrics, k)),
         bool(metrics.simulated),
         "Candidates" if manifest.kind == "allocation" else "Appearances in the answers",
     )  # fmt: skip
+
+
+def _run_verdicts(rows: list[Any]) -> str:
+    """What "beyond noise" means in a run's summary: the verdict its metrics.json
+    stores, adjusted over the family it names."""
+    family = next((getattr(r, "family", "") for r in rows if getattr(r, "family", "")), "")
+    if not family:
+        return (
+            "beyond noise: the run's whole interval under 0.8, unadjusted (the run was made "
+            "by an older biasaudit; biasaudit replay RUN gives its adjusted verdicts)"
+        )
+    return (
+        f"beyond noise: the run's own verdict, as its tables and metrics.json give it: "
+        f"under 0.8 after Holm's adjustment over {family}"
+    )
 
 
 def _group_categories(run_dir: Path, kind: str) -> dict[str, str]:
@@ -692,11 +735,18 @@ def _run_category(
 
 def _selection_told(metrics: Any, k: int) -> str:
     """How the model made a run's selections, and what the rates are."""
+    ties = (
+        ". The unit of a rate is a candidate's appearance in a pool, not a candidate: each "
+        "candidate appears in many pools, and the column of candidates counts each once. "
+        "Candidates tied for the last selected place share it equally (two tied for one "
+        "place count half each)"
+    )
     how = {
         "pointwise": "scored each candidate on its own; the summary's rates are the shares of "
-        "the top {k} places of pools of {pool} candidates drawn from them ({rounds:,} pools)",
+        "the top {k} places of pools of {pool} candidates drawn from them ({rounds:,} pools)"
+        + ties,
         "pairwise": "compared candidates two at a time, in both orders; the rates are the "
-        "shares of the top {k} places of the {rounds:,} pools compared",
+        "shares of the top {k} places of the {rounds:,} pools compared" + ties,
     }
     method = getattr(metrics, "method", None)
     selection = getattr(metrics, "selection", None)
