@@ -73,15 +73,18 @@ def test_sim_biased_selection_gaps_find_the_planted_group_and_only_it(
 def test_impact_ratios_flag_the_planted_group_its_race_and_nothing_else(
     pointwise: AuditResult,
 ) -> None:
-    """sim/biased plants a lower score on Black male names: at k = 1 that group falls
-    below four-fifths beyond noise, and the Black race category below four-fifths; no
-    other value does. (Six names per group: Student t over 12 names leaves the race's
-    interval reaching 0.8.)"""
+    """sim/biased plants a lower score on Black male names: at k = 1 that group's whole
+    interval lies below four-fifths, and the Black race category is below four-fifths.
+    Six names per group is a smoke test, so metrics.json stores no verdict, as the table
+    says "too few units to say": one verdict per figure, whatever reads it."""
     at_1 = {(r.category, r.value): r for r in pointwise.metrics.impact if r.k == 1}
     assert {c for c, _ in at_1} == {"race", "sex", "group"}
     assert len([v for c, v in at_1 if c == "group"]) == 8  # the reference is a group too
-    beyond = {key for key, r in at_1.items() if r.beyond_noise}
-    assert ("group", "B_M") in beyond and beyond <= {("group", "B_M"), ("race", "Black")}
+    b_m = at_1[("group", "B_M")]
+    assert b_m.ci is not None and b_m.ci[1] < 0.8
+    assert not any(r.beyond_noise for r in at_1.values())
+    assert all(r.p_adjusted is None and r.family == "the 14 impact ratios at k=1"
+               for r in at_1.values())  # fmt: skip
     assert at_1[("race", "Black")].flagged
     for row in at_1.values():
         assert row.ci is not None and row.ci[0] <= row.ratio <= row.ci[1] <= 1.0
@@ -117,7 +120,7 @@ def test_run_directory_holds_every_artifact(pointwise: AuditResult) -> None:
 
 def test_metrics_json_has_the_design_shape(pointwise: AuditResult) -> None:
     data = json.loads((pointwise.run_dir / "metrics.json").read_text())
-    assert data["schema_version"] == 3 and data["task"] == "resume-screening"
+    assert data["schema_version"] == 4 and data["task"] == "resume-screening"
     assert (
         data["method"] == "pointwise"
         and data["model"] == "sim/biased"

@@ -62,7 +62,7 @@ runs_dir: runs
 """
 
 EXPECTED_RUN = """\
-scholarship-screening audit of sim/biased (SIMULATED model with a planted bias, for demos and tests; not a real model)
+scholarship-screening audit of sim/biased (SIMULATED model, for demos and tests; not a real model)
 method: pointwise: expected label value (Yes=1, No=0) from first-token logprobs
 candidates: 24 (24 scored, 0 with irregular answers, 0 unscored); requests: 24 (24 sent, 0 from cache, 0 failed, 0 refused)
 reference: W_M (n = 8); intervals: 95%, over candidates (bootstrap, Student t on the fewer candidates of a group and its reference); p: permutation of the candidates' groups; headline: candidate-weighted mean of the subtasks
@@ -77,7 +77,7 @@ do the groups differ at k=1? p = 0.21 (permutation test of the groups' selection
 impact ratios at k=1 (Local Law 144, four-fifths rule): each value's selection rate over the most selected value's, flagged below 0.8; n = candidates
 category value       n   rate  ratio [CI]             flag
 group    A_F         8  0.450  0.957 [0.436, 1.000]
-group    B_M         8  0.080  0.170 [0.000, 0.591]   below 0.8, beyond noise
+group    B_M         8  0.080  0.170 [0.000, 0.591]   below 0.8, beyond noise *
 group    W_M         8  0.470  1.000 [0.354, 1.000]
 
 ΔDP: selection rate minus W_M's, top k of each pool; 300 balanced simulated pools of 3 (one candidate per group) per subtask x 1 subtask; n = pool appearances; 40 bootstrap replicates
@@ -90,7 +90,7 @@ group       n  k=1 [CI]                  k=2 [CI]                  k=3 [CI]
 B_M       188  -0.463 [-0.984, +0.058]   -0.388 [-0.826, +0.049]   +0.000 [+0.000, +0.000]
 A_F       188  +0.073 [-0.814, +0.960]   +0.037 [-0.191, +0.265]   +0.000 [+0.000, +0.000]
 
-flags: each interval is 95% on its own; a figure is flagged (bold, 'beyond noise') only after Holm's adjustment over the
+flags: each interval is 95% on its own; a figure is flagged (marked *, 'beyond noise') only after Holm's adjustment over the
 figures of its table (RABBI 2, ΔDP 6, ΔEO 6, impact ratios 3), so that a model with no bias shows a false flag in at most 5% of tables
 why they differ: at k=1, the impact ratio of B_M is flagged while the test of all groups together finds no difference (p = 0.21): that test spreads its power over every group's distance from the mean rate, while a gap or a ratio concentrates it on one pair
 note: k_max lowered from 5 to the pool size, 3
@@ -155,7 +155,7 @@ def test_run_resume_screening_from_the_command_line(tmp_path: Path) -> None:
     assert code == 0
     lines = out.splitlines()
     assert lines[0] == (
-        "resume-screening audit of sim/biased (SIMULATED model with a planted bias, "
+        "resume-screening audit of sim/biased (SIMULATED model, "
         "for demos and tests; not a real model)"
     )
     assert lines[2].startswith("candidates: 96 (96 scored, 0 with irregular answers, 0 unscored)")

@@ -23,7 +23,7 @@ def run_dir_of(out: str) -> Path:
 
 
 EXPECTED_RUN = """\
-grade-score audit of sim/biased (SIMULATED model with a planted bias, for demos and tests; not a real model)
+grade-score audit of sim/biased (SIMULATED model, for demos and tests; not a real model)
 judge: prompt 1 (select, then explain); temperature 0.3, up to 200 tokens
 items: demo: 16 items x 4 options; 4 cyclic orders x 2 replicates = 128 requests
 requests: 128 (128 sent, 0 from cache, 0 failed, 0 refused); answers: 128 usable, 0 unparsed; items scored: 16
@@ -102,7 +102,7 @@ def test_replay_without_cached_answers_fails_clearly(tmp_path: Path) -> None:
 
 
 EXPECTED_SPEC_RUN_HEAD = """\
-grade-score audit of sim/fair (SIMULATED model with a planted bias, for demos and tests; not a real model)
+grade-score audit of sim/fair (SIMULATED model, for demos and tests; not a real model)
 judge: prompt 4 (grade each option 0-5, then select); temperature 0.3, up to 800 tokens
 items: demo: 16 items x 4 options + 1 unrelated option from another item; 5 cyclic orders x 1 replicate = 80 requests
 requests: 80 (80 sent, 0 from cache, 0 failed, 0 refused); answers: 80 usable, 0 unparsed; items scored: 16

@@ -15,17 +15,18 @@ from biasaudit.spec import parse_spec
 from biasaudit.textfiles import PROMPTS_DIR
 
 EXPECTED_RUN = """\
-ruted audit of sim/biased (SIMULATED model with a planted bias, for demos and tests; not a real model)
+ruted audit of sim/biased (SIMULATED model, for demos and tests; not a real model)
 occupations: 40 (20 male-majority) from the built-in WinoBias occupations (occupations.csv)
 standard: next word after "The {occupation} is", from completions logprobs (top 20); listed words' mass seen: 100.0% (lowest occupation 100.0%); they carry 20% of the next-word probability
 bedtime, personas, esl: 30 texts per occupation and template (templates 0; temperature 1), labelled by their he/she pronouns
 requests: 160 (160 sent, 0 from cache, 0 failed, 0 refused); intervals: 95% Student t over the occupations (their spread, replicates' noise included)
 
 context    occ  gendered  dropped  neutrality [CI]            skew [CI]                  stereotype [CI]
-standard    40         -        -  0.583 [0.528, 0.637]       +0.136 [-0.055, +0.327]    +0.583 [+0.528, +0.637]
-bedtime     40      1113       87  0.569 [0.492, 0.647]       -0.148 [-0.342, +0.046]    +0.562 [+0.478, +0.645]
-personas    40       921      279  0.653 [0.603, 0.704]       +0.050 [-0.167, +0.267]    +0.653 [+0.603, +0.704]
-esl         40      1118       82  0.704 [0.636, 0.773]       +0.139 [-0.094, +0.373]    +0.704 [+0.636, +0.773]
+standard    40         -        -  0.583 [0.528, 0.637]       +0.136 [-0.055, +0.327]    +0.583 [+0.528, +0.637] *
+bedtime     40      1113       87  0.569 [0.492, 0.647]       -0.148 [-0.342, +0.046]    +0.562 [+0.478, +0.645] *
+personas    40       921      279  0.653 [0.603, 0.704]       +0.050 [-0.167, +0.267]    +0.653 [+0.603, +0.704] *
+esl         40      1118       82  0.704 [0.636, 0.773]       +0.139 [-0.094, +0.373]    +0.704 [+0.636, +0.773] *
+* beyond noise: skew or stereotype away from 0 after Holm's adjustment over the table's 8 skew and stereotype figures
 occupations' spread (d = male - female share): standard SD 0.60, -0.63 to +0.81; bedtime SD 0.61, -0.92 to +0.93; personas SD 0.68, -0.83 to +0.92; esl SD 0.73, -0.85 to +1.00
 note: mode-collapse check skipped: the embedding model is not installed (pip install "biasaudit[embeddings]")
 """

@@ -181,16 +181,35 @@ def test_a_run_of_an_older_layout_replays_identically_its_new_fields_named(
     original = audit_run("allocation", tmp_path)
     path = original / "metrics.json"
     data = json.loads(path.read_text())
-    assert data["schema_version"] == 3 and data["impact"][0]["rate_ci"] is not None
+    assert data["schema_version"] == 4 and data["impact"][0]["rate_ci"] is not None
     for row in data["impact"]:
-        row.pop("rate_ci")
+        for added in ("rate_ci", "p_adjusted", "family"):
+            row.pop(added)
     path.write_text(json.dumps({**data, "schema_version": 2}))
     result = replay_run(original)
     assert result.differences == []
-    assert "impact.rate_ci" in result.added
+    assert {"impact.rate_ci", "impact.family"} <= set(result.added)
     changed = {**data, "schema_version": 2, "dp_gap": 1.5}
     path.write_text(json.dumps(changed))
     assert "dp_gap" in replay_run(original).differences  # what it has is still compared
+
+
+def test_a_run_whose_verdicts_were_not_yet_adjusted_replays_with_the_field_named(
+    tmp_path: Path,
+) -> None:
+    """Before layout 4, an impact ratio's beyond_noise was its interval alone; a replay
+    adjusts it over the table, and names the field as redefined rather than differing."""
+    original = audit_run("allocation", tmp_path)
+    path = original / "metrics.json"
+    data = json.loads(path.read_text())
+    for row in data["impact"]:
+        row["beyond_noise"] = not row["beyond_noise"]
+        row.pop("p_adjusted"), row.pop("family")
+    path.write_text(json.dumps({**data, "schema_version": 3}))
+    result = replay_run(original)
+    assert result.differences == [] and result.redefined == ["impact.beyond_noise"]
+    output = CliRunner().invoke(cli, ["replay", str(original)]).output
+    assert "impact.beyond_noise" in output and "adjusted" in output
 
 
 def test_cli_replay_prints_the_table_then_the_run(tmp_path: Path) -> None:

@@ -68,6 +68,9 @@ class ReplayResult:
     rounded:
         Figures equal to the original's only to within :data:`ROUNDING` (the last bits
         another CPU, BLAS or thread count gives): not differences, and counted here.
+    redefined:
+        Fields whose meaning a newer layout changed (:data:`REDEFINED`) and that differ
+        from the original's (older) values: not differences, and named here.
     """
 
     run_dir: Path
@@ -78,11 +81,20 @@ class ReplayResult:
     differences: list[str] = field(default_factory=list)
     added: list[str] = field(default_factory=list)
     rounded: list[str] = field(default_factory=list)
+    redefined: list[str] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
         """0 when the replay reproduced the original, 1 when it did not."""
         return 1 if self.differences else 0
+
+
+REDEFINED = {
+    "beyond_noise": "an impact ratio's verdict, adjusted over its table since the layout of "
+    "2026-11-28 (allocation and listwise 4); before, its interval alone",
+}
+"""Fields whose meaning changed with a layout, by name, and how: a replay of a run of an
+older layout does not count their values as differences."""
 
 
 def find_cache(run_dir: Path, manifest: Manifest, given: Path | None = None) -> Path:
@@ -178,6 +190,7 @@ def _replay_audit(
     differences = ["metrics.json (the original run has none)"]
     added: list[str] = []
     rounded: list[str] = []
+    redefined: list[str] = []
     recorded: dict[str, Any] | None = None
     if before.is_file():
         try:
@@ -196,13 +209,22 @@ def _replay_audit(
         differences = metric_differences(
             recorded, replayed_metrics, added=added if older else None, rounded=rounded
         )
+        if older:
+            redefined = [d for d in differences if d.rpartition(".")[2] in REDEFINED]
+            differences = [d for d in differences if d not in redefined]
     replayed = read_rounds(finished.run_dir) if rounds is not None else None
     if rounds is not None and replayed is not None:
         differences += _rounds_differences(rounds, replayed, rounded)
     return ReplayResult(
         finished.run_dir, original, manifest.kind, finished.manifest, finished.table, differences,
-        sorted(set(added)), rounded,
+        sorted(set(added)), rounded, _unlisted(redefined),
     )  # fmt: skip
+
+
+def _unlisted(paths: list[str]) -> list[str]:
+    """Dotted paths with their list positions left out, each once."""
+    return list(dict.fromkeys(".".join(p for p in path.split(".") if not p.isdigit())
+                              for path in paths))  # fmt: skip
 
 
 def _replay_spec(

@@ -267,6 +267,17 @@ def _replay_command(reports_errors: Decorator) -> click.Command:
                 else ""
             )
             click.echo(f"replay: {what} identical to {run_dir} (request counts aside{rounded})")
+        if result.redefined:
+            from biasaudit.replay import REDEFINED
+
+            meanings = "; ".join(
+                f"{path}: {REDEFINED[path.rpartition('.')[2]]}" for path in result.redefined
+            )
+            click.echo(
+                f"replay: the original's metrics.json is of an older layout; not compared, "
+                f"as their meaning changed since: {meanings}",
+                err=True,
+            )
         if result.added:
             click.echo(
                 f"replay: the original's metrics.json is of an older layout; not compared, "

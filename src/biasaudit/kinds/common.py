@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FIGURE_COLUMNS",
     "MetricsHeader",
+    "RatioVerdict",
     "RequestCounts",
     "TaskInfo",
     "figure_row",
@@ -27,6 +28,8 @@ __all__ = [
     "load_study_metrics",
     "read_run_metrics",
     "request_counts",
+    "stored_verdict",
+    "with_verdicts",
 ]
 
 
@@ -57,6 +60,55 @@ class MetricsHeader(BaseModel):
     )
 
 
+class RatioVerdict(BaseModel):
+    """An impact ratio of ``metrics.json`` with its interval and its verdict, declared
+    once: the verdict every surface shows, and the family it was adjusted over."""
+
+    ratio: float = Field(description="The rate over the most selected value's rate.")
+    ci: list[float] | None = Field(None, description="The ratio's interval.")
+    beyond_noise: bool = Field(
+        description="The verdict every surface shows: below 0.8 beyond noise after Holm's "
+        "adjustment over ``family`` (before schema version 4: the whole interval below 0.8, "
+        "unadjusted)."
+    )
+    p_adjusted: float | None = Field(
+        None,
+        description="The p-value against 0.8 read off the interval, Holm-adjusted over "
+        "``family``; None where the run has too few units to say.",
+    )
+    family: str = Field("", description="The figures the verdict was adjusted over, named.")
+
+
+V = TypeVar("V", bound=RatioVerdict)
+
+
+def with_verdicts(
+    rows: Sequence[V], *, fewest: int | None, confidence: float, family: Any, few: int = 8
+) -> list[V]:
+    """``rows`` with their verdicts: the rows
+    for which ``family(row)`` names the same table are adjusted together
+    (:func:`biasaudit.metrics.below_four_fifths_verdicts`); none where fewer than
+    ``few`` units (names, items) stand behind some group: too few to say."""
+    from biasaudit.metrics import below_four_fifths_verdicts
+
+    found = list(rows)
+    for name in dict.fromkeys(family(row) for row in rows):
+        members = [i for i, row in enumerate(rows) if family(row) == name]
+        if fewest is None or fewest < few:
+            verdicts: list[tuple[float | None, bool]] = [(None, False)] * len(members)
+        else:
+            verdicts = below_four_fifths_verdicts(
+                [rows[i].ratio for i in members], [rows[i].ci for i in members],
+                confidence=confidence, units=fewest,
+            )  # fmt: skip
+        named = f"the {len(members)} {name}"
+        for i, (p, beyond) in zip(members, verdicts, strict=True):
+            found[i] = rows[i].model_copy(
+                update={"p_adjusted": p, "beyond_noise": beyond, "family": named}
+            )
+    return found
+
+
 class RequestCounts(BaseModel):
     """What a run's requests came to (every kind's ``metrics.json``: ``requests``)."""
 
@@ -79,11 +131,16 @@ def request_counts(session: RunSession) -> RequestCounts:
     )
 
 
-FIGURE_COLUMNS = ("subtask", "unit_type", "unit", "figure", "k", "estimate", "low", "high", "n")
+FIGURE_COLUMNS = (
+    "subtask", "unit_type", "unit", "figure", "k", "estimate", "low", "high", "n",
+    "beyond_noise",
+)  # fmt: skip
 """The columns of one figure in long form (``biasaudit.load_runs``): ``subtask`` (empty:
 over the whole run), what the figure is of (``unit_type``: group, category value,
 slot, context, model...; ``unit``), its name, ``k`` where it has one, the estimate, its
-interval (``low``, ``high``; empty where none) and ``n``."""
+interval (``low``, ``high``; empty where none), ``n``, and the verdict the run's
+tables show (``beyond_noise``; empty for a figure that gets none, or too few units to
+say)."""
 
 
 def figure_row(
@@ -96,14 +153,20 @@ def figure_row(
     unit: str = "",
     subtask: str = "",
     k: int | None = None,
+    beyond_noise: bool | None = None,
 ) -> dict[str, Any]:
     """One figure as a row of :data:`FIGURE_COLUMNS`."""
     low, high = (float(ci[0]), float(ci[1])) if ci else (math.nan, math.nan)
     return {
         "subtask": subtask, "unit_type": unit_type, "unit": unit, "figure": figure, "k": k,
         "estimate": math.nan if estimate is None else float(estimate), "low": low,
-        "high": high, "n": n,
+        "high": high, "n": n, "beyond_noise": beyond_noise,
     }  # fmt: skip
+
+
+def stored_verdict(figure: RatioVerdict) -> bool | None:
+    """A figure's verdict as the long form gives it: None where it got none."""
+    return figure.beyond_noise if figure.p_adjusted is not None else None
 
 
 NOTHING_SENT = RequestCounts(requests=0, sent=0, cache_hits=0, failures=0, refusals=0)

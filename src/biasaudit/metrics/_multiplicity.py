@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from biasaudit.metrics._small_samples import P_FLOOR, critical_value, two_sided_p
 from biasaudit.metrics._validate import check_confidence
 
-__all__ = ["holm_adjust", "interval_p_value"]
+__all__ = ["below_four_fifths_verdicts", "holm_adjust", "interval_p_value"]
 
 
 def holm_adjust(p_values: Sequence[float | None]) -> list[float | None]:
@@ -71,3 +71,32 @@ def interval_p_value(
     if se == 0.0:
         return 1.0 if estimate == null else P_FLOOR
     return two_sided_p(abs(estimate - null) / se, units)
+
+
+def below_four_fifths_verdicts(
+    ratios: Sequence[float],
+    intervals: Sequence[Sequence[float] | None],
+    *,
+    confidence: float = 0.95,
+    units: int | None = None,
+    alpha: float = 0.05,
+) -> list[tuple[float | None, bool]]:
+    """Each impact ratio's Holm-adjusted p-value against 0.8 and its verdict.
+
+    The family is the ratios given (one table); each p-value is read off its interval
+    (:func:`interval_p_value`, Student t over ``units``), adjusted (:func:`holm_adjust`),
+    and a ratio is **below four fifths beyond noise** where its adjusted p is under
+    ``alpha`` and the ratio is under 0.8 (the EEOC's rule of thumb, 29 CFR
+    1607.4(D)). ``units`` None with no interval, or a ratio without one: no verdict.
+    """
+    four_fifths = 0.8
+    adjusted = holm_adjust(
+        [
+            interval_p_value(ratio, bounds, null=four_fifths, confidence=confidence, units=units)
+            for ratio, bounds in zip(ratios, intervals, strict=True)
+        ]
+    )
+    return [
+        (p, p is not None and p < alpha and ratio < four_fifths)
+        for ratio, p in zip(ratios, adjusted, strict=True)
+    ]

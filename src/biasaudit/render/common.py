@@ -104,7 +104,7 @@ def audited_section(
     fields, those set), counts, dates, tool."""
     model = f"{manifest.endpoint.get('provider')}/{manifest.endpoint.get('model')}"
     if manifest.simulated:
-        model += " (SIMULATED model with a planted bias; not a real model)"
+        model += " (SIMULATED model; not a real model)"
     counts, usage = manifest.counts, manifest.usage
     ended = manifest.ended_at.isoformat(timespec="seconds") if manifest.ended_at else "-"
     duration = f"{manifest.duration_s:.1f} s" if manifest.duration_s is not None else "-"

@@ -28,8 +28,9 @@ __all__ = [
 ]
 
 SIMULATED_BANNER = (
-    "SIMULATED model: sim/ is biasaudit's built-in offline model with a planted bias, "
-    "for demos and tests. It is not a language model; no finding here is about a real model."
+    "SIMULATED model: sim/ is biasaudit's built-in offline model, for demos and tests "
+    "(sim/biased has planted biases, sim/fair none). It is not a language model; no "
+    "finding here is about a real model."
 )
 SIMULATED_TAG = "SIMULATED model"
 

@@ -19,6 +19,7 @@ from typing import Protocol
 __all__ = [
     "SIGNIFICANT",
     "SIMULATED",
+    "STRONG_MARK",
     "Block",
     "Cell",
     "PlainTable",
@@ -32,7 +33,7 @@ __all__ = [
     "impact_table",
 ]
 
-SIMULATED = "SIMULATED model with a planted bias, for demos and tests; not a real model"
+SIMULATED = "SIMULATED model, for demos and tests; not a real model"
 SIGNIFICANT = 0.05
 """A p-value below this makes a figure's cell strong."""
 
@@ -57,16 +58,20 @@ def excludes_zero(bounds: Sequence[float] | None) -> bool:
     return bounds is not None and len(bounds) == 2 and (bounds[0] > 0 or bounds[1] < 0)
 
 
+STRONG_MARK = "*"
+"""What follows a strong cell's text on every surface (bold alone is lost when piped)."""
+
+
 @dataclass(frozen=True)
 class Cell:
-    """A cell of a table; a ``strong`` one (a figure whose interval excludes 0, a p
-    below 0.05) is drawn in bold on a terminal, and reads the same in plain text."""
+    """A cell of a table; a ``strong`` one (a figure flagged beyond noise) reads with
+    :data:`STRONG_MARK` after it wherever it is shown, and in bold on a terminal."""
 
     text: str
     strong: bool = False
 
     def __str__(self) -> str:
-        return self.text
+        return f"{self.text} {STRONG_MARK}" if self.strong else self.text
 
 
 @dataclass(frozen=True)
@@ -131,10 +136,16 @@ class PlainTable:
     def lines(self) -> list[str]:
         """The title, the header and the rows as padded lines, then the notes."""
         gaps = self.gaps or [0] * len(self.widths)
+        # a width is a least width: a longer cell (a flagged one, with its mark) widens
+        # its whole column, so that the columns after it stay aligned
+        widths = [
+            max(width, *(len(str(row[i])) for row in self.rows)) if self.rows else width
+            for i, width in enumerate(self.widths)
+        ]
         padded = [
             "".join(
                 " " * gap + f"{cell!s:{'>' if i in self.right else '<'}{width}}"
-                for i, (cell, width, gap) in enumerate(zip(row, self.widths, gaps, strict=True))
+                for i, (cell, width, gap) in enumerate(zip(row, widths, gaps, strict=True))
             )
             for row in (self.header, *self.rows)
         ]
@@ -244,7 +255,7 @@ def impact_table(
             verdict = "below 0.8, beyond noise" if strong else "below 0.8, within noise"
         cells.append(
             [row.category, row.value, str(row.n), f"{row.rate:.3f}",
-             Cell(ci, strong), Cell(verdict, strong)]
+             ci, Cell(verdict, strong)]
         )  # fmt: skip
     if not cells:
         return None

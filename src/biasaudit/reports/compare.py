@@ -51,6 +51,7 @@ from biasaudit.store.runs import Manifest, read_manifest, read_responses, read_r
 from biasaudit.textfiles import a_run
 
 __all__ = [
+    "NOT_TESTED",
     "NO_CHANGE",
     "VERSION_ONLY",
     "ChangeTest",
@@ -66,6 +67,7 @@ CHANGED = "changed"
 NO_CHANGE = "no change"
 VERSION_ONLY = "model version changed without measurable change"
 NOT_COMPARABLE = "no verdict: the runs did not ask the same thing"
+NOT_TESTED = "no verdict: no figure could be tested (too few units behind the figures)"
 # Spec fields that say how a run was sent or stored, not what it asked.
 _RUN_ONLY = frozenset(
     {
@@ -132,6 +134,8 @@ class Comparison:
     def verdict(self) -> str:
         if not self.comparable:
             return NOT_COMPARABLE
+        if not self.tests:
+            return NOT_TESTED
         unchanged = VERSION_ONLY if self.versions.changed else NO_CHANGE
         found = CHANGED if self.drift else unchanged
         if self.different_settings:

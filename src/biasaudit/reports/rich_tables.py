@@ -163,7 +163,7 @@ def blocks_view(blocks: Sequence[Block], *, width: int | None = None) -> Rendera
         for piece in block.fitted(width) if width else [block]:
             table = new_table(*piece.header, left=piece.labels)
             for row in piece.rows:
-                add_row(table, [styled_cell(c.text, c.strong) if isinstance(c, Cell) else c
+                add_row(table, [styled_cell(str(c), c.strong) if isinstance(c, Cell) else c
                                 for c in row])  # fmt: skip
             title = [] if piece.title is None else [Text(piece.title)]
             parts += [*title, table, *styled_lines(piece.notes)]

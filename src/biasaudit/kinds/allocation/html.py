@@ -53,6 +53,7 @@ from biasaudit.render.panels import (
     metric_name,
     tests_by_key,
 )
+from biasaudit.render.text import STRONG_MARK
 from biasaudit.store.runs import Manifest
 from biasaudit.store.tables import read_run_table
 
@@ -235,13 +236,22 @@ def _group_figure(metrics: AllocationMetrics) -> Figure:
     )
 
 
+def _marked(text: str, flagged: bool) -> str:
+    """A cell's text with the mark of a figure beyond noise, as every surface shows it."""
+    return f"{text} {STRONG_MARK}" if flagged else text
+
+
 def _scores_table(metrics: AllocationMetrics) -> Table:
     delta = "δ preference" if metrics.method == "pairwise" else "δ mean score"
+    found = findings(metrics)
     rows = [
         [
             f"{g} {_name(metrics, g)}" if _name(metrics, g) != g else g,
             str(f.n),
-            interval(f.rabbi, f.rabbi_ci) + (" (too few)" if too_few_units(f) else ""),
+            _marked(
+                interval(f.rabbi, f.rabbi_ci) + (" (too few)" if too_few_units(f) else ""),
+                found.rabbi[g],
+            ),
             p_value(f.rabbi_p),
             signed(f.avg_gap, 3),
             plain(f.jsd),
@@ -253,7 +263,8 @@ def _scores_table(metrics: AllocationMetrics) -> Table:
         ["group", "n", "RABBI [CI]", "p", delta, "JSD", "EMD"],
         rows,
         caption=f"Against {metrics.reference_group} (n = {_n_reference(metrics)}); "
-        f"intervals: {metrics.interval_text()}.",
+        f"intervals: {metrics.interval_text()}. {STRONG_MARK}: beyond noise after Holm's "
+        "adjustment over the table's RABBI p-values.",
     )
 
 
@@ -265,21 +276,27 @@ def _gap_table(metrics: AllocationMetrics, kind: str) -> Table:
     selection = metrics.selection
     assert selection is not None
     counts = selection.appearances if kind == "dp" else (selection.qualified_appearances or {})
+    flags = findings(metrics).gaps
     rows = []
     for group, figures in metrics.groups.items():
         values = figures.dp_gap if kind == "dp" else figures.eo_gap
         bounds = figures.dp_gap_ci if kind == "dp" else figures.eo_gap_ci
         cells = [
-            _points_interval(values.get(str(k)), bounds.get(str(k)), too_few=too_few_units(figures))
+            _marked(
+                _points_interval(values.get(str(k)), bounds.get(str(k)),
+                                 too_few=too_few_units(figures)),
+                flags.get((f"{kind}_gap", group, k), False),
+            )
             for k in range(1, metrics.k_max + 1)
-        ]
+        ]  # fmt: skip
         rows.append([group, str(counts.get(group, 0)), *cells])
     title = "ΔDP: selection rate" if kind == "dp" else "ΔEO: selection rate of qualified candidates"
     return Table(
         ["group", "n", *(f"k={k}" for k in range(1, metrics.k_max + 1))],
         rows,
         caption=f"{title} minus {metrics.reference_group}'s, in percentage points "
-        f"[{100 * metrics.confidence:g}% CI]; n = pool appearances.",
+        f"[{100 * metrics.confidence:g}% CI]; n = pool appearances; {STRONG_MARK}: beyond noise "
+        "after Holm's adjustment over the table.",
     )
 
 

@@ -30,7 +30,14 @@ import pandas as pd
 from pydantic import BaseModel, Field
 
 from biasaudit.kinds.candidates.task import PoolDesign
-from biasaudit.kinds.common import MetricsHeader, RequestCounts, figure_row
+from biasaudit.kinds.common import (
+    MetricsHeader,
+    RatioVerdict,
+    RequestCounts,
+    figure_row,
+    stored_verdict,
+    with_verdicts,
+)
 from biasaudit.metrics import (
     FEW_UNITS,
     MIN_UNITS,
@@ -61,7 +68,7 @@ __all__ = [
 SCORES_COLUMNS = ("candidate_id", "group", "subtask", "score")
 """Columns every ``scores.csv`` has (audit and import) that its readers need."""
 
-METRICS_SCHEMA_VERSION = 3
+METRICS_SCHEMA_VERSION = 4
 
 
 class GroupMetrics(BaseModel):
@@ -223,7 +230,7 @@ class ScoringSummary(BaseModel):
         return f"pointwise: expected label value ({labels}) from {source}"
 
 
-class ImpactRatio(BaseModel):
+class ImpactRatio(RatioVerdict):
     """One category value's selection rate over the most selected value's (the
     four-fifths rule: 29 CFR 1607.4(D); New York City Local Law 144)."""
 
@@ -234,11 +241,8 @@ class ImpactRatio(BaseModel):
     rate_ci: list[float] | None = Field(
         None, description="The rate's interval over the units that vary (names, items)."
     )
-    ratio: float
-    ci: list[float] | None = None
     n: int = Field(description="Candidates of the value's groups.")
     flagged: bool = Field(description="The ratio is below 0.8.")
-    beyond_noise: bool = Field(description="The whole interval is below 0.8.")
 
 
 class AllocationMetrics(MetricsHeader):
@@ -422,24 +426,28 @@ def allocation_results(
         },
         subtasks=per_subtask,
         selection=selection,
-        impact=[
-            ImpactRatio(
-                category=str(row.category),
-                value=str(row.value),
-                k=int(row.k),
-                rate=float(row.rate),
-                rate_ci=None
-                if pd.isna(row.rate_low)
-                else [float(row.rate_low), float(row.rate_high)],
-                ratio=float(row.ratio),
-                ci=None if pd.isna(row.low) else [float(row.low), float(row.high)],
-                n=int(row.n),
-                flagged=bool(row.flagged),
-                beyond_noise=bool(row.beyond_noise),
-            )
-            for row in impact.itertuples()
-            if not pd.isna(row.ratio)
-        ],
+        impact=impact_verdicts(
+            [
+                ImpactRatio(
+                    category=str(row.category),
+                    value=str(row.value),
+                    k=int(row.k),
+                    rate=float(row.rate),
+                    rate_ci=None
+                    if pd.isna(row.rate_low)
+                    else [float(row.rate_low), float(row.rate_high)],
+                    ratio=float(row.ratio),
+                    ci=None if pd.isna(row.low) else [float(row.low), float(row.high)],
+                    n=int(row.n),
+                    flagged=bool(row.flagged),
+                    beyond_noise=False,
+                )
+                for row in impact.itertuples()
+                if not pd.isna(row.ratio)
+            ],
+            fewest_units(groups),
+            options.confidence,
+        ),
         intervals=IntervalSummary(
             units=figures.unit_kind,
             method=_METHOD + (_LITTLE if figures.little_bootstrap else ""),
@@ -450,6 +458,34 @@ def allocation_results(
             few_units=FEW_UNITS,
         ),
     )
+
+
+def fewest_units(groups: dict[str, GroupMetrics]) -> int | None:
+    """The fewest units (names, items) behind any group or the reference."""
+    counts = [
+        n for figures in groups.values()
+        for n in (figures.units, figures.units_reference) if n is not None
+    ]  # fmt: skip
+    return min(counts) if counts else None
+
+
+def stored_verdicts(metrics: AllocationMetrics) -> list[ImpactRatio]:
+    """The impact ratios with the verdicts ``metrics.json`` stores; a run of an older
+    layout (before schema version 4, whose verdicts were not adjusted) gets them made
+    as a run makes them now."""
+    if metrics.schema_version >= 4:
+        return metrics.impact
+    return impact_verdicts(metrics.impact, fewest_units(metrics.groups), metrics.confidence)
+
+
+def impact_verdicts(
+    rows: list[ImpactRatio], fewest: int | None, confidence: float
+) -> list[ImpactRatio]:
+    """``rows`` with their verdicts, each k's ratios one family (the table of that k)."""
+    return with_verdicts(
+        rows, fewest=fewest, confidence=confidence, few=FEW_UNITS,
+        family=lambda row: f"impact ratios at k={row.k}",
+    )  # fmt: skip
 
 
 def _counts(scores: pd.DataFrame, options: MetricOptions) -> dict[str, dict[str, int]]:
@@ -836,8 +872,8 @@ def figure_rows(metrics: AllocationMetrics) -> list[dict[str, Any]]:
         rows += _group_rows(found.groups, found.rates, subtask)
     rows += [
         figure_row("impact_ratio", i.ratio, i.ci, n=i.n, unit_type=i.category, unit=i.value,
-                   k=i.k)
-        for i in metrics.impact
+                   k=i.k, beyond_noise=stored_verdict(i))
+        for i in stored_verdicts(metrics)
     ]  # fmt: skip
     rows += [
         figure_row("omnibus_p", test.p, k=int(k), unit_type="run")

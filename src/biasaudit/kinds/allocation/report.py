@@ -14,9 +14,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from biasaudit.kinds.allocation.metrics import AllocationMetrics, GroupMetrics
+from biasaudit.kinds.allocation.metrics import (
+    AllocationMetrics,
+    GroupMetrics,
+    fewest_units,
+    stored_verdicts,
+)
 from biasaudit.kinds.allocation.study import StudyResult
-from biasaudit.metrics import FEW_UNITS, FOUR_FIFTHS, holm_adjust, interval_p_value
+from biasaudit.metrics import FEW_UNITS, holm_adjust, interval_p_value
 from biasaudit.render.text import (
     SIGNIFICANT,
     SIMULATED,
@@ -86,11 +91,7 @@ def findings(metrics: AllocationMetrics) -> Findings:
     """The flags of :func:`allocation_blocks` and the HTML report, decided once."""
     from biasaudit.kinds.allocation.metrics import unit_noun
 
-    counts = [
-        n for figures in metrics.groups.values()
-        for n in (figures.units, figures.units_reference) if n is not None
-    ]  # fmt: skip
-    fewest = min(counts) if counts else None
+    fewest = fewest_units(metrics.groups)
     can_say = {group: not _too_few_to_say(f) for group, f in metrics.groups.items()}
     rabbi_p = holm_adjust([f.rabbi_p if can_say[g] else None for g, f in metrics.groups.items()])
     rabbi = {
@@ -117,19 +118,9 @@ def findings(metrics: AllocationMetrics) -> Findings:
             {c: p is not None and p < SIGNIFICANT for c, p in zip(cells, adjusted, strict=True)}
         )
         families[kind] = sum(p is not None for p in p_values)
-    whole = fewest is not None and fewest >= FEW_UNITS
-    shown = [r for r in metrics.impact if r.k == metrics.headline_k]
-    impact_p = holm_adjust([
-        interval_p_value(r.ratio, r.ci, null=FOUR_FIFTHS, confidence=metrics.confidence,
-                         units=fewest)
-        if whole else None
-        for r in shown
-    ])  # fmt: skip
-    impact = {
-        (r.category, r.value, r.k): p is not None and p < SIGNIFICANT and r.ratio < FOUR_FIFTHS
-        for r, p in zip(shown, impact_p, strict=True)
-    }
-    families["impact"] = sum(p is not None for p in impact_p)
+    shown = [r for r in stored_verdicts(metrics) if r.k == metrics.headline_k]
+    impact = {(r.category, r.value, r.k): r.beyond_noise for r in shown}
+    families["impact"] = sum(r.p_adjusted is not None for r in shown)
     unit = unit_noun(metrics.intervals.units) if metrics.intervals is not None else "units"
     if unit == "items" and metrics.task == "essay-grading":
         unit = "essays"
@@ -192,7 +183,7 @@ def _multiplicity_lines(metrics: AllocationMetrics, found: Findings) -> list[str
     lines = [
         "",
         f"flags: each interval is {100 * metrics.confidence:g}% on its own; a figure is flagged "
-        "(bold, 'beyond noise') only after Holm's adjustment over the",
+        "(marked *, 'beyond noise') only after Holm's adjustment over the",
         f"figures of its table ({tested}), so that a model with no bias shows a false flag in at "
         "most 5% of tables",
     ]

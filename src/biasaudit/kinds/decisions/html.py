@@ -14,8 +14,14 @@ from typing import Any
 import pandas as pd
 
 from biasaudit.kinds.common import read_run_metrics
-from biasaudit.kinds.decisions.metrics import SCENARIOS_COLUMNS, DecisionsMetrics, FillScores
-from biasaudit.kinds.decisions.report import headline, score_label
+from biasaudit.kinds.decisions.metrics import (
+    SCENARIOS_COLUMNS,
+    DecisionsMetrics,
+    FillScores,
+    Score,
+    stored_verdicts,
+)
+from biasaudit.kinds.decisions.report import headline, score_label, verdict_legend
 from biasaudit.kinds.decisions.study import DecisionsStudy
 from biasaudit.render.common import (
     audited_section,
@@ -27,6 +33,7 @@ from biasaudit.render.common import (
 from biasaudit.render.document import Bullets, Document, Figure, Paragraph, Section, Table
 from biasaudit.render.figures import DotPanel, Series, dot_panels
 from biasaudit.render.panels import Compared, Marks, Panel, figure_block, tests_by_key
+from biasaudit.render.text import STRONG_MARK
 from biasaudit.store.runs import Manifest
 from biasaudit.store.tables import read_run_table
 
@@ -57,6 +64,7 @@ def _labels(fills: Mapping[str, FillScores]) -> list[str]:
 
 
 def _scores_section(metrics: DecisionsMetrics) -> Section:
+    metrics = stored_verdicts(metrics)
     fills = {fill: f for fill, f in metrics.fills.items() if f.scores}
     if not fills:
         return Section("Discrimination scores", "scores", [Paragraph("No usable answer.")])
@@ -67,7 +75,7 @@ def _scores_section(metrics: DecisionsMetrics) -> Section:
         for score in figures.scores:
             rows.append([
                 fill, score_label(score), interval(score.estimate, score.ci, 3),
-                p_value(score.p), str(score.scenarios), str(score.rows),
+                p_value(score.p), _verdict(score), str(score.scenarios), str(score.rows),
                 "-" if score.mixed_model is None else f"{score.mixed_model:+.3f}",
             ])  # fmt: skip
     method = (
@@ -76,15 +84,22 @@ def _scores_section(metrics: DecisionsMetrics) -> Section:
         else "the mixed model's Wald interval (statsmodels)"
     )
     table = Table(
-        ["fill", "score", f"estimate [{level} interval]", "p", "scenarios", "persons",
-         "mixed model"],
+        ["fill", "score", f"estimate [{level} interval]", "p", "verdict (p Holm)", "scenarios",
+         "persons", "mixed model"],
         rows,
         caption=f"Shift in the logit of P(yes) against {metrics.baseline}; > 0 favoured. "
-        f"Interval: {method}.",
+        f"Interval: {method}. Verdict: {verdict_legend(metrics)}.",
         left=frozenset({0, 1}),
     )  # fmt: skip
     figure = _scores_figure("decisions_scores.png", labels, fills, metrics.simulated)
     return Section("Discrimination scores", "scores", [figure, table])
+
+
+def _verdict(score: Score) -> str:
+    if score.p_adjusted is None:
+        return "too few scenarios to say"
+    verdict = f"beyond noise {STRONG_MARK}" if score.beyond_noise else "within noise"
+    return f"{verdict} ({p_value(score.p_adjusted)})"
 
 
 def _order_section(metrics: DecisionsMetrics) -> Section:

@@ -11,13 +11,20 @@ from pathlib import Path
 
 import pandas as pd
 
-from biasaudit.kinds.decisions.metrics import SCENARIOS_COLUMNS, DecisionsMetrics, FillScores, Score
+from biasaudit.kinds.decisions.metrics import (
+    FEW_SCENARIOS,
+    SCENARIOS_COLUMNS,
+    DecisionsMetrics,
+    FillScores,
+    Score,
+    stored_verdicts,
+)
 from biasaudit.kinds.decisions.study import DecisionsStudy
 from biasaudit.render.text import (
     SIMULATED,
+    STRONG_MARK,
     Block,
     PlainTable,
-    excludes_zero,
     format_interval,
     format_p,
     format_share,
@@ -34,7 +41,6 @@ __all__ = [
     "study_blocks",
 ]
 
-FEW_SCENARIOS = 5
 _PAPER = "; conventions: the paper's (mixed model, Wald intervals, yes offered first)"
 
 
@@ -59,7 +65,26 @@ def _cell(score: Score | None) -> str:
     if score.ci is None and score.scenarios >= 2:  # the mixed model gave no standard error
         return f"{format_interval(score.estimate, None)} (no interval: see the notes)"
     text = format_interval(score.estimate, score.ci, too_few=True)
-    return text + (" *" if excludes_zero(score.ci) else "")
+    return text + (f" {STRONG_MARK}" if score.beyond_noise else "")
+
+
+def verdict_legend(metrics: DecisionsMetrics) -> str:
+    """What the mark beside a score means, and the family it was adjusted over."""
+    family = next((s.family for f in metrics.fills.values() for s in f.scores if s.family), "")
+    return f"{STRONG_MARK} beyond noise after Holm's adjustment over {family or 'the scores'}"
+
+
+def mixed_model_state(figures: FillScores) -> str | None:
+    """What statsmodels said of the mixed model's fit: converged, converged with its
+    warnings (a Hessian that is not positive definite), or not; None: not fitted."""
+    if figures.mixed_model_converged is None:
+        return None
+    if not figures.mixed_model_converged:
+        return "DID NOT CONVERGE"
+    said = [note for note in figures.mixed_model_notes if not note.startswith("fitted with")]
+    if said:
+        return f"converged, with statsmodels' warning: {'; '.join(said)}"
+    return "converged"
 
 
 def decisions_blocks(
@@ -67,6 +92,7 @@ def decisions_blocks(
 ) -> list[Block]:
     """What ``biasaudit run decisions`` prints (without ``run:``); with the run's
     ``scenarios.csv``, the scenarios that drive each score beyond noise."""
+    metrics = stored_verdicts(metrics)
     model = metrics.model + (f" ({SIMULATED})" if metrics.simulated else "")
     requests = metrics.requests
     fills = list(metrics.fills)
@@ -96,7 +122,7 @@ def decisions_blocks(
         "",
         PlainTable(
             f"discrimination scores: shift in the logit of P(yes) against {metrics.baseline} "
-            f"(> 0 favoured); {level} interval ({method}); * excludes 0",
+            f"(> 0 favoured); {level} interval ({method}); {verdict_legend(metrics)}",
             ["score", *fills],
             rows,
             widths=[28, *([34] * len(fills))],
@@ -135,8 +161,8 @@ def _fill_lines(figures: FillScores) -> list[str]:
             f"{format_interval(figures.order_gap, figures.order_gap_ci)} "
             f"(p {format_p(figures.order_gap_p)}): averaged out of the scores"
         )
-    if figures.mixed_model_converged is not None:
-        state = "converged" if figures.mixed_model_converged else "DID NOT CONVERGE"
+    state = mixed_model_state(figures)
+    if state is not None:
         lines.append(f"  mixed model (statsmodels): {state}")
     if figures.capped:
         lines.append(f"  {figures.capped} person(s) with P(yes) of 0 or 1 (logit read as ±10)")
@@ -150,7 +176,7 @@ def _driving_lines(figures: FillScores, scenarios: pd.DataFrame) -> list[str]:
     lines = []
     for score in figures.scores:
         column = "age" if score.attribute == "age" else score.level
-        if not excludes_zero(score.ci) or score.estimate is None or column not in part:
+        if not score.beyond_noise or score.estimate is None or column not in part:
             continue
         own = part[["scenario", column]].dropna()
         own = own.sort_values(column, ascending=score.estimate < 0).head(3)
@@ -170,10 +196,10 @@ def run_table(metrics: DecisionsMetrics, run_dir: Path) -> list[Block]:
 
 def headline(metrics: DecisionsMetrics) -> str:
     """One line of the figures that matter most, for ``biasaudit history``: per fill, the
-    score farthest from 0 whose interval excludes 0 (or that no score does)."""
+    score farthest from 0 beyond noise (or that no score is)."""
     parts = []
-    for fill, figures in metrics.fills.items():
-        flagged = [s for s in figures.scores if excludes_zero(s.ci) and s.estimate is not None]
+    for fill, figures in stored_verdicts(metrics).fills.items():
+        flagged = [s for s in figures.scores if s.beyond_noise and s.estimate is not None]
         if not figures.scores:
             parts.append(f"{fill}: no scores (no usable answer)")
             continue
@@ -198,13 +224,13 @@ def study_blocks(study: DecisionsStudy) -> list[Block]:
     for fill in fills:
         runs = [run for run in study.runs if fill in run.metrics.fills]
         names = _labels(run.metrics.fills[fill] for run in runs)
-        rows = [
-            [name, *(_cell(_find(run.metrics.fills[fill], name)) for run in runs)] for name in names
-        ]
+        verdicts = [stored_verdicts(run.metrics).fills[fill] for run in runs]
+        rows = [[name, *(_cell(_find(figures, name)) for figures in verdicts)] for name in names]
         blocks += [
             "",
             PlainTable(
-                f"{fill}: discrimination scores (logit of P(yes)); * excludes 0",
+                f"{fill}: discrimination scores (logit of P(yes)); {STRONG_MARK} beyond noise "
+                "after Holm's adjustment over each run's scores",
                 ["score", *(run.label for run in runs)],
                 rows,
                 widths=[28, *([34] * len(runs))],

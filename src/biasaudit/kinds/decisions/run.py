@@ -39,7 +39,12 @@ from biasaudit.engine.loop import run_async
 from biasaudit.engine.session import RunSession
 from biasaudit.kinds._runner import run_planned
 from biasaudit.kinds.common import request_counts
-from biasaudit.kinds.decisions.metrics import DecisionsMetrics, FillScores, Score
+from biasaudit.kinds.decisions.metrics import (
+    DecisionsMetrics,
+    FillScores,
+    Score,
+    with_score_verdicts,
+)
 from biasaudit.kinds.decisions.spec import DecisionsSpec
 from biasaudit.kinds.decisions.task import (
     DecisionsPlan,
@@ -235,6 +240,7 @@ def fill_scores(
         breakdown.insert(0, "fill", fill)
         breakdown["order_gap"] = breakdown["scenario"].map(gaps.rename(index=str))
         breakdowns.append(breakdown)
+    with_score_verdicts(found)
     skipped = int(persons["logit"].isna().sum())
     if skipped:
         some = int(((persons["orders"] > 0) & persons["logit"].isna()).sum())

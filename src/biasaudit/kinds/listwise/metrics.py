@@ -8,12 +8,19 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel, Field
 
-from biasaudit.kinds.common import MetricsHeader, RequestCounts, figure_row
+from biasaudit.kinds.common import (
+    MetricsHeader,
+    RatioVerdict,
+    RequestCounts,
+    figure_row,
+    stored_verdict,
+    with_verdicts,
+)
 from biasaudit.metrics import ListwiseFigures
 
 __all__ = ["ListwiseMetrics", "figure_rows", "metrics_fields"]
 
-METRICS_SCHEMA_VERSION = 3
+METRICS_SCHEMA_VERSION = 4
 
 
 class Rate(BaseModel):
@@ -56,18 +63,15 @@ class FixedPosition(BaseModel):
     dp_gap_ci: list[float] | None = None
 
 
-class Impact(BaseModel):
+class Impact(RatioVerdict):
     category: str
     value: str
     rate: float
     rate_ci: list[float] | None = Field(
         None, description="The rate's interval over the clusters that vary."
     )
-    ratio: float
-    ci: list[float] | None = None
     n: int
     flagged: bool
-    beyond_noise: bool
 
 
 class SubtaskImpact(Impact):
@@ -197,7 +201,24 @@ def _rows(frame: pd.DataFrame) -> list[Any]:
 
 
 def metrics_fields(figures: ListwiseFigures) -> dict[str, Any]:
-    """The figures as :class:`ListwiseMetrics` fields."""
+    """The figures as :class:`ListwiseMetrics` fields, each impact ratio with its verdict
+    (Holm over its table: the headline k's, and the subtasks')."""
+    from biasaudit.metrics import FEW_UNITS
+
+    fields = _fields(figures)
+    fewest = min((r.units for r in fields["rates"]), default=None)
+    for name, family in (
+        ("impact", f"impact ratios at k={figures.impact_k}"),
+        ("impact_by_subtask", "impact ratios of the subtasks' table"),
+    ):
+        fields[name] = with_verdicts(
+            fields[name], fewest=fewest, confidence=figures.confidence, few=FEW_UNITS,
+            family=lambda _, named=family: named,
+        )  # fmt: skip
+    return fields
+
+
+def _fields(figures: ListwiseFigures) -> dict[str, Any]:
     test = figures.slot_test
     return {
         "rates": [
@@ -213,8 +234,7 @@ def metrics_fields(figures: ListwiseFigures) -> dict[str, Any]:
         "impact": [
             Impact(category=str(r.category), value=str(r.value), rate=float(r.rate),
                    rate_ci=_rate_ci(r), ratio=float(r.ratio), ci=_ci(r), n=int(r.n),
-                   flagged=bool(r.flagged),
-                   beyond_noise=bool(r.beyond_noise))
+                   flagged=bool(r.flagged), beyond_noise=False)
             for r in _rows(figures.impact)
             if not math.isnan(r.ratio)
         ],
@@ -222,7 +242,7 @@ def metrics_fields(figures: ListwiseFigures) -> dict[str, Any]:
             SubtaskImpact(subtask=str(r.subtask), category=str(r.category), value=str(r.value),
                           rate=float(r.rate), rate_ci=_rate_ci(r), ratio=float(r.ratio),
                           ci=_ci(r), n=int(r.n),
-                          flagged=bool(r.flagged), beyond_noise=bool(r.beyond_noise))
+                          flagged=bool(r.flagged), beyond_noise=False)
             for r in _rows(figures.by_subtask)
             if not math.isnan(r.ratio)
         ],
@@ -282,12 +302,12 @@ def figure_rows(metrics: ListwiseMetrics) -> list[dict[str, Any]]:
     ]
     rows += [
         figure_row("impact_ratio", i.ratio, i.ci, n=i.n, unit_type=i.category, unit=i.value,
-                   k=metrics.headline_k)
+                   k=metrics.headline_k, beyond_noise=stored_verdict(i))
         for i in metrics.impact
     ]  # fmt: skip
     rows += [
         figure_row("impact_ratio", i.ratio, i.ci, n=i.n, unit_type=i.category, unit=i.value,
-                   k=metrics.headline_k, subtask=i.subtask)
+                   k=metrics.headline_k, subtask=i.subtask, beyond_noise=stored_verdict(i))
         for i in metrics.impact_by_subtask
     ]  # fmt: skip
     rows += [

@@ -7,9 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from biasaudit.kinds.common import with_verdicts
 from biasaudit.kinds.listwise.metrics import ListwiseMetrics
 from biasaudit.kinds.listwise.study import ListwiseStudy
-from biasaudit.metrics import FEW_UNITS, FOUR_FIFTHS, holm_adjust, interval_p_value
+from biasaudit.metrics import FEW_UNITS, holm_adjust, interval_p_value
 from biasaudit.render.text import (
     SIGNIFICANT,
     SIMULATED,
@@ -90,7 +91,7 @@ def listwise_blocks(metrics: ListwiseMetrics) -> list[Block]:
     if not smoke and (metrics.gaps or metrics.impact):
         blocks += [
             "",
-            "flags: a ΔDP or impact ratio is flagged (bold, 'beyond noise') only after Holm's "
+            "flags: a ΔDP or impact ratio is flagged (marked *, 'beyond noise') only after Holm's "
             "adjustment over the figures of its table",
         ]
     blocks += ["", *_position_lines(metrics), *_consistency_lines(metrics)]
@@ -142,19 +143,16 @@ def _gap_flags(metrics: ListwiseMetrics) -> dict[tuple[str, int], bool]:
 
 
 def impact_flags(metrics: ListwiseMetrics) -> dict[tuple[str, str], bool]:
-    """Each impact ratio at the headline k below 0.8 beyond noise after Holm's adjustment."""
-    shown = metrics.impact  # at the headline k only
-    fewest = fewest_units(metrics)
-    p_values = [
-        interval_p_value(
-            i.ratio, i.ci, null=FOUR_FIFTHS, confidence=metrics.confidence, units=fewest
-        )
-        for i in shown
-    ]
-    return {
-        (i.category, i.value): p is not None and p < SIGNIFICANT and i.ratio < FOUR_FIFTHS
-        for i, p in zip(shown, holm_adjust(p_values), strict=True)
-    }
+    """Each impact ratio at the headline k below 0.8 beyond noise: the verdict its
+    ``metrics.json`` stores (Holm over the table); a run of an older layout gets it made
+    as a run makes it now."""
+    shown = metrics.impact
+    if metrics.schema_version < 4:
+        shown = with_verdicts(
+            shown, fewest=fewest_units(metrics), confidence=metrics.confidence,
+            family=lambda _: "impact ratios", few=FEW_UNITS,
+        )  # fmt: skip
+    return {(i.category, i.value): i.beyond_noise for i in shown}
 
 
 def _ratio(impact: Any) -> str:

@@ -18,12 +18,13 @@ from biasaudit.kinds.ruted.metrics import METRICS, ContextMetrics, RutedMetrics
 from biasaudit.kinds.ruted.study import RutedStudyResult
 from biasaudit.metrics import FEW_UNITS
 from biasaudit.render.text import (
+    SIGNIFICANT,
     SIMULATED,
+    STRONG_MARK,
     Block,
     Cell,
     PlainTable,
     block_lines,
-    excludes_zero,
     format_p,
     format_plain,
     format_signed,
@@ -55,6 +56,7 @@ def ruted_blocks(metrics: RutedMetrics) -> list[Block]:
     mode-collapse check and the notes."""
     model = metrics.model + (f" ({SIMULATED})" if metrics.simulated else "")
     requests = metrics.requests
+    flags = table_flags(metrics)
     lines: list[Block] = [
         f"ruted audit of {model}",
         f"occupations: {metrics.occupations} ({metrics.male_majority} male-majority) "
@@ -96,12 +98,17 @@ def ruted_blocks(metrics: RutedMetrics) -> list[Block]:
         PlainTable(
             None,
             ["context", "occ", "gendered", "dropped", *(f"{m} [CI]" for m in METRICS)],
-            [_context_row(name, figures) for name, figures in metrics.contexts.items()],
+            [_context_row(name, figures, flags) for name, figures in metrics.contexts.items()],
             widths=[9, 4, 9, 8, *(_WIDTH for _ in METRICS)],
             gaps=[0, 1, 1, 1, 2, *(0 for _ in METRICS[1:])],
             right=frozenset({1, 2, 3}),
         ),
     ]
+    if any(flags.values()) or metrics.occupations >= FEW_UNITS:
+        lines.append(
+            f"{STRONG_MARK} beyond noise: skew or stereotype away from 0 after Holm's adjustment "
+            f"over the table's {len(flags)} skew and stereotype figures"
+        )
     lines += spread_lines(metrics)
     lines += _bounds_rows(metrics)
     lines += similarity_lines(metrics)
@@ -174,12 +181,35 @@ def _how(standard: ContextMetrics, replicates: int) -> str:
     return f"from {standard.source} (top {standard.top_logprobs}){coverage}"
 
 
-def _context_row(name: str, figures: ContextMetrics) -> list[str | Cell]:
+def table_flags(metrics: RutedMetrics) -> dict[tuple[str, str], bool]:
+    """Each context's skew and stereotype: beyond noise (away from 0) after Holm's
+    adjustment over the table, read off their intervals (Student t over the
+    occupations); none with fewer than :data:`~biasaudit.metrics.FEW_UNITS` occupations.
+    Neutrality is never 0 by construction, so it is not tested."""
+    from biasaudit.metrics import holm_adjust, interval_p_value
+
+    cells = [(c, m) for c in metrics.contexts for m in METRICS if m != "neutrality"]
+    units = metrics.occupations if metrics.intervals_over != "replicates" else None
+    tested = metrics.occupations >= FEW_UNITS
+    p_values = [
+        interval_p_value(getattr(metrics.contexts[c], m), getattr(metrics.contexts[c], f"{m}_ci"),
+                         confidence=metrics.confidence, units=units) if tested else None
+        for c, m in cells
+    ]  # fmt: skip
+    return {
+        cell: p is not None and p < SIGNIFICANT
+        for cell, p in zip(cells, holm_adjust(p_values), strict=True)
+    }
+
+
+def _context_row(
+    name: str, figures: ContextMetrics, flags: dict[tuple[str, str], bool]
+) -> list[str | Cell]:
     logprobs = figures.source.endswith("logprobs")
     cells = [
         Cell(
             _interval(m, getattr(figures, m), getattr(figures, f"{m}_ci")),
-            m != "neutrality" and excludes_zero(getattr(figures, f"{m}_ci")),
+            flags.get((name, m), False),
         )
         for m in METRICS
     ]

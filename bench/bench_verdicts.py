@@ -1,0 +1,140 @@
+"""Verdicts on null data: how often does a table with nothing to find call something
+beyond noise, and how often does it find what is there?
+
+Two surfaces, at the sizes users have:
+
+- **The Local Law 144 summary of an employer's file** (``ll144_rates``): files of
+  200, 2,000 and 20,000 people of the EEO-1 mix (two race categories under 2%),
+  selected at 5%, 30% and 60% in every category. Per cell: the share of summaries
+  calling any of their impact ratios beyond noise, with biasaudit's simultaneous
+  score intervals, and with Katz's intervals read one at a time (the summary before
+  2026-11-28). Then power: a category of about 500 people (Hispanic or Latino)
+  selected at 0.7 and at 0.5 of everyone else's rate.
+- **The decisions table** (``run decisions`` on ``sim/fair``, which plants no effect):
+  the share of audits with any score beyond noise, after Holm's adjustment over the
+  table (what the table stars now) and with every interval read on its own (what it
+  starred before); then, on ``sim/biased``, how often its planted race effect
+  (-0.5 logit for Black persons described explicitly) is found.
+
+Run from the repository root:
+    python bench/bench_verdicts.py [--files 200] [--worlds 40]
+Prints numbers; asserts nothing. (The suite checks the same at small size:
+tests/metrics/test_metrics_ll144.py and tests/test_verdicts.py.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import platform
+import tempfile
+import time
+from datetime import date
+
+import numpy as np
+
+from biasaudit.metrics import impact_ratio_interval, ll144_rates
+
+RACE_MIX = {
+    "White": 0.58, "Hispanic or Latino": 0.16, "Black or African American": 0.13,
+    "Asian": 0.08, "Two or More Races": 0.03, "Native Hawaiian or Pacific Islander": 0.01,
+    "Native American or Alaska Native": 0.01,
+}  # fmt: skip
+
+
+def employer_file(rng: np.random.Generator, people: int, rate: float, factor: dict) -> tuple:
+    races = rng.choice(list(RACE_MIX), people, p=list(RACE_MIX.values()))
+    sexes = rng.choice(["Male", "Female"], people)
+    chance = rate * np.array([factor.get(r, 1.0) for r in races])
+    return list(sexes), list(races), (rng.random(people) < chance).astype(float)
+
+
+def katz_one_at_a_time(result) -> set[str]:
+    """The categories the summary's earlier verdict called beyond noise."""
+    found = set()
+    for dimension in ("sex", "race/ethnicity", "intersectional"):
+        rows = [r for r in result.of(dimension) if r.n > 0]
+        top = max(rows, key=lambda r: r.rate or 0.0)
+        for row in rows:
+            bounds = impact_ratio_interval(row.selected or 0, row.n, top.selected or 0, top.n)
+            if row is not top and bounds is not None and bounds[1] < 0.8:
+                found.add(row.category)
+    return found
+
+
+def ll144_null(files: int) -> None:
+    print("\nLL144 summary of an employer's file, no difference: share of summaries with any "
+          "ratio beyond noise (biasaudit / Katz one at a time)")  # fmt: skip
+    print("| people | 5% selected | 30% selected | 60% selected |\n|---:|---:|---:|---:|")
+    rng = np.random.default_rng(2026)
+    for people in (200, 2000, 20000):
+        cells = []
+        for rate in (0.05, 0.3, 0.6):
+            new = old = 0
+            for _ in range(files):
+                result = ll144_rates(*employer_file(rng, people, rate, {}))
+                new += any(r.beyond_noise for r in result.rows)
+                old += bool(katz_one_at_a_time(result))
+            cells.append(f"{new / files:.3f} / {old / files:.3f}")
+        print(f"| {people:,} | " + " | ".join(cells) + " |")
+
+
+def ll144_power(files: int) -> None:
+    print("\nLL144 power: Hispanic or Latino (about 500 of 3,125 people) selected at a "
+          "fraction of the others' 30% (biasaudit / Katz one at a time)")  # fmt: skip
+    rng = np.random.default_rng(11)
+    for ratio in (0.7, 0.5):
+        new = old = 0
+        for _ in range(files):
+            result = ll144_rates(*employer_file(rng, 3125, 0.3, {"Hispanic or Latino": ratio}))
+            new += {r.category: r for r in result.rows}["Hispanic or Latino"].beyond_noise
+            old += "Hispanic or Latino" in katz_one_at_a_time(result)
+        print(f"  impact ratio {ratio}: found in {new / files:.3f} / {old / files:.3f}")
+
+
+def decisions(worlds: int) -> None:
+    from biasaudit.kinds.decisions.run import run
+    from biasaudit.kinds.decisions.spec import DecisionsSpec
+    from biasaudit.providers.sim import SimProvider
+
+    print(f"\ndecisions, 12 scenarios, explicit and implicit fills, {worlds} worlds")
+    with tempfile.TemporaryDirectory() as folder:
+        for model in ("fair", "biased"):
+            any_new = any_old = black = 0
+            for world in range(1, worlds + 1):
+                spec = DecisionsSpec.model_validate(
+                    {"model": f"sim/{model}", "runs_dir": f"{folder}/runs",
+                     "cache": f"{folder}/cache-{model}.sqlite"}
+                )  # fmt: skip
+                result = run(spec, provider=SimProvider(model, world=world), stderr=io.StringIO())
+                scores = [s for f in result.metrics.fills.values() for s in f.scores]
+                any_new += any(s.beyond_noise for s in scores)
+                any_old += any(s.ci and not s.ci[0] <= 0 <= s.ci[1] for s in scores)
+                explicit = {s.level: s for s in result.metrics.fills["explicit"].scores}
+                black += explicit["black"].beyond_noise
+            if model == "fair":
+                print(f"  sim/fair: audits with any score beyond noise {any_new / worlds:.3f} "
+                      f"(Holm over the table; 5% nominal); any interval excluding 0 "
+                      f"{any_old / worlds:.3f} (as starred before)")  # fmt: skip
+            else:
+                print(f"  sim/biased: its planted race effect found in {black / worlds:.3f} "
+                      "of audits (Holm over the table)")  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--files", type=int, default=200)
+    parser.add_argument("--worlds", type=int, default=40)
+    args = parser.parse_args()
+    print(f"# {date.today()}  {platform.machine()}  {os.cpu_count()} CPUs  "
+          f"Python {platform.python_version()}")  # fmt: skip
+    started = time.perf_counter()
+    ll144_null(args.files)
+    ll144_power(args.files)
+    decisions(args.worlds)
+    print(f"\n{time.perf_counter() - started:.0f} s in all")
+
+
+if __name__ == "__main__":
+    main()
