@@ -10,6 +10,9 @@ Two surfaces, at the sizes users have:
   score intervals, and with Katz's intervals read one at a time (the summary before
   2026-11-28). Then power: a category of about 500 people (Hispanic or Latino)
   selected at 0.7 and at 0.5 of everyone else's rate.
+- **The allocation tables** (``run resume-screening`` on ``sim/fair``, names with
+  effects of their own, in fresh worlds): the share of runs whose RABBI, ΔDP, ΔEO
+  or impact-ratio table flags anything, each table adjusted on its own (Holm).
 - **The decisions table** (``run decisions`` on ``sim/fair``, which plants no effect):
   the share of audits with any score beyond noise, after Holm's adjustment over the
   table (what the table stars now) and with every interval read on its own (what it
@@ -122,10 +125,44 @@ def decisions(worlds: int) -> None:
                       "of audits (Holm over the table)")  # fmt: skip
 
 
+def allocation(worlds: int, names: int) -> None:
+    """sim/fair in fresh worlds (names with effects of their own, sd 0.5): the share of
+    runs whose table flags anything, table by table, as the run prints it."""
+    from biasaudit.kinds.allocation.report import findings
+    from biasaudit.kinds.allocation.run import run
+    from biasaudit.providers.sim import SimProvider
+    from biasaudit.spec import parse_spec
+
+    print(f"\nallocation, resume screening, {names} names per group, one job, {worlds} worlds "
+          "of sim/fair (names sd 0.5): share of runs whose table flags anything")  # fmt: skip
+    tables = {"RABBI": 0, "ΔDP": 0, "ΔEO": 0, "impact ratios": 0, "any": 0}
+    with tempfile.TemporaryDirectory() as folder:
+        for world in range(1, worlds + 1):
+            spec = parse_spec({
+                "task": "resume-screening", "model": "sim/fair", "jobs": ["software-engineer"],
+                "names_per_group": names, "seed": world, "runs_dir": f"{folder}/runs",
+                "cache": f"{folder}/cache.sqlite",
+            })  # fmt: skip
+            provider = SimProvider("fair", name_sd=0.5, world=world)
+            found = findings(run(spec, provider=provider, stderr=io.StringIO()).metrics)
+            flags = {
+                "RABBI": any(found.rabbi.values()),
+                "ΔDP": any(v for (kind, _, _), v in found.gaps.items() if kind == "dp_gap"),
+                "ΔEO": any(v for (kind, _, _), v in found.gaps.items() if kind == "eo_gap"),
+                "impact ratios": any(found.impact.values()),
+            }
+            for table, flagged in flags.items():
+                tables[table] += flagged
+            tables["any"] += any(flags.values())
+    for table, count in tables.items():
+        print(f"  {table:>14}: {count / worlds:.3f} (5% nominal per table)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--files", type=int, default=200)
     parser.add_argument("--worlds", type=int, default=40)
+    parser.add_argument("--names", type=int, default=20, help="names per group (allocation)")
     args = parser.parse_args()
     print(f"# {date.today()}  {platform.machine()}  {os.cpu_count()} CPUs  "
           f"Python {platform.python_version()}")  # fmt: skip
@@ -133,6 +170,7 @@ def main() -> None:
     ll144_null(args.files)
     ll144_power(args.files)
     decisions(args.worlds)
+    allocation(args.worlds, args.names)
     print(f"\n{time.perf_counter() - started:.0f} s in all")
 
 

@@ -27,6 +27,7 @@ from typing import Any, Literal
 import pandas as pd
 
 from biasaudit.errors import UsageError
+from biasaudit.kinds.common import FIGURE_COLUMNS as KIND_FIGURE_COLUMNS
 from biasaudit.store.tables import read_csv, write_csv
 from biasaudit.textfiles import a_run
 
@@ -41,10 +42,9 @@ __all__ = [
 
 RUN_COLUMNS = ("run", "kind", "task", "model", "simulated", "path")
 """The columns that name each row's run."""
-FIGURE_COLUMNS = (
-    *RUN_COLUMNS, "subtask", "unit_type", "unit", "figure", "k", "estimate", "low", "high", "n"
-)  # fmt: skip
-"""``load_runs``' columns (see :data:`biasaudit.kinds.common.FIGURE_COLUMNS`)."""
+FIGURE_COLUMNS = (*RUN_COLUMNS, *KIND_FIGURE_COLUMNS)
+"""``load_runs``' columns: the run's, then a figure's as every kind writes it
+(:data:`biasaudit.kinds.common.FIGURE_COLUMNS`, its verdict ``beyond_noise`` last)."""
 
 Paths = str | Path | Iterable[str | Path]
 What = Literal["figures", "scores", "responses"]

@@ -254,9 +254,7 @@ def test_the_intervals_hold_together_where_the_reference_is_chosen_from_the_data
     rng = np.random.default_rng(7)
     held = 0
     for _ in range(60):
-        sexes, races, selected = _employer_file(
-            rng, 2000, 0.3, {"Black or African American": 0.6}
-        )
+        sexes, races, selected = _employer_file(rng, 2000, 0.3, {"Black or African American": 0.6})
         result = ll144_rates(sexes, races, selected)
         truth = {r: (0.6 if r == "Black or African American" else 1.0) for r in _RACE_MIX}
         rows = {row.category: row for row in result.of("race/ethnicity")}
@@ -271,16 +269,16 @@ def test_the_intervals_hold_together_where_the_reference_is_chosen_from_the_data
     assert held >= 54
 
 
-def test_a_ratio_of_one_half_in_a_category_of_500_is_found() -> None:
+def test_a_ratio_of_seven_tenths_in_a_category_of_500_is_found() -> None:
     """Power, so that the calibration is not bought by never flagging: a category of
-    about 500 (Hispanic or Latino, 16% of 3,000) selected at half the rate of the
-    others is called beyond noise in most files."""
+    about 500 (Hispanic or Latino, 16% of 3,125) selected at 0.7 of the others' rate is
+    called beyond noise in most files (80% at full size, bench/bench_verdicts.py)."""
     rng = np.random.default_rng(3)
     found = 0
     for _ in range(30):
-        result = ll144_rates(*_employer_file(rng, 3000, 0.3, {"Hispanic or Latino": 0.5}))
+        result = ll144_rates(*_employer_file(rng, 3125, 0.3, {"Hispanic or Latino": 0.7}))
         found += {r.category: r for r in result.rows}["Hispanic or Latino"].beyond_noise
-    assert found >= 24
+    assert found >= 18
 
 
 def test_a_tiny_reference_of_two_out_of_two_calls_nothing_beyond_noise() -> None:
@@ -291,7 +289,7 @@ def test_a_tiny_reference_of_two_out_of_two_calls_nothing_beyond_noise() -> None
     keep = [i for i, r in enumerate(races) if r != "Native American or Alaska Native"]
     sexes = [sexes[i] for i in keep] + ["Male", "Male"]
     races = [races[i] for i in keep] + ["Native American or Alaska Native"] * 2
-    outcome = list(selected[keep]) + [1.0, 1.0]
+    outcome = [*list(selected[keep]), 1.0, 1.0]
     result = ll144_rates(sexes, races, outcome)
     inter = result.of("intersectional")
     top = next(r for r in inter if r.reference)

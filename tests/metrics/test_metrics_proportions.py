@@ -1,6 +1,6 @@
 """Ratios of two proportions: Koopman's score interval against statsmodels and against
 the score test inverted on a grid, and the critical value that makes many pairs hold
-together against Tukey's studentized range."""
+together against Tukey's studentized range and a brute-force permutation loop."""
 
 from __future__ import annotations
 
@@ -72,19 +72,45 @@ def test_zero_counts_leave_the_interval_open() -> None:
 
 
 @pytest.mark.parametrize("groups", [2, 3, 7, 14])
-def test_the_critical_value_of_disjoint_equal_categories_is_tukeys(groups: int) -> None:
-    """For k disjoint categories of equal size, max |T| over their pairs is the
-    studentized range over sqrt(2) (Tukey): scipy's quantile, within the simulation's
-    error."""
-    members = np.zeros((50 * groups, groups), dtype=bool)
+def test_the_critical_value_of_large_disjoint_equal_categories_is_tukeys(groups: int) -> None:
+    """For k disjoint categories of equal size, many people each, the largest pairwise
+    statistic's root is the studentized range over sqrt(2) (Tukey): scipy's quantile,
+    within the permutations' error."""
+    members = np.zeros((1000 * groups, groups), dtype=bool)
     for j in range(groups):
-        members[50 * j : 50 * (j + 1), j] = True
-    found = pairwise_critical_value(members, [list(range(groups))])
+        members[1000 * j : 1000 * (j + 1), j] = True
+    outcome = np.random.default_rng(groups).random(1000 * groups) < 0.3
+    found = pairwise_critical_value(members, [list(range(groups))], outcome)
     if groups == 2:
         assert found == pytest.approx(stats.norm.ppf(0.975))
     else:
         tukey = stats.studentized_range.ppf(0.95, groups, 100_000) / math.sqrt(2)
-        assert found == pytest.approx(tukey, abs=0.03)
+        assert found == pytest.approx(tukey, abs=0.06)
+
+
+def test_the_critical_value_is_the_permutation_quantile_of_the_largest_statistic() -> None:
+    """Against a brute-force loop: shuffle the outcomes, take every pair's Pearson
+    statistic of the 2 x 2 table (scipy, no continuity correction), keep the largest."""
+    rng = np.random.default_rng(4)
+    members = np.column_stack([rng.random(120) < 0.5 for _ in range(4)])
+    outcome = rng.random(120) < 0.2
+    families = [[0, 1, 2], [3, 0]]
+    found = pairwise_critical_value(members, families, outcome, permutations=4000)
+    largest = []
+    for _ in range(1500):
+        dealt = rng.permutation(outcome)
+        statistics = []
+        for family in families:
+            for i, a in enumerate(family):
+                for b in family[i + 1 :]:
+                    table = [[dealt[members[:, c]].sum(), (~dealt[members[:, c]]).sum()]
+                             for c in (a, b)]  # fmt: skip
+                    if min(sum(row[0] for row in table), sum(row[1] for row in table)) == 0:
+                        statistics.append(0.0)
+                        continue
+                    statistics.append(stats.chi2_contingency(table, correction=False)[0])
+        largest.append(max(statistics))
+    assert found == pytest.approx(math.sqrt(np.quantile(largest, 0.95)), abs=0.12)
 
 
 def test_overlapping_families_need_more_than_either_alone_and_less_than_bonferroni() -> None:
@@ -94,7 +120,8 @@ def test_overlapping_families_need_more_than_either_alone_and_less_than_bonferro
     columns = [sex == 0, sex == 1, *(race == r for r in range(4))]
     members = np.column_stack(columns)
     sexes, races = [0, 1], [2, 3, 4, 5]
-    alone = pairwise_critical_value(members, [races])
-    both = pairwise_critical_value(members, [sexes, races])
+    outcome = rng.random(1000) < 0.3
+    alone = pairwise_critical_value(members, [races], outcome, permutations=20_000)
+    both = pairwise_critical_value(members, [sexes, races], outcome, permutations=20_000)
     bonferroni = stats.norm.isf(0.05 / 2 / 7)
-    assert alone < both < bonferroni
+    assert alone < both < bonferroni + 0.05  # the permutations' own error

@@ -67,9 +67,9 @@ class RatioVerdict(BaseModel):
     ratio: float = Field(description="The rate over the most selected value's rate.")
     ci: list[float] | None = Field(None, description="The ratio's interval.")
     beyond_noise: bool = Field(
-        description="The verdict every surface shows: below 0.8 beyond noise after Holm's "
-        "adjustment over ``family`` (before schema version 4: the whole interval below 0.8, "
-        "unadjusted)."
+        description="The verdict every surface shows: below 0.8 beyond noise (the test of 0.8 "
+        "read off the interval) after Holm's adjustment over ``family`` (before schema version "
+        "4: the whole interval below 0.8, unadjusted)."
     )
     p_adjusted: float | None = Field(
         None,

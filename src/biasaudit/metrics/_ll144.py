@@ -32,14 +32,17 @@ finding. So the ratio is read as what it estimates, ``p_c / max_j p_j``, which i
 ``min_j p_c / p_j``: with Koopman's score interval ``[L_cj, U_cj]`` of every ratio
 of two categories of a dimension (:func:`~biasaudit.metrics.ratio_score_interval`),
 all at the critical value that makes every pair of every dimension hold together
-(:func:`~biasaudit.metrics.pairwise_critical_value`), the impact ratio lies in
+when no category differs (:func:`~biasaudit.metrics.pairwise_critical_value`, a
+permutation null of the whole summary), the impact ratio lies in
 ``[min(1, min_j L_cj), min(1, min_j U_cj)]`` for every category at once, whichever
 category truly has the highest rate. The reference gets an interval too: the rate
 it is taken to have may not be the highest. The **four-fifths flag** is the EEOC's
 rule of thumb (29 CFR 1607.4(D)): an impact ratio under 0.8; it is **beyond noise**
-when the whole interval lies under 0.8, so that a summary of data with no
-difference at all calls anything beyond noise in at most 1 - ``confidence`` of
-summaries (``bench/bench_verdicts.py`` measures it).
+where, besides, its interval stops short of 1: the category's rate is below the
+highest beyond noise, a difference "significant in both statistical and practical
+terms" (ibid.). A summary of data with no difference at all then calls anything
+beyond noise in at most 1 - ``confidence`` of summaries (``bench/bench_verdicts.py``
+measures it).
 
 For scores, the median is that of every individual assessed (unknown categories
 included: the "full sample"), held fixed in the intervals; an individual exactly at
@@ -95,6 +98,12 @@ SMALL_SHARE = 0.02
 """A category under this share of the data may be left out of the impact ratios
 (§5-301(d))."""
 DIMENSIONS = ("sex", "race/ethnicity", "intersectional")
+_VERDICTS = (
+    "beyond noise: an impact ratio under 0.8 whose interval stops short of 1, so that its "
+    "rate is below the highest beyond noise: significant in both practical and statistical "
+    "terms (29 CFR 1607.4(D)); the intervals hold together, so a summary of {what} with no "
+    "difference calls anything beyond noise in at most {level} of summaries"
+)
 
 
 def race_label(race: str) -> str:
@@ -223,7 +232,7 @@ def ll144_rates(
     for found in counted.values():
         families.append([column + i for i, c in enumerate(found) if c.compared])
         column += len(found)
-    z = pairwise_critical_value(np.column_stack(masks), families, confidence=confidence)
+    z = pairwise_critical_value(np.column_stack(masks), families, chosen, confidence=confidence)
     rows: list[CategoryRate] = []
     for dimension, found in counted.items():
         rows += _dimension_rows(dimension, found, z, values.size, confidence)
@@ -233,10 +242,9 @@ def ll144_rates(
         intervals=f"Wilson score intervals for the rates; for the impact ratios, Koopman "
         f"score intervals of every pair of categories of a dimension ({pairs} pairs), all "
         f"at the critical value {z:.2f} that makes them hold together at "
-        f"{confidence:.0%}, each ratio's interval the range they leave it",
-        verdicts=f"beyond noise: the impact ratio's whole interval lies under 0.8; the "
-        f"intervals hold together, so a summary of data with no difference calls "
-        f"anything beyond noise in at most {1 - confidence:.0%} of summaries",
+        f"{confidence:.0%} (a permutation null of the whole summary), each ratio's "
+        "interval the range they leave it",
+        verdicts=_VERDICTS.format(what="data", level=f"{1 - confidence:.0%}"),
     )  # fmt: skip
 
 
@@ -309,11 +317,18 @@ def _dimension_rows(
             if others:
                 ratio_low = min(1.0, *(bounds[0] for bounds in others))
                 ratio_high = min(1.0, *(bounds[1] for bounds in others))
-        beyond = ratio_high is not None and ratio_high < FOUR_FIFTHS
+        beyond = _beyond_noise(ratio, ratio_high)
         row = (c.category, c.n, c.selected, rate, low, high, ratio, ratio_low, ratio_high)
         share = c.n / assessed
         rows.append(CategoryRate(dimension, *row, share, reference, c.small, beyond))
     return rows
+
+
+def _beyond_noise(ratio: float | None, high: float | None) -> bool:
+    """Under four fifths, and below the highest rate beyond noise (the interval, which
+    holds for the whole summary, stops short of 1): significant in both practical and
+    statistical terms (29 CFR 1607.4(D))."""
+    return ratio is not None and high is not None and ratio < FOUR_FIFTHS and high < 1.0
 
 
 def ll144_unit_rates(
@@ -339,7 +354,7 @@ def ll144_unit_rates(
     category's groups), a ratio's the same on the log scale (a replicate scoring none
     of a category counts as half a candidate), capped at 1, at the Bonferroni level
     ``1 - (1 - confidence) / m`` over the summary's m impact ratios, so that they hold
-    together and "beyond noise" (the whole interval under 0.8) is calibrated for the
+    together and "beyond noise" (under 0.8, the interval short of 1) is calibrated for the
     summary. Each replicate's reference is its own highest rate. The median is the
     sample's, held fixed, as in :func:`ll144_rates`.
     """
@@ -394,7 +409,7 @@ def ll144_unit_rates(
                     math.exp(centre - spread),
                     min(1.0, math.exp(centre + spread)),
                 )
-            beyond = ratio_high is not None and ratio_high < FOUR_FIFTHS
+            beyond = _beyond_noise(row.ratio, ratio_high)
             rows.append(replace(row, low=low, high=high, ratio_low=ratio_low,
                                 ratio_high=ratio_high, beyond_noise=beyond))  # fmt: skip
     return replace(
@@ -405,9 +420,7 @@ def ll144_unit_rates(
         f"impact ratios' at {joint:.2%} each (Bonferroni over the summary's {family} "
         "ratios, so that they hold together), each resample's reference its own highest "
         "rate",
-        verdicts=f"beyond noise: the impact ratio's whole interval lies under 0.8; the "
-        f"intervals hold together, so a summary of an audit with no difference calls "
-        f"anything beyond noise in at most {1 - confidence:.0%} of summaries",
+        verdicts=_VERDICTS.format(what="an audit", level=f"{1 - confidence:.0%}"),
     )
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 __all__ = [
+    "IMPACT_VERDICT",
     "SIGNIFICANT",
     "SIMULATED",
     "STRONG_MARK",
@@ -36,6 +37,11 @@ __all__ = [
 SIMULATED = "SIMULATED model, for demos and tests; not a real model"
 SIGNIFICANT = 0.05
 """A p-value below this makes a figure's cell strong."""
+
+IMPACT_VERDICT = (
+    "'beyond noise' means its interval lies below 0.8 after Holm's adjustment over the table"
+)
+"""What an impact ratio's verdict means, wherever a caption says it."""
 
 TOO_FEW_TO_SAY = "too few units to say"
 """What a table shows in place of a flag where fewer than 8 units stand behind a group."""

@@ -53,7 +53,7 @@ from biasaudit.render.panels import (
     metric_name,
     tests_by_key,
 )
-from biasaudit.render.text import STRONG_MARK
+from biasaudit.render.text import IMPACT_VERDICT, STRONG_MARK
 from biasaudit.store.runs import Manifest
 from biasaudit.store.tables import read_run_table
 
@@ -175,8 +175,8 @@ def _impact_section(metrics: AllocationMetrics) -> Section | None:
     caption = (
         "Each category's selection rate over the most selected category's, at the headline k "
         f"(k={metrics.headline_k}); the four-fifths rule (29 CFR 1607.4(D)) flags a ratio below "
-        "0.8, and 'beyond noise' means its interval lies below 0.8 after Holm's adjustment over "
-        "the table. n counts candidates, not pool appearances as the ΔDP table does."
+        f"0.8, and {IMPACT_VERDICT}. "
+        "n counts candidates, not pool appearances as the ΔDP table does."
     )
     if found.smoke_test:
         caption += f" Too few {found.unit} stand behind some group to flag any ratio."

@@ -186,6 +186,14 @@ def _multiplicity_lines(metrics: AllocationMetrics, found: Findings) -> list[str
         "(marked *, 'beyond noise') only after Holm's adjustment over the",
         f"figures of its table ({tested}), so that a model with no bias shows a false flag in at "
         "most 5% of tables",
+        *(
+            [
+                "RABBI's flag reads its permutation p-value, the other figures' their intervals: "
+                "near the edge, a RABBI interval and its p can disagree, and the flag follows the p"
+            ]
+            if found.families["rabbi"]
+            else []
+        ),
     ]
     k = metrics.headline_k
     test = metrics.omnibus.get(str(k))

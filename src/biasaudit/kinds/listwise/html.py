@@ -34,7 +34,7 @@ from biasaudit.render.panels import (
     metric_name,
     tests_by_key,
 )
-from biasaudit.render.text import Block, PlainTable, impact_table
+from biasaudit.render.text import IMPACT_VERDICT, Block, PlainTable, impact_table
 from biasaudit.store.runs import Manifest
 
 if TYPE_CHECKING:
@@ -138,8 +138,8 @@ def _impact_section(metrics: ListwiseMetrics) -> Section | None:
     caption = (
         "Each category's selection rate over the most selected category's, at the headline k "
         f"(k={metrics.headline_k}); the four-fifths rule (29 CFR 1607.4(D)) flags a ratio below "
-        "0.8, and 'beyond noise' means its interval lies below 0.8 after Holm's adjustment over "
-        "the table. n counts a category's appearances in the answers read, as the "
+        f"0.8, and {IMPACT_VERDICT}. "
+        "n counts a category's appearances in the answers read, as the "
         "selection-rate table does. The summary Local Law 144 asks for: biasaudit ll144 RUN."
     )
     return Section(

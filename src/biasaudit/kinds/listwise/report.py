@@ -14,11 +14,11 @@ from biasaudit.metrics import FEW_UNITS, holm_adjust, interval_p_value
 from biasaudit.render.text import (
     SIGNIFICANT,
     SIMULATED,
+    STRONG_MARK,
     TOO_FEW_TO_SAY,
     Block,
     Cell,
     PlainTable,
-    excludes_zero,
     format_p,
     impact_table,
     smoke_test_lines,
@@ -155,6 +155,21 @@ def impact_flags(metrics: ListwiseMetrics) -> dict[tuple[str, str], bool]:
     return {(i.category, i.value): i.beyond_noise for i in shown}
 
 
+def _zero_flags(
+    metrics: ListwiseMetrics, figures: list[tuple[float | None, list[float] | None]], smoke: bool
+) -> list[bool]:
+    """Each figure of one table away from 0 beyond noise, after Holm's adjustment over the
+    table; none in a smoke test."""
+    if smoke:
+        return [False] * len(figures)
+    fewest = fewest_units(metrics)
+    p_values = [
+        interval_p_value(estimate, ci, confidence=metrics.confidence, units=fewest)
+        for estimate, ci in figures
+    ]
+    return [p is not None and p < SIGNIFICANT for p in holm_adjust(p_values)]
+
+
 def _ratio(impact: Any) -> str:
     """``B_M 0.44 [0.31, 0.60]``: an impact ratio with its interval."""
     ci = f" [{impact.ci[0]:.2f}, {impact.ci[1]:.2f}]" if impact.ci else ""
@@ -166,22 +181,24 @@ def _subtasks_table(metrics: ListwiseMetrics, smoke: bool) -> PlainTable:
     impact ratios fall below four-fifths, beyond noise or within it."""
     rows: list[list[str | Cell]] = []
     widest = 12
-    for test in metrics.subtask_tests:
+    adjusted = holm_adjust([t.omnibus_p for t in metrics.subtask_tests])
+    for test, p_adjusted in zip(metrics.subtask_tests, adjusted, strict=True):
         own = [i for i in metrics.impact_by_subtask if i.subtask == test.subtask]
         beyond = [] if smoke else [_ratio(i) for i in own if i.beyond_noise]
         within = [_ratio(i) for i in own if i.flagged and (smoke or not i.beyond_noise)]
         p = "-" if test.omnibus_p is None else format_p(test.omnibus_p)
         widest = max(widest, len(", ".join(beyond)))
         rows.append(
-            [test.subtask, str(test.answers), Cell(p, test.omnibus_p is not None
-                                                   and test.omnibus_p < SIGNIFICANT),
+            [test.subtask, str(test.answers), Cell(p, not smoke and p_adjusted is not None
+                                                   and p_adjusted < SIGNIFICANT),
              Cell(", ".join(beyond) or (TOO_FEW_TO_SAY if smoke else "none"), bool(beyond)),
              ", ".join(within) or "none"]
         )  # fmt: skip
     return PlainTable(
-        f"by subtask, each from its own answers: do the groups differ at k=1 (permutation p), "
-        f"and impact ratios at k={metrics.headline_k} below 0.8 [interval] (n: the subtask's "
-        "answers)",
+        f"by subtask, each from its own answers: do the groups differ at k=1 (permutation p, "
+        f"marked {STRONG_MARK} after Holm's adjustment over the subtasks), and impact ratios at "
+        f"k={metrics.headline_k} below 0.8 [interval], beyond noise after Holm's adjustment over "
+        "the table (n: the subtask's answers)",
         ["subtask", "answers", "p", "beyond noise", "within noise"],
         rows,
         widths=[max(8, *(len(t.subtask) for t in metrics.subtask_tests)), 7, 6, widest, 0],
@@ -239,9 +256,9 @@ def _gaps_table(metrics: ListwiseMetrics, smoke: bool) -> PlainTable:
 
 def _fixed_table(metrics: ListwiseMetrics, smoke: bool) -> PlainTable:
     rows: list[list[str | Cell]] = []
-    for f in metrics.fixed:
+    flags = _zero_flags(metrics, [(f.dp_gap, f.dp_gap_ci) for f in metrics.fixed], smoke)
+    for f, strong in zip(metrics.fixed, flags, strict=True):
         gap = "-" if f.dp_gap is None else _interval(f.dp_gap, f.dp_gap_ci, signed=True)
-        strong = not smoke and excludes_zero(f.dp_gap_ci)
         rows.append([f.group, _interval(f.rate, f.ci), Cell(gap, strong)])
     return PlainTable(
         "top-1 with the position held fixed: rates slot by slot, averaged over the slots "
@@ -255,12 +272,12 @@ def _fixed_table(metrics: ListwiseMetrics, smoke: bool) -> PlainTable:
 
 def _ranks_table(metrics: ListwiseMetrics, smoke: bool) -> PlainTable:
     rows: list[list[str | Cell]] = []
-    for r in metrics.ranks:
+    flags = _zero_flags(metrics, [(r.rabbi, r.rabbi_ci) for r in metrics.ranks], smoke)
+    for r, strong in zip(metrics.ranks, flags, strict=True):
         rabbi = "-" if r.rabbi is None else _interval(r.rabbi, r.rabbi_ci, signed=True)
         rows.append(
-            [r.group, str(r.n), _interval(r.mean_rank, r.mean_rank_ci),
-             Cell(rabbi, not smoke and excludes_zero(r.rabbi_ci))]
-        )  # fmt: skip
+            [r.group, str(r.n), _interval(r.mean_rank, r.mean_rank_ci), Cell(rabbi, strong)]
+        )
     return PlainTable(
         f"full rankings: mean rank (1 = best), and RABBI: P(above {metrics.reference_group} "
         "in the same answer) - P(below)",

@@ -1,0 +1,84 @@
+"""One verdict per figure: every surface of a run says the same "beyond noise" as the
+verdict its metrics.json stores (issue: a run printed "within noise" where its
+metrics.json and its Local Law 144 summary said "beyond noise")."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+from click.testing import CliRunner
+
+from biasaudit.cli import cli
+
+
+def _invoke(*args: str) -> str:
+    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def _run_dir(out: str) -> Path:
+    return Path(out.rstrip("\n").splitlines()[-1].removeprefix("run: "))
+
+
+def _marked_rows(text: str, pattern: str) -> set[tuple[str, str]]:
+    """(category, value) of the impact-table rows of ``text`` marked beyond noise."""
+    return {(m.group(1), m.group(2)) for m in re.finditer(pattern, text)}
+
+
+def test_an_allocation_run_says_the_same_on_every_surface(tmp_path: Path) -> None:
+    out = _invoke(
+        "run", "resume-screening", "--model", "sim/biased", "--jobs", "software-engineer",
+        "--names-per-group", "10", "--runs-dir", str(tmp_path / "runs"),
+    )  # fmt: skip
+    run_dir = _run_dir(out)
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    k = metrics["headline_k"]
+    stored = {(r["category"], r["value"]) for r in metrics["impact"]
+              if r["k"] == k and r["beyond_noise"]}  # fmt: skip
+    assert ("group", "B_M") in stored  # the planted bias, found
+    assert all(r["family"] and r["p_adjusted"] is not None for r in metrics["impact"])
+    row = r"^(race|sex|group)\s+(\S+)\s.*below 0\.8, beyond noise \*$"
+    assert _marked_rows(out, "(?m)" + row) == stored  # the terminal, piped
+    _invoke("report", str(run_dir), "--format", "both")
+    markdown = (run_dir / "report.md").read_text()
+    html = (run_dir / "report.html").read_text()
+    cell = r"\| (race|sex|group) \| (\S+) \|[^\n]*below 0\.8, beyond noise \* \|"
+    assert _marked_rows(markdown, cell) == stored
+    html_cell = r"<td>(race|sex|group)</td><td>([^<]+)</td>(?:(?!</tr>).)*beyond noise \*"
+    assert _marked_rows(html, html_cell) == stored
+    _invoke("export", str(run_dir), "-o", str(tmp_path / "figures.csv"))
+    figures = pd.read_csv(tmp_path / "figures.csv")
+    impact = figures[(figures["figure"] == "impact_ratio") & (figures["k"] == k)]
+    assert {(r.unit_type, r.unit) for r in impact.itertuples() if r.beyond_noise is True} == stored
+    _invoke("ll144", str(run_dir), "--out", str(tmp_path / "ll144"))
+    summary = pd.read_csv(tmp_path / "ll144" / "summary.csv")
+    assert int(summary["beyond_noise"].sum()) == len(stored)
+    text = (tmp_path / "ll144" / "summary.md").read_text()
+    assert "the run's own verdict" in text and "pool" in text and "tied" in text
+
+
+def test_a_decisions_run_says_the_same_on_every_surface(tmp_path: Path) -> None:
+    out = _invoke(
+        "run", "decisions", "--model", "sim/biased", "--scenario-limit", "6", "--fills",
+        "explicit", "--runs-dir", str(tmp_path / "runs"),
+    )  # fmt: skip
+    run_dir = _run_dir(out)
+    scores = json.loads((run_dir / "metrics.json").read_text())["fills"]["explicit"]["scores"]
+    stored = {s["level"] for s in scores if s["beyond_noise"]}
+    assert "black" in stored and "female" not in stored
+    assert all(s["family"] == f"the {len(scores)} discrimination scores of the run"
+               for s in scores)  # fmt: skip
+    starred = {
+        m.group(1).removeprefix("race: ").removeprefix("gender: ").replace("age (", "")
+        .removesuffix(")")
+        for m in re.finditer(r"(?m)^(\S.*?)\s{2,}\S.*\] \*$", out)
+    }  # fmt: skip
+    assert starred == stored
+    _invoke("export", str(run_dir), "-o", str(tmp_path / "figures.csv"))
+    figures = pd.read_csv(tmp_path / "figures.csv")
+    exported = figures[figures["figure"] == "discrimination"]
+    assert {r.unit for r in exported.itertuples() if r.beyond_noise is True} == stored
