@@ -136,6 +136,7 @@ def allocation(worlds: int, names: int) -> None:
     print(f"\nallocation, resume screening, {names} names per group, one job, {worlds} worlds "
           "of sim/fair (names sd 0.5): share of runs whose table flags anything")  # fmt: skip
     tables = {"RABBI": 0, "ΔDP": 0, "ΔEO": 0, "impact ratios": 0, "any": 0}
+    excluded: dict[tuple[str, int], list[bool]] = {}
     with tempfile.TemporaryDirectory() as folder:
         for world in range(1, worlds + 1):
             spec = parse_spec({
@@ -144,7 +145,13 @@ def allocation(worlds: int, names: int) -> None:
                 "cache": f"{folder}/cache.sqlite",
             })  # fmt: skip
             provider = SimProvider("fair", name_sd=0.5, world=world)
-            found = findings(run(spec, provider=provider, stderr=io.StringIO()).metrics)
+            metrics = run(spec, provider=provider, stderr=io.StringIO()).metrics
+            found = findings(metrics)
+            for figures in metrics.groups.values():
+                for gap in ("dp_gap", "eo_gap"):
+                    for k, ci in getattr(figures, f"{gap}_ci").items():
+                        if ci:
+                            excluded.setdefault((gap, int(k)), []).append(ci[0] > 0 or ci[1] < 0)
             flags = {
                 "RABBI": any(found.rabbi.values()),
                 "ΔDP": any(v for (kind, _, _), v in found.gaps.items() if kind == "dp_gap"),
@@ -156,6 +163,13 @@ def allocation(worlds: int, names: int) -> None:
             tables["any"] += any(flags.values())
     for table, count in tables.items():
         print(f"  {table:>14}: {count / worlds:.3f} (5% nominal per table)")
+    print("  each gap's own 95% interval excluding 0 (5% nominal), by k:")
+    for gap in ("dp_gap", "eo_gap"):
+        shares = [
+            f"k={k} {sum(v) / len(v):.3f}"
+            for (name, k), v in sorted(excluded.items()) if name == gap
+        ]  # fmt: skip
+        print(f"    {gap}: " + ", ".join(shares))
 
 
 def main() -> None:

@@ -144,6 +144,23 @@ def test_grade_score_and_ruted_runs_compare_their_headline_metrics(tmp_path: Pat
     assert "the runs audit different models" in " ".join(other.notes)
 
 
+def test_smoke_test_runs_say_so_and_no_tests_give_no_verdict(tmp_path: Path) -> None:
+    """Three names per group behind each run: compare says each is a smoke test; a
+    comparison that could test no figure gives no verdict, not "no change"."""
+    from dataclasses import replace
+
+    from biasaudit.reports.compare import NOT_TESTED
+
+    fields = {"task": "resume-screening", "jobs": ["retail-associate"], "names_per_group": 3,
+              "rounds": 100, "model": "sim/biased", "runs_dir": str(tmp_path)}  # fmt: skip
+    a = run_spec(parse_spec(fields), command=["t"]).run_dir
+    b = run_spec(parse_spec({**fields, "seed": 2}), command=["t"]).run_dir
+    found = compare_runs(a, b, allow_different_settings=True)
+    said = " ".join(found.notes)
+    assert "A is a smoke test (as few as 3 units" in said and "B is a smoke test" in said
+    assert replace(found, tests=[]).verdict == NOT_TESTED
+
+
 def test_runs_of_different_kinds_are_refused(tmp_path: Path) -> None:
     grade = run_spec(
         parse_spec({"task": "grade-score", "items": "demo", "model": "sim/biased",

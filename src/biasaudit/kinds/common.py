@@ -28,6 +28,7 @@ __all__ = [
     "load_study_metrics",
     "read_run_metrics",
     "request_counts",
+    "smoke_test_notes",
     "stored_verdict",
     "with_verdicts",
 ]
@@ -167,6 +168,17 @@ def figure_row(
 def stored_verdict(figure: RatioVerdict) -> bool | None:
     """A figure's verdict as the long form gives it: None where it got none."""
     return figure.beyond_noise if figure.p_adjusted is not None else None
+
+
+def smoke_test_notes(fewest: dict[str, int | None], unit: str, few: int) -> list[str]:
+    """A ``compare`` note for each run (``A``, ``B``: its fewest units) that is a smoke
+    test: with fewer than ``few`` units behind a figure, "no change" says little."""
+    return [
+        f"{run} is a smoke test (as few as {n} {unit} behind a figure, fewer than {few}): "
+        "its intervals are wide, so a verdict of no change says little"
+        for run, n in fewest.items()
+        if n is not None and n < few
+    ]
 
 
 NOTHING_SENT = RequestCounts(requests=0, sent=0, cache_hits=0, failures=0, refusals=0)

@@ -384,8 +384,8 @@ def _ratio_cell(row: CategoryRate) -> str:
     if row.ratio is None:
         return "—" if row.rate is None else "— (every rate is 0)"
     bounds = "" if row.ratio_low is None else f" [{row.ratio_low:.2f}, {row.ratio_high:.2f}]"
-    if row.reference:
-        return f"1.00 (highest rate){bounds}"
+    if row.reference:  # an interval of [1, 1]: surely the highest, nothing to add
+        return "1.00 (highest rate)" + (bounds if (row.ratio_low or 1.0) < 1.0 else "")
     return f"{row.ratio:.2f}{bounds}"
 
 
@@ -517,7 +517,7 @@ def _facts(source: Source, info: SummaryInfo, rates: LL144Rates) -> list[Any]:
             f"{len(flagged)} categories have an impact ratio under four fifths, "
             f"{len(beyond)} of them beyond noise"
             + (": " + "; ".join(r.category for r in beyond) if beyond else "")
-            + f" ({rates.verdicts}).",
+            + " (what 'beyond noise' means: How these figures were computed).",
             strong=True,
         )
     )

@@ -13,8 +13,10 @@ import pandas as pd
 from scipy import special
 
 from biasaudit.errors import UsageError
-from biasaudit.kinds.allocation.metrics import SCORES_COLUMNS
+from biasaudit.kinds.allocation.metrics import SCORES_COLUMNS, fewest_units
+from biasaudit.kinds.common import smoke_test_notes
 from biasaudit.metrics import (
+    FEW_UNITS,
     ChangeTest,
     Resamples,
     headline_replicates,
@@ -42,6 +44,8 @@ def change_tests(
     reference = metrics_a.reference_group
     if metrics_b.reference_group != reference:
         raise UsageError("compare: the runs have different reference groups")
+    fewest = {"A": fewest_units(metrics_a.groups), "B": fewest_units(metrics_b.groups)}
+    notes += smoke_test_notes(fewest, "units", FEW_UNITS)
     scores_a, scores_b = _scores(path_a), _scores(path_b)
     paired = _same_candidates(scores_a, scores_b)
     if not paired:

@@ -87,7 +87,9 @@ def _gap_sentence(
     bounds: list[float] | None,
     k: int,
     qualified: bool,
+    flagged: bool,
 ) -> str | None:
+    """One sentence of a group's gap at k, with the verdict its table gives it."""
     if gap is None:
         return None
     reference = metrics.reference_group
@@ -103,7 +105,10 @@ def _gap_sentence(
     if bounds is None:
         return f"{who.capitalize()} were selected {direction} {whom} at k={k}."
     low, high = (100 * b for b in bounds)
-    verdict = "" if low > 0 or high < 0 else "; the interval includes 0: no gap beyond noise"
+    verdict = (
+        f"; beyond noise {STRONG_MARK}" if flagged
+        else "; no gap beyond noise" + ("" if low > 0 or high < 0 else ": the interval includes 0")
+    )  # fmt: skip
     return (
         f"{who[0].upper()}{who[1:]} were selected {direction} {whom} at k={k} "
         f"({level} {low:+.1f} to {high:+.1f} points{verdict})."
@@ -141,6 +146,7 @@ def _headlines(metrics: AllocationMetrics) -> Section:
                 figures.dp_gap_ci.get(str(k)),
                 k,
                 qualified=False,
+                flagged=found.gaps.get(("dp_gap", group, k), False),
             ),
             _gap_sentence(
                 metrics,
@@ -149,12 +155,15 @@ def _headlines(metrics: AllocationMetrics) -> Section:
                 figures.eo_gap_ci.get(str(k)),
                 k,
                 qualified=True,
+                flagged=found.gaps.get(("eo_gap", group, k), False),
             ),
         ]
         if figures.rabbi is not None:
             sentences.append(
                 f"RABBI {interval(figures.rabbi, figures.rabbi_ci)} "
-                f"(p = {p_value(figures.rabbi_p)}, n = {figures.n} vs {figures.n_reference})."
+                f"(p = {p_value(figures.rabbi_p)}, n = {figures.n} vs {figures.n_reference}"
+                + (f"; beyond noise {STRONG_MARK}" if found.rabbi[group] else "")
+                + ")."
             )
         said = [s for s in sentences if s] or [f"{_plural(metrics, group)}: no figures."]
         if not found.can_say[group]:

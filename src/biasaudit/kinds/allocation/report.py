@@ -25,6 +25,7 @@ from biasaudit.metrics import FEW_UNITS, holm_adjust, interval_p_value
 from biasaudit.render.text import (
     SIGNIFICANT,
     SIMULATED,
+    STRONG_MARK,
     TOO_FEW_TO_SAY,
     Block,
     Cell,
@@ -529,4 +530,8 @@ def headline(metrics: AllocationMetrics) -> str:
     worst = min(rabbis, key=lambda g: rabbis[g])
     p_value = metrics.groups[worst].rabbi_p
     shown = "-" if p_value is None else f"{p_value:.2g}"
-    return f"lowest RABBI {worst} {rabbis[worst]:+.3f} (p {shown})"
+    found = findings(metrics)
+    beyond = [f"{value} {STRONG_MARK}" for (_, value, _), v in found.impact.items() if v]
+    impact = f"; impact ratios beyond noise: {', '.join(beyond) or 'none'}" if found.impact else ""
+    mark = f" {STRONG_MARK}" if found.rabbi.get(worst) else ""
+    return f"lowest RABBI {worst} {rabbis[worst]:+.3f}{mark} (p {shown}){impact}"

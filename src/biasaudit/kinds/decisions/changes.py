@@ -25,8 +25,15 @@ def change_tests(
     notes: list[str],
 ) -> list[ChangeTest]:
     """One test per fill and figure both runs have, B - A."""
+    from biasaudit.kinds.common import smoke_test_notes
+    from biasaudit.kinds.decisions.metrics import FEW_SCENARIOS
     from biasaudit.kinds.decisions.report import score_key
 
+    fewest = {
+        name: min((f.scenarios for f in m.fills.values() if f.scenarios), default=None)
+        for name, m in (("A", metrics_a), ("B", metrics_b))
+    }
+    notes += smoke_test_notes(fewest, "scenarios", FEW_SCENARIOS)
     if metrics_a.conventions != metrics_b.conventions:
         notes.append("the runs follow different conventions: their scores are not the same "
                      "figures (age scale, intervals)")  # fmt: skip

@@ -24,6 +24,12 @@ def change_tests(
     notes: list[str],
 ) -> list[ChangeTest]:
     """One test per group and k (ΔDP) and per slot (first choices), B - A."""
+    from biasaudit.kinds.common import smoke_test_notes
+    from biasaudit.kinds.listwise.report import fewest_units
+    from biasaudit.metrics import FEW_UNITS
+
+    fewest = {"A": fewest_units(metrics_a), "B": fewest_units(metrics_b)}
+    notes += smoke_test_notes(fewest, "units", FEW_UNITS)
     tests = []
     gaps_b = {(g.group, g.k): g for g in metrics_b.gaps}
     for gap in metrics_a.gaps:

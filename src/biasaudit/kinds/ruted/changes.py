@@ -27,6 +27,11 @@ def change_tests(
     notes: list[str],
 ) -> list[ChangeTest]:
     """One test per context and metric, B - A."""
+    from biasaudit.kinds.common import smoke_test_notes
+    from biasaudit.metrics import FEW_UNITS
+
+    fewest = {"A": metrics_a.occupations, "B": metrics_b.occupations}
+    notes += smoke_test_notes(fewest, "occupations", FEW_UNITS)
     tests = []
     for context, figures_a in metrics_a.contexts.items():
         figures_b = metrics_b.contexts.get(context)
