@@ -144,6 +144,27 @@ def test_bad_input_exits_2_naming_where_and_writes_nothing(
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("sex,race,selected\nMale,White,1,Smith\nFemale,Black,0\n",
+         "line 2: 4 fields where the header has 3"),
+        ("sex,race,selected\nMale,White,1\nFemale,Black,0\nFemale,Black\n",
+         "line 4: 2 fields where the header has 3"),
+    ],
+)  # fmt: skip
+def test_a_row_of_another_field_count_is_refused_whatever_its_line(
+    tmp_path: Path, text: str, where: str
+) -> None:
+    """An unquoted comma in the first data row once made pandas read the first column
+    as an index and every column shifted: the summary said nobody was selected."""
+    data = tmp_path / "bad.csv"
+    data.write_text(text * 1, encoding="utf-8")
+    code, output = _run(data, "--out", tmp_path / "out")
+    assert code == 2 and where in output, output
+    assert not (tmp_path / "out").exists()
+
+
 def _audit(tmp_path: Path, **fields: object) -> Path:
     from biasaudit.kinds.registry import run_spec
     from biasaudit.spec import parse_spec

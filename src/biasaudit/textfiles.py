@@ -187,6 +187,7 @@ def read_table(path: str | Path, what: str) -> pd.DataFrame:
 
     text = read_text(path, what)
     _unique_header(text, path)
+    _same_field_counts(text, path)
     try:
         frame = pd.read_csv(
             io.StringIO(text), dtype=str, keep_default_na=False, skipinitialspace=True
@@ -204,6 +205,31 @@ def read_table(path: str | Path, what: str) -> pd.DataFrame:
     frame = frame.apply(lambda column: column.str.strip())
     _bounded_cells(frame, path)
     return frame
+
+
+def _same_field_counts(text: str, path: str | Path) -> None:
+    """Refuse any row whose number of fields differs from the header's, naming its line.
+
+    pandas does so only from the second data row: where the first has one field more
+    (an unquoted comma in a name), it takes the first column for an index and reads
+    every column of the file shifted; where a row has fewer, it fills them in."""
+    import csv
+
+    reader = csv.reader(io.StringIO(text), skipinitialspace=True)
+    header = next(reader, None)
+    if header is None:
+        return
+    line = reader.line_num
+    for row in reader:
+        if row and len(row) != len(header):
+            more = len(row) > len(header)
+            raise InputError(
+                str(path), line + 1, None,
+                f"{len(row)} fields where the header has {len(header)}: "
+                + ("a value holding a comma needs double quotes around it" if more
+                   else "a value is missing (an empty one is still separated by a comma)"),
+            )  # fmt: skip
+        line = reader.line_num
 
 
 def _unreadable_csv(path: str | Path, what: str, said: str) -> UsageError:
