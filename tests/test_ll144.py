@@ -75,6 +75,20 @@ def test_a_file_where_nobody_was_selected_says_why_there_is_no_impact_ratio(
     assert "categories have an impact ratio under four fifths" not in markdown
 
 
+def test_a_file_of_unknown_categories_only_says_so_not_that_nobody_was_selected(
+    tmp_path: Path,
+) -> None:
+    rows = [{"sex": "unknown", "race": "declined", "selected": i % 2} for i in range(20)]
+    code, output = _run(_write(tmp_path / "unknown.csv", rows), "--out", tmp_path / "s")
+    assert code == 0, output
+    assert "20 individuals assessed (0 left out); 10 selected; no impact ratio: no " \
+        "individual's sex or race/ethnicity is known" in output  # fmt: skip
+    markdown = (tmp_path / "s" / "summary.md").read_text()
+    assert "**20 individuals were assessed and 10 selected, but no individual's sex" in markdown
+    assert "No individual was selected" not in markdown
+    assert json.loads((tmp_path / "s" / "summary.json").read_text())["counted"] == 10
+
+
 def test_scores_labels_ethnicity_column_and_small_categories(tmp_path: Path) -> None:
     rows = []
     for i in range(200):

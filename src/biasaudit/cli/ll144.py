@@ -149,7 +149,9 @@ def command(reports_errors: Callable[[Any], Any]) -> click.Command:
         """
         from biasaudit.reports.ll144 import (
             SummaryInfo,
+            counted_words,
             file_source,
+            no_category_known,
             nobody_counted,
             parse_labels,
             read_outcomes,
@@ -201,7 +203,12 @@ def command(reports_errors: Callable[[Any], Any]) -> click.Command:
         flagged = sum(bool(row.below_four_fifths) for row in rates.rows)
         beyond = sum(row.beyond_noise for row in rates.rows)
         verdict = f"{flagged} categories under four fifths, {beyond} beyond noise"
-        if nobody_counted(rates):
+        if no_category_known(rates) and not nobody_counted(rates):
+            verdict = (
+                f"{counted_words(rates)}; no impact ratio: no individual's sex or "
+                "race/ethnicity is known"
+            )
+        elif nobody_counted(rates):
             nobody = "nobody selected" if rates.kind == "selection" else "nobody above the median"
             verdict = f"no impact ratio: {nobody}, so every rate is 0"
         click.echo(

@@ -168,6 +168,9 @@ class LL144Rates:
     at_median: int = 0
     intervals: str = ""
     verdicts: str = ""
+    counted: int | None = None
+    """Of every individual assessed (unknown categories too), how many were selected (or
+    scored above the median); None where the source does not say (an audit's run)."""
 
     def of(self, dimension: str) -> list[CategoryRate]:
         """The rows of one dimension: ``sex``, ``race/ethnicity`` or ``intersectional``."""
@@ -239,6 +242,7 @@ def ll144_rates(
     pairs = sum(len(f) * (len(f) - 1) // 2 for f in families)
     return LL144Rates(
         kind, int(values.size), unknown_counts, tuple(rows), confidence, median, at_median,
+        counted=int(chosen.sum()),
         intervals=f"Wilson score intervals for the rates; for the impact ratios, Koopman "
         f"score intervals of every pair of categories of a dimension ({pairs} pairs), all "
         f"at the critical value {z:.2f} that makes them hold together at "

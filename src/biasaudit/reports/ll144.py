@@ -348,7 +348,7 @@ def _write(
                  if info.distribution_date else None},
         "source": asdict(source), "kind": rates.kind, "assessed": rates.assessed,
         "unknown": rates.unknown, "median": rates.median, "at_median": rates.at_median,
-        "intervals": rates.intervals, "verdicts": rates.verdicts,
+        "counted": rates.counted, "intervals": rates.intervals, "verdicts": rates.verdicts,
         "categories": [_csv_row(row, rates) for row in rates.rows],
     }  # fmt: skip
     paths[3].write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
@@ -438,7 +438,20 @@ def summary_document(source: Source, info: SummaryInfo, rates: LL144Rates) -> Do
 def nobody_counted(rates: LL144Rates) -> bool:
     """Whether no one was selected (or scored above the median) in any category: every
     rate is 0, and every impact ratio 0 over 0."""
+    if rates.counted is not None:
+        return rates.counted == 0
     return all(not row.rate for row in rates.rows)
+
+
+def no_category_known(rates: LL144Rates) -> bool:
+    """Whether no individual's sex or race/ethnicity is known: no category has a rate."""
+    return all(row.n == 0 for row in rates.rows)
+
+
+def counted_words(rates: LL144Rates) -> str:
+    """``312 selected`` (or scored above the median), where the source says."""
+    what = "selected" if rates.kind == "selection" else "scored above the median"
+    return "" if rates.counted is None else f"{rates.counted:,} {what}"
 
 
 def _anchor(dimension: str) -> str:
@@ -500,6 +513,17 @@ def _facts(source: Source, info: SummaryInfo, rates: LL144Rates) -> list[Any]:
         )
     flagged = [r for r in rates.rows if r.below_four_fifths]
     beyond = [r for r in flagged if r.beyond_noise]
+    if no_category_known(rates) and not nobody_counted(rates):
+        blocks.append(
+            Paragraph(
+                f"{rates.assessed:,} individuals were assessed and {counted_words(rates)}, "
+                "but no individual's sex or race/ethnicity is known (every one is of an "
+                "unknown category), so no category has a rate and no impact ratio can be "
+                "given. Check the sex and race columns (--sex, --race, --label RAW=CATEGORY).",
+                strong=True,
+            )
+        )
+        return blocks
     if nobody_counted(rates):
         nobody = "was selected" if rates.kind == "selection" else "scored above the median"
         blocks.append(
