@@ -28,6 +28,7 @@ import pandas as pd
 
 from biasaudit.errors import UsageError
 from biasaudit.kinds.common import FIGURE_COLUMNS as KIND_FIGURE_COLUMNS
+from biasaudit.store.files import replaced_together
 from biasaudit.store.tables import read_csv, write_csv
 from biasaudit.textfiles import a_run
 
@@ -247,19 +248,21 @@ def export_runs(paths: Paths, output: str | Path, *, what: What = "figures",
         reason = f" ({frame.attrs['skipped'][0]})" if frame.attrs.get("skipped") else ""
         raise UsageError(f"no run among the paths given has {what}{reason}")
     target = Path(output)
+    if format == "parquet":
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise UsageError(
+                "--format parquet needs pyarrow: pip install 'biasaudit[parquet]'"
+            ) from None
     try:
-        if format == "csv":
-            write_csv(_flat(frame), target)
-        elif format == "jsonl":
-            frame.to_json(target, orient="records", lines=True, force_ascii=False)
-        else:
-            try:
-                import pyarrow  # noqa: F401
-            except ImportError:
-                raise UsageError(
-                    "--format parquet needs pyarrow: pip install 'biasaudit[parquet]'"
-                ) from None
-            _flat(frame).to_parquet(target, index=False)
+        with replaced_together([target]) as (written,):  # the earlier file whole, or the new
+            if format == "csv":
+                write_csv(_flat(frame), written)
+            elif format == "jsonl":
+                frame.to_json(written, orient="records", lines=True, force_ascii=False)
+            else:
+                _flat(frame).to_parquet(written, index=False)
     except OSError as error:
         raise UsageError(f"{target}: cannot be written ({error.strerror or error})") from None
     return frame

@@ -583,8 +583,9 @@ def _write(
         fixed_requests=None if fixed is None else math.ceil(last.requests * fixed / last.size),
         spec=spec.model_dump(mode="json"),
     )  # fmt: skip
-    (run_dir / ROUNDS_FILE).write_text(record.model_dump_json(indent=2) + "\n",
-                                       encoding="utf-8")  # fmt: skip
+    from biasaudit.store.files import write_text
+
+    write_text(run_dir / ROUNDS_FILE, record.model_dump_json(indent=2) + "\n")
 
 
 def until_lines(

@@ -108,11 +108,14 @@ def shipped_schema(name: str) -> Path:
 
 def write_schemas(folder: Path) -> list[Path]:
     """Write every schema into ``folder`` as ``NAME.json``; the paths written."""
+    from biasaudit.store.files import replaced_together
+
     folder.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name in _SCHEMAS:
-        path = folder / f"{name}.json"
-        path.write_text(json.dumps(json_schema(name), indent=2, ensure_ascii=False) + "\n",
-                        encoding="utf-8")  # fmt: skip
-        written.append(path)
+    written = [folder / f"{name}.json" for name in _SCHEMAS]
+    texts = [
+        json.dumps(json_schema(name), indent=2, ensure_ascii=False) + "\n" for name in _SCHEMAS
+    ]
+    with replaced_together(written) as temporary:  # all of them, or none
+        for path, text in zip(temporary, texts, strict=True):
+            path.write_text(text, encoding="utf-8")
     return written

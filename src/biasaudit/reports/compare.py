@@ -47,6 +47,7 @@ from numpy.typing import NDArray
 from biasaudit.errors import UsageError
 from biasaudit.metrics import ChangeTest
 from biasaudit.render.text import format_p
+from biasaudit.store.files import write_text
 from biasaudit.store.runs import Manifest, read_manifest, read_responses, read_run_json
 from biasaudit.textfiles import a_run
 
@@ -363,7 +364,7 @@ def _test_row(test: ChangeTest) -> str:
 
 def write_comparison(comparison: Comparison, path: Path) -> None:
     """Write the comparison as JSON (``compare --json``, and a reaudit's ``compare.json``)."""
-    path.write_text(json.dumps(comparison.to_json(), indent=2) + "\n", encoding="utf-8")
+    write_text(path, json.dumps(comparison.to_json(), indent=2) + "\n")
 
 
 def read_comparison(path: Path) -> Comparison:

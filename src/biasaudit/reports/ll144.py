@@ -331,16 +331,13 @@ def _write(
 ) -> list[Path]:
     import pandas as pd
 
+    from biasaudit.store.files import replaced_together
     from biasaudit.store.tables import write_csv
 
     out.mkdir(parents=True, exist_ok=True)
     footer = f"biasaudit {__version__}"
     paths = [out / "summary.md", out / "summary.html", out / "summary.csv", out / "summary.json"]
-    paths[0].write_text(to_markdown(document, figure_dir="", footer=footer), encoding="utf-8")
-    paths[1].write_text(to_html(document, footer=footer), encoding="utf-8")
     table = pd.DataFrame([_csv_row(row, rates) for row in rates.rows])
-    with open(paths[2], "w", encoding="utf-8", newline="") as handle:
-        write_csv(table, handle)
     record = {
         "schema": "biasaudit LL144 summary", "tool_version": __version__,
         "info": {**asdict(info), "audit_date": info.audit_date.isoformat(),
@@ -351,7 +348,13 @@ def _write(
         "counted": rates.counted, "intervals": rates.intervals, "verdicts": rates.verdicts,
         "categories": [_csv_row(row, rates) for row in rates.rows],
     }  # fmt: skip
-    paths[3].write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    # the four files replace the earlier summary together, or not at all
+    with replaced_together(paths) as written:
+        written[0].write_text(to_markdown(document, figure_dir="", footer=footer), "utf-8")
+        written[1].write_text(to_html(document, footer=footer), encoding="utf-8")
+        with open(written[2], "w", encoding="utf-8", newline="") as handle:
+            write_csv(table, handle)
+        written[3].write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     return paths
 
 

@@ -25,7 +25,6 @@ import json
 import os
 import secrets
 import shutil
-import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,6 +34,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from biasaudit.errors import StorageFailedError, StorageUnusableError, UsageError
 from biasaudit.providers import FirstTokenLogprobs
+from biasaudit.store.files import write_text
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -280,14 +280,7 @@ class RunDirectory:
             if isinstance(data, BaseModel)
             else json.dumps(data, indent=2, ensure_ascii=False, default=str)
         )
-        fd, tmp = tempfile.mkstemp(dir=self.path, prefix=f".{name}.")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text + "\n")
-            os.replace(tmp, self.path / name)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_text(self.path / name, text + "\n")
 
     def write_lines(self, name: str, rows: list[BaseModel] | list[dict[str, Any]]) -> None:
         with open(self.path / name, "w", encoding="utf-8") as handle:

@@ -27,6 +27,7 @@ from biasaudit._version import __version__
 from biasaudit.errors import UsageError
 from biasaudit.render.common import read_spec
 from biasaudit.render.document import Document, to_html, to_markdown
+from biasaudit.store.files import replaced_together, write_bytes, write_text
 from biasaudit.store.runs import read_manifest
 from biasaudit.textfiles import a_run
 
@@ -57,22 +58,41 @@ def _footer(document: Document) -> str:
 def _write(
     document: Document, folder: Path, report_format: ReportFormat, stem: str = "report"
 ) -> list[Path]:
+    """Write the document's pages (and the Markdown's figures) in ``folder``; a failure
+    (a full or read-only disk) leaves the earlier pages whole and is named.
+
+    Raises
+    ------
+    UsageError
+        The folder cannot be written.
+    """
+    try:
+        return _pages(document, folder, report_format, stem)
+    except OSError as error:
+        raise UsageError(
+            f"cannot write the report in {folder} ({error.strerror or error}); the earlier "
+            "report, if any, is as it was: free some space, or copy the folder to a disk "
+            "that may be written, and run biasaudit report there"
+        ) from None
+
+
+def _pages(document: Document, folder: Path, report_format: ReportFormat, stem: str) -> list[Path]:
     footer = _footer(document)
     figure_dir = FIGURE_DIR if stem == "report" else f"{stem}_figures"
-    written = []
+    texts: dict[Path, str] = {}
     if report_format in ("html", "both"):
-        path = folder / f"{stem}.html"
-        path.write_text(to_html(document, footer=footer), encoding="utf-8")
-        written.append(path)
+        texts[folder / f"{stem}.html"] = to_html(document, footer=footer)
     if report_format in ("md", "both"):
         figures = folder / figure_dir
         figures.mkdir(exist_ok=True)
         for figure in document.figures():
-            (figures / figure.name).write_bytes(figure.png)
-        path = folder / f"{stem}.md"
-        path.write_text(to_markdown(document, figure_dir=figure_dir, footer=footer), "utf-8")
-        written.append(path)
-    return written
+            write_bytes(figures / figure.name, figure.png)
+        texts[folder / f"{stem}.md"] = to_markdown(document, figure_dir=figure_dir, footer=footer)
+    # the pages replace the earlier ones together, or not at all
+    with replaced_together(list(texts)) as temporary:
+        for path, text in zip(temporary, texts.values(), strict=True):
+            path.write_text(text, encoding="utf-8")
+    return list(texts)
 
 
 def run_document(run_dir: Path) -> Document:
@@ -182,7 +202,7 @@ def write_study_report(
     folder = Path(report_dir)
     folder.mkdir(parents=True, exist_ok=True)
     study = {"kind": kind, "runs": runs, "ndcg_at": ndcg_at, "tool_version": __version__}
-    (folder / STUDY_FILE).write_text(json.dumps(study, indent=2) + "\n", encoding="utf-8")
+    write_text(folder / STUDY_FILE, json.dumps(study, indent=2) + "\n")
     return write_report(folder, report_format)
 
 
