@@ -342,3 +342,36 @@ def test_a_malformed_number_in_the_environment_is_named_before_anything_runs(
     assert result.exception is None or isinstance(result.exception, SystemExit)
     assert f"{variable}={value!r}: expected a number" in result.output
     assert not runs.exists() or not [p for p in runs.iterdir() if p.is_dir()]
+
+
+_PROXY_VARIABLES = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY",
+                    "all_proxy", "NO_PROXY", "no_proxy")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [("::not a url::", "names no host"), ("http://proxy:notaport", "port that is not a number")],
+)
+def test_a_malformed_proxy_variable_is_one_line_and_leaves_loopback_alone(
+    tmp_path: Path,
+    server: OpenAIServer,
+    monkeypatch: pytest.MonkeyPatch,
+    value: str,
+    problem: str,
+) -> None:
+    """A proxy variable the HTTP client cannot read ended every fanout in an httpx
+    traceback, even to a loopback server that no proxy would serve."""
+    for name in _PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", value)
+    monkeypatch.setenv("HTTPS_PROXY", value)
+    path = tmp_path / "p.jsonl"
+    path.write_text(json.dumps({"id": "a", "prompt": "x"}) + "\n")
+    remote = ["fanout", str(path), "--model", "vllm/m", "--base-url", "http://model.invalid/v1",
+              "--runs-dir", str(tmp_path / "runs")]  # fmt: skip
+    refused(CliRunner().invoke(cli, remote), "HTTP_PROXY=", problem, "unset it")
+    assert not (tmp_path / "runs").exists()
+    local = ["fanout", str(path), "--model", "vllm/m", "--base-url", server.base_url,
+             "--runs-dir", str(tmp_path / "runs")]  # fmt: skip
+    result = CliRunner().invoke(cli, local)
+    assert result.exit_code == 0 and "1 answered, 0 failed" in result.output, result.output

@@ -12,7 +12,12 @@ from typing import Any
 from biasaudit.errors import ProviderError, RequestRejectedError, UsageError
 from biasaudit.providers._base import classify_status
 from biasaudit.providers._batch_api import BatchAPI
-from biasaudit.providers._sdk import SDKProvider, is_transport_error, transport_error
+from biasaudit.providers._sdk import (
+    SDKProvider,
+    check_proxy_environment,
+    is_transport_error,
+    transport_error,
+)
 from biasaudit.providers._types import Capabilities, ModelRequest, ModelResponse, Usage
 from biasaudit.providers._wire import ANTHROPIC_BODY, answer_limit, check_size, malformed, read_wire
 from biasaudit.secrets import EndpointURL, remember_secret
@@ -45,6 +50,7 @@ class AnthropicProvider(SDKProvider):
         self.name, self.model = name, model
         self._endpoint = EndpointURL(base_url or "https://api.anthropic.com")
         self.base_url = self._endpoint.shown
+        check_proxy_environment(self.base_url)
         # Credentials in the URL are basic auth (a proxy's); the key goes as x-api-key.
         self._headers = {**(headers or {}), **self._endpoint.auth_headers()}
         self.capabilities = ANTHROPIC_CAPABILITIES
