@@ -4,6 +4,7 @@ full disk left `summary.md` cut short beside the earlier run's other three files
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -43,10 +44,8 @@ def _fill(folder: Path) -> None:
                 handle.flush()
         except OSError:
             pass
-        try:
+        with contextlib.suppress(OSError):
             os.fsync(handle.fileno())
-        except OSError:
-            pass
 
 
 def _snapshot(folder: Path) -> dict[str, bytes]:

@@ -112,9 +112,13 @@ def _aiohttp_client(max_connections: int, *, loopback: bool = False) -> Any:
     )
     import openai  # both SDKs ship the same client classes; openai's is always installed
 
-    # A server on this machine never goes through a proxy: the client then reads no
-    # proxy variable at all, so that one it could not parse cannot stop it either.
-    options: dict[str, Any] = {"trust_env": False} if loopback else {"mounts": _loopback_direct()}
+    # A server on this machine never goes through a proxy: where a proxy variable is one
+    # the client could not parse, it reads none of the environment for such a server
+    # (SSL_CERT_FILE then goes unread too), so that the variable cannot stop it.
+    malformed = loopback and any(
+        _proxy_problem(value) for scheme, value in _proxies().items() if scheme != "no"
+    )
+    options: dict[str, Any] = {"trust_env": False} if malformed else {"mounts": _loopback_direct()}
     try:
         return _lean_client_class()(limits=limits, **options)
     except RuntimeError:  # installed without the aiohttp extra
@@ -145,12 +149,10 @@ def check_proxy_environment(base_url: str) -> None:
     UsageError
         A proxy variable that is not a proxy's address.
     """
-    import urllib.parse
-    import urllib.request
 
     if _is_loopback(base_url):
         return
-    for scheme, value in urllib.request.getproxies().items():
+    for scheme, value in _proxies().items():
         if scheme == "no" or not value:
             continue
         problem = _proxy_problem(value)
@@ -161,6 +163,13 @@ def check_proxy_environment(base_url: str) -> None:
                 f"{named}={redact(value)!r} {problem}: set it to the proxy's address "
                 f"(http://HOST:PORT), or unset it to reach {base_url} directly"
             )
+
+
+def _proxies() -> dict[str, str]:
+    """The proxy variables of the environment, by scheme, as urllib reads them."""
+    import urllib.request
+
+    return {scheme: value for scheme, value in urllib.request.getproxies().items() if value}
 
 
 def _proxy_problem(value: str) -> str | None:
