@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import trustme
 
-from biasaudit.errors import EndpointUnreachableError, RunAbortedError
+from biasaudit.errors import EndpointUnreachableError, RunAbortedError, UsageError
 from biasaudit.providers import resolve_model
 from tests.servers import AnthropicServer, OpenAIServer
 
@@ -75,3 +75,31 @@ def test_https_to_a_plain_http_server_stops_the_run_with_its_fix(
             assert "the server does not answer in TLS" in message, message
             assert "its address starts http://, not https://" in message
             assert server.request_count == 0
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "said"),
+    [
+        ("missing.pem", None, "no such file"),
+        ("empty.pem", "not a certificate\n", "cannot be loaded"),
+    ],
+)
+def test_an_ssl_cert_file_that_cannot_be_loaded_is_one_error_before_anything_is_sent(
+    https: OpenAIServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    content: str | None,
+    said: str,
+) -> None:
+    """A missing bundle was retried 7 times a prompt as a connection failure that named
+    neither the variable nor the file."""
+    bundle = tmp_path / name
+    if content is not None:
+        bundle.write_text(content)
+    monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
+    monkeypatch.setenv("TLS_TEST_KEY", "sk-test-0123456789")
+    with pytest.raises(UsageError) as caught:
+        resolve_model("vllm/m", base_url=https.base_url, api_key_env="TLS_TEST_KEY")
+    assert f"SSL_CERT_FILE={str(bundle)!r}" in str(caught.value) and said in str(caught.value)
+    assert https.request_count == 0

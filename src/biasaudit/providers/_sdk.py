@@ -25,6 +25,7 @@ from biasaudit.secrets import redact
 
 __all__ = [
     "SDKProvider",
+    "check_certificates",
     "check_proxy_environment",
     "http_module",
     "is_transport_error",
@@ -163,6 +164,41 @@ def check_proxy_environment(base_url: str) -> None:
                 f"{named}={redact(value)!r} {problem}: set it to the proxy's address "
                 f"(http://HOST:PORT), or unset it to reach {base_url} directly"
             )
+
+
+def check_certificates(base_url: str) -> None:
+    """Refuse, before anything is sent to an ``https://`` server, an ``SSL_CERT_FILE`` or
+    ``SSL_CERT_DIR`` the TLS layer cannot load: the SDKs' transport would report every
+    request's failure as a connection error, retried, naming neither the variable nor
+    the file.
+
+    Raises
+    ------
+    UsageError
+        The variable names no readable bundle of certificates (or no folder).
+    """
+    import ssl
+
+    if not base_url.startswith("https://"):
+        return
+    for name, folder in (("SSL_CERT_FILE", False), ("SSL_CERT_DIR", True)):
+        value = os.environ.get(name)
+        if not value:
+            continue
+        fix = (
+            f"point {name} at {'a folder' if folder else 'a file'} of PEM certificates, or unset it"
+        )
+        if folder:
+            if not os.path.isdir(value):
+                raise UsageError(f"{name}={value!r} is not a folder: {fix}")
+            continue
+        try:
+            ssl.create_default_context().load_verify_locations(cafile=value)
+        except FileNotFoundError:
+            raise UsageError(f"{name}={value!r}: no such file: {fix}") from None
+        except (OSError, ssl.SSLError) as error:
+            why = getattr(error, "strerror", None) or getattr(error, "reason", None) or error
+            raise UsageError(f"{name}={value!r} cannot be loaded ({why}): {fix}") from None
 
 
 def _proxies() -> dict[str, str]:

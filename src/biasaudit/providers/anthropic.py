@@ -14,6 +14,7 @@ from biasaudit.providers._base import classify_status
 from biasaudit.providers._batch_api import BatchAPI
 from biasaudit.providers._sdk import (
     SDKProvider,
+    check_certificates,
     check_proxy_environment,
     is_transport_error,
     transport_error,
@@ -51,6 +52,7 @@ class AnthropicProvider(SDKProvider):
         self._endpoint = EndpointURL(base_url or "https://api.anthropic.com")
         self.base_url = self._endpoint.shown
         check_proxy_environment(self.base_url)
+        check_certificates(self.base_url)
         # Credentials in the URL are basic auth (a proxy's); the key goes as x-api-key.
         self._headers = {**(headers or {}), **self._endpoint.auth_headers()}
         self.capabilities = ANTHROPIC_CAPABILITIES

@@ -25,6 +25,7 @@ from biasaudit.providers._prompt_batch import PromptBatcher, split_choices
 from biasaudit.providers._sdk import (
     _URL_MEMO,
     SDKProvider,
+    check_certificates,
     check_proxy_environment,
     http_module,
     is_transport_error,
@@ -100,6 +101,7 @@ class OpenAICompatibleProvider(SDKProvider):
         self._endpoint = EndpointURL(base_url)
         self.base_url = self._endpoint.shown
         check_proxy_environment(self.base_url)
+        check_certificates(self.base_url)
         self._headers = {**(headers or {}), **self._endpoint.auth_headers()}
         self.capabilities = capabilities
         self._api_key = api_key or _NO_KEY
