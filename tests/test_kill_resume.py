@@ -138,19 +138,29 @@ def test_kill_9_then_resume_pays_for_no_response_twice(
     assert third.returncode == 0 and "300 from cache, 0 requests sent" in out
 
 
-def test_sigterm_marks_the_run_interrupted(server: ServerProcess, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("signum", "said"),
+    [(signal.SIGTERM, "interrupted (SIGTERM)"), (signal.SIGHUP, "the terminal closed")],
+    ids=["SIGTERM", "SIGHUP"],
+)
+def test_a_signal_marks_the_run_interrupted_with_the_conventional_status(
+    server: ServerProcess, tmp_path: Path, signum: signal.Signals, said: str
+) -> None:
+    """SIGTERM exited 130 (Ctrl-C's) and SIGHUP (a terminal closing) left the run marked
+    "running" for ever: each now ends the run as Ctrl-C does, with 128 + its number."""
     prompts, runs = tmp_path / "prompts.jsonl", tmp_path / "runs"
     write_prompts(prompts, 400)
     process = fanout(prompts, server.base_url, runs, "--concurrency", "4")
     wait_until(lambda: sum(server.received().values()) >= 20)
-    process.send_signal(signal.SIGTERM)
+    process.send_signal(signum)
     out, err = process.communicate(timeout=30)
-    assert process.returncode == 130, err
-    assert "interrupted" in err
+    assert process.returncode == 128 + signum, err
+    assert said in err
     run_dir = Path(out.strip().splitlines()[-1].removeprefix("run: "))
     manifest = read_manifest(run_dir)
     assert manifest.status == "interrupted" and manifest.ended_at is not None
     assert 0 < manifest.counts.sent < 400
+    assert manifest.error is not None and said.split("(")[-1].rstrip(")") in manifest.error
 
 
 def test_api_key_never_reaches_cache_run_dir_or_output(tmp_path: Path) -> None:
@@ -199,7 +209,7 @@ def test_sigterm_of_several_models_marks_every_run_interrupted(
     wait_until(lambda: sum(server.received().values()) >= 20)
     process.send_signal(signal.SIGTERM)
     out, err = process.communicate(timeout=30)
-    assert process.returncode == 130, err
+    assert process.returncode == 143, err
     assert "interrupted" in err
     run_dirs = [Path(line.removeprefix("run: ")) for line in out.splitlines()
                 if line.startswith("run: ")]  # fmt: skip

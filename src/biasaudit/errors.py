@@ -29,7 +29,7 @@ instead of printing, for a full traceback.
     │       └── BudgetExceededError         the run's spend reached --max-cost
     ├── StorageFailedError              1   the cache or run directory stopped taking writes
     ├── RunAbortedError                 1   a fatal error stopped the run early
-    └── RunInterruptedError           130   Ctrl-C or SIGTERM; what arrived is cached
+    └── RunInterruptedError           130   Ctrl-C (143 SIGTERM, 129 SIGHUP); what arrived is cached
 
 Messages never contain secrets: everything raised from provider responses goes
 through :func:`biasaudit.secrets.redact` first.
@@ -229,13 +229,28 @@ class NoAnswerError(BiasauditError):
 
 
 class RunInterruptedError(BiasauditError):
-    """The user stopped a run (Ctrl-C, SIGTERM); every answer received is in the cache."""
+    """A signal stopped a run (Ctrl-C, SIGTERM, the terminal closing: SIGHUP); every answer
+    received is in the cache. The exit status is the shell's for that signal, 128 + its
+    number: 130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP."""
 
     exit_code = 130
 
-    def __init__(self, run_dir: str | None = None, *, note: str | None = None) -> None:
+    def __init__(
+        self, run_dir: str | None = None, *, note: str | None = None, signum: int = 2
+    ) -> None:
         self.run_dir = run_dir
+        self.exit_code = 128 + signum
         super().__init__(
-            "interrupted: the answers received so far are in the cache; run again to resume"
-            + (f"; {note}" if note else "")
+            f"interrupted ({signal_name(signum)}): the answers received so far are in the "
+            "cache; run again to resume" + (f"; {note}" if note else "")
         )
+
+
+def signal_name(signum: int) -> str:
+    """``SIGTERM``; ``Ctrl-C`` for SIGINT; ``SIGHUP: the terminal closed``."""
+    import signal
+
+    if signum == signal.SIGINT:
+        return "Ctrl-C"
+    name = signal.Signals(signum).name if signum in set(signal.Signals) else f"signal {signum}"
+    return f"{name}: the terminal closed" if name == "SIGHUP" else name

@@ -2,7 +2,8 @@
 
 This is the only place where an exception becomes a message and an exit code:
 0 success, 1 some requests failed or the run stopped, 2 a usage or input error,
-130 interrupted. Set ``BIASAUDIT_DEBUG=1`` to get the traceback instead.
+130 interrupted (143 by SIGTERM, 129 by SIGHUP: 128 and the signal's number). Set
+``BIASAUDIT_DEBUG=1`` to get the traceback instead.
 """
 
 from __future__ import annotations
@@ -43,8 +44,15 @@ def _reports_errors(command: F) -> F:
                 click.echo(f"run: {run_dir}")
             sys.exit(error.exit_code)
         except (KeyboardInterrupt, asyncio.CancelledError):
-            click.echo("interrupted: answers received so far are in the cache", err=True)
-            sys.exit(130)
+            from biasaudit.engine.loop import stopping_signal
+            from biasaudit.errors import signal_name
+
+            signum = stopping_signal()
+            click.echo(
+                f"interrupted ({signal_name(signum)}): answers received so far are in the cache",
+                err=True,
+            )
+            sys.exit(128 + signum)
 
     return wrapper  # type: ignore[return-value]
 

@@ -11,7 +11,14 @@ import threading
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
-__all__ = ["Interrupted", "pause_gc_until_run", "run_async", "run_in_threads"]
+__all__ = [
+    "STOPPING_SIGNALS",
+    "Interrupted",
+    "pause_gc_until_run",
+    "run_async",
+    "run_in_threads",
+    "stopping_signal",
+]
 
 T = TypeVar("T")
 _GC_GEN0_THRESHOLD = 50_000
@@ -59,7 +66,31 @@ def run_async(coroutine: Coroutine[Any, Any, T]) -> T:
         gc.set_threshold(*thresholds)
 
 
+# The signals that stop a run as Ctrl-C does (SIGINT is Python's own KeyboardInterrupt):
+# kill's default, and the terminal closing. Left alone where they are ignored (nohup).
+STOPPING_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+_stopped_by: list[int] = []
+
+
+def stopping_signal() -> int:
+    """The signal that stopped the last run: SIGTERM, SIGHUP, else SIGINT (Ctrl-C)."""
+    return _stopped_by[-1] if _stopped_by else int(signal.SIGINT)
+
+
+def _stop(task: asyncio.Task[Any], signum: int) -> None:
+    _stopped_by.append(signum)
+    task.cancel()
+
+
+def _handled(signum: int) -> bool:
+    """Whether to handle ``signum``: not where the process was told to ignore it."""
+    return signal.getsignal(signum) is not signal.SIG_IGN
+
+
 def _run(coroutine: Coroutine[Any, Any, T]) -> T:
+    _stopped_by.clear()
     with asyncio.Runner(loop_factory=_loop_factory()) as runner:
         loop = runner.get_loop()
         main = loop.create_task(coroutine)
@@ -69,15 +100,18 @@ def _run(coroutine: Coroutine[Any, Any, T]) -> T:
                 main.cancel()
         # Signal handlers exist only in the main thread (uvloop says so with ValueError),
         # and not on Windows.
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(signal.SIGTERM, main.cancel)
+        handled = [signum for signum in STOPPING_SIGNALS if _handled(signum)]
+        for signum in handled:
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(signum, _stop, main, signum)
         try:
             return runner.run(_await(main))
         finally:
             with _running_lock:
                 _running.pop(id(main), None)
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.remove_signal_handler(signal.SIGTERM)
+            for signum in handled:
+                with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                    loop.remove_signal_handler(signum)
 
 
 _running: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]]] = {}
@@ -124,10 +158,13 @@ def run_in_threads(jobs: Sequence[Callable[[], T]]) -> list[T | BaseException]:
         return []
     with concurrent.futures.ThreadPoolExecutor(max_workers=len(jobs)) as pool:
         futures: list[concurrent.futures.Future[T]] = []
-        previous = None
+        previous: dict[int, Any] = {}
+        _stopped_by.clear()
         try:  # from the first submit: a Ctrl-C at any point cancels what started
             with contextlib.suppress(ValueError):  # not the main thread: no signal handler
-                previous = signal.signal(signal.SIGTERM, _interrupt)
+                for signum in STOPPING_SIGNALS:
+                    if _handled(signum):
+                        previous[signum] = signal.signal(signum, _interrupt)
             _submit_all(pool, jobs, futures)
             pending = set(futures)
             while pending:  # in short waits: a signal is handled between them
@@ -141,12 +178,13 @@ def run_in_threads(jobs: Sequence[Callable[[], T]]) -> list[T | BaseException]:
             raise Interrupted([f.exception() or f.result() for f in futures]) from None
         finally:
             _stopping.clear()
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
     return [f.exception() or f.result() for f in futures]
 
 
 def _interrupt(signum: int, frame: Any) -> None:
+    _stopped_by.append(signum)
     raise KeyboardInterrupt
 
 
@@ -161,7 +199,7 @@ def _submit_all(
     held: list[int] = []
     handlers = {}
     with contextlib.suppress(ValueError):  # not the main thread: no signal handler
-        for signum in (signal.SIGINT, signal.SIGTERM):
+        for signum in (signal.SIGINT, *STOPPING_SIGNALS):
             if callable(signal.getsignal(signum)):  # an ignored signal stays ignored
                 handlers[signum] = signal.signal(signum, lambda number, _: held.append(number))
     try:
@@ -171,6 +209,8 @@ def _submit_all(
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
     if held:
+        if held[-1] != signal.SIGINT:
+            _stopped_by.append(held[-1])
         raise KeyboardInterrupt
 
 

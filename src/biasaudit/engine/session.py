@@ -31,6 +31,7 @@ from typing import Any, TextIO
 from biasaudit._version import __version__
 from biasaudit.engine.batch import require_batch_api
 from biasaudit.engine.core import Engine, EngineSettings, RequestResult
+from biasaudit.engine.loop import stopping_signal
 from biasaudit.engine.progress import ProgressPrinter
 from biasaudit.errors import (
     BiasauditError,
@@ -39,6 +40,7 @@ from biasaudit.errors import (
     RunInterruptedError,
     StorageFailedError,
     UsageError,
+    signal_name,
 )
 from biasaudit.providers import ModelRequest, Provider
 from biasaudit.secrets import redact_command
@@ -197,8 +199,11 @@ class RunSession:
             manifest.status, manifest.error = "failed", str(error)
             raise
         except (asyncio.CancelledError, KeyboardInterrupt) as error:
-            manifest.status, manifest.error = "interrupted", "interrupted by the user"
-            raise RunInterruptedError(str(run.path), note=self._pending_batches()) from error
+            signum = stopping_signal()
+            manifest.status, manifest.error = "interrupted", f"interrupted ({signal_name(signum)})"
+            raise RunInterruptedError(
+                str(run.path), note=self._pending_batches(), signum=signum
+            ) from error
         finally:
             await progress.stop()
 
