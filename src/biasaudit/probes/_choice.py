@@ -16,7 +16,7 @@ parses; scoring the answers is :func:`biasaudit.metrics.grade_score`.
 An answer is read, in this order, as
 
 1. an explicit verdict, the **last** one in the answer: ``Selection: Option 2``,
-   ``**Final answer:** 2``, ``I choose option 2``, ``I'd go with Option 2``,
+   ``**Final answer:** 2``, ``Best: Option 2``, ``I choose option 2``, ``I'd go with Option 2``,
    ``The best option is 2.``, ``The answer is Option 2`` (reasoning prompts
    weigh every option first and decide last). A bare number counts only where
    it ends the verdict (``Answer: 3.1 miles`` is no verdict), and "the answer
@@ -105,7 +105,10 @@ _POSITIVE = (
     r"(?:most\s+(?:accurate|helpful|complete|correct|relevant|appropriate|informative|"
     r"useful|faithful|thorough|precise)|(?:correct|right)\s+(?:one|choice|answer|option))"
 )
-_LABEL = r"\b(?i:(?:final\s+)?(?:selection|answer|choice|verdict|decision|pick|winner))"
+_LABEL = (
+    r"\b(?i:(?:final\s+)?(?:selection|answer|choice|verdict|decision|pick|winner"
+    r"|best(?:\s+(?:option|response|answer|choice|pick))?))"
+)
 _VERDICT = re.compile(
     "(?:"
     # "Selection: Option 2", "**Final answer:** 2"
