@@ -249,3 +249,11 @@ def test_from_another_directory_a_replay_names_the_cache_and_creates_nothing(
     assert result.exit_code == 2
     assert "prompts are not in the cache runs/cache.sqlite" in result.stderr
     assert len([p for p in (tmp_path / "runs").iterdir() if p.is_dir()]) == 1
+
+
+def test_replay_help_names_every_kind() -> None:
+    """Its help once listed four of the kinds it replays; it is made from the kinds."""
+    from biasaudit.kinds import KINDS
+
+    text = " ".join(CliRunner().invoke(cli, ["replay", "--help"]).output.split())
+    assert all(kind in text for kind in KINDS) and "fanout" in text

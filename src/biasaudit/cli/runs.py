@@ -216,7 +216,19 @@ def _write_reports(write: Callable[[], list[Path]]) -> None:
 
 
 def _replay_command(reports_errors: Decorator) -> click.Command:
-    @click.command("replay")
+    from biasaudit.kinds import KINDS
+
+    @click.command(
+        "replay",
+        help="""Rebuild a run's scores, metrics and table from the cache; sends nothing.
+
+        Works for runs of every audit kind ("""
+        + ", ".join(KINDS)
+        + """) and for fanout runs. The replay is a new run (its manifest names the
+        original in 'replay_of'); it checks that the metrics come out as the original's.
+        Exit status: 0 reproduced, 1 the metrics differ, 2 something is missing (named).
+        """,
+    )
     @click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
     @click.option(
         "--cache",
@@ -230,13 +242,6 @@ def _replay_command(reports_errors: Decorator) -> click.Command:
     def replay(
         run_dir: Path, cache_path: Path | None, runs_dir: Path | None, no_report: bool = False
     ) -> None:
-        """Rebuild a run's scores, metrics and table from the cache; sends nothing.
-
-        Works for allocation, grade-score, ruted and fanout runs. The replay is
-        a new run (its manifest names the original in 'replay_of'); it checks
-        that the metrics come out as the original's. Exit status: 0 reproduced,
-        1 the metrics differ, 2 something is missing (named).
-        """
         from biasaudit.replay import ROUNDING, replay_run
 
         result = replay_run(
