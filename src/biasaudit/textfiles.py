@@ -216,10 +216,17 @@ def _same_field_counts(text: str, path: str | Path) -> None:
     import csv
 
     reader = csv.reader(io.StringIO(text), skipinitialspace=True)
+    try:
+        _check_field_counts(reader, path)
+    except csv.Error:  # a cell beyond csv's own size limit: named by _bounded_cells
+        return
+
+
+def _check_field_counts(reader: Iterator[list[str]], path: str | Path) -> None:
     header = next(reader, None)
     if header is None:
         return
-    line = reader.line_num
+    line = reader.line_num  # type: ignore[attr-defined]
     for row in reader:
         if row and len(row) != len(header):
             more = len(row) > len(header)
@@ -229,7 +236,7 @@ def _same_field_counts(text: str, path: str | Path) -> None:
                 + ("a value holding a comma needs double quotes around it" if more
                    else "a value is missing (an empty one is still separated by a comma)"),
             )  # fmt: skip
-        line = reader.line_num
+        line = reader.line_num  # type: ignore[attr-defined]
 
 
 def _unreadable_csv(path: str | Path, what: str, said: str) -> UsageError:
