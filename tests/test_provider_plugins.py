@@ -91,6 +91,7 @@ def test_providers_lists_plugins_and_names_a_broken_one(plugins: Path) -> None:
 
 
 HOSTILE_PLUGINS = """
+import asyncio
 import sys
 import time
 
@@ -104,6 +105,8 @@ class OddProvider(Provider):
         self.answer = answer
 
     async def complete(self, request, *, timeout):
+        if self.answer == "never":
+            await asyncio.Event().wait()  # an answer that never comes
         if self.answer == "raise":
             raise ValueError("the plugin's own bug")
         if self.answer == "dict":
@@ -115,6 +118,7 @@ class OddProvider(Provider):
 WRONG_TYPES = ProviderPlugin(capabilities="everything", note="capabilities of the wrong type")
 DICT = ProviderPlugin(build=lambda model, **_: OddProvider(model, "dict"))
 RAISES = ProviderPlugin(build=lambda model, **_: OddProvider(model, "raise"))
+NEVER = ProviderPlugin(build=lambda model, **_: OddProvider(model, "never"))
 """
 
 
@@ -133,7 +137,8 @@ def hostile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     )
     install(site, "hostile-plugins", {
         "wrongtypes": "hostile_plugins:WRONG_TYPES", "dicty": "hostile_plugins:DICT",
-        "raisy": "hostile_plugins:RAISES", "exits": "exits_plugin:X",
+        "raisy": "hostile_plugins:RAISES", "never": "hostile_plugins:NEVER",
+        "exits": "exits_plugin:X",
         "hangs": "hangs_plugin:X",
     })  # fmt: skip
     install(site, "biasaudit-example-provider", {"shout": "biasaudit_example_provider:SHOUT"})
@@ -161,6 +166,8 @@ def test_broken_plugins_are_named_bounded_and_do_not_stop_the_others(hostile: Pa
 
 
 @pytest.mark.parametrize(("provider", "message"), [
+    ("never", "OddProvider (provider plugin of hostile-plugins) gave no answer within 1 s "
+              "(--timeout)"),
     ("dicty", "OddProvider.complete() returned a dict, not a ModelResponse"),
     ("raisy", "OddProvider (provider plugin of hostile-plugins) failed: ValueError: the "
               "plugin's own bug"),
@@ -170,7 +177,7 @@ def test_a_plugin_that_answers_wrongly_fails_its_requests_named_never_a_tracebac
 ) -> None:
     result = CliRunner().invoke(cli, ["fanout", str(EXAMPLE / "prompts.jsonl"), "-m",
                                       f"{provider}/x", "--runs-dir", str(hostile / "runs"),
-                                      "--max-retries", "0"])  # fmt: skip
+                                      "--max-retries", "0", "--timeout", "1"])  # fmt: skip
     assert result.exception is None or isinstance(result.exception, SystemExit), result.output
     assert "Traceback" not in result.output
     assert result.exit_code == 1

@@ -305,8 +305,10 @@ class InProcess:
         self.context.stats.sent += 1
         self.context.stats.in_flight += 1
         started = time.perf_counter()
+        provider = self.context.provider
         try:
-            response = await self.context.provider.complete(request, timeout=self.settings.timeout)
+            call = provider.complete(request, timeout=self.settings.timeout)
+            response = await (call if provider.plugin is None else self._bounded(call))
         finally:
             self.context.stats.in_flight -= 1
         if not isinstance(response, ModelResponse):  # a plugin's provider, checked here
@@ -315,6 +317,20 @@ class InProcess:
                 f"{type(response).__name__}, not a ModelResponse"
             )
         return response, time.perf_counter() - started
+
+    async def _bounded(self, call: Awaitable[ModelResponse]) -> ModelResponse:
+        """A plugin's answer within ``--timeout``, as biasaudit's own providers bound each
+        attempt: a plugin whose call never returns fails that attempt (retried), named,
+        and never holds up the run."""
+        provider = self.context.provider
+        try:
+            async with asyncio.timeout(self.settings.timeout):
+                return await call
+        except TimeoutError:
+            raise TransientProviderError(
+                f"{type(provider).__name__} (provider plugin of {provider.plugin}) gave no "
+                f"answer within {self.settings.timeout:g} s (--timeout)"
+            ) from None
 
     def _classify(self, raw: BaseException) -> ProviderError:
         if isinstance(raw, asyncio.CancelledError | KeyboardInterrupt):
