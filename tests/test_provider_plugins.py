@@ -132,13 +132,14 @@ def hostile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     (tmp_path / "code").mkdir()
     (tmp_path / "code" / "hostile_plugins.py").write_text(HOSTILE_PLUGINS)
     (tmp_path / "code" / "exits_plugin.py").write_text("import sys\nsys.exit(3)\n")
+    (tmp_path / "code" / "kills_plugin.py").write_text("import os\nos._exit(4)\n")
     (tmp_path / "code" / "hangs_plugin.py").write_text(
         "import time\nwhile True:\n    time.sleep(0.05)\n"
     )
     install(site, "hostile-plugins", {
         "wrongtypes": "hostile_plugins:WRONG_TYPES", "dicty": "hostile_plugins:DICT",
         "raisy": "hostile_plugins:RAISES", "never": "hostile_plugins:NEVER",
-        "exits": "exits_plugin:X",
+        "exits": "exits_plugin:X", "kills": "kills_plugin:X",
         "hangs": "hangs_plugin:X",
     })  # fmt: skip
     install(site, "biasaudit-example-provider", {"shout": "biasaudit_example_provider:SHOUT"})
@@ -158,6 +159,7 @@ def test_broken_plugins_are_named_bounded_and_do_not_stop_the_others(hostile: Pa
     rows = {line.split()[0]: line for line in result.stdout.splitlines() if line.strip()}
     assert "its capabilities is a str" in rows["wrongtypes"]
     assert "called sys.exit(3) while importing" in rows["exits"]
+    assert "called os._exit(4) while importing" in rows["kills"]
     assert "did not finish importing within 1 s (it hangs at import)" in rows["hangs"]
     assert "plugin of biasaudit-example-provider" in rows["shout"]  # the others still work
     result = CliRunner().invoke(cli, ["fanout", str(EXAMPLE / "prompts.jsonl"), "-m",

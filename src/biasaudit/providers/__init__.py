@@ -14,7 +14,7 @@ import functools
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import urlparse
 
 from biasaudit.errors import ConfigurationError, UnknownProviderError
@@ -214,13 +214,22 @@ def provider_plugins() -> dict[str, tuple[ProviderPlugin | BaseException, str]]:
 PLUGIN_LOAD_TIMEOUT_S = 10.0
 
 
+class _ExitedAtImport(BaseException):
+    """``os._exit`` called by a plugin while it imports."""
+
+
 def _load_bounded(entry: Any) -> Any:
     """``entry.load()`` in a thread, waited for at most :data:`PLUGIN_LOAD_TIMEOUT_S`: a
-    plugin that hangs at import, or exits (``sys.exit``), is an error, not the end of
-    every command that looks for plugins."""
+    plugin that hangs at import, or exits (``sys.exit``, or ``os._exit``, which would end
+    the process with nothing said: it is held for the import's time), is an error, not
+    the end of every command that looks for plugins."""
+    import os
     import threading
 
     outcome: dict[str, Any] = {}
+
+    def exits(code: int) -> NoReturn:
+        raise _ExitedAtImport(code)
 
     def load() -> None:
         try:
@@ -229,8 +238,12 @@ def _load_bounded(entry: Any) -> Any:
             outcome["error"] = error
 
     thread = threading.Thread(target=load, name=f"plugin-{entry.name}", daemon=True)
-    thread.start()
-    thread.join(PLUGIN_LOAD_TIMEOUT_S)
+    really_exit, os._exit = os._exit, exits
+    try:
+        thread.start()
+        thread.join(PLUGIN_LOAD_TIMEOUT_S)
+    finally:
+        os._exit = really_exit
     if thread.is_alive():
         raise TimeoutError(
             f"{entry.value} did not finish importing within {PLUGIN_LOAD_TIMEOUT_S:g} s "
@@ -239,6 +252,11 @@ def _load_bounded(entry: Any) -> Any:
     error = outcome.get("error")
     if isinstance(error, SystemExit):
         raise RuntimeError(f"{entry.value} called sys.exit({error.code!r}) while importing")
+    if isinstance(error, _ExitedAtImport):
+        raise RuntimeError(
+            f"{entry.value} called os._exit({error.args[0]!r}) while importing (it would have "
+            "ended biasaudit with nothing said)"
+        )
     if error is not None:
         raise error
     return outcome["plugin"]
