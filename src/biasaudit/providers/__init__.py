@@ -228,8 +228,8 @@ def _load_bounded(entry: Any) -> Any:
 
     outcome: dict[str, Any] = {}
 
-    def exits(code: int) -> NoReturn:
-        raise _ExitedAtImport(code)
+    def exits(status: int) -> NoReturn:
+        raise _ExitedAtImport(status)
 
     def load() -> None:
         try:
