@@ -87,6 +87,27 @@ def test_transient_errors_are_retried_with_backoff(
     assert len(sleeps) == 2 and all(0 <= s <= 4 for s in sleeps)
 
 
+def test_a_retry_checks_the_cache_first_and_pays_for_nothing_answered_elsewhere(
+    cache: ResponseCache, recording_sleep, sleeps
+) -> None:
+    """A run frozen past its lease, resumed, retried its in-flight requests after another
+    process sharing the cache had answered them: each was paid for again. While this
+    request waits to retry, the other process's answer lands in the cache."""
+    provider = FakeProvider()
+    request = chat("q")
+    elsewhere = ModelResponse(texts=("answered elsewhere",), model_version="model-1-2026")
+
+    async def answered_meanwhile(seconds: float) -> None:
+        await recording_sleep(seconds)
+        cache.put(engine.key(request), elsewhere, model_id="fake/model-1")
+
+    engine = Engine(provider, cache, sleep=answered_meanwhile)
+    provider.script["q"] = [TransientProviderError("HTTP 503")]
+    [result] = collect(engine, [request])
+    assert result.ok and result.cached and result.response == elsewhere
+    assert provider.calls["q"] == 1 and len(sleeps) == 1  # the one failed attempt only
+
+
 def test_retry_after_is_honoured(cache: ResponseCache, recording_sleep, sleeps) -> None:
     provider = FakeProvider()
     provider.script["q"] = [RateLimitedError("429", status=429, retry_after=7.5)]

@@ -211,6 +211,16 @@ class InProcess:
                     self._refuse_long_wait(error)
                 raise error from raw
 
+        async def retry() -> tuple[ModelResponse, float]:
+            # Another process sharing the cache may have answered it meanwhile (a run
+            # frozen past its lease, resumed): never pay for an answer the cache holds.
+            cache = self.context.cache
+            cached = cache.get(key) if cache is not None else None
+            if cached is not None:
+                result.cached = True
+                return cached, 0.0
+            return await attempt()
+
         try:
             # Most requests succeed at once: only a failure pays for tenacity's machinery.
             response, latency = await attempt()
@@ -218,7 +228,7 @@ class InProcess:
             raise
         except ProviderError as first_error:
             try:
-                response, latency = await self._retry(attempt, first_error)
+                response, latency = await self._retry(retry, first_error)
             except FatalProviderError:
                 raise
             except ProviderError as error:
@@ -235,6 +245,9 @@ class InProcess:
         result.response, result.latency_s = response, latency
         # Everything before the answering attempt: --rpm / --tpm, failed attempts, backoff.
         result.waited_s = max(0.0, time.perf_counter() - began - latency)
+        if result.cached:  # answered elsewhere while this one waited to retry
+            self.context.stats.count_response(response)
+            return result
         self.context.successes += 1
         limit.succeeded()
         self.context.show_limit(limit)
