@@ -375,3 +375,26 @@ def test_a_malformed_proxy_variable_is_one_line_and_leaves_loopback_alone(
              "--runs-dir", str(tmp_path / "runs")]  # fmt: skip
     result = CliRunner().invoke(cli, local)
     assert result.exit_code == 0 and "1 answered, 0 failed" in result.output, result.output
+
+
+def test_a_text_longer_than_any_prompt_may_be_is_refused_before_planning(
+    tmp_path: Path, server: OpenAIServer
+) -> None:
+    """A decision scenario holding one 20 MB template made a dry run grow to 12 GB over
+    85 s and price 414 prompts of about 5 M tokens each: texts are bounded where they are
+    read (a scenario's template like a table's cell; a fan-out's prompt at about 2
+    million tokens, more than any model's context)."""
+    scenarios = tmp_path / "scenarios.jsonl"
+    template = "A landlord decides whether to rent to {who}. " + "x" * 200_000
+    scenarios.write_text(json.dumps({"id": "big", "template": template}) + "\n")
+    args = ["run", "decisions", "--model", "vllm/m", "--base-url", server.base_url,
+            "--scenarios", str(scenarios), "--dry-run", "--runs-dir", str(tmp_path / "runs")]  # fmt: skip
+    refused(CliRunner().invoke(cli, args), "scenarios.jsonl, line 1, field 'template'",
+            "200,045 characters, more than the 100,000")  # fmt: skip
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(json.dumps({"id": "a", "prompt": "y" * 8_000_001}) + "\n")
+    args = ["fanout", str(prompts), "--model", "vllm/m", "--base-url", server.base_url,
+            "--runs-dir", str(tmp_path / "runs")]  # fmt: skip
+    refused(CliRunner().invoke(cli, args), "p.jsonl, line 1, field 'prompt'",
+            "longer than any model's context")
+    nothing_happened(tmp_path, server)

@@ -64,6 +64,10 @@ MOST_DATA_BYTES = 1 << 30  # 1 GiB
 # one is echoed in every table and message that names it.
 MOST_CELL_CHARS = 100_000
 MOST_LABEL_CHARS = 200
+# The longest prompt text a line may hold: about 2 million tokens at 4 characters a
+# token, more than any model's context, so that no prompt is planned, priced and
+# filled a hundred times over that no model could take.
+MOST_PROMPT_CHARS = 8_000_000
 _LABEL_COLUMNS = frozenset({
     "group", "name", "subtask", "candidate", "candidate_id", "pool", "order", "item",
     "item_id", "occupation", "context", "majority", "race", "sex", "model", "answer",
@@ -401,13 +405,18 @@ def require_values(frame: pd.DataFrame, columns: list[str], *, what: str, path: 
             raise InputError(str(path), row + 2, column, f"empty: every {what} row needs one")
 
 
-def json_object(name: str, number: int, line: str) -> dict[str, Any]:
-    """Line ``number`` of the JSONL file ``name`` as a JSON object.
+def json_object(
+    name: str, number: int, line: str, *, most: int = MOST_CELL_CHARS
+) -> dict[str, Any]:
+    """Line ``number`` of the JSONL file ``name`` as a JSON object, none of whose texts
+    is longer than ``most`` characters (a scenario's template, an item's option; a
+    fan-out's prompt may hold :data:`MOST_PROMPT_CHARS`).
 
     Raises
     ------
     InputError
-        The line is not JSON, is nested too deeply, or is not an object.
+        The line is not JSON, is nested too deeply, is not an object, or holds a text
+        longer than ``most``.
     """
     try:
         data = json.loads(line)
@@ -417,4 +426,24 @@ def json_object(name: str, number: int, line: str) -> dict[str, Any]:
         raise InputError(name, number, None, "not valid JSON (nested too deeply)") from None
     if not isinstance(data, dict):
         raise InputError(name, number, None, "each line must be a JSON object")
+    for field, text in _texts_of(data):
+        if len(text) > most:
+            raise InputError(
+                name, number, field,
+                f"{len(text):,} characters, more than the {most:,} a text here may hold"
+                + (" (about 2 million tokens: longer than any model's context)"
+                   if most == MOST_PROMPT_CHARS else ""),
+            )  # fmt: skip
     return data
+
+
+def _texts_of(value: Any, field: str | None = None) -> Iterator[tuple[str | None, str]]:
+    """Every text in a parsed JSON value, with the top-level field it sits under."""
+    if isinstance(value, str):
+        yield field, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _texts_of(item, field if field is not None else str(key))
+    elif isinstance(value, list):
+        for item in value:
+            yield from _texts_of(item, field)

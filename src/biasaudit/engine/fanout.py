@@ -25,7 +25,7 @@ from biasaudit.errors import BiasauditError, InputError, UsageError
 from biasaudit.providers import ModelRequest
 from biasaudit.secrets import public_headers, redact_urls
 from biasaudit.store.runs import RunResult
-from biasaudit.textfiles import brief, json_object, label_problem, text_lines
+from biasaudit.textfiles import MOST_PROMPT_CHARS, brief, json_object, label_problem, text_lines
 
 __all__ = ["FanoutOptions", "FanoutResult", "fanout", "read_prompts", "run_fanout"]
 
@@ -101,7 +101,7 @@ def read_prompt_lines(path: str | Path) -> list[tuple[int, ModelRequest]]:
 
 
 def _parse_line(name: str, number: int, line: str) -> ModelRequest:
-    data = json_object(name, number, line)
+    data = json_object(name, number, line, most=MOST_PROMPT_CHARS)
     if isinstance(data.get("id"), int):
         data["id"] = str(data["id"])
     if isinstance(data.get("id"), str):
