@@ -21,11 +21,11 @@ EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "ll144-outcomes.
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 4 MiB filesystem of its own (tmpfs), for filling up."""
+    """A 16 MiB filesystem of its own (tmpfs), for filling up."""
     folder = tmp_path / "small"
     folder.mkdir()
     mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(folder)], capture_output=True
+        ["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(folder)], capture_output=True
     )
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a small filesystem here (root only): {mounted.stderr!r}")
@@ -36,16 +36,13 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 
 
 def _fill(folder: Path) -> None:
-    """Take every free block of the filesystem under ``folder``."""
-    with open(folder / "filler", "wb") as handle:
-        try:
+    """Take every free block of the filesystem under ``folder`` (none left: nothing to do)."""
+    with contextlib.suppress(OSError), open(folder / "filler", "wb") as handle:
+        with contextlib.suppress(OSError):
             while True:
                 handle.write(b"\0" * 65536)
                 handle.flush()
-        except OSError:
-            pass
-        with contextlib.suppress(OSError):
-            os.fsync(handle.fileno())
+        os.fsync(handle.fileno())
 
 
 def _snapshot(folder: Path) -> dict[str, bytes]:

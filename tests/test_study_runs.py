@@ -49,3 +49,29 @@ def test_a_study_of_incomplete_runs_only_is_a_usage_error(tmp_path: Path) -> Non
     code, out, err = invoke("study", str(run))
     assert code == 2 and out == ""
     assert "no audit run among the paths given" in err and "incomplete" in err
+
+
+def test_a_decisions_pilot_and_its_full_run_are_one_audit(tmp_path: Path) -> None:
+    """The list of size fields once lacked the decisions kind's: its pilot and its full run
+    counted as two audits. Each field now says so where it is declared."""
+    runs = []
+    for limit in ("3", "5"):
+        code, out, err = invoke(
+            "run", "decisions", "--model", "sim/biased", "--fills", "explicit",
+            "--scenario-limit", limit, "--runs-dir", str(tmp_path), "--no-report",
+        )  # fmt: skip
+        assert code == 0, err
+        runs.append(run_dir_of(out))
+    code, out, err = invoke("study", *map(str, runs), "--no-report")
+    assert code == 0, err
+    assert "counted once: 2 runs audit the same model (sim/biased)" in err
+
+
+def test_every_spec_field_is_either_part_of_the_audit_or_says_it_sizes_the_run() -> None:
+    """What makes two runs one audit is declared on the fields: the registry reads it."""
+    from biasaudit.kinds.registry import _size_and_engine_fields
+
+    found = _size_and_engine_fields()
+    assert {"scenario_limit", "names_per_group", "item_limit", "replicates", "concurrency",
+            "model", "until"} <= found  # fmt: skip
+    assert not {"task", "prompt", "temperature", "scenarios", "contexts"} & found

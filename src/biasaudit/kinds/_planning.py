@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from biasaudit.engine.options import Flag
 from biasaudit.errors import UsageError
 from biasaudit.kinds.common import read_run_metrics
+from biasaudit.kinds.runspec import SIZES_THE_RUN
 from biasaudit.store.runs import read_manifest
 from biasaudit.textfiles import a_run
 
@@ -56,11 +57,13 @@ class PlanningFields(BaseModel):
         "listwise: |ΔDP| at headline_k; Grade Score: a change of the score; RUTEd: the "
         "skew); prints the chance this audit detects it (power) and the size that reaches "
         "80% and 95%, from --like RUN, --pilot N, or else stated cautious defaults.",
+        json_schema_extra=SIZES_THE_RUN,
     )
     like: Path | None = Field(
         None,
         description="A previous run of this task (a small pilot, say) whose intervals give "
         "the variance that --detect plans with.",
+        json_schema_extra=SIZES_THE_RUN,
     )
     pilot: int | None = Field(
         None,
@@ -69,6 +72,7 @@ class PlanningFields(BaseModel):
         description="With --dry-run --detect: run a pilot of about N requests first (sent, "
         "and cached: the audit reuses them) and plan from it: fewer names per group, pools "
         "or items (not RUTEd).",
+        json_schema_extra=SIZES_THE_RUN,
     )
 
 
@@ -84,6 +88,7 @@ class UntilFields(BaseModel):
         "or 'decided' (every gap's interval excludes 0, or its interval at 1 - 2 alpha, 90%, "
         "lies within ±--detect); intervals valid at every look (a confidence sequence, or "
         "group-sequential boundaries with --like, for the kinds that plan their unit).",
+        json_schema_extra=SIZES_THE_RUN,
     )
 
     @field_validator("until")

@@ -10,6 +10,7 @@ is a folder under ``kinds/`` with its ``kind.py``, and one line in ``kinds/__ini
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -227,18 +228,21 @@ def _unusable(path: Path, manifest: Manifest) -> str | None:
     return None
 
 
-# Spec fields that say how much of an audit a run asked, or how it was sent, not which
-# audit it is: runs that differ only in them (a pilot, the rounds of --until, a repeat)
-# are one audit of one model, counted once in a study.
-_SIZE_AND_ENGINE_FIELDS = frozenset({
-    "names_per_group", "max_names", "round_names", "names_drawn", "candidates_per_group",
-    "pools", "max_pools", "round_pools", "pools_drawn", "item_limit", "max_items",
-    "round_items", "replicates", "max_replicates", "round_replicates", "per_request",
-    "until", "detect", "like", "pilot", "seed", "jobs", "rounds", "bootstrap",
-    "gap_bootstrap", "concurrency", "rpm", "tpm", "max_retries", "timeout", "runs_dir",
-    "cache", "replay", "fresh", "workers", "batch", "batch_poll", "n_ctx", "n_threads",
-    "parallel", "api_key_env", "headers", "models", "max_cost", "model", "base_url",
-})  # fmt: skip
+@functools.cache
+def _size_and_engine_fields() -> frozenset[str]:
+    """Spec fields that say how much of an audit a run asked, or how it was sent, not
+    which audit it is: runs that differ only in them (a pilot, the rounds of --until, a
+    repeat) are one audit of one model, counted once in a study. Each field says so
+    where it is declared (:data:`~biasaudit.kinds.runspec.SIZES_THE_RUN`); every field of
+    :class:`~biasaudit.engine.options.RunOptions` is how a run was sent."""
+    from biasaudit.engine.options import RunOptions
+    from biasaudit.kinds.runspec import sizes_the_run
+
+    found = set(RunOptions.model_fields)
+    for classes in VARIANTS.values():
+        for spec_class in classes:
+            found |= {name for name, f in spec_class.model_fields.items() if sizes_the_run(f)}
+    return frozenset(found)
 
 
 def _audit_identity(path: Path, manifest: Manifest) -> str:
@@ -251,7 +255,7 @@ def _audit_identity(path: Path, manifest: Manifest) -> str:
         return str(path)  # nothing to match it by: it stands alone
     if not isinstance(spec, dict):
         return str(path)
-    asked = {k: v for k, v in spec.items() if k not in _SIZE_AND_ENGINE_FIELDS}
+    asked = {k: v for k, v in spec.items() if k not in _size_and_engine_fields()}
     audited = [manifest.endpoint.get(k) for k in ("provider", "model", "base_url")]
     return json.dumps([manifest.kind, audited, asked], sort_keys=True, default=str)
 

@@ -16,9 +16,29 @@ from pydantic import Field, model_validator
 from biasaudit.engine.options import RunOptions
 from biasaudit.providers._types import ReasoningEffort
 
-__all__ = ["MAX_ROUNDS", "AuditSpec", "RunSpec", "relative_path"]
+__all__ = [
+    "MAX_ROUNDS",
+    "SIZES_THE_RUN",
+    "AuditSpec",
+    "RunSpec",
+    "relative_path",
+    "sizes_the_run",
+]
 
 MAX_ROUNDS = 100_000
+
+
+SIZES_THE_RUN: dict[str, Any] = {"sizes_the_run": True}
+"""A spec field's mark (``json_schema_extra``) that it says how much of an audit a run
+asks (names, pools, items, scenarios, replicates, rounds of ``--until``, their seed),
+not which audit it is: runs that differ only in such fields, or in how they were sent
+(:class:`~biasaudit.engine.options.RunOptions`), are one audit of one model."""
+
+
+def sizes_the_run(field: Any) -> bool:
+    """Whether a pydantic field carries :data:`SIZES_THE_RUN`."""
+    extra = getattr(field, "json_schema_extra", None)
+    return isinstance(extra, dict) and bool(extra.get("sizes_the_run"))
 
 
 class RunSpec(RunOptions):
@@ -39,7 +59,11 @@ class RunSpec(RunOptions):
         "own, or the papers' (docs: Where biasaudit departs from the papers).",
     )
     seed: int = Field(
-        0, ge=0, le=2**32 - 1, description="Seeds name sampling, pools and bootstraps."
+        0,
+        ge=0,
+        le=2**32 - 1,
+        description="Seeds name sampling, pools and bootstraps.",
+        json_schema_extra=SIZES_THE_RUN,
     )
     confidence: float = Field(
         0.95, gt=0.0, lt=1.0, allow_inf_nan=False, description="Of every interval."

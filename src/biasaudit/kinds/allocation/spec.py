@@ -20,7 +20,7 @@ from biasaudit.kinds.candidates.spec import (
     QualifiedSpec,
     ResumeData,
 )
-from biasaudit.kinds.runspec import MAX_ROUNDS, relative_path
+from biasaudit.kinds.runspec import MAX_ROUNDS, SIZES_THE_RUN, relative_path
 
 __all__ = [
     "FIGURE_NAMES",
@@ -98,9 +98,14 @@ class AllocationSpec(CandidatesData, PlanningFields, UntilFields, PoolRounds):
         None, ge=1, le=10_000,
         description="--until: names per group added each round [default: the first "
         "round's, --names-per-group].",
+        json_schema_extra=SIZES_THE_RUN,
     )  # fmt: skip
     max_names: int = Field(
-        100, ge=1, le=100_000, description="--until: the most names per group to reach."
+        100,
+        ge=1,
+        le=100_000,
+        description="--until: the most names per group to reach.",
+        json_schema_extra=SIZES_THE_RUN,
     )
     k_max: int = Field(5, ge=1, le=100, description="Selections simulated: k = 1..k_max.")
     headline_k: int = Field(
@@ -109,12 +114,32 @@ class AllocationSpec(CandidatesData, PlanningFields, UntilFields, PoolRounds):
     # Upper bounds are checked with the spec, before anything is sent: far beyond any
     # useful audit, and well within memory (rounds x pools, bootstrap replicates).
     rounds: int = Field(
-        1800, ge=1, le=MAX_ROUNDS, description="Simulated selection pools per subtask."
+        1800,
+        ge=1,
+        le=MAX_ROUNDS,
+        description="Simulated selection pools per subtask.",
+        json_schema_extra=SIZES_THE_RUN,
     )
-    pools: int = Field(30, ge=1, le=10_000, description="Pairwise: pools compared per subtask.")
-    bootstrap: int = Field(2000, ge=100, le=100_000, description="Bootstrap replicates of RABBI.")
+    pools: int = Field(
+        30,
+        ge=1,
+        le=10_000,
+        description="Pairwise: pools compared per subtask.",
+        json_schema_extra=SIZES_THE_RUN,
+    )
+    bootstrap: int = Field(
+        2000,
+        ge=100,
+        le=100_000,
+        description="Bootstrap replicates of RABBI.",
+        json_schema_extra=SIZES_THE_RUN,
+    )
     gap_bootstrap: int = Field(
-        200, ge=20, le=10_000, description="Bootstrap replicates of the gaps."
+        200,
+        ge=20,
+        le=10_000,
+        description="Bootstrap replicates of the gaps.",
+        json_schema_extra=SIZES_THE_RUN,
     )
 
 

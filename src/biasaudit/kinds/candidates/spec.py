@@ -8,7 +8,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from biasaudit.kinds.runspec import RunSpec
+from biasaudit.kinds.runspec import SIZES_THE_RUN, RunSpec
 
 __all__ = [
     "CandidatesData",
@@ -69,7 +69,9 @@ class ResumeData(CandidatesData):
     task: Literal["resume-screening"] = "resume-screening"
     PATHS: ClassVar[tuple[str, ...]] = ("runs_dir", "cache", "names", "resumes")
     jobs: tuple[str, ...] | None = Field(
-        None, description="Job ids to audit, comma-separated [default: all four]."
+        None,
+        description="Job ids to audit, comma-separated [default: all four].",
+        json_schema_extra=SIZES_THE_RUN,
     )
     names: Path | None = Field(
         None, description="CSV of name,group to use instead of the shipped names."
@@ -77,11 +79,14 @@ class ResumeData(CandidatesData):
     resumes: Path | None = Field(
         None, description="YAML of jobs and resumes to use instead of the shipped ones."
     )
-    names_per_group: int = Field(100, ge=1, le=100_000, description="Names per group.")
+    names_per_group: int = Field(
+        100, ge=1, le=100_000, description="Names per group.", json_schema_extra=SIZES_THE_RUN
+    )
     names_drawn: Literal["sample", "nested"] = Field(
         "sample",
         description="How the names are drawn (seeded): 'nested' keeps, at a larger "
         "--names-per-group, every name a smaller one drew (the rounds of --until).",
+        json_schema_extra=SIZES_THE_RUN,
     )
 
     @field_validator("jobs", mode="before")
@@ -102,15 +107,18 @@ class PoolRounds(BaseModel):
         "each subtask's from its own stream, so that a larger --pools keeps every pool a "
         "smaller one drew (the rounds of --until); 'sequence' (one stream for every "
         "subtask) is how runs before it drew them.",
+        json_schema_extra=SIZES_THE_RUN,
     )
     round_pools: int | None = Field(
         None, ge=1, le=10_000,
         description="Pairwise and listwise --until: pools per subtask added each round "
         "[default: the first round's, --pools].",
+        json_schema_extra=SIZES_THE_RUN,
     )  # fmt: skip
     max_pools: int = Field(
         300, ge=1, le=10_000,
         description="Pairwise and listwise --until: the most pools per subtask to reach.",
+        json_schema_extra=SIZES_THE_RUN,
     )  # fmt: skip
 
 
@@ -125,6 +133,7 @@ class DrawnCandidates(BaseModel):
         "at random (seeded; nested: a larger N keeps every candidate a smaller one drew) "
         "[default: every one; pointwise --until: the first round's, --round-candidates or "
         "10].",
+        json_schema_extra=SIZES_THE_RUN,
     )  # fmt: skip
     round_candidates: int | None = Field(
         None, ge=1, le=1_000_000,

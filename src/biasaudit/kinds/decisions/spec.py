@@ -8,7 +8,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from biasaudit.kinds._planning import PlanningFields, UntilFields
-from biasaudit.kinds.runspec import RunSpec, relative_path
+from biasaudit.kinds.runspec import SIZES_THE_RUN, RunSpec, relative_path
 
 __all__ = ["SCORE_HELP", "DecisionsSpec"]
 
@@ -60,14 +60,17 @@ class DecisionsSpec(RunSpec, PlanningFields, UntilFields):
         None, ge=2, le=100_000,
         description="Audit N scenarios of the file, drawn at random (seeded; nested) "
         "[default: every one; with --until: the first round's, --round-scenarios or 4].",
+        json_schema_extra=SIZES_THE_RUN,
     )  # fmt: skip
     round_scenarios: int | None = Field(
         None, ge=1, le=100_000,
         description="--until: scenarios added each round [default: the first round's].",
+        json_schema_extra=SIZES_THE_RUN,
     )  # fmt: skip
     max_scenarios: int | None = Field(
         None, ge=2, le=100_000,
         description="--until: the most scenarios to reach [default: every one of the file].",
+        json_schema_extra=SIZES_THE_RUN,
     )  # fmt: skip
 
     @classmethod

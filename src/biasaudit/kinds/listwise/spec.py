@@ -18,6 +18,7 @@ from biasaudit.kinds.candidates.spec import (
     PromptSpec,
     ResumeData,
 )
+from biasaudit.kinds.runspec import SIZES_THE_RUN
 
 __all__ = ["ListwiseEssaySpec", "ListwiseResumeSpec", "ListwiseSpec", "ListwiseTaskSpec"]
 
@@ -50,13 +51,21 @@ class ListwiseSpec(CandidatesData, PlanningFields, UntilFields, PoolRounds):
         description="Listwise: a Latin square of orders (every candidate in every slot "
         "once), or every order of pools of at most 6.",
     )
-    pools: int = Field(30, ge=1, le=10_000, description="Pools per subtask.")
+    pools: int = Field(
+        30, ge=1, le=10_000, description="Pools per subtask.", json_schema_extra=SIZES_THE_RUN
+    )
     samples: int = Field(
         1, ge=1, le=128, description="Listwise: answers sampled per order of a pool."
     )
     k_max: int = Field(3, ge=1, le=100, description="Selection rates and ΔDP for k = 1..k_max.")
     headline_k: int = Field(1, ge=1, le=100, description="The k of the impact ratios.")
-    bootstrap: int = Field(1000, ge=100, le=100_000, description="Bootstrap replicates.")
+    bootstrap: int = Field(
+        1000,
+        ge=100,
+        le=100_000,
+        description="Bootstrap replicates.",
+        json_schema_extra=SIZES_THE_RUN,
+    )
     max_tokens: int = Field(
         60, ge=1, le=32768, description="Listwise: the longest answer (a ranking)."
     )
