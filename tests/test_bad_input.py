@@ -395,6 +395,9 @@ def test_a_text_longer_than_any_prompt_may_be_is_refused_before_planning(
     prompts.write_text(json.dumps({"id": "a", "prompt": "y" * 8_000_001}) + "\n")
     args = ["fanout", str(prompts), "--model", "vllm/m", "--base-url", server.base_url,
             "--runs-dir", str(tmp_path / "runs")]  # fmt: skip
-    refused(CliRunner().invoke(cli, args), "p.jsonl, line 1, field 'prompt'",
-            "longer than any model's context")
+    refused(
+        CliRunner().invoke(cli, args),
+        "p.jsonl, line 1, field 'prompt'",
+        "longer than any model's context",
+    )
     nothing_happened(tmp_path, server)

@@ -75,3 +75,23 @@ def test_every_spec_field_is_either_part_of_the_audit_or_says_it_sizes_the_run()
     assert {"scenario_limit", "names_per_group", "item_limit", "replicates", "concurrency",
             "model", "until"} <= found  # fmt: skip
     assert not {"task", "prompt", "temperature", "scenarios", "contexts"} & found
+
+
+def test_one_file_of_outputs_imported_three_times_is_one_audit(tmp_path: Path) -> None:
+    """A RUTEd study counted three imports of one model's outputs (identical answers) as
+    three models and ranked them."""
+    outputs = tmp_path / "outputs.csv"
+    outputs.write_text("occupation,context,p_male\n" + "".join(
+        f"{name},standard,{share}\n" for name, share in
+        (("nurse", 0.2), ("carpenter", 0.8), ("secretary", 0.3), ("driver", 0.7))
+    ))  # fmt: skip
+    runs = []
+    for _ in range(3):
+        code, out, err = invoke("score", "ruted", str(outputs), "--model", "my/model",
+                                "--runs-dir", str(tmp_path / "runs"))  # fmt: skip
+        assert code == 0, err
+        runs.append(run_dir_of(out))
+    code, out, err = invoke("study", *map(str, runs), "--no-report")
+    assert code == 0, err
+    assert "counted once: 3 runs audit the same model (imported/my/model)" in err
+    assert "(the most answers, 4)" in err and out.startswith("RUTEd study of 1 runs")

@@ -249,6 +249,11 @@ def _audit_identity(path: Path, manifest: Manifest) -> str:
     """What a run audits, whatever its size: its kind and spec less sizes and engine settings."""
     import json
 
+    endpoint = manifest.endpoint
+    if endpoint.get("provider") == "imported" and endpoint.get("sha256"):
+        # outputs produced elsewhere: the same file of one model's answers is one audit,
+        # however often it is imported
+        return json.dumps([manifest.kind, "imported", endpoint.get("model"), endpoint["sha256"]])
     try:
         spec = json.loads((path / "spec.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -269,10 +274,11 @@ def _once_per_audit(runs: dict[Path, Manifest], skipped: list[str]) -> tuple[lis
     kept: list[Path] = []
     for same in by_audit.values():
         manifests = {path: runs[path] for path in same}
-        answered = {
-            path: (m.counts.requests - m.counts.failures, m.started_at.isoformat())
+        answered = {  # an import sent nothing: its rows are its answers
+            path: (m.counts.requests - m.counts.failures or int(m.endpoint.get("rows") or 0),
+                   m.started_at.isoformat())
             for path, m in manifests.items()
-        }
+        }  # fmt: skip
         chosen = max(same, key=answered.__getitem__)
         kept.append(chosen)
         others = [path for path in same if path != chosen]
