@@ -93,7 +93,7 @@ def test_impact_ratios_flag_the_planted_group_its_race_and_nothing_else(
 def test_run_directory_holds_every_artifact(pointwise: AuditResult) -> None:
     run_dir = pointwise.run_dir
     assert {p.name for p in run_dir.iterdir()} == {
-        "manifest.json", "responses.jsonl", "spec.json", "scores.csv", "metrics.json"
+        "manifest.json", "prompts.jsonl.gz", "responses.jsonl", "spec.json", "scores.csv", "metrics.json"
     }  # fmt: skip
     manifest = read_manifest(run_dir)
     assert manifest.kind == "allocation" and manifest.status == "completed" and manifest.simulated

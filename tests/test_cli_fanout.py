@@ -39,6 +39,7 @@ def test_fanout_on_sim_writes_a_complete_run(tmp_path: Path) -> None:
     run_dir = Path(lines[-1].removeprefix("run: "))
     assert {p.name for p in run_dir.iterdir()} == {
         "manifest.json",
+        "prompts.jsonl.gz",
         "responses.jsonl",
         "inputs.jsonl",
         "spec.json",

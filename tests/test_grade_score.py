@@ -124,7 +124,7 @@ def test_the_run_directory_holds_every_artifact_in_the_design_shape(
 ) -> None:
     run_dir = biased.run_dir
     assert {p.name for p in run_dir.iterdir()} == {
-        "manifest.json", "responses.jsonl", "spec.json", "trials.csv", "items.csv", "metrics.json"
+        "manifest.json", "prompts.jsonl.gz", "responses.jsonl", "spec.json", "trials.csv", "items.csv", "metrics.json"
     }  # fmt: skip
     manifest = read_manifest(run_dir)
     assert manifest.kind == "grade-score" and manifest.status == "completed" and manifest.simulated

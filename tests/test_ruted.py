@@ -105,7 +105,7 @@ def test_under_the_papers_conventions_the_intervals_hold_the_occupations_fixed(
 def test_run_directory_holds_every_artifact(biased: RutedResult) -> None:
     run_dir = biased.run_dir
     assert {p.name for p in run_dir.iterdir()} == {
-        "manifest.json", "responses.jsonl", "spec.json", "metrics.json", "occupations.csv",
+        "manifest.json", "prompts.jsonl.gz", "responses.jsonl", "spec.json", "metrics.json", "occupations.csv",
         "replicates.csv",
     }  # fmt: skip
     manifest = read_manifest(run_dir)

@@ -22,7 +22,13 @@ if TYPE_CHECKING:
     )
     from biasaudit.engine.loop import run_async
     from biasaudit.errors import BiasauditError
-    from biasaudit.frames import export_runs, load_responses, load_runs, load_scores
+    from biasaudit.frames import (
+        export_runs,
+        load_prompts,
+        load_responses,
+        load_runs,
+        load_scores,
+    )
     from biasaudit.kinds.allocation.run import AuditResult, run_audit
     from biasaudit.kinds.allocation.run import run as audit
     from biasaudit.kinds.allocation.study import run_study
@@ -56,6 +62,7 @@ _LAZY = {
     "RequestResult": "biasaudit.engine.core",
     "BiasauditError": "biasaudit.errors",
     "export_runs": "biasaudit.frames",
+    "load_prompts": "biasaudit.frames",
     "load_responses": "biasaudit.frames",
     "load_runs": "biasaudit.frames",
     "load_scores": "biasaudit.frames",
@@ -120,6 +127,7 @@ __all__ = [
     "audit",
     "export_runs",
     "fanout",
+    "load_prompts",
     "load_responses",
     "load_runs",
     "load_scores",

@@ -1,11 +1,14 @@
 """Runs as pandas DataFrames, where analysts work: ``load_runs`` (every figure, one row
-each, in long or "tidy" form), ``load_scores`` (each run's per-unit results) and
-``load_responses`` (every answer), and ``export_runs``, which writes any of them as
+each, in long or "tidy" form), ``load_scores`` (each run's per-unit results),
+``load_responses`` (every answer) and ``load_prompts`` (every request as it was sent,
+checked against the cache key it was sent under), and ``export_runs``, which writes
+any of them as
 CSV, Parquet or JSON lines (``biasaudit export``).
 
 Each takes run directories, a folder of them (``runs``) or a glob (``"runs/*"``).
 What a glob also matches and is not a run (the cache file, study and compare
-folders; fan-out runs, except for ``load_responses``) is left out and listed in the
+folders; fan-out runs, except for ``load_responses`` and ``load_prompts``) is left out
+and listed in the
 frame's ``attrs["skipped"]``. Every row names its run: ``run`` (the folder's name),
 ``kind``, ``task``, ``model``, ``simulated`` and ``path``.
 
@@ -36,6 +39,7 @@ __all__ = [
     "FIGURE_COLUMNS",
     "RUN_COLUMNS",
     "export_runs",
+    "load_prompts",
     "load_responses",
     "load_runs",
     "load_scores",
@@ -48,7 +52,7 @@ FIGURE_COLUMNS = (*RUN_COLUMNS, *KIND_FIGURE_COLUMNS)
 (:data:`biasaudit.kinds.common.FIGURE_COLUMNS`, its verdict ``beyond_noise`` last)."""
 
 Paths = str | Path | Iterable[str | Path]
-What = Literal["figures", "scores", "responses"]
+What = Literal["figures", "scores", "responses", "prompts"]
 Format = Literal["csv", "parquet", "jsonl"]
 
 
@@ -231,9 +235,52 @@ def load_responses(paths: Paths) -> pd.DataFrame:
     return _framed(parts, (*RUN_COLUMNS, *ResponseRecord.model_fields), skipped)
 
 
+PROMPT_COLUMNS = ("id", "replicate", "cache_key", "messages", "params", "as_sent")
+"""``load_prompts``' columns after the run's."""
+
+
+def load_prompts(paths: Paths) -> pd.DataFrame:
+    """Every request of the runs in ``paths`` as it was sent, one row each (from
+    ``prompts.jsonl.gz``): its ``id`` and ``replicate`` (as ``responses.jsonl`` names it),
+    the ``cache_key`` it was sent and cached under, its ``messages`` (or prompt) and
+    ``params`` as JSON text, and ``as_sent``: whether that text still hashes to that key
+    (False: the file was edited since). Runs made before biasaudit recorded their
+    prompts, and imports, which sent none, are skipped with a note."""
+    import json
+
+    from biasaudit.store.runs import PROMPTS_FILE, prompt_sent, read_prompts
+
+    runs, skipped = _runs(paths, audits_only=False)
+    parts = []
+    for run in runs:
+        if not (run.path / PROMPTS_FILE).is_file():
+            skipped.append(f"{run.path}: no {PROMPTS_FILE} (made before biasaudit kept "
+                           "the prompts it sent, or an import, which sent none)")  # fmt: skip
+            continue
+        try:
+            header, records = read_prompts(run.path)
+        except UsageError as error:
+            skipped.append(str(error))
+            continue
+        rows = [
+            {"id": r.id, "replicate": r.replicate, "cache_key": r.cache_key,
+             "messages": json.dumps(r.request.get("messages", r.request.get("prompt")),
+                                    ensure_ascii=False),
+             "params": json.dumps(r.request.get("params", {}), ensure_ascii=False),
+             "as_sent": prompt_sent(header, r)}
+            for r in records.values()
+        ]  # fmt: skip
+        part = pd.DataFrame(rows, columns=list(PROMPT_COLUMNS))
+        for name, value in reversed(run.columns().items()):
+            part.insert(0, name, value)
+        parts.append(part)
+    return _framed(parts, (*RUN_COLUMNS, *PROMPT_COLUMNS), skipped)
+
+
 def export_runs(paths: Paths, output: str | Path, *, what: What = "figures",
                 format: Format = "csv") -> pd.DataFrame:  # fmt: skip
-    """Write ``load_runs`` (``what="figures"``), ``load_scores`` or ``load_responses``
+    """Write ``load_runs`` (``what="figures"``), ``load_scores``, ``load_responses`` or
+    ``load_prompts``
     of ``paths`` to ``output`` as CSV, Parquet (needs ``pyarrow``: the ``parquet``
     extra) or JSON lines; the frame written.
 
@@ -242,7 +289,8 @@ def export_runs(paths: Paths, output: str | Path, *, what: What = "figures",
     UsageError
         Nothing to write; Parquet without pyarrow; the file cannot be written.
     """
-    loaders = {"figures": load_runs, "scores": load_scores, "responses": load_responses}
+    loaders = {"figures": load_runs, "scores": load_scores, "responses": load_responses,
+               "prompts": load_prompts}  # fmt: skip
     frame = loaders[what](paths)
     if frame.empty:
         reason = f" ({frame.attrs['skipped'][0]})" if frame.attrs.get("skipped") else ""

@@ -610,11 +610,11 @@ def tasks() -> None:
 @click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option(
     "--what",
-    type=click.Choice(["figures", "scores", "responses"]),
+    type=click.Choice(["figures", "scores", "responses", "prompts"]),
     default="figures",
     show_default=True,
     help="figures: every figure, one row each (long form); scores: each run's per-unit "
-    "results; responses: every answer.",
+    "results; responses: every answer; prompts: every request as it was sent.",
 )
 @click.option(
     "--format",

@@ -49,6 +49,8 @@ from biasaudit.store.runs import (
     BatchesFile,
     BatchRecord,
     Manifest,
+    PromptRecord,
+    PromptsHeader,
     ResponseRecord,
     RunCounts,
     RunDirectory,
@@ -143,6 +145,23 @@ class RunSession:
         session.engine.on_batch_update = session._record_batches
         return session
 
+    def _prompts(
+        self, requests: Sequence[ModelRequest]
+    ) -> tuple[PromptsHeader, list[PromptRecord]]:
+        """Each request as it will be sent, with the cache key it is sent under."""
+        provider = self.engine.provider
+        header = PromptsHeader(
+            provider=provider.name, model=provider.model, cache_scope=provider.cache_scope
+        )
+        records = [
+            PromptRecord(
+                id=request.id, replicate=request.replicate, cache_key=self.engine.key(request),
+                request=request.model_dump(mode="json", exclude_none=True),
+            )
+            for request in requests
+        ]  # fmt: skip
+        return header, records
+
     def _record_batches(self, batches: list[BatchRecord]) -> None:
         """Keep ``batches.json`` and the manifest up to date: a killed run still names them."""
         self.manifest.batches = batches
@@ -167,6 +186,10 @@ class RunSession:
             Ctrl-C or SIGTERM.
         """
         manifest, run = self.manifest, self.run
+        try:  # the prompts as sent, before anything is sent: a run's evidence
+            run.append_prompts(*self._prompts(requests))
+        except OSError as error:
+            raise self._storage_failed(error) from None
         progress = ProgressPrinter(lambda: self.engine.stats, stderr, label=label)
         progress.start()
         first_error: str | None = None

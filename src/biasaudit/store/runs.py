@@ -37,10 +37,13 @@ from biasaudit.providers import FirstTokenLogprobs
 from biasaudit.store.files import write_text
 
 __all__ = [
+    "PROMPTS_FILE",
     "SCHEMA_VERSION",
     "BatchRecord",
     "BatchesFile",
     "Manifest",
+    "PromptRecord",
+    "PromptsHeader",
     "ResponseRecord",
     "RunCounts",
     "RunDirectory",
@@ -49,6 +52,8 @@ __all__ = [
     "check_version",
     "damaged_file",
     "file_problem",
+    "prompt_sent",
+    "read_prompts",
     "read_run_json",
     "read_run_model",
 ]
@@ -282,6 +287,17 @@ class RunDirectory:
         )
         write_text(self.path / name, text + "\n")
 
+    def append_prompts(self, header: PromptsHeader, records: list[PromptRecord]) -> None:
+        """Append ``records`` to ``prompts.jsonl.gz`` (a gzip member each call; the header
+        first, once), before they are sent."""
+        import gzip
+
+        path = self.path / PROMPTS_FILE
+        lines = [] if path.exists() else [header.model_dump_json()]
+        lines += [record.model_dump_json() for record in records]
+        with gzip.open(path, "at", encoding="utf-8", compresslevel=6) as handle:
+            handle.write("".join(line + "\n" for line in lines))
+
     def write_lines(self, name: str, rows: list[BaseModel] | list[dict[str, Any]]) -> None:
         with open(self.path / name, "w", encoding="utf-8") as handle:
             for row in rows:
@@ -445,6 +461,86 @@ def read_manifest(run_dir: str | Path) -> Manifest:
         raise UsageError(
             f"{run_dir} is not a run directory (its manifest.json cannot be read: {problem})"
         ) from None
+
+
+PROMPTS_FILE = "prompts.jsonl.gz"
+"""Every request of a run as it was sent (gzip-compressed JSON lines): a header line
+naming the endpoint the cache keys were made for, then one line a request."""
+
+
+class PromptsHeader(BaseModel):
+    """The first line of ``prompts.jsonl.gz``: what, besides a request, its cache key
+    was made of (``ModelRequest.cache_key``)."""
+
+    provider: str
+    model: str
+    cache_scope: str | None = Field(
+        None, description="The endpoint's identity in the key: its URL without credentials."
+    )
+
+
+class PromptRecord(BaseModel):
+    """One request as sent, with the cache key it was sent (and cached) under."""
+
+    id: str
+    replicate: int = 0
+    cache_key: str
+    request: dict[str, Any] = Field(
+        description="The request: its messages (or prompt), parameters, replicate."
+    )
+
+
+def read_prompts(run_dir: str | Path) -> tuple[PromptsHeader, dict[tuple[str, int], PromptRecord]]:
+    """The requests a run sent, by (id, replicate), and their header.
+
+    Raises
+    ------
+    OSError
+        No such file (a run made before biasaudit recorded its prompts, or an import).
+    UsageError
+        The file is damaged (cut short, edited), named.
+    """
+    import gzip
+    import zlib
+
+    path = Path(run_dir, PROMPTS_FILE)
+    number = 0
+    header: PromptsHeader | None = None
+    found: dict[tuple[str, int], PromptRecord] = {}
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as handle:
+            for number, line in enumerate(handle, start=1):  # noqa: B007 (read below)
+                if not line.strip():
+                    continue
+                if header is None:
+                    header = PromptsHeader.model_validate_json(line)
+                    continue
+                record = PromptRecord.model_validate_json(line)
+                found[(record.id, record.replicate)] = record
+    except ValidationError as error:
+        raise damaged_file(path, f"line {number}: {file_problem(error)}") from None
+    except (EOFError, gzip.BadGzipFile, zlib.error):
+        raise damaged_file(path, f"after line {number}: cut short or not gzip") from None
+    except UnicodeDecodeError:
+        raise damaged_file(path, f"after line {number}: not UTF-8 text") from None
+    if header is None:
+        raise damaged_file(path, "empty: no header line")
+    return header, found
+
+
+def prompt_sent(header: PromptsHeader, record: PromptRecord) -> bool:
+    """Whether ``record``'s request is the one its cache key was made from: the text as
+    recorded, unedited (``ModelRequest.cache_key`` over it and the header's endpoint)."""
+    from biasaudit.providers import ModelRequest
+
+    try:
+        request = ModelRequest.model_validate(record.request)
+    except ValidationError:
+        return False
+    key = request.cache_key(
+        provider=header.provider, model=header.model, base_url=header.cache_scope
+    )
+    return key == record.cache_key
 
 
 def read_responses(run_dir: str | Path) -> list[ResponseRecord]:
