@@ -94,7 +94,8 @@ def assert_self_contained(html: str, page: Page) -> None:
         assert needle not in outside, needle
     for name, value in page.attributes:
         if name in ("src", "href", "action", "srcset", "poster"):
-            assert value.startswith(("data:", "#")), (name, value[:60])
+            # or the run's evidence page, written beside the report
+            assert value.startswith(("data:", "#", "evidence.html#")), (name, value[:60])
             assert "//" not in DATA_URI.sub("", value), (name, value[:60])
 
 
@@ -141,7 +142,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 ALLOCATION_SECTIONS = [
-    "audited", "headline", "groups", "selection", "impact", "scores", "irregular", "replay",
+    "audited", "headline", "groups", "selection", "impact", "scores", "irregular", "evidence",
+    "replay",
 ]  # fmt: skip
 
 

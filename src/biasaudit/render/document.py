@@ -20,6 +20,7 @@ __all__ = [
     "Code",
     "Document",
     "Figure",
+    "Links",
     "Paragraph",
     "Section",
     "Table",
@@ -46,6 +47,14 @@ class Paragraph:
 @dataclass(frozen=True)
 class Bullets:
     items: Sequence[str]
+
+
+@dataclass(frozen=True)
+class Links:
+    """Links to pages beside the report, each ``(text, address)``: a relative address
+    biasaudit made (``evidence.html#view=pairs&group=B_M``), escaped like any text."""
+
+    items: Sequence[tuple[str, str]]
 
 
 @dataclass(frozen=True)
@@ -83,7 +92,7 @@ class Figure:
     caption: str = ""
 
 
-Block = Paragraph | Bullets | Code | Table | Figure
+Block = Paragraph | Bullets | Links | Code | Table | Figure
 
 
 @dataclass
@@ -141,6 +150,11 @@ def _html_block(block: Block) -> str:
         return f"<p{css}>{_escape(block.text)}</p>"
     if isinstance(block, Bullets):
         items = "".join(f"<li>{_escape(item)}</li>" for item in block.items)
+        return f"<ul>{items}</ul>"
+    if isinstance(block, Links):
+        items = "".join(
+            f'<li><a href="{_escape(href)}">{_escape(text)}</a></li>' for text, href in block.items
+        )
         return f"<ul>{items}</ul>"
     if isinstance(block, Code):
         return f"<pre>{_escape(block.text)}</pre>"
@@ -203,6 +217,8 @@ def _md_block(block: Block, figure_dir: str) -> str:
         return f"**{block.text}**" if block.strong else block.text
     if isinstance(block, Bullets):
         return "\n".join(f"- {item}" for item in block.items)
+    if isinstance(block, Links):
+        return "\n".join(f"- [{text}](<{href}>)" for text, href in block.items)
     if isinstance(block, Code):
         return f"```\n{block.text}\n```"
     if isinstance(block, Table):

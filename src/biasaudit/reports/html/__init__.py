@@ -125,7 +125,39 @@ def run_document(run_dir: Path) -> Document:
             f"{run_dir} is {a_run(manifest.kind)}: reports cover {', '.join(KINDS)} runs"
         )
     document: Document = audit_kind(manifest.kind).document(run_dir, manifest, spec)
-    return _with_rounds(document, run_dir)
+    return _with_evidence(_with_rounds(document, run_dir), run_dir)
+
+
+def _with_evidence(document: Document, run_dir: Path) -> Document:
+    """A run with an evidence page links to it before its replay section: every unit and
+    answer, and for each group whose impact ratio is beyond noise, the resumes where its
+    names score furthest below the reference's."""
+    from biasaudit.render.document import Links, Paragraph, Section
+    from biasaudit.reports.evidence import EVIDENCE_FILE, evidence_kind
+    from biasaudit.store.runs import read_run_json
+
+    if not evidence_kind(run_dir):
+        return document
+    metrics = read_run_json(run_dir / "metrics.json")
+    flagged = list(dict.fromkeys(
+        str(row["value"]) for row in metrics.get("impact", [])
+        if row.get("category") == "group" and row.get("beyond_noise")
+    ))  # fmt: skip
+    links = [("every candidate: name, resume, score, the answer and the prompt as sent",
+              f"{EVIDENCE_FILE}#view=candidates")]  # fmt: skip
+    links += [
+        (f"{group}: its impact ratio is beyond noise; the resumes where its names score "
+         "furthest below the reference's", f"{EVIDENCE_FILE}#view=pairs&group={group}")
+        for group in flagged
+    ]  # fmt: skip
+    section = Section("Evidence: the answers behind the figures", "evidence", [
+        Paragraph(f"{EVIDENCE_FILE}, beside this report, holds every answer the figures rest "
+                  "on, with filters, search, sorting and CSV export:"),
+        Links(links),
+    ])  # fmt: skip
+    sections = list(document.sections)
+    at = next((i for i, s in enumerate(sections) if s.anchor == "replay"), len(sections))
+    return replace(document, sections=[*sections[:at], section, *sections[at:]])
 
 
 def _with_rounds(document: Document, run_dir: Path) -> Document:
@@ -171,10 +203,15 @@ def write_report(run_dir: str | Path, report_format: ReportFormat = "both") -> l
     """Write the report of the run, study or comparison in ``run_dir`` into it.
 
     Returns the files written: ``report.html`` / ``report.md``, and for a run
-    holding a ``compare.json`` (a re-audit) ``compare.html`` / ``compare.md`` too.
+    holding a ``compare.json`` (a re-audit) ``compare.html`` / ``compare.md`` too. An
+    allocation run also gets ``evidence.html`` beside its HTML report, which links it.
     """
+    from biasaudit.reports.evidence import write_evidence
+
     folder = Path(run_dir)
     written = _write(run_document(folder), folder, report_format)
+    if report_format in ("html", "both") and (folder / "manifest.json").exists():
+        write_evidence(folder)  # the report links it
     if (folder / COMPARE_FILE).exists() and (folder / "manifest.json").exists():
         from biasaudit.reports.html._compare import compare_document
 
