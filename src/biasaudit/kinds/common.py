@@ -4,7 +4,7 @@ each ``metrics.json`` carries. No kind imports another; they meet here."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -84,7 +84,12 @@ V = TypeVar("V", bound=RatioVerdict)
 
 
 def with_verdicts(
-    rows: Sequence[V], *, fewest: int | None, confidence: float, family: Any, few: int = 8
+    rows: Sequence[V],
+    *,
+    fewest: int | None,
+    confidence: float,
+    family: Callable[[V], str],
+    few: int = 8,
 ) -> list[V]:
     """``rows`` with their verdicts: the rows
     for which ``family(row)`` names the same table are adjusted together

@@ -53,7 +53,7 @@ from biasaudit.render.panels import (
     metric_name,
     tests_by_key,
 )
-from biasaudit.render.text import IMPACT_VERDICT, STRONG_MARK
+from biasaudit.render.text import IMPACT_VERDICT, STRONG_MARK, Cell
 from biasaudit.store.runs import Manifest
 from biasaudit.store.tables import read_run_table
 
@@ -247,7 +247,7 @@ def _group_figure(metrics: AllocationMetrics) -> Figure:
 
 def _marked(text: str, flagged: bool) -> str:
     """A cell's text with the mark of a figure beyond noise, as every surface shows it."""
-    return f"{text} {STRONG_MARK}" if flagged else text
+    return str(Cell(text, flagged))
 
 
 def _scores_table(metrics: AllocationMetrics) -> Table:

@@ -207,13 +207,18 @@ def metrics_fields(figures: ListwiseFigures) -> dict[str, Any]:
 
     fields = _fields(figures)
     fewest = min((r.units for r in fields["rates"]), default=None)
-    for name, family in (
-        ("impact", f"impact ratios at k={figures.impact_k}"),
-        ("impact_by_subtask", "impact ratios of the subtasks' table"),
-    ):
+    families = {
+        "impact": f"impact ratios at k={figures.impact_k}",
+        "impact_by_subtask": "impact ratios of the subtasks' table",
+    }
+    for name, family in families.items():
+
+        def named(_: Impact, family: str = family) -> str:
+            return family
+
         fields[name] = with_verdicts(
             fields[name], fewest=fewest, confidence=figures.confidence, few=FEW_UNITS,
-            family=lambda _, named=family: named,
+            family=named,
         )  # fmt: skip
     return fields
 
