@@ -125,6 +125,38 @@ def decisions(worlds: int) -> None:
                       "of audits (Holm over the table)")  # fmt: skip
 
 
+def allocation_power(worlds: int, names: int, shift: float) -> None:
+    """sim/biased with a planted shift for B_M in fresh worlds: the share of runs that
+    flag B_M's RABBI, its ΔDP at k=1, any of its ΔEO, and any other group's figure."""
+    from biasaudit.kinds.allocation.report import findings
+    from biasaudit.kinds.allocation.run import run
+    from biasaudit.providers.sim import SimProvider
+    from biasaudit.spec import parse_spec
+
+    found = {"RABBI": 0, "ΔDP k=1": 0, "ΔEO any k": 0, "another group": 0}
+    with tempfile.TemporaryDirectory() as folder:
+        for world in range(1, worlds + 1):
+            spec = parse_spec({
+                "task": "resume-screening", "model": "sim/biased", "jobs": ["software-engineer"],
+                "names_per_group": names, "seed": world, "runs_dir": f"{folder}/runs",
+                "cache": f"{folder}/cache.sqlite",
+            })  # fmt: skip
+            provider = SimProvider("biased", shift=shift, name_sd=0.5, world=world)
+            flags = findings(run(spec, provider=provider, stderr=io.StringIO()).metrics)
+            found["RABBI"] += flags.rabbi["B_M"]
+            found["ΔDP k=1"] += flags.gaps.get(("dp_gap", "B_M", 1), False)
+            found["ΔEO any k"] += any(v for (kind, g, _), v in flags.gaps.items()
+                                      if kind == "eo_gap" and g == "B_M")  # fmt: skip
+            found["another group"] += any(
+                [v for (_, g, _), v in flags.gaps.items() if g != "B_M"]
+                + [v for g, v in flags.rabbi.items() if g != "B_M"]
+            )
+    print(
+        f"  power, B_M shifted by {shift} logit, {names} names: "
+        + ", ".join(f"{name} {count / worlds:.3f}" for name, count in found.items())
+    )
+
+
 def allocation(worlds: int, names: int) -> None:
     """sim/fair in fresh worlds (names with effects of their own, sd 0.5): the share of
     runs whose table flags anything, table by table, as the run prints it."""
@@ -184,7 +216,10 @@ def main() -> None:
     ll144_null(args.files)
     ll144_power(args.files)
     decisions(args.worlds)
-    allocation(args.worlds, args.names)
+    for names in (args.names, 8):
+        allocation(args.worlds, names)
+        for shift in (-0.5, -1.0):
+            allocation_power(args.worlds, names, shift)
     print(f"\n{time.perf_counter() - started:.0f} s in all")
 
 

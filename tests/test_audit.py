@@ -120,7 +120,7 @@ def test_run_directory_holds_every_artifact(pointwise: AuditResult) -> None:
 
 def test_metrics_json_has_the_design_shape(pointwise: AuditResult) -> None:
     data = json.loads((pointwise.run_dir / "metrics.json").read_text())
-    assert data["schema_version"] == 4 and data["task"] == "resume-screening"
+    assert data["schema_version"] == 5 and data["task"] == "resume-screening"
     assert (
         data["method"] == "pointwise"
         and data["model"] == "sim/biased"

@@ -87,8 +87,8 @@ A_F       300  -0.020 [-0.667, +0.627]   -0.043 [-0.297, +0.210]   +0.000 [+0.00
 
 ΔEO: selection rate of qualified candidates minus W_M's, top k of each pool; 300 balanced simulated pools of 3 (one candidate per group) per subtask x 1 subtask; n = pool appearances; 40 bootstrap replicates
 group       n  k=1 [CI]                  k=2 [CI]                  k=3 [CI]
-B_M       188  -0.463 [-0.984, +0.058]   -0.388 [-0.826, +0.049]   +0.000 [+0.000, +0.000]
-A_F       188  +0.073 [-0.814, +0.960]   +0.037 [-0.191, +0.265]   +0.000 [+0.000, +0.000]
+B_M       188  -0.463 [-1.000, +0.253]   -0.388 [-0.851, +0.074]   +0.000 [+0.000, +0.000]
+A_F       188  +0.073 [-0.814, +0.960]   +0.037 [-0.399, +0.473]   +0.000 [+0.000, +0.000]
 
 flags: each interval is 95% on its own; a figure is flagged (marked *, 'beyond noise') only after Holm's adjustment over the
 figures of its table (RABBI 2, ΔDP 6, ΔEO 6, impact ratios 3), so that a model with no bias shows a false flag in at most 5% of tables

@@ -181,14 +181,15 @@ def test_a_run_of_an_older_layout_replays_identically_its_new_fields_named(
     original = audit_run("allocation", tmp_path)
     path = original / "metrics.json"
     data = json.loads(path.read_text())
-    assert data["schema_version"] == 4 and data["impact"][0]["rate_ci"] is not None
+    assert data["schema_version"] == 5 and data["impact"][0]["rate_ci"] is not None
     for row in data["impact"]:
         for added in ("rate_ci", "p_adjusted", "family"):
             row.pop(added)
+    data.pop("verdicts")
     path.write_text(json.dumps({**data, "schema_version": 2}))
     result = replay_run(original)
     assert result.differences == []
-    assert {"impact.rate_ci", "impact.family"} <= set(result.added)
+    assert {"impact.rate_ci", "impact.family", "verdicts"} <= set(result.added)
     changed = {**data, "schema_version": 2, "dp_gap": 1.5}
     path.write_text(json.dumps(changed))
     assert "dp_gap" in replay_run(original).differences  # what it has is still compared
@@ -210,6 +211,25 @@ def test_a_run_whose_verdicts_were_not_yet_adjusted_replays_with_the_field_named
     assert result.differences == [] and result.redefined == ["impact.beyond_noise"]
     output = CliRunner().invoke(cli, ["replay", str(original)]).output
     assert "impact.beyond_noise" in output and "adjusted" in output
+
+
+def test_a_run_whose_selection_intervals_were_not_yet_floored_replays_with_them_named(
+    tmp_path: Path,
+) -> None:
+    """Before allocation's layout 5, a selection figure's interval was its bootstrap's
+    alone; a replay floors its standard error by the omnibus relabellings' spread, and
+    names the intervals as redefined rather than differing."""
+    original = audit_run("allocation", tmp_path)
+    path = original / "metrics.json"
+    data = json.loads(path.read_text())
+    group = next(iter(data["groups"]))
+    bounds = data["groups"][group]["eo_gap_ci"]["1"]
+    data["groups"][group]["eo_gap_ci"]["1"] = [bounds[0] / 2, bounds[1] / 2]
+    data.pop("verdicts")
+    path.write_text(json.dumps({**data, "schema_version": 4}))
+    result = replay_run(original)
+    assert result.differences == []
+    assert result.redefined == [f"groups.{group}.eo_gap_ci"]
 
 
 def test_cli_replay_prints_the_table_then_the_run(tmp_path: Path) -> None:

@@ -54,11 +54,39 @@ def test_an_allocation_run_says_the_same_on_every_surface(tmp_path: Path) -> Non
     figures = pd.read_csv(tmp_path / "figures.csv")
     impact = figures[(figures["figure"] == "impact_ratio") & (figures["k"] == k)]
     assert {(r.unit_type, r.unit) for r in impact.itertuples() if r.beyond_noise is True} == stored
+    _check_group_verdicts(out, metrics, figures)
     _invoke("ll144", str(run_dir), "--out", str(tmp_path / "ll144"))
     summary = pd.read_csv(tmp_path / "ll144" / "summary.csv")
     assert int(summary["beyond_noise"].sum()) == len(stored)
     text = (tmp_path / "ll144" / "summary.md").read_text()
     assert "the run's own verdict" in text and "pool" in text and "tied" in text
+
+
+def _check_group_verdicts(out: str, metrics: dict, figures: pd.DataFrame) -> None:
+    """RABBI, ΔDP and ΔEO: the terminal's marks and the export's ``beyond_noise`` are
+    the verdicts metrics.json stores, one per figure, each with its family and test."""
+    verdicts = metrics["verdicts"]
+    assert {v["figure"] for v in verdicts} == {"rabbi", "dp_gap", "eo_gap"}
+    assert all(v["family"] and v["test"] in ("permutation", "interval") for v in verdicts)
+    flagged = {(v["figure"], v["group"], v["k"]) for v in verdicts if v["beyond_noise"]}
+    assert ("rabbi", "B_M", 0) in flagged and any(f[0] == "eo_gap" for f in flagged)
+    assert all(f[1] == "B_M" for f in flagged)  # the planted group alone
+    lines = out.splitlines()
+    for figure, title in (("dp_gap", "ΔDP:"), ("eo_gap", "ΔEO:")):
+        start = next(i for i, line in enumerate(lines) if line.startswith(title)) + 2
+        for line in lines[start : start + len(metrics["groups"])]:
+            group = line.split()[0]
+            marked = len(re.findall(r"\] \*", line))
+            assert marked == sum(1 for f in flagged if f[:2] == (figure, group)), line
+    rabbi_rows = [line for line in lines if re.match(r"^[A-Z]_[A-Z] ", line)][: len(
+        metrics["groups"])]  # fmt: skip
+    for line in rabbi_rows:
+        assert ("] *" in line) == (("rabbi", line.split()[0], 0) in flagged), line
+    exported = figures[figures["figure"].isin(["rabbi", "dp_gap", "eo_gap"])
+                       & figures["subtask"].isna()]  # fmt: skip
+    assert exported["beyond_noise"].notna().all()
+    assert {(r.figure, r.unit, 0 if pd.isna(r.k) else int(r.k))
+            for r in exported.itertuples() if r.beyond_noise is True} == flagged  # fmt: skip
 
 
 def test_a_decisions_run_says_the_same_on_every_surface(tmp_path: Path) -> None:

@@ -46,6 +46,23 @@ group's candidates are shuffled and taken in turn, reshuffled once all
 appeared, so every candidate appears equally often (random pools: chunks of
 shuffled candidates). That halves the selection noise of independent draws
 at the same number of rounds.
+
+**The qualified candidates' figures (their selection rates, ΔEO) have a standard
+error no smaller than their spread over the omnibus test's relabellings** (the same
+shuffles of the units' group labels, each selection run again): what the figure
+varies by when the group's units are any of the audit's. Near a rate of 1 the
+bootstrap alone fails as Wald's interval does at n/n: with a posting's two qualified
+resumes nearly every qualified candidate is selected at k = 4 or 5 of a pool of 8, a
+group whose names were all selected has replicates that are all 1, and ΔEO's
+intervals excluded 0 in 9-22% of audits of a model with no bias at k = 3-5, its table
+flagging 15% of them (bench/bench_verdicts.py); with the floor, 1-4% and none. The
+floor is the figure's standard error under "the group makes no difference", so an
+interval that excludes 0 is a test near its level by construction. Where a group does
+differ, the relabellings mix its units into every group and the floor widens its
+interval: ΔEO's power to find a shift of -1 logit with 20 names fell from 0.82 to
+0.80. ΔDP's own intervals hold their level without it, and the same floor cut their
+power there from 0.83 to 0.37, so they keep the bootstrap's alone, as do the score
+figures (RABBI, δ, JSD, EMD).
 """
 
 from __future__ import annotations
@@ -98,6 +115,10 @@ _SCORE_FIGURES = ("rabbi", "avg_gap", "jsd", "emd")
 _JSD_BINS = 10
 # Bootstrap replicates of the score figures computed at once (bounds memory).
 _BLOCK_CELLS = 4_000_000
+# Relabellings of the omnibus test from which their spread floors the SEs of _FLOORED.
+_NULL_FLOOR_FROM = 19
+# The figures of the qualified candidates, whose rates sit near 1 (see the module's notes).
+_FLOORED = ("true_positive_rate", "eo_gap")
 # From this many units of a one-way design (candidates, or items without names), the
 # bootstrap is the bag of little bootstraps (see :meth:`Units.resample`) and the
 # permutation tests read the permutation distribution's exact moments (:func:`_score_tests`).
@@ -555,9 +576,10 @@ def allocation_figures(
     impact = pd.DataFrame(columns=IMPACT_COLUMNS)
     if selection:
         estimates, replicates = selector.rates(n_gap_bootstrap, seeds)
+        # The omnibus's relabellings come first: their rates floor the intervals' SEs.
+        omnibus = selector.omnibus(n_omnibus, np.random.default_rng(seeds[3]))
         rows += selector.rows(estimates, replicates, confidence)
         impact = selector.impact(estimates, replicates, categories or {}, confidence)
-        omnibus = selector.omnibus(n_omnibus, np.random.default_rng(seeds[3]))
     table = pd.DataFrame(rows, columns=_COLUMNS)
     return AllocationFigures(
         table=table,
@@ -957,7 +979,13 @@ _RANGES = {
 
 
 def _interval(
-    estimate: float, replicates: FloatArray, confidence: float, figure: str, units: int
+    estimate: float,
+    replicates: FloatArray,
+    confidence: float,
+    figure: str,
+    units: int,
+    *,
+    floor: float = 0.0,
 ) -> tuple[float, float] | None:
     """The estimate ± t times the replicates' standard deviation, within the figure's range.
 
@@ -969,11 +997,15 @@ def _interval(
     resample of few items changes how the comparisons between items mix, so
     replicates of rank and selection figures can sit off-centre, and a
     percentile interval would then miss its own estimate.
+
+    ``floor``: the least standard error the figure is given (the qualified candidates'
+    selection figures: their spread over the omnibus test's relabellings,
+    :meth:`_Selection._rows`).
     """
     usable = replicates[~np.isnan(replicates)]
     if usable.size < 20 or math.isnan(estimate):
         return None
-    spread = critical_value(confidence, units) * float(np.std(usable, ddof=1))
+    spread = critical_value(confidence, units) * max(float(np.std(usable, ddof=1)), floor)
     low, high = _RANGES[figure]
     return max(low, estimate - spread), min(high, estimate + spread)
 
@@ -1154,6 +1186,9 @@ class _Selection:
         # Cells and bins per subtask (one per group: the same every draw).
         self._bins_of: dict[int, tuple[NDArray[np.intp], NDArray[np.intp]]] = {}
         self._places: FloatArray | None = None  # shares per (higher, tied) of a pool
+        # The rates of each relabelling of the omnibus test (:meth:`omnibus`): the null
+        # spread that floors the selection intervals' SEs (:meth:`_rows`).
+        self._null: list[dict[str, FloatArray]] = []
 
     def _drawn(
         self,
@@ -1451,13 +1486,20 @@ class _Selection:
             f: np.stack([self._figures(r)[f] for r in replicates]) if replicates else None
             for f in figures
         }
+        null = {
+            f: np.stack([self._figures(r)[f] for r in self._null])
+            if len(self._null) >= _NULL_FLOOR_FROM and f in _FLOORED
+            else None
+            for f in figures
+        }
         units = self._units_per_group()
         rows = []
         for figure, per_subtask in figures.items():
             weights = self._weights(figure)
             headline = self._aggregate(figure, per_subtask)
-            reps = stacked[figure]
+            reps, nulls = stacked[figure], null[figure]
             headline_reps = None if reps is None else self._aggregate(figure, reps)
+            headline_null = None if nulls is None else self._aggregate(figure, nulls)
             for group in range(self.n_groups):
                 if figure in ("dp_gap", "eo_gap") and group == data.reference:
                     continue
@@ -1471,10 +1513,12 @@ class _Selection:
                         if subtask is None:
                             value = headline[group, k]
                             column = None if headline_reps is None else headline_reps[:, group, k]
+                            floor = _spread_of(headline_null, (slice(None), group, k))
                             n = weights[:, group].sum()
                         else:
                             value = per_subtask[subtask, group, k]
                             column = None if reps is None else reps[:, subtask, group, k]
+                            floor = _spread_of(nulls, (slice(None), subtask, group, k))
                             n = weights[subtask, group]
                         if np.isnan(value):
                             continue
@@ -1485,7 +1529,8 @@ class _Selection:
                                 k + 1, value,
                                 None
                                 if column is None
-                                else _interval(value, column, confidence, figure, behind),
+                                else _interval(value, column, confidence, figure, behind,
+                                               floor=floor),
                                 None, int(n), units[group],
                             )
                         )  # fmt: skip
@@ -1509,10 +1554,13 @@ class _Selection:
         strata = data.units.permutation_strata(units)
         ones = np.ones(data.values.size, dtype=np.int64)
         statistic = np.zeros((n_permutations + 1, self.k_max))
+        self._null = []
         for row in range(n_permutations + 1):
             groups = data.groups if row == 0 else labels[inverse]
-            rates = self._tallied_rates(ones, rng, groups)["selection_rate"]
-            statistic[row] = self._spread(rates)
+            tallied = self._tallied_rates(ones, rng, groups)
+            if row:
+                self._null.append(tallied)
+            statistic[row] = self._spread(tallied["selection_rate"])
             labels = self._shuffled(labels, strata, 1, rng)[0]
         rows = []
         for k in range(self.k_max):
@@ -1545,6 +1593,16 @@ class _Selection:
             members = np.flatnonzero(strata == stratum)
             rows[:, members] = rng.permuted(rows[:, members], axis=1)
         return rows
+
+
+def _spread_of(null: FloatArray | None, at: tuple[Any, ...]) -> float:
+    """The standard deviation of a figure over the omnibus test's relabellings (0 where
+    there are none, or too few finite ones)."""
+    if null is None:
+        return 0.0
+    column = null[at]
+    column = column[~np.isnan(column)]
+    return float(np.std(column, ddof=1)) if column.size >= _NULL_FLOOR_FROM else 0.0
 
 
 def _shuffled_in_turn(

@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 
 from biasaudit.kinds.allocation.kind import KIND
-from biasaudit.kinds.allocation.metrics import SCORES_COLUMNS, AllocationMetrics
-from biasaudit.kinds.allocation.report import findings, impact_table, too_few_units
+from biasaudit.kinds.allocation.metrics import SCORES_COLUMNS, AllocationMetrics, too_few_units
+from biasaudit.kinds.allocation.report import findings, impact_table
 from biasaudit.kinds.allocation.study import METRICS, StudyResult
 from biasaudit.kinds.common import read_run_metrics
 from biasaudit.metrics import select_in_pools, simulate_selection

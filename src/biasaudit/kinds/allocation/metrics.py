@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from biasaudit.kinds.candidates.task import PoolDesign
 from biasaudit.kinds.common import (
@@ -44,6 +44,8 @@ from biasaudit.metrics import (
     AllocationFigures,
     allocation_figures,
     bootstrap_selection_gaps,
+    holm_adjust,
+    interval_p_value,
     jsd,
     listwise_figures,
     mann_whitney_p,
@@ -56,6 +58,7 @@ __all__ = [
     "SCORES_COLUMNS",
     "AllocationMetrics",
     "CandidateCounts",
+    "FigureVerdict",
     "GroupMetrics",
     "MetricOptions",
     "PairwiseSummary",
@@ -68,7 +71,9 @@ __all__ = [
 SCORES_COLUMNS = ("candidate_id", "group", "subtask", "score")
 """Columns every ``scores.csv`` has (audit and import) that its readers need."""
 
-METRICS_SCHEMA_VERSION = 4
+METRICS_SCHEMA_VERSION = 5
+# A verdict is "beyond noise" where its p-value, adjusted over its table, is below this.
+SIGNIFICANT = 0.05
 
 
 class GroupMetrics(BaseModel):
@@ -245,6 +250,28 @@ class ImpactRatio(RatioVerdict):
     flagged: bool = Field(description="The ratio is below 0.8.")
 
 
+class FigureVerdict(BaseModel):
+    """The verdict on one RABBI, ΔDP or ΔEO of ``metrics.json``, declared once: what
+    every surface marks, the test it reads and the table it was adjusted over."""
+
+    figure: str = Field(description="'rabbi', 'dp_gap' or 'eo_gap'.")
+    group: str
+    k: int = Field(0, description="The k of a gap; 0 for RABBI.")
+    test: str = Field(
+        description="What the verdict reads: 'permutation' (RABBI: its permutation "
+        "p-value) or 'interval' (a gap: the p-value its interval implies, so the verdict "
+        "is 'the interval excludes 0' at the adjusted level)."
+    )
+    p: float | None = Field(None, description="The unadjusted p-value the verdict reads.")
+    p_adjusted: float | None = Field(
+        None,
+        description="``p`` Holm-adjusted over ``family``; None where too few units stand "
+        "behind the group or its reference to say (nothing is flagged).",
+    )
+    beyond_noise: bool = Field(description="``p_adjusted`` below 0.05.")
+    family: str = Field("", description="The figures the verdict was adjusted over, named.")
+
+
 class AllocationMetrics(MetricsHeader):
     """``metrics.json`` of an allocation run (its ``groups`` shape is a contract)."""
 
@@ -274,6 +301,11 @@ class AllocationMetrics(MetricsHeader):
         "selection (pointwise runs), or at k = 1 in the pools compared (pairwise runs).",
     )
     pairwise: PairwiseSummary | None = None
+    verdicts: list[FigureVerdict] = Field(
+        default_factory=list,
+        description="The verdict on every RABBI, ΔDP and ΔEO (schema 5; an older run's are "
+        "made on reading, as a run makes them now).",
+    )
     notes: list[str] = Field(default_factory=list)
 
     qualified_rule: str | None = Field(
@@ -284,6 +316,20 @@ class AllocationMetrics(MetricsHeader):
         description="'biasaudit' or 'paper': which definitions the departing figures follow "
         "(docs: Where biasaudit departs from the papers).",
     )
+
+    @model_validator(mode="after")
+    def _verdicts_made(self) -> AllocationMetrics:
+        """A run's verdicts, made with its figures (and an older run's on reading)."""
+        if not self.verdicts:
+            self.verdicts = figure_verdicts(self)
+        return self
+
+    def verdict(self, figure: str, group: str, k: int = 0) -> FigureVerdict | None:
+        """The stored verdict on one figure, or None (no such figure)."""
+        for found in self.verdicts:
+            if (found.figure, found.group, found.k) == (figure, group, k):
+                return found
+        return None
 
     def interval_text(self) -> str:
         """How the intervals were made, in one phrase for every table and report."""
@@ -458,6 +504,64 @@ def allocation_results(
             few_units=FEW_UNITS,
         ),
     )
+
+
+def too_few_units(figures: GroupMetrics) -> bool:
+    """Whether the group or the reference has too few units (names) for an interval."""
+    counts = [n for n in (figures.units, figures.units_reference) if n is not None]
+    return bool(counts) and min(counts) < MIN_UNITS
+
+
+def too_few_to_say(figures: GroupMetrics) -> bool:
+    """Whether the group or the reference has fewer than :data:`FEW_UNITS` units: its
+    intervals are shown, its figures never flagged."""
+    counts = [n for n in (figures.units, figures.units_reference) if n is not None]
+    return not counts or min(counts) < FEW_UNITS
+
+
+def gap_too_few(metrics: AllocationMetrics, figures: GroupMetrics) -> bool:
+    """No gap interval for want of units, or of pools compared (pairwise)."""
+    selection = metrics.selection
+    few_pools = selection is not None and selection.pool == "given" and selection.rounds < MIN_POOLS
+    return few_pools or too_few_units(figures)
+
+
+def figure_verdicts(metrics: AllocationMetrics) -> list[FigureVerdict]:
+    """The verdict on every RABBI, ΔDP and ΔEO of a run, each table its own family
+    (Holm): RABBI reads its permutation p-value; a gap the p-value its interval implies
+    (:func:`biasaudit.metrics.interval_p_value`), so it is flagged exactly when its
+    interval, widened for the table, excludes 0. None is flagged where fewer than
+    :data:`FEW_UNITS` units stand behind the group or its reference."""
+    found: list[FigureVerdict] = []
+    can_say = {group: not too_few_to_say(f) for group, f in metrics.groups.items()}
+    cells: list[tuple[str, str, int, str, float | None, bool]] = []
+    for group, figures in metrics.groups.items():
+        if figures.rabbi is not None:
+            cells.append(("rabbi", group, 0, "permutation", figures.rabbi_p, can_say[group]))
+    for kind in ("dp_gap", "eo_gap"):
+        for group, figures in metrics.groups.items():
+            estimates = figures.dp_gap if kind == "dp_gap" else figures.eo_gap
+            bounds = figures.dp_gap_ci if kind == "dp_gap" else figures.eo_gap_ci
+            tested = can_say[group] and not gap_too_few(metrics, figures)
+            behind = min(n for n in (figures.units, figures.units_reference, 10**9) if n)
+            for k in range(1, metrics.k_max + 1):
+                estimate = estimates.get(str(k))
+                if estimate is None:
+                    continue
+                p = interval_p_value(estimate, bounds.get(str(k)), confidence=metrics.confidence,
+                                     units=behind)  # fmt: skip
+                cells.append((kind, group, k, "interval", p, tested))
+    tables = {"rabbi": "RABBI", "dp_gap": "ΔDP", "eo_gap": "ΔEO"}
+    for figure, title in tables.items():
+        members = [c for c in cells if c[0] == figure]
+        adjusted = holm_adjust([p if tested else None for *_, p, tested in members])
+        family = f"the {sum(p is not None for p in adjusted)} {title} figures of the run"
+        for (_, group, k, test, p, _tested), p_adjusted in zip(members, adjusted, strict=True):
+            found.append(FigureVerdict(
+                figure=figure, group=group, k=k, test=test, p=p, p_adjusted=p_adjusted,
+                beyond_noise=p_adjusted is not None and p_adjusted < SIGNIFICANT, family=family,
+            ))  # fmt: skip
+    return found
 
 
 def fewest_units(groups: dict[str, GroupMetrics]) -> int | None:
@@ -867,9 +971,13 @@ def figure_rows(metrics: AllocationMetrics) -> list[dict[str, Any]]:
     """Every figure of an allocation run in long form (:data:`FIGURE_COLUMNS`): per
     group, headline (subtask empty) and per subtask, then impact ratios and the
     omnibus tests."""
-    rows = _group_rows(metrics.groups, metrics.rates, "")
+    verdicts = {
+        (v.figure, v.group, v.k): v.beyond_noise if v.p_adjusted is not None else None
+        for v in metrics.verdicts
+    }
+    rows = _group_rows(metrics.groups, metrics.rates, "", verdicts)
     for subtask, found in metrics.subtasks.items():
-        rows += _group_rows(found.groups, found.rates, subtask)
+        rows += _group_rows(found.groups, found.rates, subtask, {})
     rows += [
         figure_row("impact_ratio", i.ratio, i.ci, n=i.n, unit_type=i.category, unit=i.value,
                    k=i.k, beyond_noise=stored_verdict(i))
@@ -883,8 +991,13 @@ def figure_rows(metrics: AllocationMetrics) -> list[dict[str, Any]]:
 
 
 def _group_rows(
-    groups: dict[str, GroupMetrics], rates: dict[str, GroupRates], subtask: str
+    groups: dict[str, GroupMetrics],
+    rates: dict[str, GroupRates],
+    subtask: str,
+    verdicts: dict[tuple[str, str, int], bool | None],
 ) -> list[dict[str, Any]]:
+    """The figures of each group; the headline's (``verdicts`` given) with the run's
+    stored verdict on each RABBI, ΔDP and ΔEO (the subtasks' figures get none)."""
     rows = []
     for group, found in groups.items():
         for base in _GROUP_FIGURES:
@@ -893,7 +1006,8 @@ def _group_rows(
                 if value is None:
                     continue
                 rows.append(figure_row(name, value, getattr(found, f"{name}_ci"), n=n,
-                                       unit_type="group", unit=group, subtask=subtask))  # fmt: skip
+                                       unit_type="group", unit=group, subtask=subtask,
+                                       beyond_noise=verdicts.get((name, group, 0))))  # fmt: skip
                 p = getattr(found, f"{name}_p", None)
                 if p is not None:
                     rows.append(figure_row(f"{name}_p", p, n=n, unit_type="group", unit=group,
@@ -902,7 +1016,8 @@ def _group_rows(
             for k, value in getattr(found, name).items():
                 rows.append(
                     figure_row(name, value, getattr(found, f"{name}_ci").get(k), n=found.n,
-                               unit_type="group", unit=group, subtask=subtask, k=int(k))
+                               unit_type="group", unit=group, subtask=subtask, k=int(k),
+                               beyond_noise=verdicts.get((name, group, int(k))))
                 )  # fmt: skip
     for group, rate in rates.items():
         for name in ("selection_rate", "true_positive_rate"):

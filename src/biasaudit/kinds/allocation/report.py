@@ -18,10 +18,13 @@ from biasaudit.kinds.allocation.metrics import (
     AllocationMetrics,
     GroupMetrics,
     fewest_units,
+    gap_too_few,
     stored_verdicts,
+    too_few_to_say,
+    too_few_units,
 )
 from biasaudit.kinds.allocation.study import StudyResult
-from biasaudit.metrics import FEW_UNITS, holm_adjust, interval_p_value
+from biasaudit.metrics import FEW_UNITS
 from biasaudit.render.text import (
     SIGNIFICANT,
     SIMULATED,
@@ -52,23 +55,6 @@ __all__ = [
 ]
 
 
-def too_few_units(figures: GroupMetrics) -> bool:
-    """Whether the group or the reference has too few units (names) for an interval."""
-    from biasaudit.metrics import MIN_UNITS
-
-    counts = [n for n in (figures.units, figures.units_reference) if n is not None]
-    return bool(counts) and min(counts) < MIN_UNITS
-
-
-def _gap_too_few(metrics: AllocationMetrics, figures: GroupMetrics) -> bool:
-    """No gap interval for want of units, or of pools compared (pairwise)."""
-    from biasaudit.kinds.allocation.metrics import MIN_POOLS
-
-    selection = metrics.selection
-    few_pools = selection is not None and selection.pool == "given" and selection.rounds < MIN_POOLS
-    return few_pools or too_few_units(figures)
-
-
 @dataclass(frozen=True)
 class Findings:
     """What a run's tables may flag: each flag read after Holm's adjustment over its
@@ -89,36 +75,23 @@ class Findings:
 
 
 def findings(metrics: AllocationMetrics) -> Findings:
-    """The flags of :func:`allocation_blocks` and the HTML report, decided once."""
+    """The flags of :func:`allocation_blocks` and the HTML report: the verdicts
+    ``metrics.json`` stores (:attr:`AllocationMetrics.verdicts`), read, never remade."""
     from biasaudit.kinds.allocation.metrics import unit_noun
 
     fewest = fewest_units(metrics.groups)
-    can_say = {group: not _too_few_to_say(f) for group, f in metrics.groups.items()}
-    rabbi_p = holm_adjust([f.rabbi_p if can_say[g] else None for g, f in metrics.groups.items()])
-    rabbi = {
-        g: p is not None and p < SIGNIFICANT for g, p in zip(metrics.groups, rabbi_p, strict=True)
-    }
-    families = {"rabbi": sum(p is not None for p in rabbi_p)}
+    can_say = {group: not too_few_to_say(f) for group, f in metrics.groups.items()}
+    rabbi = {group: False for group in metrics.groups}
     gaps: dict[tuple[str, str, int], bool] = {}
-    for kind in ("dp_gap", "eo_gap"):  # each its own table
-        cells: list[tuple[str, str, int]] = []
-        p_values: list[float | None] = []
-        for group, figures in metrics.groups.items():
-            tested = can_say[group] and not _gap_too_few(metrics, figures)
-            for k in range(1, metrics.k_max + 1):
-                cells.append((kind, group, k))
-                estimate, bounds = _gap(figures, kind, k), _gap_ci(figures, kind, k)
-                behind = min(n for n in (figures.units, figures.units_reference, 10**9) if n)
-                p_values.append(
-                    interval_p_value(estimate, bounds, confidence=metrics.confidence,
-                                     units=behind)
-                    if tested else None
-                )  # fmt: skip
-        adjusted = holm_adjust(p_values)
-        gaps.update(
-            {c: p is not None and p < SIGNIFICANT for c, p in zip(cells, adjusted, strict=True)}
+    families = {"rabbi": 0, "dp_gap": 0, "eo_gap": 0}
+    for verdict in metrics.verdicts:
+        if verdict.figure == "rabbi":
+            rabbi[verdict.group] = verdict.beyond_noise
+        else:
+            gaps[(verdict.figure, verdict.group, verdict.k)] = verdict.beyond_noise
+        families[verdict.figure] = families.get(verdict.figure, 0) + (
+            verdict.p_adjusted is not None
         )
-        families[kind] = sum(p is not None for p in p_values)
     shown = [r for r in stored_verdicts(metrics) if r.k == metrics.headline_k]
     impact = {(r.category, r.value, r.k): r.beyond_noise for r in shown}
     families["impact"] = sum(r.p_adjusted is not None for r in shown)
@@ -126,11 +99,6 @@ def findings(metrics: AllocationMetrics) -> Findings:
     if unit == "items" and metrics.task == "essay-grading":
         unit = "essays"
     return Findings(fewest, unit, can_say, rabbi, gaps, impact, families)
-
-
-def _too_few_to_say(figures: GroupMetrics) -> bool:
-    counts = [n for n in (figures.units, figures.units_reference) if n is not None]
-    return not counts or min(counts) < FEW_UNITS
 
 
 def allocation_blocks(metrics: AllocationMetrics) -> list[Block]:
@@ -326,7 +294,7 @@ def _gap_table(metrics: AllocationMetrics, kind: str, found: Findings) -> PlainT
     ks = range(1, metrics.k_max + 1)
     rows: list[list[str | Cell]] = []
     for group, figures in metrics.groups.items():
-        few = _gap_too_few(metrics, figures)
+        few = gap_too_few(metrics, figures)
         cells: list[str | Cell] = [
             Cell(
                 format_interval(_gap(figures, kind, k), _gap_ci(figures, kind, k), too_few=few),
