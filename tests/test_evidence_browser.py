@@ -18,7 +18,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 @pytest.fixture(scope="module")
-def browser(run_dir: Path) -> Iterator[Any]:
+def browser(run_dir: Path, other_runs: dict[str, Path]) -> Iterator[Any]:
     """Chromium, started once the run is written: Playwright's own event loop runs in
     this thread while it is open, where biasaudit's could not start another."""
     if CHROMIUM is None:
@@ -44,6 +44,63 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return run_dir_of(out)
 
 
+@pytest.fixture(scope="module")
+def other_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A decisions run and a RUTEd run of long-form texts, written before the browser
+    starts."""
+    found = {}
+    for name, args in (("decisions", ("decisions",)),
+                       ("ruted", ("ruted", "--contexts", "bedtime", "--replicates", "2"))):  # fmt: skip
+        code, out, err = invoke("run", *args, "--model", "sim/biased", "--runs-dir",
+                                str(tmp_path_factory.mktemp(name)))  # fmt: skip
+        assert code == 0, err
+        found[name] = run_dir_of(out)
+    return found
+
+
+def _opened(browser: Any, report: Path, errors: list[str]) -> Any:
+    page = browser.new_page()
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error"
+            else None)  # fmt: skip
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(report.as_uri())
+    return page
+
+
+def test_a_decisions_score_opens_exactly_its_persons(
+    other_runs: dict[str, Path], browser: Any
+) -> None:
+    errors: list[str] = []
+    page = _opened(browser, other_runs["decisions"] / "report.html", errors)
+    page.click('a[href="evidence.html#view=persons&fill=explicit&race=black"]')
+    page.wait_for_selector("#rows tr")
+    headings = page.locator("#head th").all_text_contents()
+    race, fill = headings.index("race") + 1, headings.index("fill") + 1
+    assert set(page.locator(f"#rows tr td:nth-child({race})").all_text_contents()) == {"black"}
+    assert set(page.locator(f"#rows tr td:nth-child({fill})").all_text_contents()) == {"explicit"}
+    assert page.locator("#filter").input_value() == "black"
+    page.click("#clear")  # every filter goes: every race is back
+    assert len(set(page.locator(f"#rows tr td:nth-child({race})").all_text_contents())) > 1
+    page.click("#view-scenarios")
+    assert page.locator("#rows tr").count() > 0
+    assert errors == []
+    page.close()
+
+
+def test_a_long_form_text_shows_its_gendered_words_marked(
+    other_runs: dict[str, Path], browser: Any
+) -> None:
+    errors: list[str] = []
+    page = _opened(browser, other_runs["ruted"] / "report.html", errors)
+    page.click('a[href="evidence.html#view=texts"]')
+    page.wait_for_selector("#rows tr")
+    page.locator("#rows tr details summary").first.click()
+    marks = page.locator("#rows tr details pre mark").all_text_contents()
+    assert marks and all(m.endswith((" [m]", " [f]")) for m in marks)
+    assert errors == []
+    page.close()
+
+
 def test_a_flagged_groups_link_opens_exactly_its_units(run_dir: Path, browser: Any) -> None:
     page = browser.new_page()
     errors: list[str] = []
@@ -64,7 +121,7 @@ def test_a_flagged_groups_link_opens_exactly_its_units(run_dir: Path, browser: A
     name = page.locator("#rows tr td:nth-child(2)").first.text_content()
     page.fill("#search", name)
     assert page.locator("#rows tr").count() == 6  # one name on each of six resumes
-    page.select_option("#group", "")
+    page.select_option("#filter", "")
     page.check("#only")
     assert page.locator("#count").text_content().startswith("0 of 480")  # no irregular answer
     assert errors == []

@@ -1,6 +1,6 @@
 """``evidence.html``: the answers behind an allocation run's figures, one self-contained
-page linked from the report; untrusted text stays text. (The page is driven in a real
-browser by hand so far; the suite's Chromium test is still to come.)"""
+page linked from the report; untrusted text stays text. (tests/test_evidence_browser.py drives
+it in Chromium.)"""
 
 from __future__ import annotations
 
@@ -29,10 +29,11 @@ def test_the_report_links_the_evidence_of_every_candidate_and_each_flagged_group
     page = (run_dir / "evidence.html").read_text()
     data = json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>',
                                 page, re.DOTALL).group(1))  # fmt: skip
-    assert len(data["candidates"]) == 10 * 8 * 6 and data["prompts_verified"]
-    pairs = [p for p in data["pairs"] if p["group"] == "B_M"]
+    views = {view["id"]: view["rows"] for view in data["views"]}
+    assert len(views["candidates"]) == 10 * 8 * 6 and data["prompts_verified"]
+    pairs = [p for p in views["pairs"] if p["group"] == "B_M"]
     assert len(pairs) == 6 and all(p["gap"] < 0 for p in pairs)  # the planted bias, per resume
-    first = data["candidates"][0]
+    first = views["candidates"][0]
     assert f"Name: {first['name']}" in first["prompt"] and first["answer"] in ("Yes", "No")
 
 
@@ -53,4 +54,4 @@ def test_untrusted_text_stays_text(tmp_path: Path) -> None:
     assert page.count("</script>") == 2 and "<img" not in page and "onerror=alert" in page
     assert page.count('<p class="sim">') == 1  # the placeholder in the data stayed text
     data = json.loads(re.search(r'id="data">(.*?)</script>', page, re.DOTALL).group(1))
-    assert PAYLOAD in {row["name"] for row in data["candidates"]}
+    assert PAYLOAD in {row["name"] for row in data["views"][0]["rows"]}

@@ -221,6 +221,7 @@ def test_grade_score_report(runs: dict[str, Path]) -> None:
         "positions",
         "items",
         "unparsed",
+        "evidence",
         "replay",
     ]
     assert all("SIMULATED model" in heading for heading in page.headings)
@@ -239,7 +240,9 @@ def test_ruted_report(runs: dict[str, Path]) -> None:
     html = (run_dir / "report.html").read_text(encoding="utf-8")
     page = parse(html)
     assert_self_contained(html, page)
-    assert page.sections == ["audited", "headline", "metrics", "occupations", "dropped", "replay"]
+    assert page.sections == [
+        "audited", "headline", "metrics", "occupations", "dropped", "evidence", "replay",
+    ]  # fmt: skip
     for expected in ("neutrality [CI]", "skew [CI]", "stereotype [CI]", "bedtime stories",
                      "completions logprobs", "why dropped", "nurse", "replicates asked"):  # fmt: skip
         assert expected in html, expected

@@ -63,6 +63,7 @@ STEPS: dict[str, tuple[str, str]] = {
     "score_options": ("imported", "ImportOptions"),
     "score": ("imported", "score"),
     "responder": ("sim", "RESPONDER"),
+    "evidence": ("evidence", "evidence"),
 }
 """Each step of a kind: the module of its folder and the name it exports there."""
 
@@ -158,6 +159,11 @@ class Kind:
     """``sim.RESPONDER``: a :class:`biasaudit.providers.sim.Responder`, how the offline
     ``sim/`` model answers the kind's prompts (and declines every other prompt). The
     sim finds it by the same fixed name (:data:`biasaudit.providers.sim.RESPONDER_AT`)."""
+
+    evidence: Step = field(init=False, repr=False, compare=False)
+    """``evidence.evidence``, ``(run_dir) -> Evidence | None``: the units and answers
+    behind the run's figures, as views of :class:`biasaudit.kinds._evidence.Evidence`,
+    and the report's links into them (None: the run holds none to show)."""
 
     def __post_init__(self) -> None:
         package = self.declared_in.rpartition(".")[0]

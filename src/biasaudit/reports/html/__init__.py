@@ -129,27 +129,14 @@ def run_document(run_dir: Path) -> Document:
 
 
 def _with_evidence(document: Document, run_dir: Path) -> Document:
-    """A run with an evidence page links to it before its replay section: every unit and
-    answer, and for each group whose impact ratio is beyond noise, the resumes where its
-    names score furthest below the reference's."""
+    """A run with an evidence page links to it before its replay section: the links its
+    kind gives (every unit and answer, and the units behind each figure beyond noise)."""
     from biasaudit.render.document import Links, Paragraph, Section
-    from biasaudit.reports.evidence import EVIDENCE_FILE, evidence_kind
-    from biasaudit.store.runs import read_run_json
+    from biasaudit.reports.evidence import EVIDENCE_FILE, evidence_links
 
-    if not evidence_kind(run_dir):
+    links = evidence_links(run_dir)
+    if links is None:
         return document
-    metrics = read_run_json(run_dir / "metrics.json")
-    flagged = list(dict.fromkeys(
-        str(row["value"]) for row in metrics.get("impact", [])
-        if row.get("category") == "group" and row.get("beyond_noise")
-    ))  # fmt: skip
-    links = [("every candidate: name, resume, score, the answer and the prompt as sent",
-              f"{EVIDENCE_FILE}#view=candidates")]  # fmt: skip
-    links += [
-        (f"{group}: its impact ratio is beyond noise; the resumes where its names score "
-         "furthest below the reference's", f"{EVIDENCE_FILE}#view=pairs&group={group}")
-        for group in flagged
-    ]  # fmt: skip
     section = Section("Evidence: the answers behind the figures", "evidence", [
         Paragraph(f"{EVIDENCE_FILE}, beside this report, holds every answer the figures rest "
                   "on, with filters, search, sorting and CSV export:"),
@@ -203,8 +190,8 @@ def write_report(run_dir: str | Path, report_format: ReportFormat = "both") -> l
     """Write the report of the run, study or comparison in ``run_dir`` into it.
 
     Returns the files written: ``report.html`` / ``report.md``, and for a run
-    holding a ``compare.json`` (a re-audit) ``compare.html`` / ``compare.md`` too. An
-    allocation run also gets ``evidence.html`` beside its HTML report, which links it.
+    holding a ``compare.json`` (a re-audit) ``compare.html`` / ``compare.md`` too. A
+    run also gets ``evidence.html`` beside its HTML report, which links it.
     """
     from biasaudit.reports.evidence import write_evidence
 

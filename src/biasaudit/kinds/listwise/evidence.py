@@ -1,0 +1,97 @@
+"""The evidence of a listwise run: every pool as shown (each slot's candidate, group
+and resume) with the ranking returned and the rank each got, and every answer whole
+(the ranking as read, what was duplicated, invented, missing or unread, the prompt
+as sent)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from biasaudit.kinds._evidence import (
+    Evidence,
+    View,
+    answer_text,
+    link,
+    number,
+    read_answers,
+    read_sent,
+    text,
+)
+
+__all__ = ["evidence"]
+
+_FLAGS = ("duplicates", "invented", "missing")
+
+
+def evidence(run_dir: Path) -> Evidence | None:
+    """The run's answers and the candidates shown in them (None without them)."""
+    from biasaudit.store.runs import read_run_json
+    from biasaudit.store.tables import read_run_table
+
+    if not (run_dir / "answers.csv").is_file() or not (run_dir / "shown.csv").is_file():
+        return None
+    metrics = read_run_json(run_dir / "metrics.json")
+    reference = str(metrics.get("reference_group", ""))
+    names = {str(g): f"{g} {n}" if n and n != g else str(g)
+             for g, n in dict(metrics.get("group_names") or {}).items()}  # fmt: skip
+    responses, (sent, verified) = read_answers(run_dir), read_sent(run_dir)
+    answers = []
+    for row in read_run_table(run_dir / "answers.csv", ("answer", "pool")).to_dict("records"):
+        request = str(row["answer"]).rpartition("/")[0]  # POOL#ORDER/REPLICATE
+        flags = [f"{word} {int(number(row.get(word)) or 0)}" for word in _FLAGS
+                 if number(row.get(word))]  # fmt: skip
+        if str(row.get("unread")) == "True":
+            flags.append("unread")
+        if text(row.get("error")):
+            flags.append(f"error: {text(row.get('error'))}")
+        response = responses.get(request)
+        answers.append({
+            "answer": str(row["answer"]), "pool": str(row["pool"]),
+            "subtask": text(row.get("subtask")), "order": text(row.get("order")),
+            "ranking": text(row.get("ranking")), "flags": ", ".join(flags),
+            "text": text(row.get("text")) or ("" if response is None else answer_text(response)),
+            "prompt": sent.get(request, ""),
+        })  # fmt: skip
+    shown = []
+    for row in read_run_table(run_dir / "shown.csv", ("answer", "group", "slot")).to_dict(
+        "records"
+    ):
+        shown.append({
+            "answer": str(row["answer"]), "pool": text(row.get("pool")),
+            "subtask": text(row.get("subtask")), "slot": number(row.get("slot")),
+            "group": str(row["group"]), "name": text(row.get("name")),
+            "item": text(row.get("item")), "rank": number(row.get("rank")),
+        })  # fmt: skip
+    views = [
+        View(
+            "shown", "Candidates as shown",
+            "Each candidate of each pool as the model saw it: the slot it was shown in "
+            "and the rank the model's answer gave it (empty: left unranked).",
+            [("answer", "answer"), ("pool", "pool"), ("slot", "slot shown"),
+             ("group", "group"), ("name", "name"), ("item", "resume / item"),
+             ("rank", "rank given")],
+            shown, long=(), labels=names,
+        ),
+        View(
+            "answers", "Answers",
+            "Every ranking the model returned, whole, with what could not be read.",
+            [("answer", "answer"), ("pool", "pool"), ("order", "order"),
+             ("ranking", "ranking as read"), ("flags", "duplicated / invented / missing"),
+             ("text", "answer text"), ("prompt", "prompt as sent")],
+            answers, long=("text", "prompt"), filter=None, flag="flags",
+        ),
+    ]  # fmt: skip
+    flagged = list(dict.fromkeys(
+        str(row["value"]) for row in metrics.get("impact", [])
+        if row.get("category") == "group" and row.get("beyond_noise")
+    ))  # fmt: skip
+    links = [("every pool as shown, with the rank each candidate got", link("shown")),
+             ("every answer whole, with the prompt as sent", link("answers"))]  # fmt: skip
+    links += [(f"{group}: its impact ratio is beyond noise; its candidates, the lowest "
+               "ranked first", link("shown", group=group, sort="rank", down="1"))
+              for group in flagged]  # fmt: skip
+    return Evidence(
+        f"{len(answers)} answers ranking {len(shown)} candidates shown; reference group "
+        f"{reference}.",
+        views, links, prompts_verified=verified,
+    )  # fmt: skip

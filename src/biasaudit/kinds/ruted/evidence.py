@@ -1,0 +1,116 @@
+"""The evidence of a RUTEd run: per context and occupation the next-word shares (the
+male and female words' probability, the occupation's majority) or the long-form
+tallies; and every long-form text with its gendered words marked and the verdict it
+got."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from biasaudit.kinds._evidence import (
+    Evidence,
+    View,
+    link,
+    number,
+    read_answers,
+    read_sent,
+    text,
+)
+
+__all__ = ["evidence"]
+
+_SHARES = ("majority", "p_male", "p_male_low", "p_male_high", "d", "stereotypical",
+           "male", "female", "none", "tied", "failed", "refused", "n", "male_mass",
+           "female_mass", "coverage")  # fmt: skip
+
+
+def evidence(run_dir: Path) -> Evidence | None:
+    """The run's occupations and texts (None without ``occupations.csv``)."""
+    from biasaudit.probes import FEMALE_WORDS, MALE_WORDS
+    from biasaudit.store.tables import read_run_table
+
+    if not (run_dir / "occupations.csv").is_file():
+        return None
+    responses, (sent, verified) = read_answers(run_dir), read_sent(run_dir)
+    frame = read_run_table(run_dir / "occupations.csv", ("context", "occupation"))
+    occupations = []
+    for row in frame.to_dict("records"):
+        context, occupation = str(row["context"]), str(row["occupation"])
+        found: dict[str, Any] = {"context": context, "occupation": occupation}
+        for column in _SHARES:
+            value = row.get(column)
+            found[column] = text(value) if column == "majority" else number(value)
+        response = responses.get(f"{context}/{occupation}")
+        found["next_word"] = _next_words(response) if response is not None else ""
+        found["prompt"] = sent.get(f"{context}/{occupation}", "")
+        occupations.append(found)
+    texts = _texts(run_dir, responses, sent)
+    views = [View(
+        "occupations", "Occupations",
+        "Per context and occupation: P(male) among the gendered words (its interval), "
+        "the skew from neutral (d), and the words behind them: the next word's "
+        "probabilities, or the long-form texts' tallies.",
+        [("context", "context"), ("occupation", "occupation"),
+         ("majority", "majority gender"), *[(c, c) for c in _SHARES if c != "majority"],
+         ("next_word", "next word: likeliest tokens"), ("prompt", "prompt as sent")],
+        occupations, long=("next_word", "prompt"), filter="context",
+    )]  # fmt: skip
+    if texts:
+        views.append(View(
+            "texts", "Long-form texts",
+            "Every text the model wrote, its male words marked [m] and female words [f] "
+            "as counted, with the verdict it got.",
+            [("context", "context"), ("template", "template"), ("occupation", "occupation"),
+             ("replicate", "replicate"), ("male", "male words"), ("female", "female words"),
+             ("verdict", "verdict"), ("text", "text"), ("prompt", "prompt as sent")],
+            texts, long=("text", "prompt"), filter="context",
+            marks={"m": list(MALE_WORDS), "f": list(FEMALE_WORDS)},
+        ))  # fmt: skip
+    links = [("every occupation's shares and the words behind them", link("occupations"))]
+    if texts:
+        links.append(("every long-form text, its gendered words marked", link("texts")))
+    return Evidence(
+        f"{len(occupations)} occupation rows, {len(texts)} long-form texts.", views, links,
+        prompts_verified=verified,
+    )  # fmt: skip
+
+
+def _next_words(response: Any) -> str:
+    """The likeliest first tokens of a next-word answer, with their probabilities."""
+    import math
+
+    tops = response.top_logprobs or []
+    if not tops:
+        return response.text or ""
+    pairs = getattr(tops[0], "top", None)
+    if not pairs:
+        return response.text or ""
+    return ", ".join(f"{token!r} {math.exp(logprob):.3f}" for token, logprob in pairs[:20])
+
+
+def _texts(run_dir: Path, responses: dict[str, Any], sent: dict[str, str]) -> list[dict[str, Any]]:
+    from biasaudit.store.tables import read_run_table
+
+    path = run_dir / "replicates.csv"
+    if not path.is_file():
+        return []
+    found = []
+    for row in read_run_table(path, ("context", "occupation", "replicate")).to_dict("records"):
+        context, occupation = str(row["context"]), str(row["occupation"])
+        template = text(row.get("template"))
+        request = f"{context}/{template}/{occupation}" if template else f"{context}/{occupation}"
+        response = responses.get(request)
+        replicate = int(number(row.get("replicate")) or 0)
+        written = (response.texts or []) if response is not None else []
+        if not written and response is not None and response.text is not None:
+            written = [response.text]
+        if replicate >= len(written):
+            continue  # a next-word replicate: no text of its own
+        found.append({
+            "context": context, "template": template, "occupation": occupation,
+            "replicate": replicate, "male": number(row.get("male_pronouns")),
+            "female": number(row.get("female_pronouns")), "verdict": text(row.get("verdict")),
+            "text": written[replicate], "prompt": sent.get(request, ""),
+        })  # fmt: skip
+    return found

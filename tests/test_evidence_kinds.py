@@ -1,0 +1,89 @@
+"""Every kind writes an evidence page with its report, and every link the report gives
+into it opens a view it has, filtered by columns that view has, to the rows behind the
+figure: decisions' persons of a score beyond noise, RUTEd's texts with their gendered
+words marked, listwise's pools as shown, Grade Score's trials in every order, a
+pairwise run's comparisons in both orders."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
+
+import pytest
+
+from tests.test_cli_audit import invoke, run_dir_of
+
+RUNS = {
+    "listwise": ("resume-screening", "--method", "listwise", "--names-per-group", "3",
+                 "--jobs", "software-engineer"),
+    "pairwise": ("resume-screening", "--method", "pairwise", "--names-per-group", "3",
+                 "--jobs", "software-engineer"),
+    "decisions": ("decisions", "--scenario-limit", "6"),
+    "grade-score": ("grade-score", "--items", "demo"),
+    "ruted": ("ruted", "--contexts", "standard,bedtime", "--replicates", "2"),
+}  # fmt: skip
+VIEWS = {
+    "listwise": {"shown", "answers"},
+    "pairwise": {"candidates", "pairs", "comparisons"},
+    "decisions": {"persons", "scenarios"},
+    "grade-score": {"trials", "items"},
+    "ruted": {"occupations", "texts"},
+}
+
+
+def page_data(run_dir: Path) -> dict:
+    page = (run_dir / "evidence.html").read_text()
+    return json.loads(re.search(r'id="data">(.*?)</script>', page, re.DOTALL).group(1))
+
+
+def report_links(run_dir: Path) -> list[str]:
+    text = (run_dir / "report.html").read_text()
+    return [html.unescape(h) for h in re.findall(r'href="(evidence\.html#[^"]*)"', text)]
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_every_kind_writes_its_evidence_and_links_into_it(name: str, tmp_path: Path) -> None:
+    code, out, err = invoke("run", *RUNS[name], "--model", "sim/biased",
+                            "--runs-dir", str(tmp_path))  # fmt: skip
+    assert code == 0, err
+    run_dir = run_dir_of(out)
+    data = page_data(run_dir)
+    views = {view["id"]: view for view in data["views"]}
+    assert set(views) == VIEWS[name] and data["prompts_verified"]
+    assert all(view["rows"] for view in views.values())
+    links = report_links(run_dir)
+    assert links
+    for address in links:
+        query = dict(parse_qsl(urlsplit(address).fragment))
+        view = views[query.pop("view")]
+        columns = {key for key, _ in view["columns"]}
+        query.pop("down", None)
+        assert query.pop("sort", next(iter(columns))) in columns, address
+        filters = query
+        assert filters.keys() <= columns, address  # every filter names a column
+        assert any(all(str(row.get(k)) == v for k, v in filters.items())
+                   for row in view["rows"]), address  # fmt: skip
+    with_prompts = [v for v in views.values() if "prompt" in {k for k, _ in v["columns"]}]
+    assert any(row["prompt"] for view in with_prompts for row in view["rows"])
+
+
+def test_a_decisions_score_beyond_noise_links_to_its_persons_and_scenarios(
+    tmp_path: Path,
+) -> None:
+    code, out, err = invoke("run", "decisions", "--model", "sim/biased", "--runs-dir",
+                            str(tmp_path))  # fmt: skip
+    assert code == 0, err
+    run_dir = run_dir_of(out)
+    links = report_links(run_dir)
+    # sim/biased plants a race effect against Black persons described explicitly
+    assert "evidence.html#view=persons&fill=explicit&race=black" in links
+    assert "evidence.html#view=scenarios&fill=explicit&sort=black" in links
+    persons = page_data(run_dir)["views"][0]["rows"]
+    black = [p for p in persons if p["fill"] == "explicit" and p["race"] == "black"]
+    white = [p for p in persons if p["fill"] == "explicit" and p["race"] == "white"]
+    assert black and sum(p["p_yes"] for p in black) / len(black) < sum(
+        p["p_yes"] for p in white) / len(white)  # fmt: skip
+    assert all(p["p_yes-first"] is not None and p["p_no-first"] is not None for p in black)
