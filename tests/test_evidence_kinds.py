@@ -7,13 +7,13 @@ pairwise run's comparisons in both orders."""
 from __future__ import annotations
 
 import html
-import json
 import re
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
+from biasaudit.reports.evidence import read_page_data
 from tests.test_cli_audit import invoke, run_dir_of
 
 RUNS = {
@@ -35,8 +35,7 @@ VIEWS = {
 
 
 def page_data(run_dir: Path) -> dict:
-    page = (run_dir / "evidence.html").read_text()
-    return json.loads(re.search(r'id="data">(.*?)</script>', page, re.DOTALL).group(1))
+    return read_page_data(run_dir / "evidence.html")
 
 
 def report_links(run_dir: Path) -> list[str]:

@@ -5,10 +5,9 @@ it in Chromium.)"""
 from __future__ import annotations
 
 import csv
-import json
-import re
 from pathlib import Path
 
+from biasaudit.reports.evidence import read_page_data
 from tests.test_cli_audit import SPEC, STATEMENTS, invoke, run_dir_of
 
 PAYLOAD = '</script><script>alert("x")</script><img src=x onerror=alert(1)>{{SIMULATED}}'
@@ -26,9 +25,7 @@ def test_the_report_links_the_evidence_of_every_candidate_and_each_flagged_group
     html = (run_dir / "report.html").read_text()
     assert 'href="evidence.html#view=candidates"' in html
     assert 'href="evidence.html#view=pairs&amp;group=B_M"' in html  # flagged beyond noise
-    page = (run_dir / "evidence.html").read_text()
-    data = json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>',
-                                page, re.DOTALL).group(1))  # fmt: skip
+    data = read_page_data(run_dir / "evidence.html")
     views = {view["id"]: view["rows"] for view in data["views"]}
     assert len(views["candidates"]) == 10 * 8 * 6 and data["prompts_verified"]
     pairs = [p for p in views["pairs"] if p["group"] == "B_M"]
@@ -51,7 +48,21 @@ def test_untrusted_text_stays_text(tmp_path: Path) -> None:
     code, out, err = invoke("run", str(tmp_path / "spec.yaml"))
     assert code == 0, err
     page = (run_dir_of(out) / "evidence.html").read_text()
-    assert page.count("</script>") == 2 and "<img" not in page and "onerror=alert" in page
+    assert page.count("</script>") == 2 and "<img" not in page and "alert(" not in page
     assert page.count('<p class="sim">') == 1  # the placeholder in the data stayed text
-    data = json.loads(re.search(r'id="data">(.*?)</script>', page, re.DOTALL).group(1))
+    data = read_page_data(run_dir_of(out) / "evidence.html")
     assert PAYLOAD in {row["name"] for row in data["views"][0]["rows"]}
+
+
+def test_a_damaged_page_is_named_when_its_data_are_read(tmp_path: Path) -> None:
+    import pytest
+
+    from biasaudit.errors import UsageError
+
+    page = tmp_path / "evidence.html"
+    page.write_text('<script type="application/octet-stream" id="data">H4sIAAAA</script>')
+    with pytest.raises(UsageError, match="not an evidence page that can be read"):
+        read_page_data(page)
+    page.write_text("<html></html>")
+    with pytest.raises(UsageError, match="no data in it"):
+        read_page_data(page)

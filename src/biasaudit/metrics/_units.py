@@ -55,7 +55,7 @@ bootstrap alone fails as Wald's interval does at n/n: with a posting's two quali
 resumes nearly every qualified candidate is selected at k = 4 or 5 of a pool of 8, a
 group whose names were all selected has replicates that are all 1, and ΔEO's
 intervals excluded 0 in 9-22% of audits of a model with no bias at k = 3-5, its table
-flagging 15% of them (bench/bench_verdicts.py); with the floor, 1-4% and none. The
+flagging 9-15% of them (bench/bench_verdicts.py); with the floor, 1-4% and none. The
 floor is the figure's standard error under "the group makes no difference", so an
 interval that excludes 0 is a test near its level by construction. Where a group does
 differ, the relabellings mix its units into every group and the floor widens its

@@ -6,9 +6,10 @@ what the model was asked and what it answered. Every kind says what its page hol
 with the answer as read and the prompt exactly as sent (from ``prompts.jsonl.gz``),
 and the links the report gives into them. This module writes them as one page.
 
-The page needs no network: its data sit in the file as JSON (every ``<`` written
-``\\u003c``, so that no text ends the script), and its script writes them into the
-page as text (``textContent``), never as markup: a name, an answer or a resume that
+The page needs no network: its data sit in the file as gzip-compressed JSON in base64
+(no ``<`` in it, so that no text ends the script; :func:`read_page_data` reads them
+back), which its script opens with the browser's ``DecompressionStream`` and writes
+into the page as text (``textContent``), never as markup: a name, an answer or a resume that
 holds ``<script>`` stays text. Its address takes a view and filters
 (``evidence.html#view=pairs&group=B_M``), which the report's links use.
 """
@@ -23,7 +24,13 @@ from typing import Any
 from biasaudit._version import __version__
 from biasaudit.errors import UsageError
 
-__all__ = ["EVIDENCE_FILE", "evidence_data", "evidence_links", "write_evidence"]
+__all__ = [
+    "EVIDENCE_FILE",
+    "evidence_data",
+    "evidence_links",
+    "read_page_data",
+    "write_evidence",
+]
 
 EVIDENCE_FILE = "evidence.html"
 
@@ -109,13 +116,41 @@ def _finite(value: Any) -> Any:
 
 
 def _embedded(data: dict[str, Any]) -> str:
-    """JSON that no text of it can end the script it sits in."""
-    text = json.dumps(_finite(data), ensure_ascii=False, separators=(",", ":"),
-                      allow_nan=False)  # fmt: skip
-    for raw, safe in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"),
-                      ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):  # fmt: skip
-        text = text.replace(raw, safe)
-    return text
+    """The data as the page holds them: JSON, gzip-compressed (no time stamp: the same
+    run gives the same page), base64-encoded. Base64 has no ``<``: no text of theirs can
+    end the script it sits in, or be read as markup."""
+    import base64
+    import gzip
+
+    text = json.dumps(_finite(data), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    packed = gzip.compress(text.encode("utf-8"), compresslevel=6, mtime=0)
+    return base64.b64encode(packed).decode("ascii")
+
+
+def read_page_data(path: Path) -> dict[str, Any]:
+    """The data an ``evidence.html`` holds (what its script reads), as a dict.
+
+    Raises
+    ------
+    UsageError
+        The file is not an evidence page, or its data are damaged.
+    """
+    import base64
+    import binascii
+    import gzip
+    import re
+    import zlib
+
+    try:
+        page = path.read_text(encoding="utf-8")
+        found = re.search(r'<script type="application/octet-stream" id="data">(.*?)</script>',
+                          page, re.DOTALL)  # fmt: skip
+        if found is None:
+            raise ValueError("no data in it")
+        loaded: dict[str, Any] = json.loads(gzip.decompress(base64.b64decode(found.group(1))))
+    except (OSError, ValueError, binascii.Error, zlib.error, EOFError) as error:
+        raise UsageError(f"{path}: not an evidence page that can be read ({error})") from None
+    return loaded
 
 
 def evidence_page(data: dict[str, Any]) -> str:
