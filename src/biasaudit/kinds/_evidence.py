@@ -23,6 +23,8 @@ __all__ = [
     "Evidence",
     "View",
     "answer_text",
+    "group_labels",
+    "impact_flagged",
     "link",
     "messages_text",
     "number",
@@ -71,6 +73,23 @@ class Evidence:
 def link(view: str, **filters: str) -> str:
     """The page address of ``view`` filtered to rows whose columns hold ``filters``."""
     return "#" + urlencode({"view": view, **filters})
+
+
+def group_labels(metrics: Mapping[str, Any]) -> dict[str, str]:
+    """How a drop-down names each group of a run's ``metrics.json`` (``B_M Black male``)."""
+    return {
+        str(group): f"{group} {name}" if name and name != group else str(group)
+        for group, name in dict(metrics.get("group_names") or {}).items()
+    }
+
+
+def impact_flagged(metrics: Mapping[str, Any]) -> list[str]:
+    """The groups of a run's ``metrics.json`` whose impact ratio is beyond noise, as its
+    stored verdict says (any k), in order."""
+    return list(dict.fromkeys(
+        str(row["value"]) for row in metrics.get("impact", [])
+        if row.get("category") == "group" and row.get("beyond_noise")
+    ))  # fmt: skip
 
 
 def text(value: Any) -> str:

@@ -15,6 +15,8 @@ from biasaudit.kinds._evidence import (
     Evidence,
     View,
     answer_text,
+    group_labels,
+    impact_flagged,
     link,
     number,
     read_answers,
@@ -34,8 +36,7 @@ def evidence(run_dir: Path) -> Evidence | None:
         return None
     metrics = read_run_json(run_dir / "metrics.json")
     reference = str(metrics.get("reference_group", ""))
-    names = {str(g): f"{g} {n}" if n and n != g else str(g)
-             for g, n in dict(metrics.get("group_names") or {}).items()}  # fmt: skip
+    names = group_labels(metrics)
     scores = read_run_table(run_dir / "scores.csv", ("candidate_id", "group", "score"))
     answers, (sent, verified) = read_answers(run_dir), read_sent(run_dir)
     item = next((c for c in ("resume_id", "item") if c in scores.columns), None)
@@ -92,10 +93,7 @@ def evidence(run_dir: Path) -> Evidence | None:
              ("flags", "refused"), ("prompt", "prompt as sent")],
             comparisons, filter=None, flag="flags",
         ))  # fmt: skip
-    flagged = list(dict.fromkeys(
-        str(row["value"]) for row in metrics.get("impact", [])
-        if row.get("category") == "group" and row.get("beyond_noise")
-    ))  # fmt: skip
+    flagged = impact_flagged(metrics)
     links = [("every candidate: name, resume, score, the answer and the prompt as sent",
               link("candidates"))]  # fmt: skip
     links += [

@@ -11,6 +11,8 @@ from biasaudit.kinds._evidence import (
     Evidence,
     View,
     answer_text,
+    group_labels,
+    impact_flagged,
     link,
     number,
     read_answers,
@@ -32,8 +34,7 @@ def evidence(run_dir: Path) -> Evidence | None:
         return None
     metrics = read_run_json(run_dir / "metrics.json")
     reference = str(metrics.get("reference_group", ""))
-    names = {str(g): f"{g} {n}" if n and n != g else str(g)
-             for g, n in dict(metrics.get("group_names") or {}).items()}  # fmt: skip
+    names = group_labels(metrics)
     responses, (sent, verified) = read_answers(run_dir), read_sent(run_dir)
     answers = []
     for row in read_run_table(run_dir / "answers.csv", ("answer", "pool")).to_dict("records"):
@@ -81,10 +82,7 @@ def evidence(run_dir: Path) -> Evidence | None:
             answers, long=("text", "prompt"), filter=None, flag="flags",
         ),
     ]  # fmt: skip
-    flagged = list(dict.fromkeys(
-        str(row["value"]) for row in metrics.get("impact", [])
-        if row.get("category") == "group" and row.get("beyond_noise")
-    ))  # fmt: skip
+    flagged = impact_flagged(metrics)
     links = [("every pool as shown, with the rank each candidate got", link("shown")),
              ("every answer whole, with the prompt as sent", link("answers"))]  # fmt: skip
     links += [(f"{group}: its impact ratio is beyond noise; its candidates, the lowest "
