@@ -5,6 +5,7 @@ with the reason."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,9 @@ import pytest
 from tests.test_cli_audit import invoke, run_dir_of
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+# The picture in docs/how-to/evidence.md: BIASAUDIT_SCREENSHOTS=1 python3 -m pytest
+# tests/test_evidence_browser.py makes it again.
+SCREENSHOT = Path(__file__).parent.parent / "docs" / "how-to" / "evidence-pairs.png"
 
 
 @pytest.fixture(scope="module")
@@ -116,6 +120,9 @@ def test_a_flagged_groups_link_opens_exactly_its_units(run_dir: Path, browser: A
     assert groups == ["B_M"] * 6
     gaps = [float(t) for t in page.locator("#rows tr td:nth-child(5)").all_text_contents()]
     assert gaps == sorted(gaps) and gaps[0] < 0  # the largest gap first
+    if os.environ.get("BIASAUDIT_SCREENSHOTS"):  # the docs' picture, made by this test
+        page.set_viewport_size({"width": 1280, "height": 640})
+        page.screenshot(path=str(SCREENSHOT))
     page.click("#view-candidates")
     assert page.locator("#count").text_content() == "60 of 480 rows"
     name = page.locator("#rows tr td:nth-child(2)").first.text_content()

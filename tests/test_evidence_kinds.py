@@ -55,6 +55,8 @@ def test_every_kind_writes_its_evidence_and_links_into_it(name: str, tmp_path: P
     assert all(view["rows"] for view in views.values())
     links = report_links(run_dir)
     assert links
+    # the figures' own rows link to their units: a table cell of the report, not a list
+    assert '<td><a href="evidence.html#' in (run_dir / "report.html").read_text()
     for address in links:
         query = dict(parse_qsl(urlsplit(address).fragment))
         view = views[query.pop("view")]
@@ -80,6 +82,9 @@ def test_a_decisions_score_beyond_noise_links_to_its_persons_and_scenarios(
     # sim/biased plants a race effect against Black persons described explicitly
     assert "evidence.html#view=persons&fill=explicit&race=black" in links
     assert "evidence.html#view=scenarios&fill=explicit&sort=black" in links
+    html_text = (run_dir / "report.html").read_text()
+    cell = '<td><a href="evidence.html#view=persons&amp;fill=explicit&amp;race=black">race: black'
+    assert cell in html_text  # the score's own row in the table
     persons = page_data(run_dir)["views"][0]["rows"]
     black = [p for p in persons if p["fill"] == "explicit" and p["race"] == "black"]
     white = [p for p in persons if p["fill"] == "explicit" and p["race"] == "white"]

@@ -46,9 +46,15 @@ def test_an_allocation_run_says_the_same_on_every_surface(tmp_path: Path) -> Non
     _invoke("report", str(run_dir), "--format", "both")
     markdown = (run_dir / "report.md").read_text()
     html = (run_dir / "report.html").read_text()
-    cell = r"\| (race|sex|group) \| (\S+) \|[^\n]*below 0\.8, beyond noise \* \|"
+    cell = (
+        r"\| (race|sex|group) \| \[?([^\s\]|]+)(?:\]\(<[^>]*>\))? \|"
+        r"[^\n]*below 0\.8, beyond noise \* \|"
+    )  # a group's cell links to its evidence
     assert _marked_rows(markdown, cell) == stored
-    html_cell = r"<td>(race|sex|group)</td><td>([^<]+)</td>(?:(?!</tr>).)*beyond noise \*"
+    html_cell = (
+        r"<td>(race|sex|group)</td><td>(?:<a [^>]*>)?([^<]+)(?:</a>)?</td>"
+        r"(?:(?!</tr>).)*beyond noise \*"
+    )
     assert _marked_rows(html, html_cell) == stored
     _invoke("export", str(run_dir), "-o", str(tmp_path / "figures.csv"))
     figures = pd.read_csv(tmp_path / "figures.csv")

@@ -68,6 +68,11 @@ class Evidence:
     views: Sequence[View]
     links: Sequence[tuple[str, str]] = ()
     prompts_verified: bool = False
+    units: Mapping[str, str] = field(default_factory=dict)
+    """The report's figures that link to their units, by the label the report's tables
+    give them (a group, an item, an occupation; or a row's labels joined by " / ",
+    ``explicit / race: black``): the address of the rows behind them. A table cell of
+    the report holding one of these labels becomes that link."""
 
 
 def link(view: str, **filters: str) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import html
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from biasaudit.render.text import PlainTable
@@ -72,6 +72,9 @@ class Table:
     rows: Sequence[Sequence[str]]
     caption: str = ""
     left: frozenset[int] = frozenset({0})
+    links: Mapping[tuple[int, int], str] = field(default_factory=dict)
+    """Cells shown as links, by (row, column): a relative address biasaudit made (the
+    evidence behind the row's figures, ``evidence.html#view=pairs&group=B_M``)."""
 
     @classmethod
     def of(cls, table: PlainTable) -> Table:
@@ -173,14 +176,15 @@ def _html_table(table: Table) -> str:
     head = "".join(f"<th>{_escape(h)}</th>" for h in table.headers)
     thead = f"<thead><tr>{head}</tr></thead>" if any(table.headers) else ""
     body = []
-    for row in table.rows:
-        cells = "".join(
-            f"<td>{_escape(cell)}</td>"
-            if i in table.left
-            else f'<td class="num">{_escape(cell)}</td>'
-            for i, cell in enumerate(row)
-        )
-        body.append(f"<tr>{cells}</tr>")
+    for r, row in enumerate(table.rows):
+        cells = []
+        for i, cell in enumerate(row):
+            shown = _escape(cell)
+            if (r, i) in table.links:
+                shown = f'<a href="{_escape(table.links[(r, i)])}">{shown}</a>'
+            css = "" if i in table.left else ' class="num"'
+            cells.append(f"<td{css}>{shown}</td>")
+        body.append(f"<tr>{''.join(cells)}</tr>")
     return f"{caption}<table>{thead}<tbody>{''.join(body)}</tbody></table>"
 
 
@@ -229,7 +233,14 @@ def _md_block(block: Block, figure_dir: str) -> str:
             + "|".join(" --- " if i in block.left else " ---: " for i in range(len(block.headers)))
             + "|"
         )
-        lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in block.rows]
+        for r, row in enumerate(block.rows):
+            cells = [
+                f"[{_md_cell(c)}](<{block.links[(r, i)]}>)"
+                if (r, i) in block.links
+                else _md_cell(c)
+                for i, c in enumerate(row)
+            ]
+            lines.append("| " + " | ".join(cells) + " |")
         return "\n".join(lines)
     caption = f"\n\n*{block.caption}*" if block.caption else ""
     return f"![{block.alt}]({figure_dir}/{block.name}){caption}"

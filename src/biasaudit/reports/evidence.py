@@ -48,12 +48,14 @@ def _evidence(run_dir: Path) -> Any:
     return audit_kind(kind).evidence(run_dir)
 
 
-def evidence_links(run_dir: Path) -> list[tuple[str, str]] | None:
-    """The report's links into the run's page (text, address), or None (no page)."""
+def evidence_links(run_dir: Path) -> tuple[list[tuple[str, str]], dict[str, str]] | None:
+    """The report's links into the run's page (text, address), and the addresses of the
+    units behind the figures labelled so in its tables; None where there is no page."""
     found = _evidence(run_dir)
     if found is None:
         return None
-    return [(words, EVIDENCE_FILE + address) for words, address in found.links]
+    links = [(words, EVIDENCE_FILE + address) for words, address in found.links]
+    return links, {label: EVIDENCE_FILE + address for label, address in found.units.items()}
 
 
 def evidence_data(run_dir: Path) -> dict[str, Any] | None:

@@ -103,9 +103,14 @@ def evidence(run_dir: Path) -> Evidence | None:
     ]  # fmt: skip
     if comparisons:
         links.append(("every comparison, in both orders", link("comparisons")))
+    units = {
+        str(group): link("pairs", group=str(group)) if pairs and group != reference
+        else link("candidates", group=str(group))
+        for group in dict.fromkeys(row["group"] for row in rows)
+    }  # fmt: skip
     return Evidence(
         f"{len(rows)} candidates; reference group {reference}.", views, links,
-        prompts_verified=verified,
+        prompts_verified=verified, units=units,
     )  # fmt: skip
 
 

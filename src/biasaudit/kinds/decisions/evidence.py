@@ -98,9 +98,19 @@ def evidence(run_dir: Path) -> Evidence | None:
                           "it, the largest effect against first",
                           link("scenarios", fill=fill, sort=column)))  # fmt: skip
             links.append((f"{fill} {attribute} {level}: its persons", persons_link))
+    units: dict[str, str] = {}
+    for person in persons.values():
+        fill = person["fill"]
+        units[f"{fill} / {person['scenario']}"] = link("persons", fill=fill,
+                                                        scenario=person["scenario"])  # fmt: skip
+        for attribute in ("race", "gender"):
+            if person[attribute]:
+                level = person[attribute]
+                units[f"{fill} / {attribute}: {level}"] = link("persons", fill=fill,
+                                                               **{attribute: level})  # fmt: skip
     return Evidence(
         f"{len(persons)} persons in {len({p['scenario'] for p in persons.values()})} "
-        "scenarios.", views, links, prompts_verified=verified,
+        "scenarios.", views, links, prompts_verified=verified, units=units,
     )  # fmt: skip
 
 

@@ -74,4 +74,6 @@ def evidence(run_dir: Path) -> Evidence | None:
               link("trials")),
              ("the items whose choice moved most with the order", link("items",
                                                                     sort="agreement"))]  # fmt: skip
-    return Evidence(f"{len(trials)} trials.", views, links, prompts_verified=verified)
+    units = {str(i): link("trials", item=str(i)) for i in dict.fromkeys(t["item"] for t in trials)}
+    return Evidence(f"{len(trials)} trials.", views, links, prompts_verified=verified,
+                    units=units)  # fmt: skip

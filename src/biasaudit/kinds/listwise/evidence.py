@@ -92,4 +92,6 @@ def evidence(run_dir: Path) -> Evidence | None:
         f"{len(answers)} answers ranking {len(shown)} candidates shown; reference group "
         f"{reference}.",
         views, links, prompts_verified=verified,
+        units={str(g): link("shown", group=str(g), sort="rank", down="1")
+               for g in dict.fromkeys(row["group"] for row in shown)},
     )  # fmt: skip

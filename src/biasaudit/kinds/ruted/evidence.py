@@ -70,9 +70,13 @@ def evidence(run_dir: Path) -> Evidence | None:
     links = [("every occupation's shares and the words behind them", link("occupations"))]
     if texts:
         links.append(("every long-form text, its gendered words marked", link("texts")))
+    units = {
+        row["occupation"]: link("texts" if texts else "occupations", occupation=row["occupation"])
+        for row in occupations
+    }
     return Evidence(
         f"{len(occupations)} occupation rows, {len(texts)} long-form texts.", views, links,
-        prompts_verified=verified,
+        prompts_verified=verified, units=units,
     )  # fmt: skip
 
 

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from biasaudit._version import __version__
 from biasaudit.errors import UsageError
@@ -134,17 +134,38 @@ def _with_evidence(document: Document, run_dir: Path) -> Document:
     from biasaudit.render.document import Links, Paragraph, Section
     from biasaudit.reports.evidence import EVIDENCE_FILE, evidence_links
 
-    links = evidence_links(run_dir)
-    if links is None:
+    found = evidence_links(run_dir)
+    if found is None:
         return document
+    links, units = found
     section = Section("Evidence: the answers behind the figures", "evidence", [
         Paragraph(f"{EVIDENCE_FILE}, beside this report, holds every answer the figures rest "
                   "on, with filters, search, sorting and CSV export:"),
         Links(links),
     ])  # fmt: skip
-    sections = list(document.sections)
+    sections = [replace(s, blocks=[_linked(b, units) for b in s.blocks])
+                for s in document.sections]  # fmt: skip
     at = next((i for i, s in enumerate(sections) if s.anchor == "replay"), len(sections))
     return replace(document, sections=[*sections[:at], section, *sections[at:]])
+
+
+def _linked(block: Any, units: dict[str, str]) -> Any:
+    """A table whose label cells name a unit of the evidence page, those cells linked to
+    the rows behind them (a row whose labels, joined by " / ", name one: its last label
+    cell); any other block as it is."""
+    from biasaudit.render.document import Table
+
+    if not isinstance(block, Table) or not units:
+        return block
+    links = {}
+    for r, row in enumerate(block.rows):
+        labels = [i for i in sorted(block.left) if i < len(row)]
+        whole = " / ".join(row[i].strip() for i in labels)  # a row named by all its labels
+        if labels and whole in units:
+            links[(r, labels[-1])] = units[whole]
+            continue
+        links.update({(r, i): units[row[i].strip()] for i in labels if row[i].strip() in units})
+    return replace(block, links={**block.links, **links}) if links else block
 
 
 def _with_rounds(document: Document, run_dir: Path) -> Document:
