@@ -7,9 +7,10 @@ pairwise run's comparisons in both orders."""
 from __future__ import annotations
 
 import html
+import json
 import re
 from pathlib import Path
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import pytest
 
@@ -91,3 +92,48 @@ def test_a_decisions_score_beyond_noise_links_to_its_persons_and_scenarios(
     assert black and sum(p["p_yes"] for p in black) / len(black) < sum(
         p["p_yes"] for p in white) / len(white)  # fmt: skip
     assert all(p["p_yes-first"] is not None and p["p_no-first"] is not None for p in black)
+
+
+@pytest.mark.parametrize("outcome", ["selected", "score"])
+def test_an_ll144_summary_links_each_category_to_exactly_the_rows_behind_its_rate(
+    outcome: str, tmp_path: Path
+) -> None:
+    """An employer's file: every category of the summary links to the file's rows of
+    that category, and they are the summary's n and its count (selected, or scored
+    above the median); the rows left out are listed with why."""
+    source = Path(__file__).parent.parent / "examples" / "ll144-outcomes.csv"
+    data = source
+    if outcome == "score":  # the same people, scored: selected ones high
+        import csv
+
+        with open(source, newline="") as handle:
+            rows = list(csv.DictReader(handle))
+        data = tmp_path / "scores.csv"
+        with open(data, "w", newline="") as handle:
+            writer = csv.DictWriter(handle, [*rows[0].keys(), "score"])
+            writer.writeheader()
+            for i, row in enumerate(rows):
+                chosen = row["selected"]
+                row["score"] = "" if chosen == "" else str(i % 7 + (10 if chosen == "1" else 0))
+                writer.writerow(row)
+    args = ["ll144", str(data), "--out", str(tmp_path / "out")]
+    if outcome == "score":
+        args += ["--score", "score"]
+    code, out, err = invoke(*args)
+    assert code == 0, err
+    assert f"evidence: {tmp_path / 'out' / 'evidence.html'}" in out
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    rows = page_data(tmp_path / "out")["views"][0]["rows"]
+    links = set(re.findall(r'href="(evidence\.html#[^"]*)"',
+                           html.unescape((tmp_path / "out" / "summary.html").read_text())))  # fmt: skip
+    column = {"sex": "sex", "race/ethnicity": "race", "intersectional": "intersectional"}
+    for category in summary["categories"]:
+        key = column[category["dimension"]]
+        address = "evidence.html#" + urlencode({"view": "rows", key: category["category"]})
+        assert address in links, address
+        behind = [r for r in rows if r[key] == category["category"] and not r["flags"]]
+        assert len(behind) == category["n"]
+        counted = category["selected" if outcome == "selected" else "above_median"]
+        assert sum(r["counted"] == "yes" for r in behind) == counted
+    left_out = [r for r in rows if r["flags"]]
+    assert len(left_out) == summary["source"]["left_out"] and all(r["line"] > 1 for r in left_out)

@@ -71,7 +71,8 @@ def test_a_file_where_nobody_was_selected_says_why_there_is_no_impact_ratio(
         "rate is 0" in output  # fmt: skip
     markdown = (tmp_path / "s" / "summary.md").read_text()
     assert "**No individual was selected in any category, so every rate is 0" in markdown
-    assert "| Male | 10 | 0 | 0.0% [0.0%, 27.8%] | — (every rate is 0) |  |" in markdown
+    male = "[Male](<evidence.html#view=rows&sex=Male>)"  # the rows behind it
+    assert f"| {male} | 10 | 0 | 0.0% [0.0%, 27.8%] | — (every rate is 0) |  |" in markdown
     assert "categories have an impact ratio under four fifths" not in markdown
 
 

@@ -153,6 +153,7 @@ def command(reports_errors: Callable[[Any], Any]) -> click.Command:
             file_source,
             no_category_known,
             nobody_counted,
+            outcomes_evidence,
             parse_labels,
             read_outcomes,
             run_rates,
@@ -187,6 +188,7 @@ def command(reports_errors: Callable[[Any], Any]) -> click.Command:
                         "--exclude-small read an employer's file"
                     )
                 rates, found = run_rates(data, k, scoring=scoring)
+                evidence = None
             else:
                 if k is not None or scoring:
                     raise UsageError(
@@ -198,8 +200,9 @@ def command(reports_errors: Callable[[Any], Any]) -> click.Command:
                     score=score, labels=parse_labels(list(labels)),
                 )  # fmt: skip
                 rates, found = summarise(outcomes, info), file_source(outcomes)
+                evidence = outcomes_evidence(outcomes, rates)
         with phase("writing the summary"):
-            paths = write_summary(rates, found, info, out)
+            paths = write_summary(rates, found, info, out, evidence)
         flagged = sum(bool(row.below_four_fifths) for row in rates.rows)
         beyond = sum(row.beyond_noise for row in rates.rows)
         verdict = f"{flagged} categories under four fifths, {beyond} beyond noise"
@@ -215,6 +218,6 @@ def command(reports_errors: Callable[[Any], Any]) -> click.Command:
             f"{rates.assessed:,} individuals assessed ({found.left_out:,} left out); {verdict}"
         )
         for path in paths:
-            click.echo(f"summary: {path}")
+            click.echo(f"{'evidence' if path.name == 'evidence.html' else 'summary'}: {path}")
 
     return ll144

@@ -23,11 +23,14 @@ from typing import Any
 
 from biasaudit._version import __version__
 from biasaudit.errors import UsageError
+from biasaudit.kinds._evidence import Evidence
 
 __all__ = [
     "EVIDENCE_FILE",
     "evidence_data",
     "evidence_links",
+    "evidence_page",
+    "page_data",
     "read_page_data",
     "write_evidence",
 ]
@@ -66,9 +69,17 @@ def evidence_data(run_dir: Path) -> dict[str, Any] | None:
     if found is None:
         return None
     metrics = read_run_json(run_dir / "metrics.json")
+    return page_data(found, run=run_dir.name, model=str(metrics.get("model", "")),
+                     task=str(metrics.get("task", "")),
+                     simulated=bool(metrics.get("simulated")))  # fmt: skip
+
+
+def page_data(
+    found: Evidence, *, run: str, model: str, task: str, simulated: bool
+) -> dict[str, Any]:
+    """The page's data for ``found``, of ``run`` (a run directory, or a file summarised)."""
     return {
-        "run": run_dir.name, "model": str(metrics.get("model", "")),
-        "simulated": bool(metrics.get("simulated")), "task": str(metrics.get("task", "")),
+        "run": run, "model": model, "simulated": simulated, "task": task,
         "about": found.about, "prompts_verified": found.prompts_verified,
         "views": [
             {**asdict(view), "columns": [list(c) for c in view.columns],

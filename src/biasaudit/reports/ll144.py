@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 from biasaudit._version import __version__
 from biasaudit.errors import InputError, UsageError
+from biasaudit.kinds._evidence import Evidence, View, link
 from biasaudit.metrics import (
     HISPANIC,
     RACE_CATEGORIES,
@@ -40,6 +41,7 @@ from biasaudit.metrics import (
 )
 from biasaudit.metrics._ll144 import race_label
 from biasaudit.render.document import Document, Paragraph, Section, Table, to_html, to_markdown
+from biasaudit.reports.evidence import EVIDENCE_FILE, evidence_page, page_data
 from biasaudit.textfiles import a_run, brief, read_table
 
 __all__ = [
@@ -47,6 +49,7 @@ __all__ = [
     "Source",
     "SummaryInfo",
     "file_source",
+    "outcomes_evidence",
     "read_outcomes",
     "run_rates",
     "summarise",
@@ -93,6 +96,11 @@ class Outcomes:
     rows: int
     left_out: int
     """Rows without an outcome: not assessed by the tool, left out of the audit."""
+    lines: list[int] = field(default_factory=list)
+    """The file's line of each individual assessed (the header is line 1)."""
+    given: list[tuple[str, str]] = field(default_factory=list)
+    """Each individual's sex and race as the file gives them (before they were read)."""
+    left_out_lines: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -225,13 +233,17 @@ def read_outcomes(
     sexes: list[str | None] = []
     races: list[str | None] = []
     outcomes: list[float] = []
-    left_out = 0
+    lines: list[int] = []
+    given: list[tuple[str, str]] = []
+    left_out: list[int] = []
     for row, record in enumerate(frame.to_dict("records")):
         line = row + 2
         raw = str(record[outcome_column])
         if not raw:
-            left_out += 1
+            left_out.append(line)
             continue
+        lines.append(line)
+        given.append((str(record[sex]), str(record[race])))
         outcomes.append(_outcome(raw, selected is not None, str(path), line, outcome_column))
         sexes.append(_read(record, sex, _SEX_LABELS, SEX_CATEGORIES, labels, path, line))
         found = _read(record, race, _RACE_LABELS, RACE_CATEGORIES, labels, path, line)
@@ -241,7 +253,8 @@ def read_outcomes(
     if not outcomes:
         raise UsageError(f"outcomes file {path}: no row has an outcome in '{outcome_column}'")
     kind: Literal["selection", "scoring"] = "selection" if selected is not None else "scoring"
-    return Outcomes(path, sexes, races, outcomes, kind, outcome_column, len(frame), left_out)
+    return Outcomes(path, sexes, races, outcomes, kind, outcome_column, len(frame),
+                    len(left_out), lines, given, left_out)  # fmt: skip
 
 
 def _read(
@@ -307,9 +320,61 @@ def summarise(outcomes: Outcomes, info: SummaryInfo) -> LL144Rates:
     )
 
 
-def write_summary(rates: LL144Rates, source: Source, info: SummaryInfo, out: Path) -> list[Path]:
+def outcomes_evidence(outcomes: Outcomes, rates: LL144Rates) -> Evidence:
+    """The rows of an employer's file behind each category's rate: every individual's
+    line, sex and race as given and as the rule's categories, the outcome and whether
+    it counts (selected, or scored above the median); the rows left out too."""
+    scoring = outcomes.kind == "scoring"
+    median = rates.median
+    rows: list[dict[str, Any]] = []
+    for i, line in enumerate(outcomes.lines):
+        sex, race = outcomes.sex[i], outcomes.race[i]
+        value = outcomes.outcome[i]
+        counts = value > median if scoring and median is not None else value == 1.0
+        rows.append({
+            "line": line, "sex_given": outcomes.given[i][0], "race_given": outcomes.given[i][1],
+            "sex": sex or "unknown", "race": race_label(race) if race else "unknown",
+            "intersectional": intersectional_category(sex, race) if sex and race else "unknown",
+            "outcome": value, "counted": "yes" if counts else "no", "flags": "",
+        })  # fmt: skip
+    rows += [{"line": line, "sex_given": "", "race_given": "", "sex": "", "race": "",
+              "intersectional": "", "outcome": None, "counted": "",
+              "flags": f"no outcome in '{outcomes.column}': left out"}
+             for line in outcomes.left_out_lines]  # fmt: skip
+    counted = "scored above the median" if scoring else "selected"
+    view = View(
+        "rows", "Individuals",
+        f"Every row of {outcomes.path.name} with an outcome, as the summary read it: sex and "
+        f"race as the file gives them and as the rule's categories, the outcome in "
+        f"'{outcomes.column}' and whether it counts ({counted}); and the rows left out.",
+        [("line", "line"), ("sex_given", "sex in the file"), ("race_given", "race in the file"),
+         ("sex", "sex"), ("race", "race/ethnicity"), ("intersectional", "intersectional"),
+         ("outcome", outcomes.column), ("counted", counted), ("flags", "left out")],
+        rows, long=(), filter="race", flag="flags",
+    )  # fmt: skip
+    units: dict[str, str] = {}
+    for dimension, column in (("sex", "sex"), ("race/ethnicity", "race"),
+                              ("intersectional", "intersectional")):  # fmt: skip
+        for row in rates.of(dimension):
+            units[row.category] = link("rows", **{column: row.category})
+    return Evidence(
+        f"{len(outcomes.lines):,} individuals assessed, {len(outcomes.left_out_lines):,} "
+        "left out.", [view],
+        [("every individual of the file, as the summary read it", link("rows"))],
+        units=units,
+    )  # fmt: skip
+
+
+def write_summary(
+    rates: LL144Rates,
+    source: Source,
+    info: SummaryInfo,
+    out: Path,
+    evidence: Evidence | None = None,
+) -> list[Path]:
     """Write ``summary.md``, ``summary.html``, ``summary.csv`` and ``summary.json`` in
-    ``out`` (made if needed; earlier ones are replaced).
+    ``out`` (made if needed; earlier ones are replaced); with ``evidence``, also
+    ``evidence.html``, the rows behind each rate, which the summary's categories link.
 
     Raises
     ------
@@ -317,8 +382,12 @@ def write_summary(rates: LL144Rates, source: Source, info: SummaryInfo, out: Pat
         ``out`` cannot be made or written.
     """
     document = summary_document(source, info, rates)
+    if evidence is not None:
+        from biasaudit.reports.html import linked_document
+
+        document = linked_document(document, evidence)
     try:
-        return _write(document, rates, source, info, out)
+        return _write(document, rates, source, info, out, evidence)
     except OSError as error:  # a file where the folder goes, a read-only or full disk
         raise UsageError(
             f"cannot write the summary in {out} ({error.strerror or error}): give --out a "
@@ -327,7 +396,12 @@ def write_summary(rates: LL144Rates, source: Source, info: SummaryInfo, out: Pat
 
 
 def _write(
-    document: Document, rates: LL144Rates, source: Source, info: SummaryInfo, out: Path
+    document: Document,
+    rates: LL144Rates,
+    source: Source,
+    info: SummaryInfo,
+    out: Path,
+    evidence: Evidence | None,
 ) -> list[Path]:
     import pandas as pd
 
@@ -337,6 +411,8 @@ def _write(
     out.mkdir(parents=True, exist_ok=True)
     footer = f"biasaudit {__version__}"
     paths = [out / "summary.md", out / "summary.html", out / "summary.csv", out / "summary.json"]
+    if evidence is not None:
+        paths.append(out / EVIDENCE_FILE)
     table = pd.DataFrame([_csv_row(row, rates) for row in rates.rows])
     record = {
         "schema": "biasaudit LL144 summary", "tool_version": __version__,
@@ -355,6 +431,10 @@ def _write(
         with open(written[2], "w", encoding="utf-8", newline="") as handle:
             write_csv(table, handle)
         written[3].write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        if evidence is not None:
+            data = page_data(evidence, run=source.name, model="", task="Local Law 144 summary",
+                             simulated=source.simulated)  # fmt: skip
+            written[4].write_text(evidence_page(data), encoding="utf-8")
     return paths
 
 

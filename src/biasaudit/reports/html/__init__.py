@@ -32,6 +32,7 @@ from biasaudit.store.runs import read_manifest
 from biasaudit.textfiles import a_run
 
 if TYPE_CHECKING:
+    from biasaudit.kinds._evidence import Evidence
     from biasaudit.reports.compare import Comparison
 
 __all__ = [
@@ -147,6 +148,17 @@ def _with_evidence(document: Document, run_dir: Path) -> Document:
                 for s in document.sections]  # fmt: skip
     at = next((i for i, s in enumerate(sections) if s.anchor == "replay"), len(sections))
     return replace(document, sections=[*sections[:at], section, *sections[at:]])
+
+
+def linked_document(document: Document, evidence: Evidence) -> Document:
+    """``document`` with every table label that names a unit of ``evidence`` linked to
+    the rows behind it (on ``evidence.html`` beside it)."""
+    from biasaudit.reports.evidence import EVIDENCE_FILE
+
+    units = {label: EVIDENCE_FILE + address for label, address in evidence.units.items()}
+    sections = [replace(s, blocks=[_linked(b, units) for b in s.blocks])
+                for s in document.sections]  # fmt: skip
+    return replace(document, sections=sections)
 
 
 def _linked(block: Any, units: dict[str, str]) -> Any:
