@@ -121,7 +121,7 @@ def test_a_run_of_schema_version_1_still_reads_and_a_newer_one_is_refused(
     assert result.exit_code == 2
     assert (
         f"{newer / 'metrics.json'} was written by a newer biasaudit (schema_version 99; "
-        "this one reads up to 4): upgrade biasaudit to read it"
+        "this one reads up to 5): upgrade biasaudit to read it"
     ) in result.stderr
 
 

@@ -74,7 +74,7 @@ def _check_group_verdicts(out: str, metrics: dict, figures: pd.DataFrame) -> Non
     verdicts = metrics["verdicts"]
     assert {v["figure"] for v in verdicts} == {"rabbi", "dp_gap", "eo_gap"}
     assert all(v["family"] and v["test"] in ("permutation", "interval") for v in verdicts)
-    flagged = {(v["figure"], v["group"], v["k"]) for v in verdicts if v["beyond_noise"]}
+    flagged = {(v["figure"], v["unit"], v["k"]) for v in verdicts if v["beyond_noise"]}
     assert ("rabbi", "B_M", 0) in flagged and any(f[0] == "eo_gap" for f in flagged)
     assert all(f[1] == "B_M" for f in flagged)  # the planted group alone
     lines = out.splitlines()
@@ -116,3 +116,51 @@ def test_a_decisions_run_says_the_same_on_every_surface(tmp_path: Path) -> None:
     figures = pd.read_csv(tmp_path / "figures.csv")
     exported = figures[figures["figure"] == "discrimination"]
     assert {r.unit for r in exported.itertuples() if r.beyond_noise is True} == stored
+
+
+def _stored_and_exported(run_dir: Path, tmp_path: Path) -> tuple[set, set]:
+    """The figures metrics.json stores as beyond noise, and those the export marks so."""
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    stored = {(v["figure"], v["unit"], v["k"]) for v in metrics["verdicts"] if v["beyond_noise"]}
+    assert all(v["family"] and v["test"] == "interval" for v in metrics["verdicts"])
+    _invoke("export", str(run_dir), "-o", str(tmp_path / "figures.csv"))
+    figures = pd.read_csv(tmp_path / "figures.csv")
+    names = {v["figure"] for v in metrics["verdicts"]}
+    tested = figures[figures["figure"].isin(names) & figures["subtask"].isna()]
+    exported = {(r.figure, r.unit, 0 if pd.isna(r.k) else int(r.k))
+                for r in tested.itertuples() if r.beyond_noise is True}  # fmt: skip
+    return stored, exported
+
+
+def test_a_listwise_run_says_the_same_on_every_surface(tmp_path: Path) -> None:
+    out = _invoke(
+        "run", "resume-screening", "--model", "sim/biased", "--method", "listwise",
+        "--jobs", "software-engineer", "--names-per-group", "20",
+        "--runs-dir", str(tmp_path / "runs"),
+    )  # fmt: skip
+    stored, exported = _stored_and_exported(_run_dir(out), tmp_path)
+    assert stored == exported and ("rabbi_of_ranks", "B_M", 0) in stored
+    rows = [line for line in out.splitlines() if line.startswith("B_M ")]
+    marked = sum(line.count("] *") for line in rows)
+    assert marked == sum(1 for figure in stored if figure[1] == "B_M")
+
+
+def test_a_ruted_run_says_the_same_on_every_surface(tmp_path: Path) -> None:
+    out = _invoke("run", "ruted", "--model", "sim/biased", "--runs-dir", str(tmp_path / "runs"))
+    run_dir = _run_dir(out)
+    stored, exported = _stored_and_exported(run_dir, tmp_path)
+    assert stored == exported and ("stereotype", "standard", 0) in stored
+    contexts = json.loads((run_dir / "metrics.json").read_text())["contexts"]
+    rows = {line.split()[0]: line for line in out.splitlines() if line.split()[:1] and
+            line.split()[0] in contexts}  # fmt: skip
+    marked = {(context, line.count("] *")) for context, line in rows.items()}
+    assert marked == {(c, sum(1 for _, u, _ in stored if u == c)) for c in contexts}
+    _invoke("report", str(run_dir), "--format", "both")
+    for name, row in (
+        ("report.md", r"^\| {c} \|.*$"),
+        ("report.html", r"<tr><td>{c}</td>.*?</tr>"),
+    ):
+        text = (run_dir / name).read_text()
+        for context in contexts:
+            line = re.search(row.format(c=context), text, re.MULTILINE).group(0)
+            assert line.count("] *") == sum(1 for _, u, _ in stored if u == context), line

@@ -19,17 +19,21 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FIGURE_COLUMNS",
+    "FigureVerdict",
     "MetricsHeader",
     "RatioVerdict",
     "RequestCounts",
     "TaskInfo",
+    "export_verdicts",
     "figure_row",
+    "interval_verdicts",
     "labelled_study_runs",
     "load_study_metrics",
     "read_run_metrics",
     "request_counts",
     "smoke_test_notes",
     "stored_verdict",
+    "verdicts_by_cell",
     "with_verdicts",
 ]
 
@@ -81,6 +85,69 @@ class RatioVerdict(BaseModel):
 
 
 V = TypeVar("V", bound=RatioVerdict)
+
+# A verdict is "beyond noise" where its p-value, adjusted over its table, is below this.
+SIGNIFICANT = 0.05
+
+
+class FigureVerdict(BaseModel):
+    """The verdict on one figure of ``metrics.json`` tested against 0 (a RABBI, a gap, a
+    skew), declared once: what every surface marks, the test it reads and the table it
+    was adjusted over."""
+
+    figure: str = Field(description="The figure's name, as the exports call it ('dp_gap').")
+    unit: str = Field(description="Whose figure: a group, or a context (RUTEd).")
+    k: int = Field(0, description="The k of a selection figure; 0 for the others.")
+    test: str = Field(
+        description="What the verdict reads: 'permutation' (its permutation p-value) or "
+        "'interval' (the p-value its interval implies, so the verdict is 'the interval "
+        "excludes 0' at the adjusted level)."
+    )
+    p: float | None = Field(None, description="The unadjusted p-value the verdict reads.")
+    p_adjusted: float | None = Field(
+        None,
+        description="``p`` Holm-adjusted over ``family``; None where too few units stand "
+        "behind the figure to say (nothing is flagged).",
+    )
+    beyond_noise: bool = Field(description="``p_adjusted`` below 0.05.")
+    family: str = Field("", description="The figures the verdict was adjusted over, named.")
+
+
+def interval_verdicts(
+    cells: Sequence[tuple[str, str, int, float | None, Sequence[float] | None]],
+    *,
+    title: str,
+    confidence: float,
+    units: int | None,
+    tested: bool,
+) -> list[FigureVerdict]:
+    """The verdicts on one table's figures, each ``(figure, unit, k, estimate, interval)``
+    tested against 0 by its interval and adjusted over the table (Holm); none tested
+    where ``tested`` is False (too few units to say)."""
+    from biasaudit.metrics import holm_adjust, interval_p_value
+
+    p_values = [
+        interval_p_value(estimate, ci, confidence=confidence, units=units) if tested else None
+        for *_, estimate, ci in cells
+    ]
+    adjusted = holm_adjust(p_values)
+    family = f"the {sum(p is not None for p in adjusted)} {title} figures of the run"
+    return [
+        FigureVerdict(figure=figure, unit=unit, k=k, test="interval", p=p, p_adjusted=p_adj,
+                      beyond_noise=p_adj is not None and p_adj < SIGNIFICANT, family=family)
+        for (figure, unit, k, _, _), p, p_adj in zip(cells, p_values, adjusted, strict=True)
+    ]  # fmt: skip
+
+
+def verdicts_by_cell(verdicts: Sequence[FigureVerdict]) -> dict[tuple[str, str, int], bool]:
+    """Each stored verdict by (figure, unit, k): beyond noise or not."""
+    return {(v.figure, v.unit, v.k): v.beyond_noise for v in verdicts}
+
+
+def export_verdicts(verdicts: Sequence[FigureVerdict]) -> dict[tuple[str, str, int], bool | None]:
+    """Each stored verdict as the long form gives it: None where it got none."""
+    return {(v.figure, v.unit, v.k): v.beyond_noise if v.p_adjusted is not None else None
+            for v in verdicts}  # fmt: skip
 
 
 def with_verdicts(

@@ -31,9 +31,12 @@ from pydantic import BaseModel, Field, model_validator
 
 from biasaudit.kinds.candidates.task import PoolDesign
 from biasaudit.kinds.common import (
+    SIGNIFICANT,
+    FigureVerdict,
     MetricsHeader,
     RatioVerdict,
     RequestCounts,
+    export_verdicts,
     figure_row,
     stored_verdict,
     with_verdicts,
@@ -58,7 +61,6 @@ __all__ = [
     "SCORES_COLUMNS",
     "AllocationMetrics",
     "CandidateCounts",
-    "FigureVerdict",
     "GroupMetrics",
     "MetricOptions",
     "PairwiseSummary",
@@ -72,8 +74,6 @@ SCORES_COLUMNS = ("candidate_id", "group", "subtask", "score")
 """Columns every ``scores.csv`` has (audit and import) that its readers need."""
 
 METRICS_SCHEMA_VERSION = 5
-# A verdict is "beyond noise" where its p-value, adjusted over its table, is below this.
-SIGNIFICANT = 0.05
 
 
 class GroupMetrics(BaseModel):
@@ -250,28 +250,6 @@ class ImpactRatio(RatioVerdict):
     flagged: bool = Field(description="The ratio is below 0.8.")
 
 
-class FigureVerdict(BaseModel):
-    """The verdict on one RABBI, ΔDP or ΔEO of ``metrics.json``, declared once: what
-    every surface marks, the test it reads and the table it was adjusted over."""
-
-    figure: str = Field(description="'rabbi', 'dp_gap' or 'eo_gap'.")
-    group: str
-    k: int = Field(0, description="The k of a gap; 0 for RABBI.")
-    test: str = Field(
-        description="What the verdict reads: 'permutation' (RABBI: its permutation "
-        "p-value) or 'interval' (a gap: the p-value its interval implies, so the verdict "
-        "is 'the interval excludes 0' at the adjusted level)."
-    )
-    p: float | None = Field(None, description="The unadjusted p-value the verdict reads.")
-    p_adjusted: float | None = Field(
-        None,
-        description="``p`` Holm-adjusted over ``family``; None where too few units stand "
-        "behind the group or its reference to say (nothing is flagged).",
-    )
-    beyond_noise: bool = Field(description="``p_adjusted`` below 0.05.")
-    family: str = Field("", description="The figures the verdict was adjusted over, named.")
-
-
 class AllocationMetrics(MetricsHeader):
     """``metrics.json`` of an allocation run (its ``groups`` shape is a contract)."""
 
@@ -323,13 +301,6 @@ class AllocationMetrics(MetricsHeader):
         if not self.verdicts:
             self.verdicts = figure_verdicts(self)
         return self
-
-    def verdict(self, figure: str, group: str, k: int = 0) -> FigureVerdict | None:
-        """The stored verdict on one figure, or None (no such figure)."""
-        for found in self.verdicts:
-            if (found.figure, found.group, found.k) == (figure, group, k):
-                return found
-        return None
 
     def interval_text(self) -> str:
         """How the intervals were made, in one phrase for every table and report."""
@@ -558,7 +529,7 @@ def figure_verdicts(metrics: AllocationMetrics) -> list[FigureVerdict]:
         family = f"the {sum(p is not None for p in adjusted)} {title} figures of the run"
         for (_, group, k, test, p, _tested), p_adjusted in zip(members, adjusted, strict=True):
             found.append(FigureVerdict(
-                figure=figure, group=group, k=k, test=test, p=p, p_adjusted=p_adjusted,
+                figure=figure, unit=group, k=k, test=test, p=p, p_adjusted=p_adjusted,
                 beyond_noise=p_adjusted is not None and p_adjusted < SIGNIFICANT, family=family,
             ))  # fmt: skip
     return found
@@ -971,10 +942,7 @@ def figure_rows(metrics: AllocationMetrics) -> list[dict[str, Any]]:
     """Every figure of an allocation run in long form (:data:`FIGURE_COLUMNS`): per
     group, headline (subtask empty) and per subtask, then impact ratios and the
     omnibus tests."""
-    verdicts = {
-        (v.figure, v.group, v.k): v.beyond_noise if v.p_adjusted is not None else None
-        for v in metrics.verdicts
-    }
+    verdicts = export_verdicts(metrics.verdicts)
     rows = _group_rows(metrics.groups, metrics.rates, "", verdicts)
     for subtask, found in metrics.subtasks.items():
         rows += _group_rows(found.groups, found.rates, subtask, {})

@@ -86,9 +86,9 @@ def findings(metrics: AllocationMetrics) -> Findings:
     families = {"rabbi": 0, "dp_gap": 0, "eo_gap": 0}
     for verdict in metrics.verdicts:
         if verdict.figure == "rabbi":
-            rabbi[verdict.group] = verdict.beyond_noise
+            rabbi[verdict.unit] = verdict.beyond_noise
         else:
-            gaps[(verdict.figure, verdict.group, verdict.k)] = verdict.beyond_noise
+            gaps[(verdict.figure, verdict.unit, verdict.k)] = verdict.beyond_noise
         families[verdict.figure] = families.get(verdict.figure, 0) + (
             verdict.p_adjusted is not None
         )

@@ -6,13 +6,16 @@ import math
 from typing import Any
 
 import pandas as pd
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from biasaudit.kinds.common import (
+    FigureVerdict,
     MetricsHeader,
     RatioVerdict,
     RequestCounts,
+    export_verdicts,
     figure_row,
+    interval_verdicts,
     stored_verdict,
     with_verdicts,
 )
@@ -20,7 +23,7 @@ from biasaudit.metrics import ListwiseFigures
 
 __all__ = ["ListwiseMetrics", "figure_rows", "metrics_fields"]
 
-METRICS_SCHEMA_VERSION = 4
+METRICS_SCHEMA_VERSION = 5
 
 
 class Rate(BaseModel):
@@ -169,7 +172,47 @@ class ListwiseMetrics(MetricsHeader):
     top_change: float | None = None
     top_change_ci: list[float] | None = None
     top_change_pools: int = 0
+    verdicts: list[FigureVerdict] = Field(
+        default_factory=list,
+        description="The verdict on every ΔDP (by k), position-fixed ΔDP and RABBI, each "
+        "table its own family (schema 5; an older run's are made on reading).",
+    )
     notes: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _verdicts_made(self) -> ListwiseMetrics:
+        """A run's verdicts, made with its figures (and an older run's on reading)."""
+        if not self.verdicts:
+            self.verdicts = figure_verdicts(self)
+        return self
+
+
+def fewest_units(metrics: ListwiseMetrics) -> int | None:
+    """The fewest names (else items) behind any group's rates; None without rates."""
+    return min((r.units for r in metrics.rates), default=None)
+
+
+def figure_verdicts(metrics: ListwiseMetrics) -> list[FigureVerdict]:
+    """The verdict on every ΔDP, position-fixed ΔDP and RABBI against 0, each table
+    adjusted over its own figures (Holm), read off their intervals; none tested where
+    fewer than :data:`~biasaudit.metrics.FEW_UNITS` units stand behind a group."""
+    from biasaudit.metrics import FEW_UNITS
+
+    fewest = fewest_units(metrics)
+    tested = fewest is None or fewest >= FEW_UNITS
+
+    def table(cells: list[tuple[str, str, int, float | None, list[float] | None]],
+              title: str) -> list[FigureVerdict]:  # fmt: skip
+        return interval_verdicts(cells, title=title, confidence=metrics.confidence,
+                                 units=fewest, tested=tested)  # fmt: skip
+
+    return [
+        *table([("dp_gap", g.group, g.k, g.dp_gap, g.ci) for g in metrics.gaps], "ΔDP"),
+        *table([("fixed_position_dp_gap", f.group, 1, f.dp_gap, f.dp_gap_ci)
+                for f in metrics.fixed], "position-fixed ΔDP"),
+        *table([("rabbi_of_ranks", r.group, 0, r.rabbi, r.rabbi_ci) for r in metrics.ranks],
+               "RABBI"),
+    ]  # fmt: skip
 
 
 def _ci(row: Any) -> list[float] | None:
@@ -296,13 +339,24 @@ def _fields(figures: ListwiseFigures) -> dict[str, Any]:
 
 
 def figure_rows(metrics: ListwiseMetrics) -> list[dict[str, Any]]:
-    """Every figure of a listwise run in long form (:data:`FIGURE_COLUMNS`)."""
+    """Every figure of a listwise run in long form (:data:`FIGURE_COLUMNS`), each tested
+    figure with its stored verdict."""
+    verdicts = export_verdicts(metrics.verdicts)
     rows = [
         figure_row("selection_rate", r.rate, r.ci, n=r.n, unit_type="group", unit=r.group, k=r.k)
         for r in metrics.rates
     ]
     rows += [
-        figure_row("dp_gap", g.dp_gap, g.ci, n=g.n, unit_type="group", unit=g.group, k=g.k)
+        figure_row(
+            "dp_gap",
+            g.dp_gap,
+            g.ci,
+            n=g.n,
+            unit_type="group",
+            unit=g.group,
+            k=g.k,
+            beyond_noise=verdicts.get(("dp_gap", g.group, g.k)),
+        )
         for g in metrics.gaps
     ]
     rows += [
@@ -324,14 +378,18 @@ def figure_rows(metrics: ListwiseMetrics) -> list[dict[str, Any]]:
         rows.append(figure_row("mean_rank", r.mean_rank, r.mean_rank_ci, n=r.n,
                                unit_type="group", unit=r.group))  # fmt: skip
         if r.rabbi is not None:
+            verdict = verdicts.get(("rabbi_of_ranks", r.group, 0))
             rows.append(figure_row("rabbi_of_ranks", r.rabbi, r.rabbi_ci, n=r.n,
-                                   unit_type="group", unit=r.group))  # fmt: skip
+                                   unit_type="group", unit=r.group,
+                                   beyond_noise=verdict))  # fmt: skip
     for f in metrics.fixed:
         rows.append(figure_row("fixed_position_rate", f.rate, f.ci, unit_type="group",
                                unit=f.group, k=1))  # fmt: skip
         if f.dp_gap is not None:
-            rows.append(figure_row("fixed_position_dp_gap", f.dp_gap, f.dp_gap_ci,
-                                   unit_type="group", unit=f.group, k=1))  # fmt: skip
+            rows.append(figure_row(
+                "fixed_position_dp_gap", f.dp_gap, f.dp_gap_ci, unit_type="group",
+                unit=f.group, k=1, beyond_noise=verdicts.get(("fixed_position_dp_gap", f.group, 1)),
+            ))  # fmt: skip
     rows += [
         figure_row("first_choice_share", s.rate, s.ci, n=s.n, unit_type="slot", unit=str(s.slot))
         for s in metrics.slots

@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from biasaudit.kinds.common import with_verdicts
-from biasaudit.kinds.listwise.metrics import ListwiseMetrics
+from biasaudit.kinds.common import verdicts_by_cell, with_verdicts
+from biasaudit.kinds.listwise.metrics import ListwiseMetrics, fewest_units
 from biasaudit.kinds.listwise.study import ListwiseStudy
-from biasaudit.metrics import FEW_UNITS, holm_adjust, interval_p_value
+from biasaudit.metrics import FEW_UNITS, holm_adjust
 from biasaudit.render.text import (
     SIGNIFICANT,
     SIMULATED,
@@ -123,23 +123,10 @@ def resampled_phrase(metrics: ListwiseMetrics) -> str:
     return phrase
 
 
-def fewest_units(metrics: ListwiseMetrics) -> int | None:
-    """The fewest names (else items) behind any group's rates; None without rates."""
-    return min((r.units for r in metrics.rates), default=None)
-
-
 def _gap_flags(metrics: ListwiseMetrics) -> dict[tuple[str, int], bool]:
-    """Each ΔDP cell beyond noise after Holm's adjustment over the table."""
-    cells = [(g.group, g.k) for g in metrics.gaps]
-    fewest = fewest_units(metrics)
-    p_values = [
-        interval_p_value(g.dp_gap, g.ci, confidence=metrics.confidence, units=fewest)
-        for g in metrics.gaps
-    ]
-    return {
-        cell: p is not None and p < SIGNIFICANT
-        for cell, p in zip(cells, holm_adjust(p_values), strict=True)
-    }
+    """Each ΔDP cell's stored verdict (Holm over the table)."""
+    found = verdicts_by_cell(metrics.verdicts)
+    return {(g.group, g.k): found.get(("dp_gap", g.group, g.k), False) for g in metrics.gaps}
 
 
 def impact_flags(metrics: ListwiseMetrics) -> dict[tuple[str, str], bool]:
@@ -155,19 +142,11 @@ def impact_flags(metrics: ListwiseMetrics) -> dict[tuple[str, str], bool]:
     return {(i.category, i.value): i.beyond_noise for i in shown}
 
 
-def _zero_flags(
-    metrics: ListwiseMetrics, figures: list[tuple[float | None, list[float] | None]], smoke: bool
-) -> list[bool]:
-    """Each figure of one table away from 0 beyond noise, after Holm's adjustment over the
-    table; none in a smoke test."""
-    if smoke:
-        return [False] * len(figures)
-    fewest = fewest_units(metrics)
-    p_values = [
-        interval_p_value(estimate, ci, confidence=metrics.confidence, units=fewest)
-        for estimate, ci in figures
-    ]
-    return [p is not None and p < SIGNIFICANT for p in holm_adjust(p_values)]
+def _stored_flags(metrics: ListwiseMetrics, figure: str, cells: list[tuple[str, int]],
+                  smoke: bool) -> list[bool]:  # fmt: skip
+    """The stored verdicts of one table's cells (group, k); none in a smoke test."""
+    found = verdicts_by_cell(metrics.verdicts)
+    return [not smoke and found.get((figure, group, k), False) for group, k in cells]
 
 
 def _ratio(impact: Any) -> str:
@@ -256,7 +235,8 @@ def _gaps_table(metrics: ListwiseMetrics, smoke: bool) -> PlainTable:
 
 def _fixed_table(metrics: ListwiseMetrics, smoke: bool) -> PlainTable:
     rows: list[list[str | Cell]] = []
-    flags = _zero_flags(metrics, [(f.dp_gap, f.dp_gap_ci) for f in metrics.fixed], smoke)
+    flags = _stored_flags(metrics, "fixed_position_dp_gap", [(f.group, 1) for f in metrics.fixed],
+                          smoke)  # fmt: skip
     for f, strong in zip(metrics.fixed, flags, strict=True):
         gap = "-" if f.dp_gap is None else _interval(f.dp_gap, f.dp_gap_ci, signed=True)
         rows.append([f.group, _interval(f.rate, f.ci), Cell(gap, strong)])
@@ -272,7 +252,7 @@ def _fixed_table(metrics: ListwiseMetrics, smoke: bool) -> PlainTable:
 
 def _ranks_table(metrics: ListwiseMetrics, smoke: bool) -> PlainTable:
     rows: list[list[str | Cell]] = []
-    flags = _zero_flags(metrics, [(r.rabbi, r.rabbi_ci) for r in metrics.ranks], smoke)
+    flags = _stored_flags(metrics, "rabbi_of_ranks", [(r.group, 0) for r in metrics.ranks], smoke)
     for r, strong in zip(metrics.ranks, flags, strict=True):
         rabbi = "-" if r.rabbi is None else _interval(r.rabbi, r.rabbi_ci, signed=True)
         rows.append(

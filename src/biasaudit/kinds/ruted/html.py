@@ -40,6 +40,7 @@ from biasaudit.render.panels import (
     figure_block,
     tests_by_key,
 )
+from biasaudit.render.text import STRONG_MARK, Cell
 from biasaudit.store.runs import Manifest
 from biasaudit.store.tables import read_run_table
 
@@ -131,6 +132,7 @@ def _panels_section(metrics: RutedMetrics) -> Section:
         f"{intervals_phrase(metrics)}.",
     )
     rows = []
+    flags = {(v.unit, v.figure): v.beyond_noise for v in metrics.verdicts}
     for context, figures in metrics.contexts.items():
         logprobs = figures.source.endswith("logprobs")
         rows.append(
@@ -140,9 +142,13 @@ def _panels_section(metrics: RutedMetrics) -> Section:
                 str(figures.occupations),
                 "-" if logprobs else str(figures.gendered),
                 "-" if logprobs else str(figures.dropped),
-                *(_show(m, getattr(figures, m), getattr(figures, f"{m}_ci")) for m in METRICS),
+                *(
+                    str(Cell(_show(m, getattr(figures, m), getattr(figures, f"{m}_ci")),
+                             flags.get((context, m), False)))
+                    for m in METRICS
+                ),
             ]
-        )
+        )  # fmt: skip
     table = Table(
         [
             "context",
@@ -154,8 +160,10 @@ def _panels_section(metrics: RutedMetrics) -> Section:
         ],
         rows,
         left=frozenset({0, 1}),
-        caption=f"{100 * metrics.confidence:g}% intervals; gendered / dropped: replicates. "
-        + " ".join(spread_lines(metrics)),
+        caption=f"{100 * metrics.confidence:g}% intervals; gendered / dropped: replicates; "
+        f"{STRONG_MARK} beyond noise: skew or stereotype away from 0 after Holm's adjustment "
+        f"over the table's {sum(v.p_adjusted is not None for v in metrics.verdicts)} skew and "
+        "stereotype figures. " + " ".join(spread_lines(metrics)),
     )
     blocks: list[Any] = [figure, table]
     bounded = [(c, f) for c, f in metrics.contexts.items() if f.partly_covered and f.skew_bounds]

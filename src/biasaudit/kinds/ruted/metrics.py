@@ -32,9 +32,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
-from biasaudit.kinds.common import MetricsHeader, RequestCounts, figure_row
+from biasaudit.kinds.common import (
+    FigureVerdict,
+    MetricsHeader,
+    RequestCounts,
+    export_verdicts,
+    figure_row,
+    interval_verdicts,
+)
 from biasaudit.metrics import RutedEstimate, neutrality, replicate_similarity, skew, stereotype
 
 if TYPE_CHECKING:
@@ -62,7 +69,7 @@ __all__ = [
 OCCUPATIONS_COLUMNS = ("occupation", "context", "majority")
 """Columns every ``occupations.csv`` has (audit and import) that its readers need."""
 
-RUTED_SCHEMA_VERSION = 2
+RUTED_SCHEMA_VERSION = 3
 METRICS = ("neutrality", "skew", "stereotype")
 _COUNTS = ["male", "female", "none", "tied", "failed", "refused"]
 
@@ -193,7 +200,39 @@ class RutedMetrics(MetricsHeader):
         "or why it was not (None: no long-form context).",
     )
     requests: RequestCounts
+    verdicts: list[FigureVerdict] = Field(
+        default_factory=list,
+        description="The verdict on every context's skew and stereotype against 0, one "
+        "family (schema 3; an older run's are made on reading).",
+    )
     notes: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _verdicts_made(self) -> RutedMetrics:
+        """A run's verdicts, made with its figures (and an older run's on reading)."""
+        if not self.verdicts:
+            self.verdicts = figure_verdicts(self)
+        return self
+
+
+def figure_verdicts(metrics: RutedMetrics) -> list[FigureVerdict]:
+    """Each context's skew and stereotype: beyond noise (away from 0) after Holm's
+    adjustment over the table, read off their intervals (Student t over the
+    occupations); none with fewer than :data:`~biasaudit.metrics.FEW_UNITS`
+    occupations. Neutrality is never 0 by construction, so it is not tested."""
+    from biasaudit.metrics import FEW_UNITS
+
+    cells = [
+        (m, c, 0, getattr(found, m), getattr(found, f"{m}_ci"))
+        for c, found in metrics.contexts.items()
+        for m in METRICS
+        if m != "neutrality"
+    ]
+    return interval_verdicts(
+        cells, title="skew and stereotype", confidence=metrics.confidence,
+        units=metrics.occupations if metrics.intervals_over != "replicates" else None,
+        tested=metrics.occupations >= FEW_UNITS,
+    )  # fmt: skip
 
 
 def pool_templates(rows: pd.DataFrame) -> pd.DataFrame:
@@ -510,13 +549,15 @@ def figure_rows(metrics: RutedMetrics) -> list[dict[str, Any]]:
     metrics per context (n: occupations), per template where several ran (``subtask``:
     ``template N``), and the replicates' similarity where it was checked."""
     rows = []
+    verdicts = export_verdicts(metrics.verdicts)
     for context, found in metrics.contexts.items():
         parts = [("", found), *((f"template {t}", own) for t, own in found.by_template.items())]
         for subtask, part in parts:
             rows += [
                 figure_row(name, getattr(part, name), getattr(part, f"{name}_ci"),
                            n=part.occupations, unit_type="context", unit=context,
-                           subtask=subtask)
+                           subtask=subtask,
+                           beyond_noise=None if subtask else verdicts.get((name, context, 0)))
                 for name in METRICS
                 if getattr(part, name) is not None
             ]  # fmt: skip

@@ -18,7 +18,6 @@ from biasaudit.kinds.ruted.metrics import METRICS, ContextMetrics, RutedMetrics
 from biasaudit.kinds.ruted.study import RutedStudyResult
 from biasaudit.metrics import FEW_UNITS
 from biasaudit.render.text import (
-    SIGNIFICANT,
     SIMULATED,
     STRONG_MARK,
     Block,
@@ -182,24 +181,9 @@ def _how(standard: ContextMetrics, replicates: int) -> str:
 
 
 def table_flags(metrics: RutedMetrics) -> dict[tuple[str, str], bool]:
-    """Each context's skew and stereotype: beyond noise (away from 0) after Holm's
-    adjustment over the table, read off their intervals (Student t over the
-    occupations); none with fewer than :data:`~biasaudit.metrics.FEW_UNITS` occupations.
-    Neutrality is never 0 by construction, so it is not tested."""
-    from biasaudit.metrics import holm_adjust, interval_p_value
-
-    cells = [(c, m) for c in metrics.contexts for m in METRICS if m != "neutrality"]
-    units = metrics.occupations if metrics.intervals_over != "replicates" else None
-    tested = metrics.occupations >= FEW_UNITS
-    p_values = [
-        interval_p_value(getattr(metrics.contexts[c], m), getattr(metrics.contexts[c], f"{m}_ci"),
-                         confidence=metrics.confidence, units=units) if tested else None
-        for c, m in cells
-    ]  # fmt: skip
-    return {
-        cell: p is not None and p < SIGNIFICANT
-        for cell, p in zip(cells, holm_adjust(p_values), strict=True)
-    }
+    """Each context's skew and stereotype: the verdict ``metrics.json`` stores
+    (:func:`~biasaudit.kinds.ruted.metrics.figure_verdicts`), by (context, metric)."""
+    return {(v.unit, v.figure): v.beyond_noise for v in metrics.verdicts}
 
 
 def _context_row(
