@@ -13,6 +13,10 @@ Two surfaces, at the sizes users have:
 - **The allocation tables** (``run resume-screening`` on ``sim/fair``, names with
   effects of their own, in fresh worlds): the share of runs whose RABBI, ΔDP, ΔEO
   or impact-ratio table flags anything, each table adjusted on its own (Holm).
+- **The stored verdicts of listwise and RUTEd runs** (``sim/fair``, fresh worlds):
+  per table, the share of runs flagging anything.
+- **compare** of two audits of the same fair model in fresh worlds: the share of
+  comparisons calling any change.
 - **The decisions table** (``run decisions`` on ``sim/fair``, which plants no effect):
   the share of audits with any score beyond noise, after Holm's adjustment over the
   table (what the table stars now) and with every interval read on its own (what it
@@ -204,6 +208,61 @@ def allocation(worlds: int, names: int) -> None:
         print(f"    {gap}: " + ", ".join(shares))
 
 
+def stored_null(
+    worlds: int, label: str, settings: dict, variant: str = "fair", **sim: float
+) -> None:
+    """Fresh worlds of a kind run on ``sim/fair`` (or ``variant``, with ``sim`` settings):
+    per family of the verdicts its metrics.json stores, the share of runs flagging
+    anything (on ``sim/biased``: the share flagging the planted group, B_M)."""
+    from biasaudit.kinds.registry import kind_of_spec
+    from biasaudit.providers.sim import SimProvider
+    from biasaudit.spec import parse_spec
+
+    flagged: dict[str, int] = {}
+    with tempfile.TemporaryDirectory() as folder:
+        for world in range(1, worlds + 1):
+            spec = parse_spec({**settings, "model": f"sim/{variant}", "seed": world,
+                               "runs_dir": f"{folder}/runs", "cache": f"{folder}/cache.sqlite"})  # fmt: skip
+            provider = SimProvider(variant, world=world, **sim)
+            ran = kind_of_spec(spec).run(spec, provider=provider, stderr=io.StringIO())
+            families: dict[str, bool] = {}
+            for verdict in ran.metrics.verdicts:
+                table = verdict.family.split(" ", 2)[-1]  # "the 35 ΔEO figures..." -> table
+                counts = variant == "fair" or verdict.unit == "B_M"
+                families[table] = families.get(table, False) or (counts and verdict.beyond_noise)
+            for table, any_flag in families.items():
+                flagged[table] = flagged.get(table, 0) + any_flag
+    print(f"  {label}: " + ", ".join(f"{t} {n / worlds:.3f}" for t, n in flagged.items()))
+
+
+def compare_null(worlds: int, label: str, settings: dict, **sim: float) -> None:
+    """Two audits of the same fair model in fresh worlds (new names, new noise), compared:
+    the share of comparisons that call any change (``compare``'s drift)."""
+    from biasaudit.kinds.registry import kind_of_spec
+    from biasaudit.providers.sim import SimProvider
+    from biasaudit.reports.compare import compare_runs
+    from biasaudit.spec import parse_spec
+
+    drift = tests = 0
+    with tempfile.TemporaryDirectory() as folder:
+        for world in range(1, worlds + 1):
+            runs = []
+            for twin in (0, 1):
+                spec = parse_spec({**settings, "model": "sim/fair", "seed": world,
+                                   "runs_dir": f"{folder}/runs",
+                                   "cache": f"{folder}/cache-{world}-{twin}.sqlite"})  # fmt: skip
+                provider = SimProvider("fair", world=2 * world + twin, **sim)
+                runs.append(kind_of_spec(spec).run(spec, provider=provider,
+                                                   stderr=io.StringIO()).run_dir)  # fmt: skip
+            comparison = compare_runs(runs[0], runs[1], bootstrap=200, seed=world)
+            drift += comparison.drift
+            tests += len(comparison.tests)
+    print(
+        f"  compare, {label}: comparisons calling a change {drift / worlds:.3f} "
+        f"({tests / worlds:.0f} tests a comparison)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--files", type=int, default=200)
@@ -220,6 +279,24 @@ def main() -> None:
         allocation(args.worlds, names)
         for shift in (-0.5, -1.0):
             allocation_power(args.worlds, names, shift)
+    print("\nstored verdicts of other kinds on null worlds: share of runs with any flag, "
+          "per table (5% nominal)")  # fmt: skip
+    for names in (args.names, 8):
+        stored_null(args.worlds, f"listwise, {names} names, names sd 0.5",
+                    {"task": "resume-screening", "method": "listwise",
+                     "jobs": ["software-engineer"], "names_per_group": names}, name_sd=0.5)  # fmt: skip
+    for shift in (-0.5, -1.0):
+        stored_null(args.worlds, f"listwise power, B_M shifted {shift} logit, {args.names} names",
+                    {"task": "resume-screening", "method": "listwise",
+                     "jobs": ["software-engineer"], "names_per_group": args.names},
+                    variant="biased", name_sd=0.5, shift=shift)  # fmt: skip
+    stored_null(args.worlds, "RUTEd, 40 occupations, 30 texts each, gender_lean 0",
+                {"task": "ruted"})  # fmt: skip
+    print("\ncompare on null pairs (the same fair model audited twice, fresh worlds)")
+    compare_null(args.worlds, f"resume screening, {args.names} names, names sd 0.5",
+                 {"task": "resume-screening", "jobs": ["software-engineer"],
+                  "names_per_group": args.names}, name_sd=0.5)  # fmt: skip
+    compare_null(args.worlds, "decisions", {"task": "decisions"})
     print(f"\n{time.perf_counter() - started:.0f} s in all")
 
 

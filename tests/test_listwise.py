@@ -157,6 +157,12 @@ def test_score_listwise_of_a_runs_own_rankings_gives_its_figures(tmp_path: Path)
     assert "impact ratios at k=1" in result.stdout
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["kind"] == "listwise" and manifest["endpoint"]["provider"] == "imported"
+    # its evidence: the imported rows behind the figures (no answers or prompts were sent)
+    assert CliRunner().invoke(cli, ["report", str(run_dir)]).exit_code == 0
+    from biasaudit.reports.evidence import read_page_data
+
+    views = {v["id"]: v for v in read_page_data(run_dir / "evidence.html")["views"]}
+    assert set(views) == {"shown"} and len(views["shown"]["rows"]) == len(shown)
 
 
 @pytest.mark.parametrize(

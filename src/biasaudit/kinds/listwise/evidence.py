@@ -30,14 +30,19 @@ def evidence(run_dir: Path) -> Evidence | None:
     from biasaudit.store.runs import read_run_json
     from biasaudit.store.tables import read_run_table
 
-    if not (run_dir / "answers.csv").is_file() or not (run_dir / "shown.csv").is_file():
+    if not (run_dir / "shown.csv").is_file():
         return None
     metrics = read_run_json(run_dir / "metrics.json")
     reference = str(metrics.get("reference_group", ""))
     names = group_labels(metrics)
     responses, (sent, verified) = read_answers(run_dir), read_sent(run_dir)
     answers = []
-    for row in read_run_table(run_dir / "answers.csv", ("answer", "pool")).to_dict("records"):
+    written = (  # an imported run has the candidates as shown only
+        read_run_table(run_dir / "answers.csv", ("answer", "pool")).to_dict("records")
+        if (run_dir / "answers.csv").is_file()
+        else []
+    )
+    for row in written:
         request = str(row["answer"]).rpartition("/")[0]  # POOL#ORDER/REPLICATE
         flags = [f"{word} {int(number(row.get(word)) or 0)}" for word in _FLAGS
                  if number(row.get(word))]  # fmt: skip
@@ -63,28 +68,39 @@ def evidence(run_dir: Path) -> Evidence | None:
             "group": str(row["group"]), "name": text(row.get("name")),
             "item": text(row.get("item")), "rank": number(row.get("rank")),
         })  # fmt: skip
-    views = [
+    views: list[View] = [
         View(
-            "shown", "Candidates as shown",
+            "shown",
+            "Candidates as shown",
             "Each candidate of each pool as the model saw it: the slot it was shown in "
             "and the rank the model's answer gave it (empty: left unranked).",
-            [("answer", "answer"), ("pool", "pool"), ("slot", "slot shown"),
-             ("group", "group"), ("name", "name"), ("item", "resume / item"),
-             ("rank", "rank given")],
-            shown, long=(), labels=names,
+            [
+                ("answer", "answer"),
+                ("pool", "pool"),
+                ("slot", "slot shown"),
+                ("group", "group"),
+                ("name", "name"),
+                ("item", "resume / item"),
+                ("rank", "rank given"),
+            ],
+            shown,
+            long=(),
+            labels=names,
         ),
-        View(
+    ]
+    if answers:
+        views.append(View(
             "answers", "Answers",
             "Every ranking the model returned, whole, with what could not be read.",
             [("answer", "answer"), ("pool", "pool"), ("order", "order"),
              ("ranking", "ranking as read"), ("flags", "duplicated / invented / missing"),
              ("text", "answer text"), ("prompt", "prompt as sent")],
             answers, long=("text", "prompt"), filter=None, flag="flags",
-        ),
-    ]  # fmt: skip
+        ))  # fmt: skip
     flagged = impact_flagged(metrics)
-    links = [("every pool as shown, with the rank each candidate got", link("shown")),
-             ("every answer whole, with the prompt as sent", link("answers"))]  # fmt: skip
+    links = [("every pool as shown, with the rank each candidate got", link("shown"))]
+    if answers:
+        links.append(("every answer whole, with the prompt as sent", link("answers")))
     links += [(f"{group}: its impact ratio is beyond noise; its candidates, the lowest "
                "ranked first", link("shown", group=group, sort="rank", down="1"))
               for group in flagged]  # fmt: skip
