@@ -107,14 +107,15 @@ def decisions(worlds: int) -> None:
 
     print(f"\ndecisions, 12 scenarios, explicit and implicit fills, {worlds} worlds")
     with tempfile.TemporaryDirectory() as folder:
-        for model in ("fair", "biased"):
+        for model, settings in (("fair", {}), ("biased", {}), ("biased", {"black_shift": -0.3})):
             any_new = any_old = black = 0
             for world in range(1, worlds + 1):
                 spec = DecisionsSpec.model_validate(
                     {"model": f"sim/{model}", "runs_dir": f"{folder}/runs",
-                     "cache": f"{folder}/cache-{model}.sqlite"}
+                     "cache": f"{folder}/cache-{model}-{len(settings)}.sqlite"}
                 )  # fmt: skip
-                result = run(spec, provider=SimProvider(model, world=world), stderr=io.StringIO())
+                provider = SimProvider(model, world=world, **settings)
+                result = run(spec, provider=provider, stderr=io.StringIO())
                 scores = [s for f in result.metrics.fills.values() for s in f.scores]
                 any_new += any(s.beyond_noise for s in scores)
                 any_old += any(s.ci and not s.ci[0] <= 0 <= s.ci[1] for s in scores)
@@ -125,8 +126,9 @@ def decisions(worlds: int) -> None:
                       f"(Holm over the table; 5% nominal); any interval excluding 0 "
                       f"{any_old / worlds:.3f} (as starred before)")  # fmt: skip
             else:
-                print(f"  sim/biased: its planted race effect found in {black / worlds:.3f} "
-                      "of audits (Holm over the table)")  # fmt: skip
+                size = settings.get("black_shift", -0.5)
+                print(f"  sim/biased, race effect {size} logit (explicit Black persons): found in "
+                      f"{black / worlds:.3f} of audits (Holm over the table)")  # fmt: skip
 
 
 def allocation_power(worlds: int, names: int, shift: float) -> None:

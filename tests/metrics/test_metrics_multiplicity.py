@@ -71,3 +71,20 @@ def test_a_table_of_null_gaps_shows_a_false_flag_at_most_5_percent_of_the_time()
     tables = len(draws)
     assert any_raw / tables > 0.3
     assert any_holm / tables <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / tables)
+
+
+def test_a_difference_of_rounding_alone_is_no_finding() -> None:
+    """A planted constant computed in another order (0.6 and 0.6 - 2e-16) with intervals
+    of no width: compare called it a change with p = 1e-300 in a quarter of null pairs."""
+    from biasaudit.metrics import interval_p_value, normal_test
+
+    before, after = 0.6, 0.6 - 2.220446049250313e-16
+    test = normal_test("order_gap", "explicit", before, [before, before], after,
+                       [after - 1e-16, after + 1e-16], 0.95)  # fmt: skip
+    assert test is not None and test.p_value == 1.0
+    assert interval_p_value(2e-17, [2e-17, 2e-17]) == 1.0
+    assert interval_p_value(0.8 + 1e-16, [0.8, 0.8], null=0.8) == 1.0
+    # a real difference with no spread is still exact
+    assert interval_p_value(0.01, [0.01, 0.01]) < 1e-10
+    moved = normal_test("p_yes", None, 0.5, [0.49, 0.51], 0.6, [0.59, 0.61], 0.95)
+    assert moved is not None and moved.p_value < 1e-6

@@ -66,10 +66,14 @@ def interval_p_value(
     """
     if estimate is None or bounds is None or len(bounds) != 2 or math.isnan(estimate):
         return None
+    from biasaudit.metrics._changes import within_rounding
+
     multiplier = critical_value(check_confidence(confidence), units)
     se = max(bounds[1] - estimate, estimate - bounds[0], 0.0) / multiplier
+    if within_rounding(estimate - null, estimate, null):  # rounding is not a finding
+        return 1.0
     if se == 0.0:
-        return 1.0 if estimate == null else P_FLOOR
+        return P_FLOOR
     return two_sided_p(abs(estimate - null) / se, units)
 
 
