@@ -237,6 +237,30 @@ def stored_null(
     print(f"  {label}: " + ", ".join(f"{t} {n / worlds:.3f}" for t, n in flagged.items()))
 
 
+def grade_null(worlds: int, first_option_rate: float) -> None:
+    """Grade Score on the demo items (16 items x 4 cyclic orders) in fresh worlds, the
+    judge choosing the first slot with ``first_option_rate`` beyond its content choice:
+    the share of runs whose slot test (exact binomial per slot, Bonferroni) says a slot
+    is preferred."""
+    from biasaudit.kinds.registry import kind_of_spec
+    from biasaudit.providers.sim import SimProvider
+    from biasaudit.spec import parse_spec
+
+    found = 0
+    with tempfile.TemporaryDirectory() as folder:
+        for world in range(1, worlds + 1):
+            spec = parse_spec({"task": "grade-score", "items": "demo", "model": "sim/fair",
+                               "seed": world, "runs_dir": f"{folder}/runs",
+                               "cache": f"{folder}/cache.sqlite", "temperature": 1.0})  # fmt: skip
+            provider = SimProvider("fair", world=world, first_option_rate=first_option_rate)
+            metrics = kind_of_spec(spec).run(spec, provider=provider, stderr=io.StringIO()).metrics
+            found += metrics.slot_p is not None and metrics.slot_p < 0.05
+    print(
+        f"  Grade Score, demo items, first-option rate {first_option_rate}: runs finding a "
+        f"preferred slot {found / worlds:.3f}"
+    )
+
+
 def compare_null(worlds: int, label: str, settings: dict, **sim: float) -> None:
     """Two audits of the same fair model in fresh worlds (new names, new noise), compared:
     the share of comparisons that call any change (``compare``'s drift)."""
@@ -294,6 +318,8 @@ def main() -> None:
                     variant="biased", name_sd=0.5, shift=shift)  # fmt: skip
     stored_null(args.worlds, "RUTEd, 40 occupations, 30 texts each, gender_lean 0",
                 {"task": "ruted"})  # fmt: skip
+    for rate in (0.0, 0.2):
+        grade_null(args.worlds, rate)
     print("\ncompare on null pairs (the same fair model audited twice, fresh worlds)")
     compare_null(args.worlds, f"resume screening, {args.names} names, names sd 0.5",
                  {"task": "resume-screening", "jobs": ["software-engineer"],
