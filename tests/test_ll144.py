@@ -131,6 +131,23 @@ def test_scores_labels_ethnicity_column_and_small_categories(tmp_path: Path) -> 
             "line 2, field 'eth'",
         ),
         ([{"sex": "Male", "race": "White", "picked": "1"}], [], "--selected COLUMN"),
+        # every missing column named at once, each with the option that names it
+        (
+            [{"gender": "Male", "ethnic": "White", "x": "1"}],
+            [],
+            "no column 'sex' (name its column with --sex COLUMN); no column 'race' (name its "
+            "column with --race COLUMN); name the outcome's column with --selected COLUMN",
+        ),
+        (
+            [{"sex": "Male", "race": "Martian", "selected": "1"}],
+            [],
+            "map it with --label Martian=CATEGORY",
+        ),
+        (
+            [{"sex": "Male", "race": "Pacific Isl", "selected": "1"}],
+            [],
+            "map it with --label 'Pacific Isl=CATEGORY'",
+        ),
         (
             [{"sex": "Male", "race": "White", "selected": "1"}],
             ["--race", "ethnicity"],
@@ -350,3 +367,18 @@ def test_unusable_paths_exit_2_with_what_to_do(tmp_path: Path) -> None:
     code, output = _run(tmp_path)
     assert code == 2 and "is a folder but not a run directory (no manifest.json)" in output
     assert "employer's outcomes CSV file or an allocation or listwise audit's run" in output
+
+
+def test_a_summary_without_the_tool_or_its_source_warns_before_it_is_published(
+    tmp_path: Path,
+) -> None:
+    data = _write(tmp_path / "outcomes.csv",
+                  [{"sex": s, "race": "White", "selected": str(i % 2)}
+                   for i, s in enumerate(["Male", "Female"] * 5)])  # fmt: skip
+    result = CliRunner().invoke(cli, ["ll144", str(data), "--out", str(tmp_path / "a")])
+    assert result.exit_code == 0, result.output
+    assert ("warning: the summary does not name the tool audited (--tool) nor where the data "
+            "came from (--source)") in result.stderr  # fmt: skip
+    named = CliRunner().invoke(cli, ["ll144", str(data), "--out", str(tmp_path / "b"), "--tool",
+                                     "Screener", "--source", "synthetic"])  # fmt: skip
+    assert named.exit_code == 0 and "warning" not in named.stderr

@@ -201,6 +201,14 @@ def command(reports_errors: Callable[[Any], Any]) -> click.Command:
                 )  # fmt: skip
                 rates, found = summarise(outcomes, info), file_source(outcomes)
                 evidence = outcomes_evidence(outcomes, rates)
+        unnamed = [f"{what} ({option})" for option, value, what in (
+            ("--tool", tool, "the tool audited"),
+            ("--source", source or is_run, "where the data came from"),  # a run says itself
+        ) if not value]  # fmt: skip
+        if unnamed:
+            click.echo(f"warning: the summary does not name {' nor '.join(unnamed)}; give "
+                       f"{'them' if len(unnamed) > 1 else 'it'} before publishing the summary",
+                       err=True)  # fmt: skip
         with phase("writing the summary"):
             paths = write_summary(rates, found, info, out, evidence)
         flagged = sum(bool(row.below_four_fifths) for row in rates.rows)

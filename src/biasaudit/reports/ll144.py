@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import shlex
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -212,23 +213,27 @@ def read_outcomes(
     """
     frame = read_table(path, "outcomes file")
     columns = set(frame.columns)
+    problems = []  # every missing column at once, each with the option that names it
+    for column, option in ((sex, "--sex"), (race, "--race"), (ethnicity, "--ethnicity")):
+        if column and column not in columns:
+            problems.append(f"no column {column!r} (name its column with {option} COLUMN)")
     if selected is None and score is None:
         present = [c for c in ("selected", "score") if c in columns]
-        if len(present) != 1:
-            raise UsageError(
-                f"outcomes file {path}: name the outcome's column with --selected COLUMN "
-                "(1 selected, 0 not) or --score COLUMN (a number)"
-            )
-        selected, score = (present[0], None) if present[0] == "selected" else (None, present[0])
+        if len(present) == 1:
+            selected, score = (present[0], None) if present[0] == "selected" else (None, present[0])
+        else:
+            problems.append("name the outcome's column with --selected COLUMN (1 selected, 0 "
+                            "not) or --score COLUMN (a number)")  # fmt: skip
     outcome_column = selected if selected is not None else score
-    assert outcome_column is not None
-    wanted = [sex, race, outcome_column] + ([ethnicity] if ethnicity else [])
-    missing = [c for c in wanted if c not in columns]
-    if missing:
+    if outcome_column is not None and outcome_column not in columns:
+        option = "--selected" if selected is not None else "--score"
+        problems.append(f"no column {outcome_column!r} (given with {option})")
+    if problems:
         raise UsageError(
-            f"outcomes file {path}: no column {', '.join(repr(c) for c in missing)} "
-            f"(its columns: {brief(', '.join(frame.columns))})"
+            f"outcomes file {path}: {'; '.join(problems)}; its columns: "
+            f"{brief(', '.join(frame.columns))}"
         )
+    assert outcome_column is not None
     labels = dict(labels or {})
     sexes: list[str | None] = []
     races: list[str | None] = []
@@ -274,7 +279,7 @@ def _read(
         raise InputError(
             str(path), line, column,
             f"{brief(value)} is none of the rule's categories ({names}) nor unknown; "
-            f"map it with --label '{brief(value)}=CATEGORY'",
+            f"map it with --label {shlex.quote(value[:80] + '=CATEGORY')}",
         ) from None  # fmt: skip
 
 
