@@ -38,6 +38,18 @@ __all__ = [
 EVIDENCE_FILE = "evidence.html"
 
 
+# The last run's evidence, by the run's files as they were read: the report's links and
+# its page read a large run's answers once, not twice, and a changed file reads afresh.
+_LAST: dict[tuple[Any, ...], Any] = {}
+_WRITTEN_HERE = frozenset({EVIDENCE_FILE, "report.html", "report.md"})
+
+
+def _stamp(run_dir: Path) -> tuple[Any, ...]:
+    files = sorted(p for p in run_dir.iterdir() if p.is_file() and p.name not in _WRITTEN_HERE)
+    return (str(run_dir.resolve()),
+            *((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in files))  # fmt: skip
+
+
 def _evidence(run_dir: Path) -> Any:
     """The kind's evidence of the run, or None (no run, a kind unknown, none to show)."""
     from biasaudit.kinds.registry import KINDS, audit_kind
@@ -45,10 +57,14 @@ def _evidence(run_dir: Path) -> Any:
 
     if not (run_dir / "manifest.json").is_file() or not (run_dir / "metrics.json").is_file():
         return None
+    stamp = _stamp(run_dir)
+    if stamp in _LAST:
+        return _LAST[stamp]
     kind = read_manifest(run_dir).kind
-    if kind not in KINDS:
-        return None
-    return audit_kind(kind).evidence(run_dir)
+    found = audit_kind(kind).evidence(run_dir) if kind in KINDS else None
+    _LAST.clear()  # one run's at most: a page of 100,000 answers is not kept twice
+    _LAST[stamp] = found
+    return found
 
 
 def evidence_links(run_dir: Path) -> tuple[list[tuple[str, str]], dict[str, str]] | None:
