@@ -149,3 +149,26 @@ def test_an_ll144_summary_links_each_category_to_exactly_the_rows_behind_its_rat
     assert all(f"`{key}`" in row for key in rows[0])  # the reference names every column
     left_out = [r for r in rows if r["flags"]]
     assert len(left_out) == summary["source"]["left_out"] and all(r["line"] > 1 for r in left_out)
+
+
+def test_an_ll144_summary_of_a_run_links_each_category_to_its_candidates(tmp_path: Path) -> None:
+    code, out, err = invoke("run", "resume-screening", "--model", "sim/biased", "--jobs",
+                            "software-engineer", "--names-per-group", "8", "--runs-dir",
+                            str(tmp_path / "runs"), "--no-report")  # fmt: skip
+    assert code == 0, err
+    code, out, err = invoke("ll144", str(run_dir_of(out)), "--out", str(tmp_path / "out"),
+                            "--tool", "Screener", "--source", "an audit")  # fmt: skip
+    assert code == 0, err
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    rows = page_data(tmp_path / "out")["views"][0]["rows"]
+    links = set(re.findall(r'href="(evidence\.html#[^"]*)"',
+                           html.unescape((tmp_path / "out" / "summary.html").read_text())))  # fmt: skip
+    column = {"sex": "sex", "race/ethnicity": "race", "intersectional": "intersectional"}
+    for category in summary["categories"]:
+        if not category["n"]:
+            continue  # a category the audit's names do not hold
+        key = column[category["dimension"]]
+        assert (
+            "evidence.html#" + urlencode({"view": "candidates", key: category["category"]}) in links
+        )
+        assert sum(r[key] == category["category"] for r in rows) == category["n"]

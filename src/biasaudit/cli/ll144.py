@@ -156,6 +156,7 @@ def command(reports_errors: Callable[[Any], Any]) -> click.Command:
             outcomes_evidence,
             parse_labels,
             read_outcomes,
+            run_evidence,
             run_rates,
             summarise,
             write_summary,
@@ -188,7 +189,7 @@ def command(reports_errors: Callable[[Any], Any]) -> click.Command:
                         "--exclude-small read an employer's file"
                     )
                 rates, found = run_rates(data, k, scoring=scoring)
-                evidence = None
+                evidence = run_evidence(data)
             else:
                 if k is not None or scoring:
                     raise UsageError(

@@ -30,6 +30,7 @@ __all__ = [
     "evidence_data",
     "evidence_links",
     "evidence_page",
+    "kind_evidence",
     "page_data",
     "read_page_data",
     "write_evidence",
@@ -64,6 +65,12 @@ def _evidence(run_dir: Path) -> Any:
     found = audit_kind(kind).evidence(run_dir) if kind in KINDS else None
     _LAST.clear()  # one run's at most: a page of 100,000 answers is not kept twice
     _LAST[stamp] = found
+    return found
+
+
+def kind_evidence(run_dir: Path) -> Evidence | None:
+    """The run's evidence as its kind gives it (None: no run, or none to show)."""
+    found: Evidence | None = _evidence(run_dir)
     return found
 
 

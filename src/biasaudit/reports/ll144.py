@@ -826,6 +826,51 @@ def _absent(dimension: str, category: str) -> CategoryRate:
                         0.0, False, False)  # fmt: skip
 
 
+def run_evidence(run_dir: Path) -> Evidence | None:
+    """The run's evidence (its kind's), the first view's rows given each group's sex,
+    race/ethnicity and intersectional category, so that each category of the summary
+    links to exactly the candidates behind its rate; None where the run has none."""
+    from dataclasses import replace
+
+    from biasaudit.kinds.registry import read_metrics
+    from biasaudit.reports.evidence import kind_evidence
+    from biasaudit.store.runs import read_manifest
+
+    found = kind_evidence(run_dir)
+    if found is None or not found.views:
+        return None
+    manifest = read_manifest(run_dir)
+    group_names = dict(read_metrics(run_dir, manifest.kind).group_names)
+    group_names.update({g: n for g, n in _group_categories(run_dir, manifest.kind).items()
+                        if g not in group_names})  # fmt: skip
+    main = found.views[0]
+    categories: dict[str, tuple[str, str, str]] = {}
+    for group in dict.fromkeys(str(row.get("group", "")) for row in main.rows):
+        dimension, category = _run_category("group", group, group_names, run_dir)
+        if dimension == "intersectional":
+            race, _, sex = category.rpartition(", ")
+            categories[group] = (sex, race, category)
+    if not categories:
+        return None
+    rows = []
+    for row in main.rows:
+        sex, race, both = categories.get(str(row.get("group", "")), ("", "", ""))
+        rows.append({**row, "sex": sex, "race": race, "intersectional": both})
+    at = next((i for i, (key, _) in enumerate(main.columns) if key == "group"), 0) + 1
+    columns = [*main.columns[:at], ("sex", "sex"), ("race", "race/ethnicity"),
+               ("intersectional", "intersectional"), *main.columns[at:]]  # fmt: skip
+    units = {
+        value: link(main.id, **{key: value})
+        for sex, race, both in categories.values()
+        for key, value in (("sex", sex), ("race", race), ("intersectional", both))
+    }
+    view = replace(main, rows=rows, columns=columns)
+    return replace(found, views=[view, *found.views[1:]], units=units, links=[
+        (f"every {main.title.lower()} of the audit, with its group's categories",
+         link(main.id)),
+    ])  # fmt: skip
+
+
 def _run_category(
     category: str, value: str, group_names: Mapping[str, str], run_dir: Path
 ) -> tuple[str | None, str]:
