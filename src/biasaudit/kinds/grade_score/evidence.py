@@ -75,5 +75,8 @@ def evidence(run_dir: Path) -> Evidence | None:
              ("the items whose choice moved most with the order", link("items",
                                                                     sort="agreement"))]  # fmt: skip
     units = {str(i): link("trials", item=str(i)) for i in dict.fromkeys(t["item"] for t in trials)}
+    # the table of slots (1, 2, ...): each slot's share links to the trials that chose it
+    slots = sorted({int(t["slot"]) for t in trials if t["slot"] is not None})
+    units |= {str(slot): link("trials", slot=str(slot)) for slot in slots}
     return Evidence(f"{len(trials)} trials.", views, links, prompts_verified=verified,
                     units=units)  # fmt: skip

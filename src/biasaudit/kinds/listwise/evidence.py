@@ -98,7 +98,9 @@ def evidence(run_dir: Path) -> Evidence | None:
             answers, long=("text", "prompt"), filter=None, flag="flags",
         ))  # fmt: skip
     flagged = impact_flagged(metrics)
-    links = [("every pool as shown, with the rank each candidate got", link("shown"))]
+    links = [("every pool as shown, with the rank each candidate got", link("shown")),
+             ("each answer's first choice, by the slot it was shown in (the slot shares)",
+              link("shown", rank="1", sort="slot"))]  # fmt: skip
     if answers:
         links.append(("every answer whole, with the prompt as sent", link("answers")))
     links += [(f"{group}: its impact ratio is beyond noise; its candidates, the lowest "
