@@ -65,8 +65,8 @@ def page_for(count: int) -> str:
         "run": "bench", "model": "bench", "simulated": False, "task": "bench",
         "about": evidence.about, "prompts_verified": True,
         "views": [{**asdict(view), "columns": [list(c) for c in view.columns],
-                   "rows": list(view.rows), "long": list(view.long), "labels": {},
-                   "marks": {}}],
+                   "rows": list(view.rows), "long": list(view.long), "filters": ["group"],
+                   "labels": {}, "marks": {}}],
     }  # fmt: skip
     return evidence_page(data)
 
@@ -91,7 +91,7 @@ def timed(path: Path, browser) -> tuple[float, float, float]:
 
     searched = changed(lambda: page.fill("#search", "Person5 "))
     page.fill("#search", "")
-    filtered = changed(lambda: page.select_option("#filter", "B_M"))
+    filtered = changed(lambda: page.select_option("#filter-group", "B_M"))
     page.close()
     return opened, searched, filtered
 

@@ -82,7 +82,8 @@ def test_a_decisions_score_opens_exactly_its_persons(
     race, fill = headings.index("race") + 1, headings.index("fill") + 1
     assert set(page.locator(f"#rows tr td:nth-child({race})").all_text_contents()) == {"black"}
     assert set(page.locator(f"#rows tr td:nth-child({fill})").all_text_contents()) == {"explicit"}
-    assert page.locator("#filter").input_value() == "black"
+    assert page.locator("#filter-race").input_value() == "black"
+    assert page.locator("#filter-fill").input_value() == "explicit"
     page.click("#clear")  # every filter goes: every race is back
     assert len(set(page.locator(f"#rows tr td:nth-child({race})").all_text_contents())) > 1
     page.click("#view-scenarios")
@@ -128,7 +129,7 @@ def test_a_flagged_groups_link_opens_exactly_its_units(run_dir: Path, browser: A
     name = page.locator("#rows tr td:nth-child(2)").first.text_content()
     page.fill("#search", name)
     assert page.locator("#rows tr").count() == 6  # one name on each of six resumes
-    page.select_option("#filter", "")
+    page.select_option("#filter-group", "")
     page.check("#only")
     assert page.locator("#count").text_content().startswith("0 of 480")  # no irregular answer
     assert errors == []

@@ -45,10 +45,10 @@ class View:
     rows: Sequence[Mapping[str, Any]]
     long: Sequence[str] = ("prompt",)
     """Columns of long text (prompts, answers, essays): folded, opened on a click."""
-    filter: str | None = "group"
-    """The column the view's drop-down filters by (None: no drop-down)."""
+    filters: Sequence[str] = ("group",)
+    """The columns the view's drop-downs filter by, one drop-down each."""
     labels: Mapping[str, str] = field(default_factory=dict)
-    """How the drop-down names a value of ``filter`` (``B_M`` -> ``B_M Black male``)."""
+    """How the ``group`` drop-down names a group (``B_M`` -> ``B_M Black male``)."""
     sort: str | None = None
     descending: bool = False
     flag: str | None = None

@@ -106,7 +106,8 @@ def page_data(
         "about": found.about, "prompts_verified": found.prompts_verified,
         "views": [
             {**asdict(view), "columns": [list(c) for c in view.columns],
-             "rows": list(view.rows), "long": list(view.long), "labels": dict(view.labels),
+             "rows": list(view.rows), "long": list(view.long), "filters": list(view.filters),
+             "labels": dict(view.labels),
              "marks": {k: list(v) for k, v in view.marks.items()}}
             for view in found.views
         ],

@@ -355,7 +355,7 @@ def outcomes_evidence(outcomes: Outcomes, rates: LL144Rates) -> Evidence:
         [("line", "line"), ("sex_given", "sex in the file"), ("race_given", "race in the file"),
          ("sex", "sex"), ("race", "race/ethnicity"), ("intersectional", "intersectional"),
          ("outcome", outcomes.column), ("counted", counted), ("flags", "left out")],
-        rows, long=(), filter="race", flag="flags",
+        rows, long=(), filters=("sex", "race", "intersectional", "counted"), flag="flags",
     )  # fmt: skip
     units: dict[str, str] = {}
     for dimension, column in (("sex", "sex"), ("race/ethnicity", "race"),

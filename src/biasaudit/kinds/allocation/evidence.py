@@ -62,7 +62,7 @@ def evidence(run_dir: Path) -> Evidence | None:
          ("subtask", "subtask"), ("qualified", "qualified"), ("score", "score"),
          ("answer", "answer"), ("probabilities", "label probabilities"),
          ("flags", "irregular / refused"), ("prompt", "prompt as sent")],
-        rows, labels=names, flag="flags",
+        rows, filters=("group", "subtask", "item", "qualified"), labels=names, flag="flags",
     )]  # fmt: skip
     pairs = _pairs(pd.DataFrame(rows), reference) if item else []
     if pairs:
@@ -74,7 +74,7 @@ def evidence(run_dir: Path) -> Evidence | None:
             [("item", what), ("group", "group"), ("mean", "mean score"),
              ("reference_mean", "reference's mean"), ("gap", f"gap to {reference}"),
              ("names", "names"), ("reference_names", "reference names")],
-            pairs, long=(), labels=names, sort="gap",
+            pairs, long=(), filters=("group", "item"), labels=names, sort="gap",
         ))  # fmt: skip
     who = {
         str(row["candidate"]): f"{row['name']} ({row['group']})"
@@ -91,7 +91,7 @@ def evidence(run_dir: Path) -> Evidence | None:
             [("pool", "pool"), ("first", "shown first"), ("second", "shown second"),
              ("choice", "chosen"), ("parsed_as", "read as"), ("answer", "answer"),
              ("flags", "refused"), ("prompt", "prompt as sent")],
-            comparisons, filter=None, flag="flags",
+            comparisons, filters=("pool",), flag="flags",
         ))  # fmt: skip
     flagged = impact_flagged(metrics)
     links = [("every candidate: name, resume, score, the answer and the prompt as sent",

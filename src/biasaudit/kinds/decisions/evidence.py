@@ -71,7 +71,8 @@ def evidence(run_dir: Path) -> Evidence | None:
          ("p_yes-first", "P(yes), yes first"), ("p_no-first", "P(yes), no first"),
          ("order_gap", "order gap"), ("flags", "irregular"), ("answers", "answers"),
          ("prompt", "prompt as sent")],
-        list(persons.values()), long=("answers", "prompt"), filter="race", flag="flags",
+        list(persons.values()), long=("answers", "prompt"),
+        filters=("fill", "scenario", "race", "gender"), flag="flags",
     )]  # fmt: skip
     scenarios = _scenarios(run_dir)
     if scenarios:
@@ -82,7 +83,7 @@ def evidence(run_dir: Path) -> Evidence | None:
             "person; age per its unit), the figures the discrimination scores pool.",
             [("scenario", "scenario"), ("fill", "fill"), ("rows", "persons"),
              *[(c, c) for c in effects]],
-            scenarios, long=(), filter="fill",
+            scenarios, long=(), filters=("fill",),
         ))  # fmt: skip
     links = [("every person: P(yes) in both orders, the answers and the prompt as sent",
               link("persons"))]  # fmt: skip

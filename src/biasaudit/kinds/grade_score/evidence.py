@@ -56,7 +56,7 @@ def evidence(run_dir: Path) -> Evidence | None:
          ("shown", "options in slot order"), ("slot", "slot chosen"),
          ("option", "option chosen"), ("parsed_as", "read as"), ("flags", "unread / refused"),
          ("answer", "judgement"), ("prompt", "prompt as sent")],
-        trials, long=("answer", "prompt"), filter="item", flag="flags",
+        trials, long=("answer", "prompt"), filters=("item", "order", "slot"), flag="flags",
     )]  # fmt: skip
     if (run_dir / "items.csv").is_file():
         frame = read_run_table(run_dir / "items.csv", ("item_id",))
@@ -68,7 +68,7 @@ def evidence(run_dir: Path) -> Evidence | None:
             "items", "Items",
             "Each item's choices by slot (pos_) and by option (option_), the option "
             "preferred and the agreement of its orders; the least consistent first.",
-            [(c, c) for c in columns], items, long=(), filter=None, sort="agreement",
+            [(c, c) for c in columns], items, long=(), filters=(), sort="agreement",
         ))  # fmt: skip
     links = [("every trial: the order shown, the choice and the judgement as given",
               link("trials")),

@@ -85,6 +85,7 @@ def evidence(run_dir: Path) -> Evidence | None:
             ],
             shown,
             long=(),
+            filters=("group", "subtask", "slot", "rank"),
             labels=names,
         ),
     ]
@@ -95,7 +96,7 @@ def evidence(run_dir: Path) -> Evidence | None:
             [("answer", "answer"), ("pool", "pool"), ("order", "order"),
              ("ranking", "ranking as read"), ("flags", "duplicated / invented / missing"),
              ("text", "answer text"), ("prompt", "prompt as sent")],
-            answers, long=("text", "prompt"), filter=None, flag="flags",
+            answers, long=("text", "prompt"), filters=("subtask", "order"), flag="flags",
         ))  # fmt: skip
     flagged = impact_flagged(metrics)
     links = [("every pool as shown, with the rank each candidate got", link("shown")),

@@ -54,7 +54,7 @@ def evidence(run_dir: Path) -> Evidence | None:
         [("context", "context"), ("occupation", "occupation"),
          ("majority", "majority gender"), *[(c, c) for c in _SHARES if c != "majority"],
          ("next_word", "next word: likeliest tokens"), ("prompt", "prompt as sent")],
-        occupations, long=("next_word", "prompt"), filter="context",
+        occupations, long=("next_word", "prompt"), filters=("context", "occupation"),
     )]  # fmt: skip
     if texts:
         views.append(View(
@@ -64,7 +64,7 @@ def evidence(run_dir: Path) -> Evidence | None:
             [("context", "context"), ("template", "template"), ("occupation", "occupation"),
              ("replicate", "replicate"), ("male", "male words"), ("female", "female words"),
              ("verdict", "verdict"), ("text", "text"), ("prompt", "prompt as sent")],
-            texts, long=("text", "prompt"), filter="context",
+            texts, long=("text", "prompt"), filters=("context", "occupation", "verdict"),
             marks={"m": list(MALE_WORDS), "f": list(FEMALE_WORDS)},
         ))  # fmt: skip
     links = [("every occupation's shares and the words behind them", link("occupations"))]
