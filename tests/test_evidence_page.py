@@ -25,11 +25,15 @@ def test_the_report_links_the_evidence_of_every_candidate_and_each_flagged_group
     html = (run_dir / "report.html").read_text()
     assert 'href="evidence.html#view=candidates"' in html
     assert 'href="evidence.html#view=pairs&amp;group=B_M"' in html  # flagged beyond noise
+    # an impact ratio of a race or a sex links to its candidates, who carry its value
+    assert 'href="evidence.html#view=candidates&amp;race=Black">Black</a>' in html
     data = read_page_data(run_dir / "evidence.html")
     views = {view["id"]: view["rows"] for view in data["views"]}
     assert len(views["candidates"]) == 10 * 8 * 6 and data["prompts_verified"]
     pairs = [p for p in views["pairs"] if p["group"] == "B_M"]
     assert len(pairs) == 6 and all(p["gap"] < 0 for p in pairs)  # the planted bias, per resume
+    assert {(c["group"], c["race"], c["sex"]) for c in views["candidates"]} >= {
+        ("B_M", "Black", "male"), ("W_F", "White", "female")}  # fmt: skip
     first = views["candidates"][0]
     assert f"Name: {first['name']}" in first["prompt"] and first["answer"] in ("Yes", "No")
 

@@ -23,6 +23,7 @@ __all__ = [
     "Evidence",
     "View",
     "answer_text",
+    "group_categories",
     "group_labels",
     "impact_flagged",
     "link",
@@ -86,6 +87,31 @@ def group_labels(metrics: Mapping[str, Any]) -> dict[str, str]:
         str(group): f"{group} {name}" if name and name != group else str(group)
         for group, name in dict(metrics.get("group_names") or {}).items()
     }
+
+
+def group_categories(metrics: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+    """Each group's value of every other category of a run's impact ratios (``race``,
+    ``sex``), as its display name gives them (``B_M`` named ``Black male``: race
+    ``Black``, sex ``male``), where the name's words are exactly those values; {} where
+    they are not (a task of your own)."""
+    values: dict[str, set[str]] = {}
+    for row in metrics.get("impact", []):
+        if row.get("category") != "group":
+            values.setdefault(str(row["category"]), set()).add(str(row["value"]))
+    if not values:
+        return {}
+    found: dict[str, dict[str, str]] = {}
+    for group, name in dict(metrics.get("group_names") or {}).items():
+        words = str(name).split(" ")
+        own = {}
+        for category, known in values.items():
+            # a category value is a run of the name's words (``Native American``)
+            hits = [v for v in known if f" {v} " in f" {' '.join(words)} "]
+            if len(hits) != 1:
+                return {}
+            own[category] = hits[0]
+        found[str(group)] = own
+    return found
 
 
 def impact_flagged(metrics: Mapping[str, Any]) -> list[str]:

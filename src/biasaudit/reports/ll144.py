@@ -856,9 +856,11 @@ def run_evidence(run_dir: Path) -> Evidence | None:
     for row in main.rows:
         sex, race, both = categories.get(str(row.get("group", "")), ("", "", ""))
         rows.append({**row, "sex": sex, "race": race, "intersectional": both})
-    at = next((i for i, (key, _) in enumerate(main.columns) if key == "group"), 0) + 1
-    columns = [*main.columns[:at], ("sex", "sex"), ("race", "race/ethnicity"),
-               ("intersectional", "intersectional"), *main.columns[at:]]  # fmt: skip
+    ours = ("sex", "race", "intersectional")  # the rule's categories replace the run's own
+    kept = [column for column in main.columns if column[0] not in ours]
+    at = next((i for i, (key, _) in enumerate(kept) if key == "group"), 0) + 1
+    columns = [*kept[:at], ("sex", "sex"), ("race", "race/ethnicity"),
+               ("intersectional", "intersectional"), *kept[at:]]  # fmt: skip
     units = {
         value: link(main.id, **{key: value})
         for sex, race, both in categories.values()

@@ -15,6 +15,7 @@ from biasaudit.kinds._evidence import (
     Evidence,
     View,
     answer_text,
+    group_categories,
     group_labels,
     impact_flagged,
     link,
@@ -54,11 +55,16 @@ def evidence(run_dir: Path) -> Evidence | None:
             "probabilities": _probabilities(answer),
             "prompt": sent.get(candidate, ""),
         })  # fmt: skip
+    by_group = group_categories(metrics)  # race and sex of each group, for their rows
+    categories = sorted({c for own in by_group.values() for c in own})
+    for row in rows:
+        row.update(by_group.get(str(row["group"]), {}))
     what = "resume" if item == "resume_id" else "item"
     views = [View(
         "candidates", "Candidates",
         f"Every candidate the figures rest on: {len(rows)}; reference group {reference}.",
-        [("candidate", "candidate"), ("name", "name"), ("group", "group"), ("item", what),
+        [("candidate", "candidate"), ("name", "name"), ("group", "group"),
+         *((c, c) for c in categories), ("item", what),
          ("subtask", "subtask"), ("qualified", "qualified"), ("score", "score"),
          ("answer", "answer"), ("probabilities", "label probabilities"),
          ("flags", "irregular / refused"), ("prompt", "prompt as sent")],
@@ -108,6 +114,8 @@ def evidence(run_dir: Path) -> Evidence | None:
         else link("candidates", group=str(group))
         for group in dict.fromkeys(row["group"] for row in rows)
     }  # fmt: skip
+    units |= {f"{c} / {v}": link("candidates", **{c: v})
+              for own in by_group.values() for c, v in own.items()}  # an impact row  # fmt: skip
     return Evidence(
         f"{len(rows)} candidates; reference group {reference}.", views, links,
         prompts_verified=verified, units=units,

@@ -11,6 +11,7 @@ from biasaudit.kinds._evidence import (
     Evidence,
     View,
     answer_text,
+    group_categories,
     group_labels,
     impact_flagged,
     link,
@@ -58,11 +59,14 @@ def evidence(run_dir: Path) -> Evidence | None:
             "text": text(row.get("text")) or ("" if response is None else answer_text(response)),
             "prompt": sent.get(request, ""),
         })  # fmt: skip
+    by_group = group_categories(metrics)  # race and sex of each group, for their rows
+    categories = sorted({c for own in by_group.values() for c in own})
     shown = []
     for row in read_run_table(run_dir / "shown.csv", ("answer", "group", "slot")).to_dict(
         "records"
     ):
         shown.append({
+            **by_group.get(str(row["group"]), {}),
             "answer": str(row["answer"]), "pool": text(row.get("pool")),
             "subtask": text(row.get("subtask")), "slot": number(row.get("slot")),
             "group": str(row["group"]), "name": text(row.get("name")),
@@ -79,6 +83,7 @@ def evidence(run_dir: Path) -> Evidence | None:
                 ("pool", "pool"),
                 ("slot", "slot shown"),
                 ("group", "group"),
+                *((c, c) for c in categories),
                 ("name", "name"),
                 ("item", "resume / item"),
                 ("rank", "rank given"),
@@ -111,6 +116,10 @@ def evidence(run_dir: Path) -> Evidence | None:
         f"{len(answers)} answers ranking {len(shown)} candidates shown; reference group "
         f"{reference}.",
         views, links, prompts_verified=verified,
-        units={str(g): link("shown", group=str(g), sort="rank", down="1")
+        units={
+            **{str(g): link("shown", group=str(g), sort="rank", down="1")
                for g in dict.fromkeys(row["group"] for row in shown)},
+            **{f"{c} / {v}": link("shown", sort="rank", down="1", **{c: v})
+               for own in by_group.values() for c, v in own.items()},
+        },
     )  # fmt: skip
