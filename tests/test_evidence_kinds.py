@@ -114,6 +114,18 @@ def test_a_decisions_score_beyond_noise_links_to_its_persons_and_scenarios(
     assert all(p["p_yes-first"] is not None and p["p_no-first"] is not None for p in black)
 
 
+RULE_COLUMNS = {"sex": "sex", "race/ethnicity": "race", "intersectional": "intersectional"}
+"""The evidence page's column of each dimension of an LL144 summary."""
+
+
+def _summary(out: Path) -> tuple[dict, list[dict], set[str]]:
+    """An LL144 summary's JSON, its evidence page's rows and the summary's links into them."""
+    summary = json.loads((out / "summary.json").read_text())
+    text = html.unescape((out / "summary.html").read_text())
+    links = set(re.findall(r'href="(evidence\.html#[^"]*)"', text))
+    return summary, page_data(out)["views"][0]["rows"], links
+
+
 @pytest.mark.parametrize("outcome", ["selected", "score"])
 def test_an_ll144_summary_links_each_category_to_exactly_the_rows_behind_its_rate(
     outcome: str, tmp_path: Path
@@ -142,13 +154,9 @@ def test_an_ll144_summary_links_each_category_to_exactly_the_rows_behind_its_rat
     code, out, err = invoke(*args)
     assert code == 0, err
     assert f"evidence: {tmp_path / 'out' / 'evidence.html'}" in out
-    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
-    rows = page_data(tmp_path / "out")["views"][0]["rows"]
-    links = set(re.findall(r'href="(evidence\.html#[^"]*)"',
-                           html.unescape((tmp_path / "out" / "summary.html").read_text())))  # fmt: skip
-    column = {"sex": "sex", "race/ethnicity": "race", "intersectional": "intersectional"}
+    summary, rows, links = _summary(tmp_path / "out")
     for category in summary["categories"]:
-        key = column[category["dimension"]]
+        key = RULE_COLUMNS[category["dimension"]]
         address = "evidence.html#" + urlencode({"view": "rows", key: category["category"]})
         assert address in links, address
         behind = [r for r in rows if r[key] == category["category"] and not r["flags"]]
@@ -171,15 +179,11 @@ def test_an_ll144_summary_of_a_run_links_each_category_to_its_candidates(tmp_pat
     code, out, err = invoke("ll144", str(run_dir_of(out)), "--out", str(tmp_path / "out"),
                             "--tool", "Screener", "--source", "an audit")  # fmt: skip
     assert code == 0, err
-    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
-    rows = page_data(tmp_path / "out")["views"][0]["rows"]
-    links = set(re.findall(r'href="(evidence\.html#[^"]*)"',
-                           html.unescape((tmp_path / "out" / "summary.html").read_text())))  # fmt: skip
-    column = {"sex": "sex", "race/ethnicity": "race", "intersectional": "intersectional"}
+    summary, rows, links = _summary(tmp_path / "out")
     for category in summary["categories"]:
         if not category["n"]:
             continue  # a category the audit's names do not hold
-        key = column[category["dimension"]]
+        key = RULE_COLUMNS[category["dimension"]]
         assert (
             "evidence.html#" + urlencode({"view": "candidates", key: category["category"]}) in links
         )
