@@ -236,3 +236,23 @@ def test_imported_pools_with_some_candidates_unrated_say_why_there_is_no_eo(
     metrics = json.loads((run_of(out) / "metrics.json").read_text())
     assert metrics["groups"]["B_M"]["dp_gap"] and not metrics["groups"]["B_M"]["eo_gap"]
     assert "no ΔEO in the pools given: some candidates are not rated" in metrics["notes"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "missing"),
+    [
+        ("allocation", "no columns 'candidate', 'group', 'score'"),
+        ("listwise", "no columns 'pool', 'order', 'slot', 'candidate', 'group', 'rank'"),
+        ("decisions", "no columns 'scenario', 'age', 'gender', 'race'"),
+        ("grade-score", "no columns 'item', 'shown', 'slot'"),
+        ("ruted", "no columns 'occupation', 'context'"),
+    ],
+)
+def test_every_missing_column_is_named_at_once(kind: str, missing: str, tmp_path: Path) -> None:
+    """One try names them all (it named one a try: 'candidate', then 'group', ...)."""
+    path = tmp_path / "file.csv"
+    path.write_text("x,y\n1,2\n")
+    result = CliRunner().invoke(cli, ["score", kind, str(path), "--runs-dir",
+                                      str(tmp_path / "runs")])  # fmt: skip
+    assert result.exit_code == 2 and f"{missing} (columns: x, y)" in result.stderr
+    assert not (tmp_path / "runs").exists()

@@ -386,11 +386,18 @@ def _unique_header(text: str, path: str | Path) -> None:
 def require_columns(
     frame: pd.DataFrame, columns: list[str], *, what: str, path: str | Path
 ) -> None:
-    """Raise unless ``frame`` has every one of ``columns``, naming the first missing one."""
-    for column in columns:
-        if column not in frame.columns:
-            present = ", ".join(frame.columns)
-            raise UsageError(f"{what} {path}: no column '{column}' (columns: {present})")
+    """Raise unless ``frame`` has every one of ``columns``, naming every missing one at
+    once (one try finds them all)."""
+    missing = [column for column in columns if column not in frame.columns]
+    if missing:
+        present = ", ".join(str(c) for c in frame.columns)
+        present = present if len(present) <= 300 else present[:300] + "..."
+        names = ", ".join(f"'{column}'" for column in missing)
+        raise UsageError(
+            f"{what} {path}: no column {names} (columns: {present})"
+            if len(missing) == 1
+            else f"{what} {path}: no columns {names} (columns: {present})"
+        )
 
 
 def require_values(frame: pd.DataFrame, columns: list[str], *, what: str, path: str | Path) -> None:
