@@ -41,6 +41,8 @@ def test_two_models_run_each_then_the_study_and_share_one_cache(tmp_path: Path) 
     assert result.exit_code == 0, result.output
     runs = run_lines(result.stdout)
     assert [r.name.split("-allocation-")[1][:-5] for r in runs] == ["sim-biased", "sim-fair"]
+    # the runs' lines come last, one a model, as a single run ends with its own
+    assert result.stdout.splitlines()[-2:] == [f"run: {run}" for run in runs]
     assert "resume-screening audit of sim/biased" in result.stdout
     assert "resume-screening audit of sim/fair" in result.stdout
     assert "study of 2 runs: sim/biased (SIMULATED), sim/fair (SIMULATED)" in result.stdout

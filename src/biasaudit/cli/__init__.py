@@ -347,8 +347,9 @@ def _note_unused_planning(spec: Any) -> None:
 def _run_many(spec: Any, budget: Any, report: bool) -> None:
     """The audit ``spec`` describes on each of its ``models`` at once (one thread and
     event loop each, so a slow endpoint does not hold up the others; one cache; one
-    progress board), each run's table, report and ``run:`` line, then the study
-    across them. Exit 0, or 1 when a run stopped or some requests got no answer."""
+    progress board), each run's table and report, the study across them, and last the
+    ``run:`` line of each model, in the order given (as a single run ends with its own).
+    Exit 0, or 1 when a run stopped or some requests got no answer."""
     import functools
 
     from biasaudit.cli.runs import check_budgets
@@ -380,12 +381,13 @@ def _run_many(spec: Any, budget: Any, report: bool) -> None:
         board.close()
     code = 0
     finished: list[FinishedAudit] = []
+    run_lines: list[str] = []  # printed last, one a model, as a single run ends with its own
     for one, provider, result in zip(specs, providers, results, strict=True):
         if isinstance(result, BiasauditError):
             click.echo(f"error: {one.model}: {redact(str(result))}", err=True)
             run_dir = getattr(result, "run_dir", None)
             if run_dir:
-                click.echo(f"run: {run_dir}")
+                run_lines.append(f"run: {run_dir}")
             code = max(code, 1 if isinstance(result, RunAbortedError) else result.exit_code)
             continue
         if isinstance(result, BaseException):
@@ -395,7 +397,8 @@ def _run_many(spec: Any, budget: Any, report: bool) -> None:
             click.echo(f"spent: ${provider.spent:.4f} of ${provider.max_cost:g}")
         metrics = result.run_dir.joinpath("metrics.json").is_file()
         _write_report(result.run_dir, report and metrics)
-        click.echo(f"run: {result.run_dir}")
+        click.echo("")
+        run_lines.append(f"run: {result.run_dir}")
         code = max(code, result.exit_code)
         if metrics:
             finished.append(result)
@@ -404,9 +407,10 @@ def _run_many(spec: Any, budget: Any, report: bool) -> None:
 
         kind = audit_kind(finished[0].kind)
         run_dirs = tuple(r.run_dir for r in finished)
-        click.echo("")
         echo_blocks(kind.study_blocks(kind.study(run_dirs, ndcg_at=3)))
         _write_study_report(run_dirs, finished[0].kind, 3, None, report)
+    for line in run_lines:
+        click.echo(line)
     sys.exit(code)
 
 
