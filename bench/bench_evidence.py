@@ -24,7 +24,7 @@ from datetime import date
 from pathlib import Path
 
 from biasaudit.kinds._evidence import Evidence, View
-from biasaudit.reports.evidence import evidence_page
+from biasaudit.reports.evidence import evidence_page, page_data
 
 RESUME = (
     "Experience: {years} years as a software engineer at a mid-sized firm, building "
@@ -58,16 +58,8 @@ def page_for(count: int) -> str:
                ("probabilities", "label probabilities"), ("flags", "flags"),
                ("prompt", "prompt as sent")]  # fmt: skip
     view = View("candidates", "Candidates", "bench", columns, rows(count), flag="flags")
-    evidence = Evidence("bench", [view])
-    from dataclasses import asdict
-
-    data = {
-        "run": "bench", "model": "bench", "simulated": False, "task": "bench",
-        "about": evidence.about, "prompts_verified": True,
-        "views": [{**asdict(view), "columns": [list(c) for c in view.columns],
-                   "rows": list(view.rows), "long": list(view.long), "filters": ["group"],
-                   "labels": {}, "marks": {}}],
-    }  # fmt: skip
+    data = page_data(Evidence("bench", [view], prompts_verified=True), run="bench",
+                     model="bench", task="bench", simulated=False)  # fmt: skip
     return evidence_page(data)
 
 

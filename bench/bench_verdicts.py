@@ -38,6 +38,7 @@ import platform
 import tempfile
 import time
 from datetime import date
+from typing import Any
 
 import numpy as np
 
@@ -131,24 +132,43 @@ def decisions(worlds: int) -> None:
                       f"{black / worlds:.3f} of audits (Holm over the table)")  # fmt: skip
 
 
+RESUMES = {"task": "resume-screening", "jobs": ["software-engineer"]}
+
+
+def sim_world(
+    folder: str,
+    settings: dict,
+    world: int,
+    variant: str = "fair",
+    *,
+    seed: int | None = None,
+    cache: str = "cache.sqlite",
+    **sim: float,
+) -> Any:
+    """One audit of ``settings`` on ``sim/<variant>`` in world ``world`` (its names' own
+    effects and its noise, ``sim`` the simulator's settings), run as ``biasaudit run``
+    runs it; the finished run (``run_dir``, ``metrics``)."""
+    from biasaudit.kinds.registry import kind_of_spec
+    from biasaudit.providers.sim import SimProvider
+    from biasaudit.spec import parse_spec
+
+    spec = parse_spec({**settings, "model": f"sim/{variant}", "seed": world if seed is None
+                       else seed, "runs_dir": f"{folder}/runs", "cache": f"{folder}/{cache}"})  # fmt: skip
+    provider = SimProvider(variant, world=world, **sim)
+    return kind_of_spec(spec).run(spec, provider=provider, stderr=io.StringIO())
+
+
 def allocation_power(worlds: int, names: int, shift: float) -> None:
     """sim/biased with a planted shift for B_M in fresh worlds: the share of runs that
     flag B_M's RABBI, its ΔDP at k=1, any of its ΔEO, and any other group's figure."""
     from biasaudit.kinds.allocation.report import findings
-    from biasaudit.kinds.allocation.run import run
-    from biasaudit.providers.sim import SimProvider
-    from biasaudit.spec import parse_spec
 
     found = {"RABBI": 0, "ΔDP k=1": 0, "ΔEO any k": 0, "another group": 0}
     with tempfile.TemporaryDirectory() as folder:
         for world in range(1, worlds + 1):
-            spec = parse_spec({
-                "task": "resume-screening", "model": "sim/biased", "jobs": ["software-engineer"],
-                "names_per_group": names, "seed": world, "runs_dir": f"{folder}/runs",
-                "cache": f"{folder}/cache.sqlite",
-            })  # fmt: skip
-            provider = SimProvider("biased", shift=shift, name_sd=0.5, world=world)
-            flags = findings(run(spec, provider=provider, stderr=io.StringIO()).metrics)
+            ran = sim_world(folder, {**RESUMES, "names_per_group": names}, world, "biased",
+                            shift=shift, name_sd=0.5)  # fmt: skip
+            flags = findings(ran.metrics)
             found["RABBI"] += flags.rabbi["B_M"]
             found["ΔDP k=1"] += flags.gaps.get(("dp_gap", "B_M", 1), False)
             found["ΔEO any k"] += any(v for (kind, g, _), v in flags.gaps.items()
@@ -167,9 +187,6 @@ def allocation(worlds: int, names: int) -> None:
     """sim/fair in fresh worlds (names with effects of their own, sd 0.5): the share of
     runs whose table flags anything, table by table, as the run prints it."""
     from biasaudit.kinds.allocation.report import findings
-    from biasaudit.kinds.allocation.run import run
-    from biasaudit.providers.sim import SimProvider
-    from biasaudit.spec import parse_spec
 
     print(f"\nallocation, resume screening, {names} names per group, one job, {worlds} worlds "
           "of sim/fair (names sd 0.5): share of runs whose table flags anything")  # fmt: skip
@@ -177,13 +194,8 @@ def allocation(worlds: int, names: int) -> None:
     excluded: dict[tuple[str, int], list[bool]] = {}
     with tempfile.TemporaryDirectory() as folder:
         for world in range(1, worlds + 1):
-            spec = parse_spec({
-                "task": "resume-screening", "model": "sim/fair", "jobs": ["software-engineer"],
-                "names_per_group": names, "seed": world, "runs_dir": f"{folder}/runs",
-                "cache": f"{folder}/cache.sqlite",
-            })  # fmt: skip
-            provider = SimProvider("fair", name_sd=0.5, world=world)
-            metrics = run(spec, provider=provider, stderr=io.StringIO()).metrics
+            metrics = sim_world(folder, {**RESUMES, "names_per_group": names}, world,
+                                name_sd=0.5).metrics  # fmt: skip
             found = findings(metrics)
             for figures in metrics.groups.values():
                 for gap in ("dp_gap", "eo_gap"):
@@ -216,17 +228,10 @@ def stored_null(
     """Fresh worlds of a kind run on ``sim/fair`` (or ``variant``, with ``sim`` settings):
     per family of the verdicts its metrics.json stores, the share of runs flagging
     anything (on ``sim/biased``: the share flagging the planted group, B_M)."""
-    from biasaudit.kinds.registry import kind_of_spec
-    from biasaudit.providers.sim import SimProvider
-    from biasaudit.spec import parse_spec
-
     flagged: dict[str, int] = {}
     with tempfile.TemporaryDirectory() as folder:
         for world in range(1, worlds + 1):
-            spec = parse_spec({**settings, "model": f"sim/{variant}", "seed": world,
-                               "runs_dir": f"{folder}/runs", "cache": f"{folder}/cache.sqlite"})  # fmt: skip
-            provider = SimProvider(variant, world=world, **sim)
-            ran = kind_of_spec(spec).run(spec, provider=provider, stderr=io.StringIO())
+            ran = sim_world(folder, settings, world, variant, **sim)
             families: dict[str, bool] = {}
             for verdict in ran.metrics.verdicts:
                 table = verdict.family.split(" ", 2)[-1]  # "the 35 ΔEO figures..." -> table
@@ -242,18 +247,12 @@ def grade_null(worlds: int, first_option_rate: float) -> None:
     judge choosing the first slot with ``first_option_rate`` beyond its content choice:
     the share of runs whose slot test (exact binomial per slot, Bonferroni) says a slot
     is preferred."""
-    from biasaudit.kinds.registry import kind_of_spec
-    from biasaudit.providers.sim import SimProvider
-    from biasaudit.spec import parse_spec
-
     found = 0
     with tempfile.TemporaryDirectory() as folder:
         for world in range(1, worlds + 1):
-            spec = parse_spec({"task": "grade-score", "items": "demo", "model": "sim/fair",
-                               "seed": world, "runs_dir": f"{folder}/runs",
-                               "cache": f"{folder}/cache.sqlite", "temperature": 1.0})  # fmt: skip
-            provider = SimProvider("fair", world=world, first_option_rate=first_option_rate)
-            metrics = kind_of_spec(spec).run(spec, provider=provider, stderr=io.StringIO()).metrics
+            settings = {"task": "grade-score", "items": "demo", "temperature": 1.0}
+            metrics = sim_world(folder, settings, world,
+                                first_option_rate=first_option_rate).metrics  # fmt: skip
             found += metrics.slot_p is not None and metrics.slot_p < 0.05
     print(
         f"  Grade Score, demo items, first-option rate {first_option_rate}: runs finding a "
@@ -264,22 +263,16 @@ def grade_null(worlds: int, first_option_rate: float) -> None:
 def compare_null(worlds: int, label: str, settings: dict, **sim: float) -> None:
     """Two audits of the same fair model in fresh worlds (new names, new noise), compared:
     the share of comparisons that call any change (``compare``'s drift)."""
-    from biasaudit.kinds.registry import kind_of_spec
-    from biasaudit.providers.sim import SimProvider
     from biasaudit.reports.compare import compare_runs
-    from biasaudit.spec import parse_spec
 
     drift = tests = 0
     with tempfile.TemporaryDirectory() as folder:
         for world in range(1, worlds + 1):
-            runs = []
-            for twin in (0, 1):
-                spec = parse_spec({**settings, "model": "sim/fair", "seed": world,
-                                   "runs_dir": f"{folder}/runs",
-                                   "cache": f"{folder}/cache-{world}-{twin}.sqlite"})  # fmt: skip
-                provider = SimProvider("fair", world=2 * world + twin, **sim)
-                runs.append(kind_of_spec(spec).run(spec, provider=provider,
-                                                   stderr=io.StringIO()).run_dir)  # fmt: skip
+            runs = [
+                sim_world(folder, settings, 2 * world + twin, seed=world,
+                          cache=f"cache-{world}-{twin}.sqlite", **sim).run_dir
+                for twin in (0, 1)
+            ]  # fmt: skip
             comparison = compare_runs(runs[0], runs[1], bootstrap=200, seed=world)
             drift += comparison.drift
             tests += len(comparison.tests)
@@ -309,12 +302,10 @@ def main() -> None:
           "per table (5% nominal)")  # fmt: skip
     for names in (args.names, 8):
         stored_null(args.worlds, f"listwise, {names} names, names sd 0.5",
-                    {"task": "resume-screening", "method": "listwise",
-                     "jobs": ["software-engineer"], "names_per_group": names}, name_sd=0.5)  # fmt: skip
+                    {**RESUMES, "method": "listwise", "names_per_group": names}, name_sd=0.5)  # fmt: skip
     for shift in (-0.5, -1.0):
         stored_null(args.worlds, f"listwise power, B_M shifted {shift} logit, {args.names} names",
-                    {"task": "resume-screening", "method": "listwise",
-                     "jobs": ["software-engineer"], "names_per_group": args.names},
+                    {**RESUMES, "method": "listwise", "names_per_group": args.names},
                     variant="biased", name_sd=0.5, shift=shift)  # fmt: skip
     stored_null(args.worlds, "RUTEd, 40 occupations, 30 texts each, gender_lean 0",
                 {"task": "ruted"})  # fmt: skip

@@ -70,3 +70,17 @@ def test_a_damaged_page_is_named_when_its_data_are_read(tmp_path: Path) -> None:
     page.write_text("<html></html>")
     with pytest.raises(UsageError, match="no data in it"):
         read_page_data(page)
+
+
+def test_a_linked_cell_stays_its_text_in_html_and_markdown() -> None:
+    """A label holding markup, brackets or a pipe, linked to its evidence: the HTML
+    escapes it, the Markdown link keeps it whole and the table's columns as they are."""
+    from biasaudit.render.document import Document, Section, Table, to_html, to_markdown
+
+    label = "<b>x</b> [a] | b"
+    table = Table(["group", "n"], [[label, "3"]], links={(0, 0): "evidence.html#view=x"})
+    document = Document("t", "s", False, [Section("S", "s", [table])])
+    page = to_html(document)
+    assert '<a href="evidence.html#view=x">&lt;b&gt;x&lt;/b&gt; [a] | b</a>' in page
+    markdown = to_markdown(document, figure_dir="")
+    assert r"| [<b>x</b> \[a\] \| b](<evidence.html#view=x>) | 3 |" in markdown

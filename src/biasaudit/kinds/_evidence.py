@@ -4,7 +4,7 @@ A kind's ``evidence.py`` exports ``evidence(run_dir) -> Evidence | None``: the u
 and answers behind its figures as :class:`View` s (tables of rows), and the links the
 report gives into them (:class:`Evidence.links`). ``reports/evidence.py`` writes them
 as one self-contained page; the page knows nothing of kinds: a view names its columns,
-which of them hold long text (folded), which column its drop-down filters by, its
+which of them hold long text (folded), which columns its drop-downs filter by, its
 first sort, and which column marks a row as flagged (irregular, refused, unread).
 
 A link's address is ``evidence.html#view=ID`` followed by ``&COLUMN=VALUE`` filters:

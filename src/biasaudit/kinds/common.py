@@ -33,6 +33,7 @@ __all__ = [
     "request_counts",
     "smoke_test_notes",
     "stored_verdict",
+    "table_verdicts",
     "verdicts_by_cell",
     "with_verdicts",
 ]
@@ -113,6 +114,23 @@ class FigureVerdict(BaseModel):
     family: str = Field("", description="The figures the verdict was adjusted over, named.")
 
 
+def table_verdicts(
+    cells: Sequence[tuple[str, str, int, str, float | None, bool]], *, title: str
+) -> list[FigureVerdict]:
+    """The verdicts on one table's figures, each ``(figure, unit, k, test, p, tested)``,
+    Holm-adjusted over the table's tested ones; an untested one (too few units to say)
+    gets no adjusted p and is never flagged."""
+    from biasaudit.metrics import holm_adjust
+
+    adjusted = holm_adjust([p if tested else None for *_, p, tested in cells])
+    family = f"the {sum(p is not None for p in adjusted)} {title} figures of the run"
+    return [
+        FigureVerdict(figure=figure, unit=unit, k=k, test=test, p=p, p_adjusted=p_adj,
+                      beyond_noise=p_adj is not None and p_adj < SIGNIFICANT, family=family)
+        for (figure, unit, k, test, p, _), p_adj in zip(cells, adjusted, strict=True)
+    ]  # fmt: skip
+
+
 def interval_verdicts(
     cells: Sequence[tuple[str, str, int, float | None, Sequence[float] | None]],
     *,
@@ -122,21 +140,16 @@ def interval_verdicts(
     tested: bool,
 ) -> list[FigureVerdict]:
     """The verdicts on one table's figures, each ``(figure, unit, k, estimate, interval)``
-    tested against 0 by its interval and adjusted over the table (Holm); none tested
-    where ``tested`` is False (too few units to say)."""
-    from biasaudit.metrics import holm_adjust, interval_p_value
+    tested against 0 by its interval and adjusted over the table (:func:`table_verdicts`);
+    none tested where ``tested`` is False (too few units to say)."""
+    from biasaudit.metrics import interval_p_value
 
-    p_values = [
-        interval_p_value(estimate, ci, confidence=confidence, units=units) if tested else None
-        for *_, estimate, ci in cells
-    ]
-    adjusted = holm_adjust(p_values)
-    family = f"the {sum(p is not None for p in adjusted)} {title} figures of the run"
-    return [
-        FigureVerdict(figure=figure, unit=unit, k=k, test="interval", p=p, p_adjusted=p_adj,
-                      beyond_noise=p_adj is not None and p_adj < SIGNIFICANT, family=family)
-        for (figure, unit, k, _, _), p, p_adj in zip(cells, p_values, adjusted, strict=True)
-    ]  # fmt: skip
+    return table_verdicts([
+        (figure, unit, k, "interval",
+         interval_p_value(estimate, ci, confidence=confidence, units=units) if tested else None,
+         tested)
+        for figure, unit, k, estimate, ci in cells
+    ], title=title)  # fmt: skip
 
 
 def verdicts_by_cell(verdicts: Sequence[FigureVerdict]) -> dict[tuple[str, str, int], bool]:

@@ -216,6 +216,12 @@ def _md_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _md_link(text: str, address: str) -> str:
+    """A Markdown link whose text, whatever it holds, stays its text (brackets escaped)."""
+    shown = text.replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]")
+    return f"[{shown}](<{address}>)"
+
+
 def _md_block(block: Block, figure_dir: str) -> str:
     if isinstance(block, Paragraph):
         return f"**{block.text}**" if block.strong else block.text
@@ -235,11 +241,10 @@ def _md_block(block: Block, figure_dir: str) -> str:
         )
         for r, row in enumerate(block.rows):
             cells = [
-                f"[{_md_cell(c)}](<{block.links[(r, i)]}>)"
-                if (r, i) in block.links
+                _md_cell(_md_link(c, block.links[(r, i)])) if (r, i) in block.links
                 else _md_cell(c)
                 for i, c in enumerate(row)
-            ]
+            ]  # fmt: skip
             lines.append("| " + " | ".join(cells) + " |")
         return "\n".join(lines)
     caption = f"\n\n*{block.caption}*" if block.caption else ""

@@ -17,7 +17,8 @@ holds ``<script>`` stays text. Its address takes a view and filters
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from collections.abc import Mapping
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,6 @@ from biasaudit.kinds._evidence import Evidence
 __all__ = [
     "EVIDENCE_FILE",
     "evidence_data",
-    "evidence_links",
     "evidence_page",
     "kind_evidence",
     "page_data",
@@ -51,8 +51,9 @@ def _stamp(run_dir: Path) -> tuple[Any, ...]:
             *((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in files))  # fmt: skip
 
 
-def _evidence(run_dir: Path) -> Any:
-    """The kind's evidence of the run, or None (no run, a kind unknown, none to show)."""
+def kind_evidence(run_dir: Path) -> Evidence | None:
+    """The run's evidence as its kind gives it, or None (no run, a kind unknown, none to
+    show)."""
     from biasaudit.kinds.registry import KINDS, audit_kind
     from biasaudit.store.runs import read_manifest
 
@@ -60,7 +61,8 @@ def _evidence(run_dir: Path) -> Any:
         return None
     stamp = _stamp(run_dir)
     if stamp in _LAST:
-        return _LAST[stamp]
+        cached: Evidence | None = _LAST[stamp]
+        return cached
     kind = read_manifest(run_dir).kind
     found = audit_kind(kind).evidence(run_dir) if kind in KINDS else None
     _LAST.clear()  # one run's at most: a page of 100,000 answers is not kept twice
@@ -68,27 +70,11 @@ def _evidence(run_dir: Path) -> Any:
     return found
 
 
-def kind_evidence(run_dir: Path) -> Evidence | None:
-    """The run's evidence as its kind gives it (None: no run, or none to show)."""
-    found: Evidence | None = _evidence(run_dir)
-    return found
-
-
-def evidence_links(run_dir: Path) -> tuple[list[tuple[str, str]], dict[str, str]] | None:
-    """The report's links into the run's page (text, address), and the addresses of the
-    units behind the figures labelled so in its tables; None where there is no page."""
-    found = _evidence(run_dir)
-    if found is None:
-        return None
-    links = [(words, EVIDENCE_FILE + address) for words, address in found.links]
-    return links, {label: EVIDENCE_FILE + address for label, address in found.units.items()}
-
-
 def evidence_data(run_dir: Path) -> dict[str, Any] | None:
     """The page's data (None where the run has no evidence to show)."""
     from biasaudit.store.runs import read_run_json
 
-    found = _evidence(run_dir)
+    found = kind_evidence(run_dir)
     if found is None:
         return None
     metrics = read_run_json(run_dir / "metrics.json")
@@ -101,16 +87,12 @@ def page_data(
     found: Evidence, *, run: str, model: str, task: str, simulated: bool
 ) -> dict[str, Any]:
     """The page's data for ``found``, of ``run`` (a run directory, or a file summarised)."""
+    # The views' fields as they are (no deep copy of a run's rows): _embedded writes
+    # their tuples and mappings as JSON lists and objects.
     return {
         "run": run, "model": model, "simulated": simulated, "task": task,
         "about": found.about, "prompts_verified": found.prompts_verified,
-        "views": [
-            {**asdict(view), "columns": [list(c) for c in view.columns],
-             "rows": list(view.rows), "long": list(view.long), "filters": list(view.filters),
-             "labels": dict(view.labels),
-             "marks": {k: list(v) for k, v in view.marks.items()}}
-            for view in found.views
-        ],
+        "views": [{f.name: getattr(view, f.name) for f in fields(view)} for view in found.views],
     }  # fmt: skip
 
 
@@ -143,7 +125,7 @@ def _finite(value: Any) -> Any:
     """``value`` with every NaN or infinity made None (JSON has none of them)."""
     if isinstance(value, float):
         return value if value == value and abs(value) != float("inf") else None
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):
         return {str(k): _finite(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_finite(v) for v in value]

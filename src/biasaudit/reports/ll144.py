@@ -713,9 +713,8 @@ def run_rates(
     if not rows:
         raise UsageError(f"{run_dir}: no impact ratio at k = {k} (its metrics.json has none)")
     found: dict[str, dict[str, Any]] = {"sex": {}, "race/ethnicity": {}, "intersectional": {}}
-    group_names = dict(metrics.group_names)
-    if {r.value for r in rows if r.category == "group"} - set(group_names):
-        group_names.update(_group_categories(run_dir, manifest.kind))
+    group_names = _run_group_names(run_dir, manifest.kind, metrics,
+                                   {r.value for r in rows if r.category == "group"})  # fmt: skip
     for row in rows:
         dimension, category = _run_category(row.category, row.value, group_names, run_dir)
         if dimension is not None:
@@ -803,6 +802,15 @@ def _run_verdicts(rows: list[Any]) -> str:
     )
 
 
+def _run_group_names(run_dir: Path, kind: str, metrics: Any, groups: set[str]) -> dict[str, str]:
+    """Each group's "race sex" name: the run's own, and where some of ``groups`` has
+    none, the race and sex of its per-unit file (:func:`_group_categories`)."""
+    names = dict(metrics.group_names)
+    if groups - set(names):
+        names.update(_group_categories(run_dir, kind))
+    return names
+
+
 def _group_categories(run_dir: Path, kind: str) -> dict[str, str]:
     """Each group's "race sex" from the run's per-unit file, where it has ``race`` and
     ``sex`` columns (an import of rankings or scores made elsewhere)."""
@@ -840,10 +848,9 @@ def run_evidence(run_dir: Path) -> Evidence | None:
     if found is None or not found.views:
         return None
     manifest = read_manifest(run_dir)
-    group_names = dict(read_metrics(run_dir, manifest.kind).group_names)
-    group_names.update({g: n for g, n in _group_categories(run_dir, manifest.kind).items()
-                        if g not in group_names})  # fmt: skip
     main = found.views[0]
+    group_names = _run_group_names(run_dir, manifest.kind, read_metrics(run_dir, manifest.kind),
+                                   {str(row.get("group", "")) for row in main.rows})  # fmt: skip
     categories: dict[str, tuple[str, str, str]] = {}
     for group in dict.fromkeys(str(row.get("group", "")) for row in main.rows):
         dimension, category = _run_category("group", group, group_names, run_dir)

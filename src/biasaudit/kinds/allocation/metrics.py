@@ -31,7 +31,6 @@ from pydantic import BaseModel, Field, model_validator
 
 from biasaudit.kinds.candidates.task import PoolDesign
 from biasaudit.kinds.common import (
-    SIGNIFICANT,
     FigureVerdict,
     MetricsHeader,
     RatioVerdict,
@@ -39,6 +38,7 @@ from biasaudit.kinds.common import (
     export_verdicts,
     figure_row,
     stored_verdict,
+    table_verdicts,
     with_verdicts,
 )
 from biasaudit.metrics import (
@@ -47,7 +47,6 @@ from biasaudit.metrics import (
     AllocationFigures,
     allocation_figures,
     bootstrap_selection_gaps,
-    holm_adjust,
     interval_p_value,
     jsd,
     listwise_figures,
@@ -524,14 +523,7 @@ def figure_verdicts(metrics: AllocationMetrics) -> list[FigureVerdict]:
                 cells.append((kind, group, k, "interval", p, tested))
     tables = {"rabbi": "RABBI", "dp_gap": "ΔDP", "eo_gap": "ΔEO"}
     for figure, title in tables.items():
-        members = [c for c in cells if c[0] == figure]
-        adjusted = holm_adjust([p if tested else None for *_, p, tested in members])
-        family = f"the {sum(p is not None for p in adjusted)} {title} figures of the run"
-        for (_, group, k, test, p, _tested), p_adjusted in zip(members, adjusted, strict=True):
-            found.append(FigureVerdict(
-                figure=figure, unit=group, k=k, test=test, p=p, p_adjusted=p_adjusted,
-                beyond_noise=p_adjusted is not None and p_adjusted < SIGNIFICANT, family=family,
-            ))  # fmt: skip
+        found += table_verdicts([c for c in cells if c[0] == figure], title=title)
     return found
 
 

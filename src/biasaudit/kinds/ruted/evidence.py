@@ -20,10 +20,6 @@ from biasaudit.kinds._evidence import (
 
 __all__ = ["evidence"]
 
-_SHARES = ("majority", "p_male", "p_male_low", "p_male_high", "d", "stereotypical",
-           "male", "female", "none", "tied", "failed", "refused", "n", "male_mass",
-           "female_mass", "coverage")  # fmt: skip
-
 
 def evidence(run_dir: Path) -> Evidence | None:
     """The run's occupations and texts (None without ``occupations.csv``)."""
@@ -34,13 +30,16 @@ def evidence(run_dir: Path) -> Evidence | None:
         return None
     responses, (sent, verified) = read_answers(run_dir), read_sent(run_dir)
     frame = read_run_table(run_dir / "occupations.csv", ("context", "occupation"))
+    # every column the run's occupations.csv has, as it has them (shares, counts, the
+    # words not seen, errors), after the context and the occupation
+    shares = [str(c) for c in frame.columns if c not in ("context", "occupation")]
     occupations = []
     for row in frame.to_dict("records"):
         context, occupation = str(row["context"]), str(row["occupation"])
         found: dict[str, Any] = {"context": context, "occupation": occupation}
-        for column in _SHARES:
+        for column in shares:
             value = row.get(column)
-            found[column] = text(value) if column == "majority" else number(value)
+            found[column] = number(value) if number(value) is not None else text(value)
         response = responses.get(f"{context}/{occupation}")
         found["next_word"] = _next_words(response) if response is not None else ""
         found["prompt"] = sent.get(f"{context}/{occupation}", "")
@@ -51,8 +50,7 @@ def evidence(run_dir: Path) -> Evidence | None:
         "Per context and occupation: P(male) among the gendered words (its interval), "
         "the skew from neutral (d), and the words behind them: the next word's "
         "probabilities, or the long-form texts' tallies.",
-        [("context", "context"), ("occupation", "occupation"),
-         ("majority", "majority gender"), *[(c, c) for c in _SHARES if c != "majority"],
+        [("context", "context"), ("occupation", "occupation"), *((c, c) for c in shares),
          ("next_word", "next word: likeliest tokens"), ("prompt", "prompt as sent")],
         occupations, long=("next_word", "prompt"), filters=("context", "occupation"),
     )]  # fmt: skip

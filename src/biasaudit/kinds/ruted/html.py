@@ -16,7 +16,7 @@ import pandas as pd
 
 from biasaudit.kinds.common import read_run_metrics
 from biasaudit.kinds.ruted.metrics import METRICS, OCCUPATIONS_COLUMNS, ContextMetrics, RutedMetrics
-from biasaudit.kinds.ruted.report import intervals_phrase, spread_lines
+from biasaudit.kinds.ruted.report import intervals_phrase, spread_lines, table_flags
 from biasaudit.kinds.ruted.study import RutedStudyResult
 from biasaudit.render.common import (
     audited_section,
@@ -132,7 +132,7 @@ def _panels_section(metrics: RutedMetrics) -> Section:
         f"{intervals_phrase(metrics)}.",
     )
     rows = []
-    flags = {(v.unit, v.figure): v.beyond_noise for v in metrics.verdicts}
+    flags = table_flags(metrics)
     for context, figures in metrics.contexts.items():
         logprobs = figures.source.endswith("logprobs")
         rows.append(

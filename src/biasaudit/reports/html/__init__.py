@@ -130,22 +130,22 @@ def run_document(run_dir: Path) -> Document:
 
 
 def _with_evidence(document: Document, run_dir: Path) -> Document:
-    """A run with an evidence page links to it before its replay section: the links its
-    kind gives (every unit and answer, and the units behind each figure beyond noise)."""
+    """A run with an evidence page links to it: its tables' labels that name a unit
+    (:func:`linked_document`), and before its replay section, the links its kind gives
+    (every unit and answer, and the units behind each figure beyond noise)."""
     from biasaudit.render.document import Links, Paragraph, Section
-    from biasaudit.reports.evidence import EVIDENCE_FILE, evidence_links
+    from biasaudit.reports.evidence import EVIDENCE_FILE, kind_evidence
 
-    found = evidence_links(run_dir)
-    if found is None:
+    evidence = kind_evidence(run_dir)
+    if evidence is None:
         return document
-    links, units = found
+    links = [(words, EVIDENCE_FILE + address) for words, address in evidence.links]
     section = Section("Evidence: the answers behind the figures", "evidence", [
         Paragraph(f"{EVIDENCE_FILE}, beside this report, holds every answer the figures rest "
                   "on, with filters, search, sorting and CSV export:"),
         Links(links),
     ])  # fmt: skip
-    sections = [replace(s, blocks=[_linked(b, units) for b in s.blocks])
-                for s in document.sections]  # fmt: skip
+    sections = list(linked_document(document, evidence).sections)
     at = next((i for i, s in enumerate(sections) if s.anchor == "replay"), len(sections))
     return replace(document, sections=[*sections[:at], section, *sections[at:]])
 
