@@ -164,3 +164,41 @@ def test_a_ruted_run_says_the_same_on_every_surface(tmp_path: Path) -> None:
         for context in contexts:
             line = re.search(row.format(c=context), text, re.MULTILINE).group(0)
             assert line.count("] *") == sum(1 for _, u, _ in stored if u == context), line
+
+
+def test_a_grade_score_run_says_the_same_on_every_surface(tmp_path: Path) -> None:
+    out = _invoke("run", "grade-score", "--items", "demo", "--model", "sim/biased",
+                  "--runs-dir", str(tmp_path / "runs"))  # fmt: skip
+    run_dir = _run_dir(out)
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    stored = {v["unit"] for v in metrics["verdicts"] if v["beyond_noise"]}
+    assert stored == {"1"} and metrics["slot_p"] == min(v["p_adjusted"] for v in metrics["verdicts"])
+    assert all(v["test"] == "exact binomial" and "Bonferroni" in v["family"]
+               for v in metrics["verdicts"])  # fmt: skip
+    line = next(line for line in out.splitlines() if line.startswith("slot chosen"))
+    assert set(re.findall(r"(\d): [\d.]+% \[[^]]+\] \*", line)) == stored
+    _invoke("export", str(run_dir), "-o", str(tmp_path / "figures.csv"))
+    figures = pd.read_csv(tmp_path / "figures.csv", dtype={"unit": str})
+    slots = figures[figures["figure"] == "slot_share"]
+    assert {str(r.unit) for r in slots.itertuples() if r.beyond_noise is True} == stored
+    for name, row in (("report.md", r"^\| \[(\d)\].*\] \* \|$"),
+                      ("report.html", r">(\d)</a></td>(?:(?!</tr>).)*\] \*</td></tr>")):  # fmt: skip
+        text = (run_dir / name).read_text()
+        assert set(re.findall(row, text, re.MULTILINE)) == stored, name
+
+
+def test_a_slot_verdict_agrees_with_its_interval_by_construction() -> None:
+    import numpy as np
+
+    from biasaudit.kinds.grade_score.metrics import slot_verdicts
+    from biasaudit.metrics import position_intervals
+
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        k = int(rng.integers(2, 6))
+        counts = rng.multinomial(int(rng.integers(4, 120)), rng.dirichlet(np.ones(k) * 3))
+        intervals, slot_p = position_intervals(counts, confidence=0.95)
+        verdicts = slot_verdicts(counts.tolist())
+        assert slot_p == min(v.p_adjusted for v in verdicts)
+        for (low, high), verdict in zip(intervals, verdicts, strict=True):
+            assert verdict.beyond_noise == (not low <= 1 / k <= high), (counts, verdict)

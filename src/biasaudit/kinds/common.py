@@ -102,7 +102,8 @@ class FigureVerdict(BaseModel):
     test: str = Field(
         description="What the verdict reads: 'permutation' (its permutation p-value) or "
         "'interval' (the p-value its interval implies, so the verdict is 'the interval "
-        "excludes 0' at the adjusted level)."
+        "excludes 0' at the adjusted level) or 'exact binomial' (Grade Score's slots: "
+        "each slot's share against 1/slots)."
     )
     p: float | None = Field(None, description="The unadjusted p-value the verdict reads.")
     p_adjusted: float | None = Field(

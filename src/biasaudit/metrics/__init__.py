@@ -85,6 +85,7 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time each loads on fir
         grade_score_summary,
         item_interval,
         position_intervals,
+        position_p_values,
         slot_test,
     )
     from biasaudit.metrics._listwise import (
@@ -212,6 +213,7 @@ _LAZY = {
     "item_interval": "_grade",
     "slot_test": "_grade",
     "position_intervals": "_grade",
+    "position_p_values": "_grade",
     "FOUR_FIFTHS": "_listwise",
     "ListwiseFigures": "_listwise",
     "kendall_w": "_listwise",
@@ -365,6 +367,7 @@ __all__ = [
     "pairwise_ranking_scores",
     "pearson",
     "position_intervals",
+    "position_p_values",
     "predictive_validity",
     "rank_biserial",
     "rank_biserial_test",

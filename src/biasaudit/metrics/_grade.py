@@ -220,13 +220,27 @@ def position_intervals(
         return tuple((math.nan, math.nan) for _ in range(k)), None
     level = 1 - (1 - confidence) / k
     intervals = []
-    smallest = 1.0
     for x in observed.tolist():
         found = stats.binomtest(int(x), n, 1 / k).proportion_ci(level, method="exact")
         intervals.append((float(found.low), float(found.high)))
-        tails = min(stats.binom.cdf(x, n, 1 / k), stats.binom.sf(x - 1, n, 1 / k))
-        smallest = min(smallest, 2.0 * float(tails))
-    return tuple(intervals), floor_p(min(1.0, k * smallest))
+    return tuple(intervals), floor_p(min(1.0, k * min(position_p_values(observed))))
+
+
+def position_p_values(counts: ArrayLike) -> tuple[float, ...]:
+    """Each position's two-sided exact binomial p-value against 1/k (twice the smaller
+    tail, capped at 1: the p-value the Clopper-Pearson interval inverts), unadjusted;
+    :func:`position_intervals` multiplies the smallest by k. Empty without usable
+    answers or with fewer than two positions."""
+    from scipy import stats
+
+    observed = np.asarray(counts, dtype=np.int64)
+    n, k = int(observed.sum()), observed.size
+    if n == 0 or k < 2:
+        return ()
+    return tuple(
+        min(1.0, 2.0 * float(min(stats.binom.cdf(x, n, 1 / k), stats.binom.sf(x - 1, n, 1 / k))))
+        for x in observed.tolist()
+    )
 
 
 def _is_unparsed(values: NDArray[Any]) -> NDArray[np.bool_]:

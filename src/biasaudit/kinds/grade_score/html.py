@@ -16,7 +16,7 @@ import pandas as pd
 
 from biasaudit.kinds.common import read_run_metrics
 from biasaudit.kinds.grade_score.kind import KIND
-from biasaudit.kinds.grade_score.metrics import ITEMS_COLUMNS, GradeScoreMetrics
+from biasaudit.kinds.grade_score.metrics import ITEMS_COLUMNS, GradeScoreMetrics, slot_flags
 from biasaudit.kinds.grade_score.report import is_left_out, unusable_warning
 from biasaudit.kinds.grade_score.run import judge_settings
 from biasaudit.kinds.grade_score.study import SCORES, GradeStudyResult, GradeStudyRun
@@ -45,6 +45,7 @@ from biasaudit.render.panels import (
     metric_name,
     tests_by_key,
 )
+from biasaudit.render.text import STRONG_MARK
 from biasaudit.store.runs import Manifest
 from biasaudit.store.tables import read_run_table
 
@@ -172,7 +173,9 @@ def _position_section(metrics: GradeScoreMetrics) -> Section:
             for i, (v, n) in enumerate(zip(metrics.position_histogram, counts, strict=True))
         ],
         caption="Exact binomial intervals, simultaneous over the slots; test that no slot "
-        f"is preferred: {_slot_test(metrics).removeprefix('; ') or 'none'}.",
+        f"is preferred: {_slot_test(metrics).removeprefix('; ') or 'none'}; {STRONG_MARK} "
+        "marks a slot beyond noise (its interval excludes the even share: its own exact "
+        "p, Bonferroni over the slots, below 0.05).",
     )
     return Section("Position histogram", "positions", [figure, table])
 
@@ -181,7 +184,8 @@ def _slot_ci(metrics: GradeScoreMetrics, slot: int) -> str:
     if not metrics.position_ci:
         return ""
     low, high = metrics.position_ci[slot]
-    return f" [{percent(low)}, {percent(high)}]"
+    mark = f" {STRONG_MARK}" if slot_flags(metrics).get(slot) else ""
+    return f" [{percent(low)}, {percent(high)}]{mark}"
 
 
 def _slot_test(metrics: GradeScoreMetrics) -> str:

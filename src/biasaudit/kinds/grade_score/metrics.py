@@ -5,9 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
-from biasaudit.kinds.common import MetricsHeader, RequestCounts, figure_row
+from biasaudit.kinds.common import (
+    SIGNIFICANT,
+    FigureVerdict,
+    MetricsHeader,
+    RequestCounts,
+    figure_row,
+)
 
 __all__ = [
     "GRADE_METRICS_SCHEMA_VERSION",
@@ -17,12 +23,14 @@ __all__ = [
     "Metrics",
     "SlotTestResult",
     "figure_rows",
+    "slot_flags",
+    "slot_verdicts",
 ]
 
 ITEMS_COLUMNS = ("item_id", "grade", "entropy", "choice", "usable", "trials")
 """Columns every ``items.csv`` has (audit and import) that its readers need."""
 
-GRADE_METRICS_SCHEMA_VERSION = 2
+GRADE_METRICS_SCHEMA_VERSION = 3
 
 
 class Agreement(BaseModel):
@@ -99,6 +107,13 @@ class GradeScoreMetrics(MetricsHeader):
         description="Pearson's χ² test that no slot is preferred, over every usable answer "
         "(for reference; the report reads slot_p, which its intervals agree with).",
     )
+    verdicts: list[FigureVerdict] = Field(
+        default_factory=list,
+        description="Each slot's verdict: is its share away from 1/slots? Its exact "
+        "binomial p, Bonferroni over the slots (so that a slot is beyond noise exactly "
+        "when its position_ci excludes 1/slots at the default 95%); made on reading for "
+        "a run written before schema version 3.",
+    )
     agreement: Agreement | None = None
     random_option_share: float | None = Field(
         None, description="Share of usable answers choosing the unrelated option."
@@ -110,6 +125,37 @@ class GradeScoreMetrics(MetricsHeader):
         description="'paper': every item in the means, one with no usable answer as 0 "
         "(GradeLab); 'biasaudit': complete items only.",
     )
+
+    @model_validator(mode="after")
+    def _verdicts_made(self) -> GradeScoreMetrics:
+        """A run's slot verdicts, made with its figures (and an older run's on reading)."""
+        if not self.verdicts:
+            self.verdicts = slot_verdicts(self.position_counts)
+        return self
+
+
+def slot_verdicts(counts: list[int]) -> list[FigureVerdict]:
+    """Each slot's share tested against 1/slots: the exact binomial p-value
+    (:func:`~biasaudit.metrics.position_p_values`), Bonferroni-adjusted over the slots,
+    the adjustment ``position_ci`` is simultaneous by, so the verdict and the interval
+    printed beside it agree by construction. The smallest adjusted p is ``slot_p``."""
+    from biasaudit.metrics import floor_p, position_p_values
+
+    found = position_p_values(counts)
+    family = f"the {len(found)} slots of the run (Bonferroni)"
+    verdicts = []
+    for slot, p in enumerate(found, 1):
+        adjusted = floor_p(min(1.0, len(found) * p))
+        verdicts.append(FigureVerdict(
+            figure="slot_share", unit=str(slot), test="exact binomial", p=floor_p(p),
+            p_adjusted=adjusted, beyond_noise=adjusted < SIGNIFICANT, family=family,
+        ))  # fmt: skip
+    return verdicts
+
+
+def slot_flags(metrics: GradeScoreMetrics) -> dict[int, bool]:
+    """Each slot's stored verdict by its index (0 first): what every surface marks."""
+    return {int(v.unit) - 1: v.beyond_noise for v in metrics.verdicts}
 
 
 Metrics = GradeScoreMetrics
@@ -126,10 +172,12 @@ def figure_rows(metrics: GradeScoreMetrics) -> list[dict[str, Any]]:
         for name in ("grade_score", "entropy", "choice")
         if getattr(metrics, name) is not None
     ]  # fmt: skip
+    verdicts = {v.unit: v.beyond_noise for v in metrics.verdicts}
     for slot, share in enumerate(metrics.position_histogram):
         ci = metrics.position_ci[slot] if metrics.position_ci else None
+        unit = str(slot + 1)
         rows.append(figure_row("slot_share", share, ci, n=metrics.usable, unit_type="slot",
-                               unit=str(slot + 1)))  # fmt: skip
+                               unit=unit, beyond_noise=verdicts.get(unit)))  # fmt: skip
     if metrics.agreement is not None:
         rows.append(figure_row("agreement", metrics.agreement.rate, metrics.agreement.rate_ci,
                                n=metrics.agreement.items))  # fmt: skip

@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from biasaudit.kinds.grade_score.metrics import ITEMS_COLUMNS, GradeScoreMetrics
+from biasaudit.kinds.grade_score.metrics import ITEMS_COLUMNS, GradeScoreMetrics, slot_flags
 from biasaudit.kinds.grade_score.run import judge_settings
 from biasaudit.kinds.grade_score.study import SCORES, GradeStudyResult
 from biasaudit.metrics import FEW_UNITS
 from biasaudit.render.text import (
     SIMULATED,
+    STRONG_MARK,
     Block,
     PlainTable,
     block_lines,
@@ -143,8 +144,10 @@ def _slots_line(metrics: GradeScoreMetrics) -> str:
     bounds: Sequence[Sequence[float] | None] = metrics.position_ci or [None] * len(
         metrics.position_histogram
     )
+    flags = slot_flags(metrics)
     cells = "   ".join(
         f"{slot}: {_share(share)}{_share_bounds(bound)}"
+        f"{f' {STRONG_MARK}' if flags.get(slot - 1) else ''}"
         for slot, (share, bound) in enumerate(
             zip(metrics.position_histogram, bounds, strict=True), 1
         )
@@ -154,7 +157,8 @@ def _slots_line(metrics: GradeScoreMetrics) -> str:
         return line + ")"
     return (
         f"{line}; is a slot preferred? p = {format_p(metrics.slot_p)}, exact binomial per slot, "
-        f"intervals simultaneous over the {metrics.n_options} slots; n = {metrics.usable} answers)"
+        f"intervals simultaneous over the {metrics.n_options} slots; n = {metrics.usable} answers"
+        f"{f'; {STRONG_MARK} beyond noise' if any(flags.values()) else ''})"
     )
 
 
