@@ -33,7 +33,7 @@ Grade Score   0.885  [0.831, 0.938]
 entropy       0.912  [0.857, 0.968]
 choice        0.859  [0.806, 0.913]
 
-slot chosen   1: 39.1% [28.5%, 50.5%]   2: 15.6% [8.6%, 25.2%]   3: 24.2% [15.4%, 34.9%]   4: 21.1% [12.9%, 31.4%]   (no bias: 25.0% each; is a slot preferred? p = 0.0025, exact binomial per slot, intervals simultaneous over the 4 slots; n = 128 answers)
+slot chosen   1: 39.1% [28.5%, 50.5%] *   2: 15.6% [8.6%, 25.2%]   3: 24.2% [15.4%, 34.9%]   4: 21.1% [12.9%, 31.4%]   (no bias: 25.0% each; is a slot preferred? p = 0.0025, exact binomial per slot, intervals simultaneous over the 4 slots; n = 128 answers; * beyond noise)
 preferred option (people's choice) chosen in 85.9% [80.6%, 91.3%] of answers, and most chosen in 100.0% of 16 items
 
 per item (slots: answers naming slot 1..n, slot 1 shown first; options by index)
