@@ -211,8 +211,8 @@ def test_the_cost_estimate_counts_the_reasoning_allowance(openai_key: None) -> N
 def test_every_audit_asks_the_reasoning_effort_it_is_given(task: dict[str, object]) -> None:
     provider = resolve_model("sim/biased")
     spec = parse_spec({**task, "model": "sim/biased", "reasoning_effort": "minimal"})
-    requests = plan_requests(spec, provider)
+    requests = list(plan_requests(spec, provider))
     assert requests and {r.params.reasoning_effort for r in requests} == {"minimal"}
-    unset = plan_requests(parse_spec({**task, "model": "sim/biased"}), provider)
+    unset = list(plan_requests(parse_spec({**task, "model": "sim/biased"}), provider))
     assert {r.params.reasoning_effort for r in unset} == {None}
     assert [r.id for r in unset] == [r.id for r in requests]

@@ -132,7 +132,7 @@ def test_each_prompt_of_a_built_in_task_is_claimed_by_its_own_kind_alone() -> No
     sim, kinds = SimProvider(), list(KINDS)
     seen = set()
     for kind, spec in _built_in_specs():
-        requests = plan_requests(spec, sim)
+        requests = list(plan_requests(spec, sim))
         for request in requests[:: max(1, len(requests) // 40)]:
             claimed = [kinds[i] for i, r in enumerate(responders()) if r.answer(sim, request)]
             pointwise = getattr(spec, "method", None) == "pointwise"

@@ -26,10 +26,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Iterator, Sequence, Set
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -44,6 +45,8 @@ from biasaudit.textfiles import load_yaml
 __all__ = [
     "BATCH_DISCOUNT",
     "DEFAULT_OUTPUT_TOKENS",
+    "PLAN_CHUNK_REQUESTS",
+    "PLAN_CHUNK_TOKENS",
     "PRICES_ENV",
     "PRICES_PATH",
     "BudgetExceededError",
@@ -231,6 +234,87 @@ class CostEstimate:
         return lines
 
 
+PLAN_CHUNK_REQUESTS = 2_000
+PLAN_CHUNK_TOKENS = 4_000_000
+"""A dry run plans, keys, looks up and counts requests this many at a time, or fewer
+once their prompts reach this many estimated tokens (about 16 MB of text): it holds
+one chunk, never the run."""
+
+
+@dataclass
+class _Tally:
+    """Running totals of an estimate, added to chunk by chunk."""
+
+    requests: int = 0
+    calls: int = 0
+    hits: int = 0
+    to_send: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    answers: int = 0
+    most_n: int = 1
+    logprobs: bool = False
+    prompts: set[str] = field(default_factory=set)
+    seen: set[str] = field(default_factory=set)
+
+    def add(
+        self,
+        requests: Sequence[ModelRequest],
+        calls: Sequence[ModelRequest],
+        keys: Sequence[str] | None = None,
+        cached: Set[str] = frozenset(),
+    ) -> None:
+        """Count ``calls`` (the engine's calls for ``requests``): a call whose key is
+        cached is free, one whose key came before is sent once (the engine sends it
+        once), the others are sent, their tokens estimated."""
+        self.requests += len(requests)
+        for request in requests:
+            n = request.params.n or 1
+            self.answers += n
+            self.most_n = max(self.most_n, n)
+            self.logprobs = self.logprobs or request.params.wants_logprobs
+            self.prompts.add(request.id)  # a prompt's requests share its id
+        self.calls += len(calls)
+        # Replicates of one prompt share its messages: each text is counted once (the
+        # chunk's objects are alive, so their ids cannot be reused within it).
+        counted: dict[tuple[int, int | None, int], tuple[int, int]] = {}
+        for i, call in enumerate(calls):
+            if keys is not None:
+                if keys[i] in cached:
+                    self.hits += 1
+                    continue
+                if keys[i] in self.seen:
+                    continue
+                self.seen.add(keys[i])
+            self.to_send += 1
+            shape = (id(call.messages if call.messages is not None else call.prompt),
+                     call.params.max_tokens, call.params.n or 1)  # fmt: skip
+            found = counted.get(shape)
+            if found is None:
+                found = counted[shape] = estimate_tokens(call)
+            self.input_tokens += found[0]
+            self.output_tokens += found[1]
+
+    def estimate(self, provider: Provider, prices: PriceTable) -> CostEstimate:
+        reasoning = provider.capabilities.reasoning_tokens or 0
+        model_id = provider.model_id
+        price = prices.price(model_id, base_url=provider.base_url)
+        reason = None
+        if _is_free(model_id, provider.base_url) and price == ModelPrice(input=0.0, output=0.0):
+            reason = "simulated model" if provider.simulated else "local or self-hosted model"
+        return CostEstimate(
+            model=model_id,
+            requests=self.calls,
+            cache_hits=self.hits,
+            repeats=self.calls - self.hits - self.to_send,
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens + reasoning * self.to_send,
+            price=price,
+            free_reason=reason,
+            reasoning_tokens=reasoning,
+        )
+
+
 def estimate_cost(
     provider: Provider,
     requests: Sequence[ModelRequest],
@@ -248,46 +332,11 @@ def estimate_cost(
     so are calls identical to an earlier one (one key: the engine sends it once).
     """
     calls = list(units if units is not None else requests)
-    to_send = calls
-    if keys is not None or key is not None:
-        found = keys if keys is not None else [key(call) for call in calls]  # type: ignore[misc]
-        cached = cached_keys or set()
-        seen: set[str] = set()
-        to_send = []
-        for call, k in zip(calls, found, strict=True):
-            if k not in cached and k not in seen:
-                seen.add(k)
-                to_send.append(call)
-        hits = sum(1 for k in found if k in cached)
-    else:
-        hits = 0
-    # Replicates of one prompt share its messages: each text is counted once.
-    counted: dict[tuple[int, int | None, int], tuple[int, int]] = {}
-    tokens = []
-    for call in to_send:
-        shape = (id(call.messages if call.messages is not None else call.prompt),
-                 call.params.max_tokens, call.params.n or 1)  # fmt: skip
-        found_tokens = counted.get(shape)
-        if found_tokens is None:
-            found_tokens = counted[shape] = estimate_tokens(call)
-        tokens.append(found_tokens)
-    reasoning = provider.capabilities.reasoning_tokens or 0
-    model_id = provider.model_id
-    price = prices.price(model_id, base_url=provider.base_url)
-    reason = None
-    if _is_free(model_id, provider.base_url) and price == ModelPrice(input=0.0, output=0.0):
-        reason = "simulated model" if provider.simulated else "local or self-hosted model"
-    return CostEstimate(
-        model=model_id,
-        requests=len(calls),
-        cache_hits=hits,
-        repeats=len(calls) - hits - len(to_send),
-        input_tokens=sum(t[0] for t in tokens),
-        output_tokens=sum(t[1] for t in tokens) + reasoning * len(to_send),
-        price=price,
-        free_reason=reason,
-        reasoning_tokens=reasoning,
-    )
+    if keys is None and key is not None:
+        keys = [key(call) for call in calls]
+    tally = _Tally()
+    tally.add(requests, calls, keys, cached_keys or frozenset())
+    return tally.estimate(provider, prices)
 
 
 class BudgetedProvider(Provider):
@@ -351,48 +400,68 @@ class BudgetedProvider(Provider):
 
 
 def estimate_spec_cost(spec: AuditSpec, provider: Provider, prices: PriceTable) -> CostEstimate:
-    """Estimate what running ``spec`` against ``provider`` would send and cost; sends nothing."""
+    """Estimate what running ``spec`` against ``provider`` would send and cost; sends nothing.
+
+    The plan is read as it is made, a chunk at a time (:data:`PLAN_CHUNK_REQUESTS`,
+    :data:`PLAN_CHUNK_TOKENS`), each chunk keyed and looked up in the cache and
+    then dropped: memory holds one chunk's prompts and every key seen (to count a
+    call identical to an earlier one once), not every prompt of the run."""
     from biasaudit.engine.core import Engine
     from biasaudit.kinds.registry import plan_requests
     from biasaudit.store.cache import ResponseCache
 
-    requests = plan_requests(spec, provider)
     engine = Engine(provider, None, spec.engine_settings())
-    units = engine.calls(requests)
-    cached: set[str] = set()
-    keys = [engine.key(unit) for unit in units]  # identical calls are sent once
-    if spec.cache_path.is_file() and not spec.fresh:
-        with ResponseCache(spec.cache_path, readonly=True) as store:
-            cached = store.keys_present(keys)
-    estimate = estimate_cost(
-        provider, requests, prices=prices, cached_keys=cached, units=units, keys=keys
-    )
-    estimate = replace(estimate, cache_path=str(spec.cache_path), why=_why(spec, requests, units))
+    tally = _Tally()
+    with contextlib.ExitStack() as stack:
+        store = None
+        if spec.cache_path.is_file() and not spec.fresh:
+            store = stack.enter_context(ResponseCache(spec.cache_path, readonly=True))
+        for chunk in _chunks(plan_requests(spec, provider)):
+            calls = engine.calls(chunk)
+            keys = [engine.key(call) for call in calls]
+            cached = store.keys_present(keys) if store is not None else set()
+            tally.add(chunk, calls, keys, cached)
+    estimate = replace(tally.estimate(provider, prices), cache_path=str(spec.cache_path),
+                       why=_why(spec, tally))  # fmt: skip
     if spec.batch and provider.batch_api() is not None:
         estimate = replace(estimate, batch=True)
     return estimate
 
 
-def _why(spec: AuditSpec, requests: Sequence[ModelRequest], units: Sequence[ModelRequest]) -> str:
+def _chunks(requests: Iterable[ModelRequest]) -> Iterator[list[ModelRequest]]:
+    """``requests`` in lists of at most :data:`PLAN_CHUNK_REQUESTS`, each cut once its
+    prompts pass :data:`PLAN_CHUNK_TOKENS` estimated tokens."""
+    chunk: list[ModelRequest] = []
+    tokens = 0
+    for request in requests:
+        chunk.append(request)
+        tokens += estimate_tokens(request)[0]
+        if len(chunk) >= PLAN_CHUNK_REQUESTS or tokens >= PLAN_CHUNK_TOKENS:
+            yield chunk
+            chunk, tokens = [], 0
+    if chunk:
+        yield chunk
+
+
+def _why(spec: AuditSpec, tally: _Tally) -> str:
     """Where the calls come from, where a prompt costs more than one call (sampled answers
     at an endpoint without logprobs or ``n``), with the option that lowers it; else ""."""
-    sampled = max((r.params.n or 1 for r in requests), default=1)
-    if sampled == 1 and len(units) == len(requests):
+    if tally.most_n == 1 and tally.calls == tally.requests:
         return ""
-    prompts = len({r.id for r in requests}) or 1  # a prompt's requests share its id
-    answers = sum(r.params.n or 1 for r in requests) / prompts
+    prompts = len(tally.prompts) or 1
+    answers = tally.answers / prompts
     knob = next((f"--{name} N" for name in ("samples", "replicates")
                  if name in type(spec).model_fields), None)  # fmt: skip
     text = f"{prompts} prompts x {answers:g} sampled answers each"
-    calls = len(requests) / prompts
-    if len(units) > len(requests):
-        per = len(units) / prompts
+    calls = tally.requests / prompts
+    if tally.calls > tally.requests:
+        per = tally.calls / prompts
         text += f"; this endpoint has no n, so each answer is a call of its own ({per:g} a prompt)"
     elif calls == 1:
         text += ", asked for in one call each (n)"
     else:
-        text += f", asked for in {calls:g} calls each (n = {sampled} at most)"
-    if not any(r.params.wants_logprobs for r in requests):
+        text += f", asked for in {calls:g} calls each (n = {tally.most_n} at most)"
+    if not tally.logprobs:
         text += " (sampled answers stand in for logprobs: the endpoint gives none, or sampling "
         text += "was asked for)"
     return text + (f"; {knob} lowers it" if knob else "")

@@ -3,8 +3,9 @@ each ``metrics.json`` carries. No kind imports another; they meet here."""
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -16,6 +17,8 @@ from biasaudit.store.runs import check_version, file_problem, read_run_model
 
 if TYPE_CHECKING:
     from biasaudit.engine.session import RunSession
+    from biasaudit.providers import ModelRequest
+    from biasaudit.providers._types import ReasoningEffort
 
 __all__ = [
     "FIGURE_COLUMNS",
@@ -23,6 +26,7 @@ __all__ = [
     "MetricsHeader",
     "RatioVerdict",
     "RequestCounts",
+    "RequestPlan",
     "TaskInfo",
     "export_verdicts",
     "figure_row",
@@ -194,6 +198,31 @@ def with_verdicts(
                 update={"p_adjusted": p, "beyond_noise": beyond, "family": named}
             )
     return found
+
+
+class RequestPlan:
+    """A plan's requests, made one at a time: a dry run and ``--max-cost`` read them as
+    :meth:`iter_requests` yields them and keep none (a run of 10^5 prompts of 100,000
+    characters would otherwise hold them all before sending one); a run reads
+    :attr:`requests`, made once. A kind's plan gives :meth:`_each_request`, in the
+    order the run sends them, and records what it needs to read the answers when it
+    is made (not as the requests are yielded), so the two ways agree."""
+
+    effort: ReasoningEffort | None = None
+    """``--reasoning-effort``: set on every request that does not set its own."""
+
+    def _each_request(self) -> Iterator[ModelRequest]:
+        raise NotImplementedError
+
+    def iter_requests(self) -> Iterator[ModelRequest]:
+        """Every request, made as it is read."""
+        for request in self._each_request():
+            yield request.asking_effort(self.effort)
+
+    @functools.cached_property
+    def requests(self) -> list[ModelRequest]:
+        """Every request, made once (what a run sends)."""
+        return list(self.iter_requests())
 
 
 class RequestCounts(BaseModel):

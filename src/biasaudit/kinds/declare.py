@@ -116,8 +116,8 @@ class Kind:
     """``run.run``, ``(spec, *, provider, stderr, command) -> ran``: the audit, into a
     run directory (``run_dir``, ``manifest``, ``metrics``)."""
     plan: Step = field(init=False, repr=False, compare=False)
-    """``plan.plan_requests``, ``(spec, provider) -> list[ModelRequest]``: the requests
-    a run would send."""
+    """``plan.plan_requests``, ``(spec, provider) -> Iterator[ModelRequest]``: the requests
+    a run would send, made as they are read (a dry run keeps none)."""
     table: Step = field(init=False, repr=False, compare=False)
     """``report.run_table``, ``(metrics, run_dir) -> list[Block]``: what ``biasaudit
     run`` prints, described once: plain lines, or drawn with rich on a terminal."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import importlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -365,9 +365,10 @@ def run_spec(
     return FinishedAudit(kind.name, ran.run_dir, ran.manifest, ran.metrics, blocks)
 
 
-def plan_requests(spec: AuditSpec, provider: Provider) -> list[ModelRequest]:
-    """The requests a run of ``spec`` would send to ``provider`` (nothing is sent)."""
-    requests: list[ModelRequest] = kind_of_spec(spec).plan(spec, provider)
+def plan_requests(spec: AuditSpec, provider: Provider) -> Iterator[ModelRequest]:
+    """The requests a run of ``spec`` would send to ``provider``, made one at a time as
+    they are read (nothing is sent): a reader that keeps none holds one prompt at a time."""
+    requests: Iterator[ModelRequest] = iter(kind_of_spec(spec).plan(spec, provider))
     return requests
 
 

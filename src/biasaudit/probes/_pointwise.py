@@ -278,9 +278,15 @@ class PointwiseProbe:
         for item_id, messages in items:
             text = self.template.render(messages) + prefix
             for label in self.labels:
-                request = ModelRequest(id=f"{item_id}|{label}", prompt=text + label, params=params)
+                request_id = self.continuation_id(item_id, label)
+                request = ModelRequest(id=request_id, prompt=text + label, params=params)
                 found.append((request, item_id, label))
         return found
+
+    @staticmethod
+    def continuation_id(item_id: str, label: str) -> str:
+        """Continuation path: the id of the request that scores ``label`` for an item."""
+        return f"{item_id}|{label}"
 
     def label_logprob(self, response: ModelResponse, prompt: str, label: str) -> float | None:
         """Continuation path: log P(label | rendered prompt) from the echo of ``prompt``."""

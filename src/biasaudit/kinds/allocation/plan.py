@@ -16,6 +16,7 @@ at the end turns the answers into one score per candidate:
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 import pandas as pd
@@ -23,6 +24,7 @@ import pandas as pd
 from biasaudit.engine.core import RequestResult
 from biasaudit.kinds.allocation.spec import AllocationSpec
 from biasaudit.kinds.candidates.task import AllocationTask, Candidate, Pool
+from biasaudit.kinds.common import RequestPlan
 from biasaudit.metrics import PairwiseOutputStats, pairwise_ranking_scores
 from biasaudit.probes import (
     LabelScore,
@@ -32,6 +34,7 @@ from biasaudit.probes import (
     resolve_chat_template,
 )
 from biasaudit.providers import ModelRequest, Provider
+from biasaudit.providers._types import ReasoningEffort
 
 __all__ = ["PairwisePlan", "PointwisePlan", "ScoringPlan", "plan_requests", "plan_scoring"]
 
@@ -40,7 +43,14 @@ class ScoringPlan(Protocol):
     """What the audit needs from a plan, whichever the method."""
 
     method: str
-    requests: list[ModelRequest]
+    effort: ReasoningEffort | None
+
+    @property
+    def requests(self) -> list[ModelRequest]:
+        """Every request, made once (what a run sends)."""
+
+    def iter_requests(self) -> Iterator[ModelRequest]:
+        """Every request, made as it is read (what a dry run counts)."""
 
     def annotate(self, result: RequestResult) -> dict[str, Any]:
         """Read one result; return what ``responses.jsonl`` records about it."""
@@ -62,26 +72,28 @@ def _base_row(task: AllocationTask, candidate: Candidate, candidate_id: str) -> 
     return row
 
 
-class PointwisePlan:
+class PointwisePlan(RequestPlan):
     """One question per candidate; see the module docstring."""
 
     method = "pointwise"
 
     def __init__(self, task: AllocationTask, probe: PointwiseProbe) -> None:
         self.task, self.probe = task, probe
-        items = ((c.id, task.pointwise_messages(c)) for c in task.candidates)
         # Continuation scoring: which candidate and label each request scores.
         self._labelled: dict[str, tuple[str, str]] = {}
         if probe.path == "continuation":
-            asked = probe.continuation_requests(items)
-            self.requests = [request for request, _, _ in asked]
-            self._labelled = {request.id: (item, label) for request, item, label in asked}
-        else:
-            self.requests = probe.requests(items)
+            self._labelled = {probe.continuation_id(c.id, label): (c.id, label)
+                              for c in task.candidates for label in probe.labels}  # fmt: skip
         self._answers: dict[str, LabelScore] = {}
         self._label_logprobs: dict[str, dict[str, float]] = {}
         self._errors: dict[str, str] = {}
         self._refused: set[str] = set()
+
+    def _each_request(self) -> Iterator[ModelRequest]:
+        for candidate in self.task.candidates:
+            yield from self.probe.requests(
+                [(candidate.id, self.task.pointwise_messages(candidate))]
+            )
 
     def annotate(self, result: RequestResult) -> dict[str, Any]:
         if self._labelled:
@@ -166,26 +178,27 @@ class PointwisePlan:
         return math.sqrt(spread / answer.n)
 
 
-class PairwisePlan:
+class PairwisePlan(RequestPlan):
     """Every ordered pair of every pool; see the module docstring."""
 
     method = "pairwise"
 
     def __init__(self, task: AllocationTask, probe: PairwiseProbe, pools: list[Pool]) -> None:
         self.task, self.probe, self.pools = task, probe, pools
-        self.requests: list[ModelRequest] = []
         self._pairs: dict[str, tuple[Pool, int, int]] = {}
         for pool in pools:
-            for i, first in enumerate(pool.members):
-                for j, second in enumerate(pool.members):
+            for i in range(len(pool.members)):
+                for j in range(len(pool.members)):
                     if i != j:
-                        request_id = f"{pool.id}:{i + 1}>{j + 1}"
-                        messages = task.pairwise_messages(first, second)
-                        self.requests.append(probe.request(request_id, messages))
-                        self._pairs[request_id] = (pool, i, j)
+                        self._pairs[f"{pool.id}:{i + 1}>{j + 1}"] = (pool, i, j)
         self._answers: dict[str, PairwiseAnswer] = {}
         self._refused: set[str] = set()
         self._output_stats: PairwiseOutputStats | None = None
+
+    def _each_request(self) -> Iterator[ModelRequest]:
+        for request_id, (pool, i, j) in self._pairs.items():
+            messages = self.task.pairwise_messages(pool.members[i], pool.members[j])
+            yield self.probe.request(request_id, messages)
 
     def annotate(self, result: RequestResult) -> dict[str, Any]:
         pool, i, j = self._pairs[result.request.id]
@@ -285,15 +298,16 @@ def plan_scoring(task: AllocationTask, spec: AllocationSpec, provider: Provider)
             template=template,
         )
         plan = PointwisePlan(task, probe)
-    plan.requests = [r.asking_effort(spec.reasoning_effort) for r in plan.requests]
+    plan.effort = spec.reasoning_effort
     return plan
 
 
-def plan_requests(spec: Any, provider: Provider) -> list[ModelRequest]:
-    """The requests a run of ``spec`` would send to ``provider`` (nothing is sent)."""
+def plan_requests(spec: Any, provider: Provider) -> Iterator[ModelRequest]:
+    """The requests a run of ``spec`` would send to ``provider``, made as they are read
+    (nothing is sent)."""
     from biasaudit.kinds.candidates.tasks import build_task
 
     assert isinstance(spec, AllocationSpec)
     task = build_task(spec)
     task.prompt(spec.method)
-    return list(plan_scoring(task, spec, provider).requests)
+    return plan_scoring(task, spec, provider).iter_requests()

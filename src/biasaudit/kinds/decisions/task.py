@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,7 +54,7 @@ import pandas as pd
 
 from biasaudit.engine.core import RequestResult
 from biasaudit.errors import InputError, UsageError
-from biasaudit.kinds.common import TaskInfo
+from biasaudit.kinds.common import RequestPlan, TaskInfo
 from biasaudit.kinds.decisions.spec import DecisionsSpec
 from biasaudit.kinds.prompt import PromptTemplate, plain_placeholders
 from biasaudit.metrics._decisions import BASE_GENDER, BASE_RACE, LOGIT_CAP, yes_logit
@@ -150,7 +150,10 @@ class Person:
     """One filled scenario: the prompt text and the person it describes.
 
     ``key`` is unique in the task (scenario, fill, age, gender, race and, for rows
-    read from a file, the line)."""
+    read from a file, the line). ``template`` is the scenario's template, filled with
+    ``filled_with`` when :attr:`text` is read (a person holds no copy of a template of
+    up to 100,000 characters; a plan makes each prompt as it is read), or, with
+    nothing to fill, the text itself (a row of a file of filled scenarios)."""
 
     key: str
     scenario: str
@@ -158,8 +161,16 @@ class Person:
     age: float
     gender: str
     race: str
-    text: str
+    template: str
     name: str = ""
+    filled_with: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def text(self) -> str:
+        """The scenario as the model reads it, about this person."""
+        if not self.filled_with:
+            return self.template
+        return _filled(self.template, self.gender, **dict(self.filled_with))
 
 
 @dataclass(frozen=True)
@@ -304,10 +315,10 @@ def _article(age: int) -> str:
     return "an" if spoken.startswith("8") or spoken in ("11", "18") else "a"
 
 
-def _filled(template: str, who: str, pronouns_of: str, **person: str) -> str:
+def _filled(template: str, pronouns_of: str, **person: str) -> str:
     their, them, they_are = _PRONOUNS[pronouns_of]
     pronouns = {"their": their, "them": them, "they_are": they_are}
-    fields = {"who": who, **person, **pronouns}
+    fields = {**person, **pronouns}
     fields |= {key.capitalize(): value[0].upper() + value[1:] for key, value in pronouns.items()}
     return template.format_map(fields)
 
@@ -350,11 +361,11 @@ def fill_scenarios(
                         else:
                             continue
                         key = f"{scenario.id}|{fill}|{age}|{gender}|{race.lower()}"
-                        text = _filled(scenario.template, who, gender, age=str(age),
-                                       race=race, gender=gender, name=name)  # fmt: skip
+                        fields = (("who", who), ("age", str(age)), ("race", race),
+                                  ("gender", gender), ("name", name))  # fmt: skip
                         persons.append(
-                            Person(key, scenario.id, fill, float(age), gender, race.lower(), text,
-                                   name)
+                            Person(key, scenario.id, fill, float(age), gender, race.lower(),
+                                   scenario.template, name, fields)
                         )  # fmt: skip
     return persons
 
@@ -444,25 +455,24 @@ def orders_asked(spec: DecisionsSpec) -> tuple[str, ...]:
 
 
 @dataclass
-class DecisionsPlan:
+class DecisionsPlan(RequestPlan):
     """Every person in every order asked; see the module docstring."""
 
     task: DecisionsTask
     probe: PointwiseProbe
     orders: tuple[str, ...]
-    requests: list[ModelRequest] = field(default_factory=list, init=False, repr=False)
     _asked: dict[str, tuple[Person, str]] = field(default_factory=dict, init=False, repr=False)
     _scores: dict[str, LabelScore] = field(default_factory=dict, init=False, repr=False)
     _errors: dict[str, str] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        items = []
         for person in self.task.persons:
             for order in self.orders:
-                request_id = f"{person.key}#{order}"
-                self._asked[request_id] = (person, order)
-                items.append((request_id, self.task.messages(person, order)))
-        self.requests = self.probe.requests(items)
+                self._asked[f"{person.key}#{order}"] = (person, order)
+
+    def _each_request(self) -> Iterator[ModelRequest]:
+        for request_id, (person, order) in self._asked.items():
+            yield from self.probe.requests([(request_id, self.task.messages(person, order))])
 
     def annotate(self, result: RequestResult) -> dict[str, Any]:
         """Read one answer; return what ``responses.jsonl`` records about it."""
@@ -561,7 +571,7 @@ def plan_decisions(task: DecisionsTask, spec: DecisionsSpec, provider: Provider)
         top_logprobs=spec.top_logprobs,
     )
     plan = DecisionsPlan(task, probe, orders_asked(spec))
-    plan.requests = [r.asking_effort(spec.reasoning_effort) for r in plan.requests]
+    plan.effort = spec.reasoning_effort
     return plan
 
 

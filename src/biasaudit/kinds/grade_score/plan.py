@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from biasaudit.kinds.grade_score.spec import GradeScoreSpec
@@ -11,7 +12,8 @@ from biasaudit.providers import ModelRequest, Provider
 __all__ = ["plan_requests"]
 
 
-def plan_requests(spec: Any, provider: Provider) -> list[ModelRequest]:
-    """The requests a run of ``spec`` would send to ``provider`` (nothing is sent)."""
+def plan_requests(spec: Any, provider: Provider) -> Iterator[ModelRequest]:
+    """The requests a run of ``spec`` would send to ``provider``, made as they are read
+    (nothing is sent)."""
     assert isinstance(spec, GradeScoreSpec)
-    return list(plan_grade_score(build_grade_score_task(spec), spec).requests)
+    return plan_grade_score(build_grade_score_task(spec), spec).iter_requests()

@@ -44,7 +44,7 @@ it maps to), ``random`` (the unrelated option was chosen), ``parsed_as``,
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -55,7 +55,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, f
 
 from biasaudit.engine.core import RequestResult
 from biasaudit.errors import InputError, UsageError
-from biasaudit.kinds.common import TaskInfo
+from biasaudit.kinds.common import RequestPlan, TaskInfo
 from biasaudit.kinds.grade_score.spec import GRADE_SCORE_PROMPTS, GradeScoreSpec
 from biasaudit.kinds.prompt import PromptTemplate
 from biasaudit.probes import ChoiceAnswer, ChoiceProbe
@@ -398,7 +398,7 @@ def build_grade_score_task(spec: GradeScoreSpec) -> GradeScoreTask:
     return GradeScoreTask(items, prompt, source, in_file)
 
 
-class GradeScorePlan:
+class GradeScorePlan(RequestPlan):
     """Every order of every item, replicated; see the module docstring."""
 
     method = "choice"
@@ -406,16 +406,17 @@ class GradeScorePlan:
     def __init__(self, task: GradeScoreTask, probe: ChoiceProbe) -> None:
         self.task, self.probe = task, probe
         self.orders = probe.orders(task.n_options)
-        self.requests: list[ModelRequest] = []
         self._orders_of: dict[str, tuple[GradeItem, int]] = {}  # request id: item, order
         for item in task.items:
-            for k, order in enumerate(self.orders):
-                request_id = f"{item.id}#{k + 1}"
-                self._orders_of[request_id] = (item, k)
-                self.requests += probe.requests(request_id, task.messages(item, order))
+            for k in range(len(self.orders)):
+                self._orders_of[f"{item.id}#{k + 1}"] = (item, k)
         self._answers: dict[tuple[str, int], tuple[ChoiceAnswer, str | None]] = {}
         self._errors: dict[tuple[str, int], str] = {}
         self._refused: set[tuple[str, int]] = set()
+
+    def _each_request(self) -> Iterator[ModelRequest]:
+        for request_id, (item, k) in self._orders_of.items():
+            yield from self.probe.requests(request_id, self.task.messages(item, self.orders[k]))
 
     def annotate(self, result: RequestResult) -> dict[str, Any]:
         """Read one answer; return what ``responses.jsonl`` records about it."""
@@ -474,7 +475,7 @@ def plan_grade_score(task: GradeScoreTask, spec: GradeScoreSpec) -> GradeScorePl
         max_tokens=spec.max_tokens or task.prompt.max_tokens,
     )
     plan = GradeScorePlan(task, probe)
-    plan.requests = [r.asking_effort(spec.reasoning_effort) for r in plan.requests]
+    plan.effort = spec.reasoning_effort
     return plan
 
 

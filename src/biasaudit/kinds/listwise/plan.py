@@ -20,7 +20,7 @@ import itertools
 import math
 import random
 import string
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +29,7 @@ import pandas as pd
 from biasaudit.engine.core import RequestResult
 from biasaudit.errors import UsageError
 from biasaudit.kinds.candidates.task import AllocationTask, Candidate
+from biasaudit.kinds.common import RequestPlan
 from biasaudit.kinds.listwise.spec import ListwiseSpec
 from biasaudit.kinds.prompt import PromptTemplate
 from biasaudit.metrics import latin_square
@@ -56,7 +57,7 @@ class Pool:
     members: tuple[Candidate, ...]
 
 
-class ListwisePlan:
+class ListwisePlan(RequestPlan):
     """Every pool in every order, ``samples`` times; reads the answers as they come."""
 
     def __init__(
@@ -78,30 +79,30 @@ class ListwisePlan:
         self.labels = list(string.ascii_uppercase[:size])
         self.orders = _orders(size, spec.orders)
         self.path = scoring_path(spec, capabilities, size)
-        self.requests: list[ModelRequest] = []
         self._asked: dict[str, tuple[Pool, int]] = {}
-        params = SamplingParams(
+        self._params = SamplingParams(
             max_tokens=spec.max_tokens if spec.listwise == "full" else min(spec.max_tokens, 8),
             temperature=spec.temperature,
         )
-        samples = spec.samples
+        self._samples = spec.samples
         if self.path == "logprobs":
             top = min(capabilities.max_top_logprobs or 20, 20)
-            params = SamplingParams(max_tokens=1, logprobs=True, top_logprobs=top)
-            samples = 1
+            self._params = SamplingParams(max_tokens=1, logprobs=True, top_logprobs=top)
+            self._samples = 1
         for pool in self.pools:
-            for k, order in enumerate(self.orders):
-                request_id = f"{pool.id}#{k + 1}"
-                self._asked[request_id] = (pool, k)
-                messages = self._messages(pool, order)
-                self.requests += [
-                    ModelRequest(id=request_id, messages=messages, params=params, replicate=r)
-                    .asking_effort(spec.reasoning_effort)
-                    for r in range(samples)
-                ]  # fmt: skip
+            for k in range(len(self.orders)):
+                self._asked[f"{pool.id}#{k + 1}"] = (pool, k)
+        self.effort = spec.reasoning_effort
         self._answers: dict[tuple[str, int], tuple[Ranking | None, str | None]] = {}
         self._chances: dict[tuple[str, int], list[float]] = {}
         self._errors: dict[tuple[str, int], str] = {}
+
+    def _each_request(self) -> Iterator[ModelRequest]:
+        for request_id, (pool, k) in self._asked.items():
+            messages = self._messages(pool, self.orders[k])
+            for r in range(self._samples):
+                yield ModelRequest(id=request_id, messages=messages, params=self._params,
+                                   replicate=r)  # fmt: skip
 
     def _messages(self, pool: Pool, order: tuple[int, ...]) -> tuple[dict[str, str], ...]:
         noun = self.task.noun.lower()
@@ -303,10 +304,11 @@ def listwise_prompt(task: AllocationTask, spec: ListwiseSpec) -> PromptTemplate:
     return PromptTemplate.load(path)
 
 
-def plan_requests(spec: Any, provider: Provider) -> list[ModelRequest]:
-    """The requests a run of ``spec`` would send to ``provider`` (nothing is sent)."""
+def plan_requests(spec: Any, provider: Provider) -> Iterator[ModelRequest]:
+    """The requests a run of ``spec`` would send to ``provider``, made as they are read
+    (nothing is sent)."""
     from biasaudit.kinds.candidates.tasks import build_task
 
     task = build_task(spec)
     plan = ListwisePlan(task, spec, listwise_prompt(task, spec), provider.capabilities)
-    return list(plan.requests)
+    return plan.iter_requests()

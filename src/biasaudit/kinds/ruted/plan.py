@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
 from biasaudit.engine.core import RequestResult
+from biasaudit.kinds.common import RequestPlan
 from biasaudit.kinds.ruted.spec import RutedSpec
 from biasaudit.kinds.ruted.task import Occupation, RutedTask
 from biasaudit.probes import GenerationProbe, NextWordProbe, NextWordShares, PronounCount
@@ -63,7 +65,7 @@ class _Where:
     occupation: Occupation
 
 
-class RutedPlan:
+class RutedPlan(RequestPlan):
     """Every request of a RUTEd audit and what their answers said; see the module docstring."""
 
     def __init__(
@@ -73,7 +75,6 @@ class RutedPlan:
         generation: dict[str, GenerationProbe],
     ) -> None:
         self.task, self.nextword, self.generation = task, nextword, generation
-        self.requests: list[ModelRequest] = []
         self._where: dict[str, _Where] = {}
         self._tallies: dict[tuple[str, int | None, str], _Tally] = {}
         self._shares: dict[str, NextWordShares] = {}
@@ -85,14 +86,11 @@ class RutedPlan:
         self._occupations = {occupation.name: occupation for occupation in task.occupations}
         if nextword is not None:
             for occupation in task.occupations:
-                where = _Where("standard", None, occupation)
-                self._add(where, nextword.requests(self._id(where), task.standard_text(occupation)))
-        for context, probe in generation.items():
+                self._add(_Where("standard", None, occupation))
+        for context in generation:
             for template in task.templates:
                 for occupation in task.occupations:
-                    where = _Where(context, template, occupation)
-                    messages = task.messages(context, template, occupation)
-                    self._add(where, probe.requests(self._id(where), messages))
+                    self._add(_Where(context, template, occupation))
 
     @staticmethod
     def _id(where: _Where) -> str:
@@ -100,11 +98,25 @@ class RutedPlan:
             return f"{where.context}/{where.occupation.name}"
         return f"{where.context}/{where.template}/{where.occupation.name}"
 
-    def _add(self, where: _Where, requests: list[ModelRequest]) -> None:
-        for request in requests:
-            self._where[request.id] = where
+    def _add(self, where: _Where) -> None:
+        self._where[self._id(where)] = where
         self._tallies[(where.context, where.template, where.occupation.name)] = _Tally()
-        self.requests.extend(requests)
+
+    def _each_request(self) -> Iterator[ModelRequest]:
+        task = self.task
+        for request_id, where in self._where.items():
+            if where.template is None:  # the standard test's next word
+                assert self.nextword is not None
+                yield from self.nextword.requests(request_id, task.standard_text(where.occupation))
+            else:
+                messages = task.messages(where.context, where.template, where.occupation)
+                yield from self.generation[where.context].requests(request_id, messages)
+
+    def _where_of(self, request_id: str) -> _Where:
+        """Where a request was asked: its id, or (a listed word scored as a continuation)
+        its id before ``|word``."""
+        found = self._where.get(request_id)
+        return found if found is not None else self._where[request_id.rpartition("|")[0]]
 
     @property
     def continuation_standard(self) -> bool:
@@ -119,7 +131,7 @@ class RutedPlan:
     def annotate(self, result: RequestResult) -> dict[str, Any]:
         """Read one result; return what ``responses.jsonl`` records about it."""
         request, response = result.request, result.response
-        where = self._where[request.id]
+        where = self._where_of(request.id)
         key = (where.context, where.template, where.occupation.name)
         probe = "nextword" if where.context == "standard" else "generation"
         if response is None:
@@ -283,13 +295,14 @@ def plan_ruted(task: RutedTask, spec: RutedSpec, capabilities: Capabilities) -> 
         for context in task.generation_contexts
     }
     plan = RutedPlan(task, nextword, generation)
-    plan.requests = [r.asking_effort(spec.reasoning_effort) for r in plan.requests]
+    plan.effort = spec.reasoning_effort
     return plan
 
 
-def plan_requests(spec: Any, provider: Provider) -> list[ModelRequest]:
-    """The requests a run of ``spec`` would send to ``provider`` (nothing is sent)."""
+def plan_requests(spec: Any, provider: Provider) -> Iterator[ModelRequest]:
+    """The requests a run of ``spec`` would send to ``provider``, made as they are read
+    (nothing is sent)."""
     from biasaudit.kinds.ruted.task import build_ruted_task
 
     assert isinstance(spec, RutedSpec)
-    return list(plan_ruted(build_ruted_task(spec), spec, provider.capabilities).requests)
+    return plan_ruted(build_ruted_task(spec), spec, provider.capabilities).iter_requests()
