@@ -7,6 +7,7 @@ keys from the provider registry, and the exit codes from the exception tree.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -96,8 +97,8 @@ def environment_page() -> str:
         "| --- | --- |",
         "| `BIASAUDIT_DEBUG=1` | the command line re-raises errors with a full traceback "
         "instead of one line |",
-        "| `BIASAUDIT_LOG=info\\|debug` | log retries (and at `debug` the SDKs' requests) to "
-        "stderr, through the redacting filter |",
+        "| `BIASAUDIT_LOG=info`, `BIASAUDIT_LOG=debug` | log retries (and at `debug` the "
+        "SDKs' requests) to stderr, through the redacting filter |",
         "| `BIASAUDIT_PRICES=FILE` | a YAML of model prices over the shipped ones "
         "(as `--prices`) |",
         "| `BIASAUDIT_COST_NOTICE=DOLLARS` | an estimate above this (default 1) is printed "
@@ -105,6 +106,17 @@ def environment_page() -> str:
         "| `BIASAUDIT_LEASE_SECONDS=S` | how long a claim on a request in a shared cache "
         "lasts unrenewed (default 120) |",
         "| `NO_COLOR` | tables and progress without colour |",
+        "| `OPENAI_BASE_URL`, `ANTHROPIC_BASE_URL` | without `--base-url`: the same API at "
+        "another address (the SDKs' own variables) |",
+        "| `OPENAI_API_VERSION` | `azure/`: the `api-version` of a deployment's URL (the "
+        "v1 API takes none) |",
+        "| `HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`, `NO_PROXY` | a forward proxy for every "
+        "host but this machine's own (`localhost`, `127.0.0.1`, `[::1]` are reached "
+        "directly); a malformed one is refused in one line naming it |",
+        "| `SSL_CERT_FILE`, `SSL_CERT_DIR` | the certificates that `https://` servers are "
+        "checked against; one that cannot be loaded is refused before anything is sent |",
+        "| `MPLCONFIGDIR` | matplotlib's settings folder for the reports' figures (default: "
+        "a folder of this user's in the temporary directory) |",
         "",
         "## API keys, by provider",
         "",
@@ -136,7 +148,9 @@ def exit_codes_page() -> str:
             "(a scheduled job's alarm) |",
             "| 2 | a usage error: a bad option, spec or input file (named by file, line and "
             "field), a missing key; nothing was sent |",
-            "| 130 | interrupted (Ctrl-C, SIGTERM); every answer received is in the cache |",
+            "| 130 | interrupted by Ctrl-C (143 by SIGTERM, 129 by SIGHUP: 128 and the "
+            "signal's number); the run is marked interrupted and every answer received is in "
+            "the cache |",
             "",
             "Every error biasaudit raises on purpose is one class of this tree "
             "(`biasaudit.errors`); the command line turns it into one line and the code:",
@@ -149,7 +163,19 @@ def exit_codes_page() -> str:
     )
 
 
+def cli_page() -> str:
+    """docs/cli_reference.py's page (a sibling file: mkdocs runs this script by path)."""
+    path = Path(__file__).with_name("cli_reference.py")
+    spec = importlib.util.spec_from_file_location("cli_reference", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    page: str = module.cli_page()
+    return page
+
+
 for name, text in (
+    ("reference/cli.md", cli_page()),
     ("reference/spec.md", spec_page()),
     ("reference/run-files.md", run_files_page()),
     ("reference/environment.md", environment_page()),

@@ -57,7 +57,32 @@ def _reports_errors(command: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-class _LazyGroup(click.Group):
+class _Group(click.Group):
+    """A group that lists each command by its whole first sentence, wrapped, where click
+    cuts it at the terminal's width with "..." (the CLI reference reads the same)."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            summary = self.summary(ctx, name)
+            if summary is not None:
+                rows.append((name, summary))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+    def summary(self, ctx: click.Context, name: str) -> str | None:
+        """A command's first sentence, whole; None for a hidden one."""
+        command = self.get_command(ctx, name)
+        if command is None or command.hidden:
+            return None
+        return command.get_short_help_str(limit=_WHOLE)
+
+
+_WHOLE = 10_000  # no command's first sentence is longer: never cut
+
+
+class _LazyGroup(_Group):
     """A group some of whose commands are made only when they run or show their help
     (their options come from pydantic models), listed meanwhile by their short help."""
 
@@ -73,18 +98,10 @@ class _LazyGroup(click.Group):
             self.add_command(self.lazy[name][1](), name)
         return super().get_command(ctx, name)
 
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        rows = []
-        for name in self.list_commands(ctx):
-            if name in self.lazy and name not in self.commands:
-                rows.append((name, self.lazy[name][0]))
-                continue
-            command = self.get_command(ctx, name)
-            if command is not None and not command.hidden:
-                rows.append((name, command.get_short_help_str(formatter.width - 6 - len(name))))
-        if rows:
-            with formatter.section("Commands"):
-                formatter.write_dl(rows)
+    def summary(self, ctx: click.Context, name: str) -> str | None:
+        if name in self.lazy and name not in self.commands:
+            return self.lazy[name][0]
+        return super().summary(ctx, name)
 
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -168,7 +185,7 @@ def _start_early(options: dict[str, Any]) -> None:
     )
 
 
-@cli.group()
+@cli.group(cls=_Group)
 def cache() -> None:
     """Inspect the response cache."""
 
@@ -433,7 +450,7 @@ def _write_report(run_dir: Path, wanted: bool) -> None:
     click.echo(f"report: {paths[0]}", err=True)
 
 
-class _TaskOrSpec(click.Group):
+class _TaskOrSpec(_Group):
     """``biasaudit run TASK [OPTIONS]``, or ``biasaudit run SPEC.yaml [OPTIONS]``.
 
     Each task's command is made from its kind's declaration when it is asked for:
@@ -548,7 +565,7 @@ def run() -> None:
     """
 
 
-class _Scorers(click.Group):
+class _Scorers(_Group):
     """``biasaudit score <kind> FILE``: a command per kind."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
