@@ -726,14 +726,16 @@ def schema(name: str | None, folder: Path | None) -> None:
 def study(
     run_dirs: tuple[Path, ...], ndcg_at: int, report_dir: Path | None, no_report: bool
 ) -> None:
-    """Compare allocation runs: does each bias metric predict the allocation gaps?
+    """Compare runs of one kind side by side: several models, prompts or settings.
 
-    Pearson correlation of RABBI, the average gap, JSD and EMD with the selection
-    gaps over every (model, subtask, group), and NDCG@N of the model rankings.
-    Given Grade Score runs instead: their Grade Score, entropy and choice scores,
-    models x judge prompts x random option. Given RUTEd runs (one per model): the
-    Spearman correlation of each metric between the standard test and each context,
-    between contexts, and whether the standard test picks the least biased model.
+    Allocation runs: does each bias metric predict the allocation gaps? Pearson
+    correlation of RABBI, the average gap, JSD and EMD with the selection gaps over
+    every (model, subtask, group), and NDCG@N of the model rankings. Grade Score
+    runs: their Grade Score, entropy and choice scores, models x judge prompts x
+    random option. RUTEd runs (one per model): the Spearman correlation of each
+    metric between the standard test and each context, between contexts, and
+    whether the standard test picks the least biased model. Listwise and decisions
+    runs: their figures side by side, run by run.
 
     What a glob such as runs/* also matches (the cache file, earlier study and
     compare folders, fan-out runs) is skipped with a note; a missing path is an error.
