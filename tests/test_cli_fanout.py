@@ -10,8 +10,9 @@ from click.testing import CliRunner
 
 from biasaudit.cli import cli
 from biasaudit.store.runs import read_manifest, read_responses
+from biasaudit.textfiles import EXAMPLES_DIR
 
-EXAMPLE = Path(__file__).parent.parent / "examples" / "prompts.jsonl"
+EXAMPLE = EXAMPLES_DIR / "prompts.jsonl"
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:

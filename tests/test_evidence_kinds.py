@@ -15,6 +15,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 import pytest
 
 from biasaudit.reports.evidence import read_page_data
+from biasaudit.textfiles import EXAMPLES_DIR
 from tests.test_cli_audit import invoke, run_dir_of
 
 RUNS = {
@@ -133,7 +134,7 @@ def test_an_ll144_summary_links_each_category_to_exactly_the_rows_behind_its_rat
     """An employer's file: every category of the summary links to the file's rows of
     that category, and they are the summary's n and its count (selected, or scored
     above the median); the rows left out are listed with why."""
-    source = Path(__file__).parent.parent / "examples" / "ll144-outcomes.csv"
+    source = EXAMPLES_DIR / "ll144-outcomes.csv"
     data = source
     if outcome == "score":  # the same people, scored: selected ones high
         import csv

@@ -15,8 +15,9 @@ import pytest
 from click.testing import CliRunner
 
 from biasaudit.cli import cli
+from biasaudit.textfiles import EXAMPLES_DIR
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "ll144-outcomes.csv"
+EXAMPLE = EXAMPLES_DIR / "ll144-outcomes.csv"
 
 
 @pytest.fixture

@@ -12,8 +12,9 @@ from click.testing import CliRunner
 
 from biasaudit.cli import cli
 from biasaudit.metrics import ll144_rates
+from biasaudit.textfiles import EXAMPLES_DIR
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "ll144-outcomes.csv"
+EXAMPLE = EXAMPLES_DIR / "ll144-outcomes.csv"
 
 
 def _write(path: Path, rows: list[dict[str, object]]) -> Path:

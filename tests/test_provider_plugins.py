@@ -14,8 +14,9 @@ from click.testing import CliRunner
 from biasaudit.cli import cli
 from biasaudit.errors import UnknownProviderError
 from biasaudit.providers import provider_plugins, resolve_model
+from biasaudit.textfiles import EXAMPLES_DIR
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "provider-plugin"
+EXAMPLE = EXAMPLES_DIR / "provider-plugin"
 
 
 def install(site: Path, name: str, entries: dict[str, str]) -> None:

@@ -3,21 +3,22 @@ run as written, twice.
 
 Every such command is read from the bash blocks of README.md and docs/; those that need a
 network, a key or a server of one's own (hosted providers, --base-url, pip) are
-only checked for their files. Each runnable one runs twice in a folder holding
-a copy of examples/, as a newcomer's clone would, and must succeed both times.
+only checked for their files. Each runnable one runs twice in a fresh folder outside
+the clone, where ``biasaudit examples`` has copied the shipped examples, as after a
+plain ``pip install``, and must succeed both times.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
-import shutil
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from biasaudit.cli import cli
+from biasaudit.textfiles import EXAMPLES_DIR
 
 ROOT = Path(__file__).resolve().parent.parent
 OFFLINE_ONLY = ("openai/", "anthropic/", "vllm/", "--base-url", "local/", "shout/")
@@ -43,7 +44,8 @@ def test_every_file_a_readme_command_names_ships() -> None:
     for command in COMMANDS:
         for word in shlex.split(command):
             if word.startswith("examples/"):
-                assert (ROOT / word).exists(), f"{word} (in: {command})"
+                shipped = EXAMPLES_DIR / word.removeprefix("examples/")
+                assert shipped.exists(), f"{word} (in: {command})"
 
 
 @pytest.mark.parametrize(
@@ -52,14 +54,21 @@ def test_every_file_a_readme_command_names_ships() -> None:
 def test_readme_command_runs_as_written_twice(
     command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    shutil.copytree(ROOT / "examples", tmp_path / "examples")
     monkeypatch.chdir(tmp_path)
+    _copy_examples()
     args = shlex.split(command)[1:]
     if args[0] in ("run", "reaudit"):
         args.append("--no-report")
     for attempt in (1, 2):
         result = CliRunner().invoke(cli, args, catch_exceptions=False)
         assert result.exit_code == 0, (attempt, result.stdout[-2000:], result.stderr[-2000:])
+
+
+def _copy_examples() -> None:
+    """What a newcomer types first: the shipped examples into ./examples."""
+    result = CliRunner().invoke(cli, ["examples"], catch_exceptions=False)
+    assert result.exit_code == 0 and result.stdout.splitlines()[-1] == "examples: examples"
+    assert (Path("examples") / "my-task.yaml").is_file()
 
 
 def tour_commands() -> list[str]:
@@ -91,7 +100,6 @@ def expand(command: str, folder: Path) -> list[str]:
 def test_the_readme_tour_runs_as_written_twice(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    shutil.copytree(ROOT / "examples", tmp_path / "examples")
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     commands = [c for c in tour_commands() if "local/" not in c]

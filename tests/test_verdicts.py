@@ -172,7 +172,9 @@ def test_a_grade_score_run_says_the_same_on_every_surface(tmp_path: Path) -> Non
     run_dir = _run_dir(out)
     metrics = json.loads((run_dir / "metrics.json").read_text())
     stored = {v["unit"] for v in metrics["verdicts"] if v["beyond_noise"]}
-    assert stored == {"1"} and metrics["slot_p"] == min(v["p_adjusted"] for v in metrics["verdicts"])
+    assert stored == {"1"} and metrics["slot_p"] == min(
+        v["p_adjusted"] for v in metrics["verdicts"]
+    )
     assert all(v["test"] == "exact binomial" and "Bonferroni" in v["family"]
                for v in metrics["verdicts"])  # fmt: skip
     line = next(line for line in out.splitlines() if line.startswith("slot chosen"))

@@ -531,6 +531,12 @@ def _spec_command() -> click.Command:
 
             hint = f"Did you mean '{near[0]}'? " if near else ""
             what = "a folder, " if spec_file.is_dir() else ""
+            looks_like_a_file = len(spec_file.parts) > 1 or spec_file.suffix in (
+                ".yaml", ".yml", ".json")  # fmt: skip
+            if looks_like_a_file and not spec_file.exists():
+                examples = (" (the shipped examples: 'biasaudit examples' copies them into "
+                            "./examples)") if spec_file.parts[0] == "examples" else ""  # fmt: skip
+                raise UsageError(f"no such spec file: {spec_file}{examples}")
             raise UsageError(
                 f"{hint}'{spec_file}' is {what}neither a built-in task ({', '.join(tasks)}) "
                 f"nor a spec file; a spec's task is one of {', '.join(TASK_NAMES)}"
@@ -615,6 +621,30 @@ def _score_command(name: str) -> click.Command:
         callback=_reports_errors(score_file),
         help=kind.score_help,
     )
+
+
+@cli.command()
+@click.argument("folder", required=False, default="examples",
+                type=click.Path(file_okay=False, path_type=Path))  # fmt: skip
+@_reports_errors
+def examples(folder: Path) -> None:
+    """Copy the example files the README and the docs use into FOLDER (default:
+    examples).
+
+    The examples ship with the package, so the commands of the README and the docs
+    (biasaudit run examples/my-task.yaml, ...) work after a plain pip install, in the
+    folder the examples were copied into. A file of the same name that you have
+    edited is kept, and named; running it again copies nothing new. The last line
+    printed is the folder.
+    """
+    from biasaudit.textfiles import copy_examples
+
+    copied, kept = copy_examples(folder)
+    for name in kept:
+        click.echo(f"kept {folder / name}: it differs from the shipped one (yours is left as "
+                   "it is; remove it to get the shipped one)", err=True)  # fmt: skip
+    click.echo(f"{len(copied)} example files in {folder}")
+    click.echo(f"examples: {folder}")
 
 
 @cli.command()
