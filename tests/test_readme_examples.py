@@ -143,3 +143,25 @@ def quoted_outputs() -> list[tuple[str, list[str]]]:
                 lines = [line.strip() for line in fence.group(2).splitlines()]
                 found.append((command or "", [line for line in lines if line and line != "..."]))
     return found
+
+
+UNTIL = [c for c in (
+    line.split("  #")[0].strip()
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    for block in re.findall(r"```bash\n(.*?)```", page.read_text(encoding="utf-8"), re.S)
+    for line in block.splitlines()
+) if c.startswith("biasaudit run ") and "--until" in c and "sim/" in c]  # fmt: skip
+
+
+@pytest.mark.parametrize("command", UNTIL, ids=str)
+def test_a_documented_until_stops_when_its_rule_holds(
+    command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The docs show these audits stopping by their rule: none runs into its ceiling."""
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, [*shlex.split(command)[1:], "--no-report"],
+                                catch_exceptions=False)  # fmt: skip
+    assert result.exit_code == 0, result.stderr[-2000:]
+    stopped = next(line for line in result.stdout.splitlines() if line.startswith("stopped:"))
+    rule = command.split("--until ")[1].split()[0].split(":")[0]
+    assert stopped.startswith(f"stopped: {rule}:"), (command, stopped)
