@@ -466,12 +466,23 @@ def _rate_cell(row: CategoryRate) -> str:
     return f"{_percent(row.rate)} [{_percent(row.low)}, {_percent(row.high)}]"
 
 
+def _ratio_bound(value: float) -> str:
+    """A ratio's bound to two places, or more where two would print 1.00 for a bound
+    short of 1 (the verdict reads "short of 1": 0.996 must not read as 1.00)."""
+    for places in (2, 3, 4):
+        text = f"{value:.{places}f}"
+        if value >= 1.0 or float(text) < 1.0:
+            return text
+    return "<1.0000"
+
+
 def _ratio_cell(row: CategoryRate) -> str:
     if row.excluded:
         return "left out (under 2%)"
     if row.ratio is None:
         return "—" if row.rate is None else "— (every rate is 0)"
-    bounds = "" if row.ratio_low is None else f" [{row.ratio_low:.2f}, {row.ratio_high:.2f}]"
+    bounds = ("" if row.ratio_low is None or row.ratio_high is None else
+              f" [{_ratio_bound(row.ratio_low)}, {_ratio_bound(row.ratio_high)}]")  # fmt: skip
     if row.reference:  # an interval of [1, 1]: surely the highest, nothing to add
         return "1.00 (highest rate)" + (bounds if (row.ratio_low or 1.0) < 1.0 else "")
     return f"{row.ratio:.2f}{bounds}"
