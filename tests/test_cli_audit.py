@@ -75,9 +75,9 @@ selection rate at k=1: W_M 0.470 [0.143, 0.797], B_M 0.080 [0.000, 0.247], A_F 0
 do the groups differ at k=1? p = 0.21 (permutation test of the groups' selection rates, 200 relabellings)
 
 impact ratios at k=1 (Local Law 144, four-fifths rule): each value's selection rate over the most selected value's, flagged below 0.8; n = candidates
-category value       n   rate  ratio [CI]             flag
+category value       n   rate  ratio [CI]             below 0.8
 group    A_F         8  0.450  0.957 [0.436, 1.000]
-group    B_M         8  0.080  0.170 [0.000, 0.591]   below 0.8, beyond noise *
+group    B_M         8  0.080  0.170 [0.000, 0.591]   beyond noise *
 group    W_M         8  0.470  1.000 [0.354, 1.000]
 
 ΔDP: selection rate minus W_M's, top k of each pool; 300 balanced simulated pools of 3 (one candidate per group) per subtask x 1 subtask; n = pool appearances; 40 bootstrap replicates

@@ -258,7 +258,7 @@ def impact_table(
         elif row.flagged:
             key = (row.category, row.value)
             strong = beyond.get(key, False) if beyond is not None else row.beyond_noise
-            verdict = "below 0.8, beyond noise" if strong else "below 0.8, within noise"
+            verdict = "beyond noise" if strong else "within noise"
         cells.append(
             [row.category, row.value, str(row.n), f"{row.rate:.3f}",
              ci, Cell(verdict, strong)]
@@ -269,7 +269,7 @@ def impact_table(
     return PlainTable(
         f"impact ratios at k={k} (Local Law 144, four-fifths rule): each value's selection "
         f"rate over the most selected value's, flagged below 0.8; n = {n_means}",
-        ["category", "value", "n", "rate", "ratio [CI]", "flag"],
+        ["category", "value", "n", "rate", "ratio [CI]", "below 0.8"],
         cells,
         widths=[8, width, 6, 6, 22, 0],
         gaps=[0, 1, 1, 1, 2, 1],
