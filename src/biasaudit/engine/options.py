@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, Literal, Self, cast, get_args
 
 from pydantic import (
     BaseModel,
@@ -77,6 +77,34 @@ class ModelEntry(BaseModel):
         return redact_urls(url)
 
 
+FieldRole = Literal["model", "sending", "storing", "computing", "sizing"]
+"""What a spec field says about a run, declared on the field (``json_schema_extra``),
+where it is not what the run asked (every other field): which model (``model``), how
+the requests were sent (``sending``: endpoint, key, limits, retries, batches) or stored
+(``storing``), how the figures were computed from the same answers (``computing``: the
+bootstrap's replicates), or how much of an audit a run asks (``sizing``). The study,
+``compare`` and a history's spec identity read these marks, never a list of names."""
+
+MODEL_FIELD: dict[str, Any] = {"role": "model"}
+SENDING_FIELD: dict[str, Any] = {"role": "sending"}
+STORING_FIELD: dict[str, Any] = {"role": "storing"}
+COMPUTING_FIELD: dict[str, Any] = {"role": "computing"}
+SIZING_FIELD: dict[str, Any] = {"role": "sizing"}
+
+
+def field_role(field: Any) -> FieldRole | None:
+    """A field's declared role (:data:`FieldRole`); None: it is part of what was asked."""
+    extra = getattr(field, "json_schema_extra", None)
+    role = extra.get("role") if isinstance(extra, dict) else None
+    return cast("FieldRole", role) if role in get_args(FieldRole) else None
+
+
+def fields_in_roles(spec_class: type[BaseModel], *roles: FieldRole) -> frozenset[str]:
+    """The names of ``spec_class``'s fields declared in one of ``roles``."""
+    return frozenset(name for name, field in spec_class.model_fields.items()
+                     if field_role(field) in roles)  # fmt: skip
+
+
 class RunOptions(BaseModel):
     """The model, its endpoint, the engine's settings and the storage of a run."""
 
@@ -84,23 +112,27 @@ class RunOptions(BaseModel):
 
     model: Annotated[str, Flag(short="-m", multiple=True)] = Field(
         description="provider/model, e.g. openai/gpt-4o-mini, sim/biased; again for each "
-        "model to audit: the same audit on each, at once, then the study across them."
+        "model to audit: the same audit on each, at once, then the study across them.",
+        json_schema_extra=MODEL_FIELD,
     )
     models: Annotated[tuple[str | ModelEntry, ...], Flag(command_line=False)] = Field(
         (),
         description="Several models (instead of model): the same audit on each, at once, "
         "one run directory each, then the study across them. Each is provider/model, or "
         "{model, base_url, api_key_env} for a model with an endpoint of its own.",
+        json_schema_extra=MODEL_FIELD,
     )
     base_url: Annotated[str | tuple[str, ...] | None, Flag(multiple=True)] = Field(
         None,
         description="API root of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1; "
         "again for each replica of the same model.",
+        json_schema_extra=SENDING_FIELD,
     )
     api_key_env: Annotated[str | None, Flag(metavar="NAME")] = Field(
         None,
         description="Environment variable holding the API key [default: the provider's, "
         "e.g. OPENAI_API_KEY; none for self-hosted servers].",
+        json_schema_extra=SENDING_FIELD,
     )
     headers: Annotated[
         dict[str, str] | None, Flag(name="--header", metavar="NAME=VALUE", multiple=True)
@@ -109,23 +141,27 @@ class RunOptions(BaseModel):
         description="Send this header with every request, as NAME=VALUE (a mapping in a "
         "spec); a value $VAR is read from the environment (--header 'api-key=$AZURE_KEY'). "
         "Recorded masked. Again for each header.",
+        json_schema_extra=SENDING_FIELD,
     )
     concurrency: int = Field(
         EngineSettings.concurrency,
         **BOUNDS["concurrency"],
         description="Most requests in flight; lowered automatically on rate limits.",
+        json_schema_extra=SENDING_FIELD,
     )
     rpm: float | None = Field(
         EngineSettings.rpm,
         **BOUNDS["rpm"],
         allow_inf_nan=False,
         description="Most requests per minute.",
+        json_schema_extra=SENDING_FIELD,
     )
     n_ctx: Annotated[int | None, Flag(name="--n-ctx", metavar="TOKENS")] = Field(
         None,
         ge=256,
         le=1 << 20,
         description="local/ models: the server's context in tokens [default: the model's own].",
+        json_schema_extra=SENDING_FIELD,
     )
     n_threads: Annotated[int | None, Flag(name="--threads")] = Field(
         None,
@@ -133,6 +169,7 @@ class RunOptions(BaseModel):
         le=1024,
         description="local/ models: threads per server [default: the machine's cores, shared "
         "among the servers].",
+        json_schema_extra=SENDING_FIELD,
     )
     parallel: int = Field(
         1,
@@ -140,6 +177,7 @@ class RunOptions(BaseModel):
         le=64,
         description="local/ models: servers to start, each answering one request at a time "
         "(each holds the model in memory).",
+        json_schema_extra=SENDING_FIELD,
     )
     tpm: float | None = Field(
         EngineSettings.tpm,
@@ -147,44 +185,58 @@ class RunOptions(BaseModel):
         allow_inf_nan=False,
         description="Most tokens per minute, each request counted before it is sent (its "
         "prompt's characters / 4 and its max_tokens): providers limit both.",
+        json_schema_extra=SENDING_FIELD,
     )
     max_retries: int = Field(
         EngineSettings.max_retries,
         **BOUNDS["max_retries"],
         description="Retries of a failed request (transient errors only).",
+        json_schema_extra=SENDING_FIELD,
     )
     timeout: float = Field(
         EngineSettings.timeout,
         **BOUNDS["timeout"],
         allow_inf_nan=False,
         description="Seconds one attempt may take.",
+        json_schema_extra=SENDING_FIELD,
     )
-    runs_dir: Path = Field(Path("runs"), description="Where run directories go.")
+    runs_dir: Path = Field(
+        Path("runs"), description="Where run directories go.", json_schema_extra=STORING_FIELD
+    )
     cache: Path | None = Field(
-        None, description="Response cache file [default: RUNS_DIR/cache.sqlite]."
+        None,
+        description="Response cache file [default: RUNS_DIR/cache.sqlite].",
+        json_schema_extra=STORING_FIELD,
     )
     replay: bool = Field(
-        EngineSettings.replay, description="Answer only from the cache; never touch the network."
+        EngineSettings.replay,
+        description="Answer only from the cache; never touch the network.",
+        json_schema_extra=STORING_FIELD,
     )
     fresh: bool = Field(
-        False, description="Ask the model afresh, never reading cached answers (re-audits)."
+        False,
+        description="Ask the model afresh, never reading cached answers (re-audits).",
+        json_schema_extra=STORING_FIELD,
     )
     workers: int = Field(
         EngineSettings.workers,
         **BOUNDS["workers"],
         description="Processes sharing the requests; one drives about one core "
         "(worth it above a few hundred requests per second).",
+        json_schema_extra=SENDING_FIELD,
     )
     batch: bool = Field(
         EngineSettings.batch,
         description="Send the uncached requests through the provider's batch API (openai/, "
         "anthropic/): half price, answers within 24 h; run the same command again to resume.",
+        json_schema_extra=SENDING_FIELD,
     )
     batch_poll: Annotated[float, Flag(metavar="SECONDS")] = Field(
         EngineSettings.batch_poll,
         **BOUNDS["batch_poll"],
         allow_inf_nan=False,
         description="Seconds before a batch's first status check; doubles up to 60 s.",
+        json_schema_extra=SENDING_FIELD,
     )
 
     @model_validator(mode="before")

@@ -31,6 +31,7 @@ from biasaudit.store.runs import Manifest
 from biasaudit.textfiles import a_run
 
 if TYPE_CHECKING:
+    from biasaudit.engine.options import FieldRole
     from biasaudit.kinds._rounds import RoundsRecord
 
 __all__ = [
@@ -52,6 +53,7 @@ __all__ = [
     "run_spec",
     "runs_to_study",
     "spec_class",
+    "spec_fields_in_roles",
     "study_kind",
     "table_of",
 ]
@@ -229,20 +231,22 @@ def _unusable(path: Path, manifest: Manifest) -> str | None:
 
 
 @functools.cache
-def _size_and_engine_fields() -> frozenset[str]:
-    """Spec fields that say how much of an audit a run asked, or how it was sent, not
-    which audit it is: runs that differ only in them (a pilot, the rounds of --until, a
-    repeat) are one audit of one model, counted once in a study. Each field says so
-    where it is declared (:data:`~biasaudit.kinds.runspec.SIZES_THE_RUN`); every field of
-    :class:`~biasaudit.engine.options.RunOptions` is how a run was sent."""
-    from biasaudit.engine.options import RunOptions
-    from biasaudit.kinds.runspec import sizes_the_run
+def spec_fields_in_roles(*roles: FieldRole) -> frozenset[str]:
+    """Every spec class's fields declared in one of ``roles`` where they are declared
+    (:data:`~biasaudit.engine.options.FieldRole`): what the study, ``compare`` and a
+    history leave out of "the same audit", read from the fields, not from lists."""
+    from biasaudit.engine.options import fields_in_roles
 
-    found = set(RunOptions.model_fields)
-    for classes in VARIANTS.values():
-        for spec_class in classes:
-            found |= {name for name, f in spec_class.model_fields.items() if sizes_the_run(f)}
-    return frozenset(found)
+    specs = [spec_class for classes in VARIANTS.values() for spec_class in classes]
+    return frozenset().union(*(fields_in_roles(spec_class, *roles) for spec_class in specs))
+
+
+def _size_and_engine_fields() -> frozenset[str]:
+    """Spec fields that say which model, how much of an audit a run asked, how it was
+    sent, stored or its figures computed, not which audit it is: runs that differ only
+    in them (a pilot, the rounds of --until, a repeat) are one audit of one model,
+    counted once in a study."""
+    return spec_fields_in_roles("model", "sending", "storing", "computing", "sizing")
 
 
 def _audit_identity(path: Path, manifest: Manifest) -> str:

@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from biasaudit.engine.options import RunOptions
+from biasaudit.engine.options import SIZING_FIELD, RunOptions, field_role
 from biasaudit.providers._types import ReasoningEffort
 
 __all__ = [
@@ -28,17 +28,16 @@ __all__ = [
 MAX_ROUNDS = 100_000
 
 
-SIZES_THE_RUN: dict[str, Any] = {"sizes_the_run": True}
+SIZES_THE_RUN: dict[str, Any] = SIZING_FIELD
 """A spec field's mark (``json_schema_extra``) that it says how much of an audit a run
 asks (names, pools, items, scenarios, replicates, rounds of ``--until``, their seed),
 not which audit it is: runs that differ only in such fields, or in how they were sent
-(:class:`~biasaudit.engine.options.RunOptions`), are one audit of one model."""
+(:data:`~biasaudit.engine.options.FieldRole`), are one audit of one model."""
 
 
 def sizes_the_run(field: Any) -> bool:
     """Whether a pydantic field carries :data:`SIZES_THE_RUN`."""
-    extra = getattr(field, "json_schema_extra", None)
-    return isinstance(extra, dict) and bool(extra.get("sizes_the_run"))
+    return field_role(field) == "sizing"
 
 
 class RunSpec(RunOptions):

@@ -69,14 +69,6 @@ NO_CHANGE = "no change"
 VERSION_ONLY = "model version changed without measurable change"
 NOT_COMPARABLE = "no verdict: the runs did not ask the same thing"
 NOT_TESTED = "no verdict: no figure could be tested (too few units behind the figures)"
-# Spec fields that say how a run was sent or stored, not what it asked.
-_RUN_ONLY = frozenset(
-    {
-        "model", "base_url", "api_key_env", "headers", "concurrency", "rpm", "max_retries",
-        "timeout", "runs_dir", "cache", "replay", "fresh", "workers", "batch", "batch_poll",
-        "bootstrap", "gap_bootstrap", "replicas",
-    }
-)  # fmt: skip
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 
@@ -236,7 +228,10 @@ def different_settings(path_a: Path, path_b: Path, metrics_a: Any, metrics_b: An
     spec_a, spec_b = _spec(path_a, "A", found), _spec(path_b, "B", found)
     # A field only one spec has was added by a later biasaudit: runs written before it
     # asked with its default, so it is no difference of settings.
-    for key in sorted((set(spec_a) & set(spec_b)) - _RUN_ONLY):
+    from biasaudit.kinds.registry import spec_fields_in_roles
+
+    run_only = spec_fields_in_roles("model", "sending", "storing", "computing")
+    for key in sorted((set(spec_a) & set(spec_b)) - run_only):
         if spec_a.get(key) != spec_b.get(key):
             found.append(f"{key}: {_shown(spec_a.get(key))} vs {_shown(spec_b.get(key))}")
     path = (getattr(getattr(m, "scoring", None), "path", None) for m in (metrics_a, metrics_b))

@@ -1,9 +1,10 @@
 """Scheduled re-audits: ``biasaudit reaudit SPEC.yaml`` and ``biasaudit history``.
 
 A history is a runs folder. Runs of one spec are recognised by the spec's
-identity: a hash of its resolved fields without those that only say how to
-run (where runs and the cache go, replay, fresh, concurrency, rate, retries,
-timeout, workers), so a re-audit with other limits still finds its baseline.
+identity: a hash of its resolved fields without those that only say how it was
+sent, stored or its figures computed (each field declares its role:
+:data:`~biasaudit.engine.options.FieldRole`), so a re-audit with other limits, another
+endpoint or batches still finds its baseline.
 
 ``reaudit`` runs the spec afresh (``fresh``: the cache is not read, so a new
 provider version is actually asked; the answers are still stored), compares
@@ -25,7 +26,14 @@ from pathlib import Path
 from typing import Any, Literal, TextIO
 
 from biasaudit.errors import UsageError
-from biasaudit.kinds.registry import AUDIT_KINDS, FinishedAudit, audit_kind, read_metrics, run_spec
+from biasaudit.kinds.registry import (
+    AUDIT_KINDS,
+    FinishedAudit,
+    audit_kind,
+    read_metrics,
+    run_spec,
+    spec_fields_in_roles,
+)
 from biasaudit.reports.compare import Comparison, compare_runs, write_comparison
 from biasaudit.spec import AuditSpec, load_spec, parse_spec
 from biasaudit.store.runs import read_manifest
@@ -46,15 +54,12 @@ __all__ = [
 FailOn = Literal["drift", "version", "any"]
 DRIFT_EXIT_CODE = 3
 """Exit status of a re-audit whose comparison met its ``--fail-on`` condition."""
-_HOW_TO_RUN = frozenset(
-    {"runs_dir", "cache", "replay", "fresh", "concurrency", "rpm", "max_retries", "timeout",
-     "workers"}
-)  # fmt: skip
 
 
 def spec_identity(spec: AuditSpec) -> str:
     """12 hex digits that stay the same for every run of one audit (see the module docstring)."""
-    fields = {k: v for k, v in spec.model_dump(mode="json").items() if k not in _HOW_TO_RUN}
+    how = spec_fields_in_roles("sending", "storing", "computing")
+    fields = {k: v for k, v in spec.model_dump(mode="json").items() if k not in how}
     blob = json.dumps(fields, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from biasaudit.engine.options import COMPUTING_FIELD
 from biasaudit.kinds._planning import PlanningFields, UntilFields
 from biasaudit.kinds.candidates.spec import (
     CandidatesData,
@@ -132,14 +133,14 @@ class AllocationSpec(CandidatesData, PlanningFields, UntilFields, PoolRounds):
         ge=100,
         le=100_000,
         description="Bootstrap replicates of RABBI.",
-        json_schema_extra=SIZES_THE_RUN,
+        json_schema_extra=COMPUTING_FIELD,
     )
     gap_bootstrap: int = Field(
         200,
         ge=20,
         le=10_000,
         description="Bootstrap replicates of the gaps.",
-        json_schema_extra=SIZES_THE_RUN,
+        json_schema_extra=COMPUTING_FIELD,
     )
 
 

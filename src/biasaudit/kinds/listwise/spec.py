@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from biasaudit.engine.options import COMPUTING_FIELD
 from biasaudit.kinds._planning import PlanningFields, UntilFields
 from biasaudit.kinds.candidates.spec import (
     CandidatesData,
@@ -64,7 +65,7 @@ class ListwiseSpec(CandidatesData, PlanningFields, UntilFields, PoolRounds):
         ge=100,
         le=100_000,
         description="Bootstrap replicates.",
-        json_schema_extra=SIZES_THE_RUN,
+        json_schema_extra=COMPUTING_FIELD,
     )
     max_tokens: int = Field(
         60, ge=1, le=32768, description="Listwise: the longest answer (a ranking)."
