@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 import logging
 import os
 import sys
+import textwrap
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -470,6 +472,20 @@ class _TaskOrSpec(_Group):
         spec_class = command_specs().get(name)
         return None if spec_class is None else _task_command(name, spec_class)
 
+    def format_help_text(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The help, each built-in task's usage line from its declaration (``TaskInfo``)."""
+        from biasaudit.kinds.registry import TASKS
+
+        width = max((formatter.width or 80) - formatter.current_indent - 2, 40)
+        usages = "\n".join(
+            textwrap.fill(info.usage, width, initial_indent="    ", subsequent_indent="        ")
+            for info in TASKS.values() if "SPEC.yaml" not in info.usage
+        )  # fmt: skip
+        text = inspect.cleandoc(self.help or "").replace("    TASK USAGES", usages)
+        formatter.write_paragraph()
+        with formatter.indentation():
+            formatter.write_text(text)
+
     def resolve_command(
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
@@ -558,11 +574,7 @@ def run() -> None:
     """Run an audit: a built-in task, or any task described in SPEC.yaml.
 
     \b
-        biasaudit run resume-screening --model M [--method pairwise|listwise] [--names-per-group N]
-        biasaudit run essay-grading --essays FILE.csv --model M
-        biasaudit run grade-score --items FILE.jsonl --model M [--prompt 1|2|3|4|FILE]
-        biasaudit run ruted --model M [--contexts standard,bedtime,personas,esl] [--templates all]
-        biasaudit run decisions --model M [--scenarios FILE.jsonl] [--fills explicit|implicit]
+        TASK USAGES
         biasaudit run SPEC.yaml [--model M]
 
     Each task's help lists its own options ('biasaudit run TASK --help'). The

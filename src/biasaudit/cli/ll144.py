@@ -166,9 +166,11 @@ def command(reports_errors: Callable[[Any], Any]) -> click.Command:
             raise UsageError("give --selected or --score, not both")
         is_run = data.is_dir()
         if is_run and not (data / "manifest.json").is_file():
+            from biasaudit.kinds.registry import selecting_audit_in_words
+
             raise UsageError(
                 f"{data} is a folder but not a run directory (no manifest.json): DATA is an "
-                "employer's outcomes CSV file or an allocation or listwise audit's run directory"
+                f"employer's outcomes CSV file or the run directory of {selecting_audit_in_words()}"
             )
         info = SummaryInfo(
             data=data_kind or ("test" if is_run else "historical"),  # type: ignore[arg-type]

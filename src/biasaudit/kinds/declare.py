@@ -102,6 +102,10 @@ class Kind:
     """How reports name the figures its change tests key (``dp_gap`` -> ``ΔDP``)."""
     in_points: tuple[str, ...] = ()
     """The figures of its change tests shown in percentage points (shares)."""
+    selects: str = ""
+    """A capability: its figures are selection rates by demographic category (the
+    ``impact`` rows of its ``metrics.json``, at every k), so a Local Law 144 summary can
+    read a run of it; the word for what its rates count ("Candidates"). Empty: none."""
 
     tasks: Step = field(init=False, repr=False, compare=False)
     """``task.TASK_INFOS``: the built-in tasks as ``biasaudit tasks`` lists them, a

@@ -241,6 +241,22 @@ def spec_fields_in_roles(*roles: FieldRole) -> frozenset[str]:
     return frozenset().union(*(fields_in_roles(spec_class, *roles) for spec_class in specs))
 
 
+def selecting_kinds() -> dict[str, str]:
+    """The kinds whose figures are selection rates by demographic category
+    (:attr:`~biasaudit.kinds.declare.Kind.selects`), each with the word for what its
+    rates count: those a Local Law 144 summary can read."""
+    found = {name: audit_kind(name).selects for name in AUDIT_KINDS}
+    return {name: word for name, word in found.items() if word}
+
+
+def selecting_audit_in_words() -> str:
+    """``an allocation or listwise audit``: the kinds of :func:`selecting_kinds`, in a
+    sentence (help texts and errors ask for the capability, not for a kind's name)."""
+    names = list(selecting_kinds())
+    listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+    return f"{'an' if listed[:1] in 'aeiou' else 'a'} {listed} audit"
+
+
 def _size_and_engine_fields() -> frozenset[str]:
     """Spec fields that say which model, how much of an audit a run asked, how it was
     sent, stored or its figures computed, not which audit it is: runs that differ only

@@ -687,15 +687,13 @@ def _reference_notes(rates: LL144Rates, unit: str) -> list[Paragraph]:
     return notes
 
 
-_SELECTING = {"allocation", "listwise"}
-
-
 def run_rates(
     run_dir: Path, k: int | None = None, *, scoring: bool = False
 ) -> tuple[LL144Rates, Source]:
     """The selection rates and impact ratios of an audit's run, as the rule's categories.
 
-    An allocation or listwise audit of names typical of each race and sex is test data
+    An audit whose kind selects (:func:`~biasaudit.kinds.registry.selecting_kinds`:
+    allocation, listwise) of names typical of each race and sex is test data
     (§5-302(b)): its candidates are invented. Its rates are the shares of the top ``k``
     places of the pools screened or ranked (default: the run's headline k), each with
     its interval over the units that vary (names, resumes, pools), as ``metrics.json``
@@ -707,14 +705,15 @@ def run_rates(
         The run is of another kind, records no impact ratios at ``k``, or its groups are
         not the rule's sex and race/ethnicity categories.
     """
-    from biasaudit.kinds.registry import read_metrics
+    from biasaudit.kinds.registry import read_metrics, selecting_audit_in_words, selecting_kinds
     from biasaudit.store.runs import read_manifest
 
     manifest = read_manifest(run_dir)
-    if manifest.kind not in _SELECTING:
+    selecting = selecting_kinds()
+    if manifest.kind not in selecting:
         raise UsageError(
             f"{run_dir} is {a_run(manifest.kind)}: a Local Law 144 summary reads the "
-            "selection rates of an allocation or listwise audit, or an employer's file"
+            f"selection rates of {selecting_audit_in_words()}, or an employer's file"
         )
     metrics = read_metrics(run_dir, manifest.kind)
     if scoring:
@@ -792,7 +791,7 @@ def run_rates(
         str(run_dir), total, 0, "none: every candidate was scored", None,
         _run_description(manifest, metrics, _selection_told(metrics, k)),
         bool(metrics.simulated),
-        "Candidates" if manifest.kind == "allocation" else "Appearances in the answers",
+        selecting[manifest.kind],
     )  # fmt: skip
 
 

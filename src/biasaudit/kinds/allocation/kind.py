@@ -10,5 +10,5 @@ KIND = Kind(
     __name__, name="allocation", specs=spec.SPECS, commands=("resume-screening", "essay-grading"),
     compared_per="group", scores_file="scores.csv", score_argument="SCORES_FILE",
     score_help=spec.SCORE_HELP, compare_note=" ΔDP and ΔEO in percentage points.",
-    figure_names=spec.FIGURE_NAMES, in_points=("dp_gap", "eo_gap"),
+    figure_names=spec.FIGURE_NAMES, in_points=("dp_gap", "eo_gap"), selects="Candidates",
 )  # fmt: skip

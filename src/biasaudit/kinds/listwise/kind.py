@@ -16,5 +16,5 @@ KIND = Kind(
     compared_per="group", scores_file="shown.csv",
     score_argument="RANKINGS_FILE", score_help=SCORE_HELP,
     figure_names={"dp_gap": "ΔDP", "first choice": "first choice"},
-    in_points=("dp_gap", "first choice"),
+    in_points=("dp_gap", "first choice"), selects="Appearances in the answers",
 )  # fmt: skip
