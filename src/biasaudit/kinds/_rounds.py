@@ -311,9 +311,9 @@ def growth_for(declared: Growth | Callable[[Any], Growth], spec: Any) -> Growth:
 
 
 def _z(confidence: float) -> float:
-    from scipy.special import ndtri  # scipy.stats.norm.ppf's own, without scipy.stats
+    from biasaudit.metrics import critical_value
 
-    return float(ndtri(0.5 + confidence / 2))
+    return critical_value(confidence)
 
 
 def _looks(

@@ -11,6 +11,8 @@ from typing import Any
 
 from scipy import special
 
+from biasaudit.metrics._small_samples import critical_value
+
 __all__ = ["ChangeTest", "normal_sf", "normal_test", "two_sided"]
 
 
@@ -48,7 +50,7 @@ def normal_test(
     """Difference of two independent estimates whose intervals give their standard errors."""
     if a is None or b is None or not a_ci or not b_ci:
         return None
-    z = float(special.ndtri(0.5 + confidence / 2))
+    z = critical_value(confidence)
     se = math.hypot((a_ci[1] - a_ci[0]) / (2 * z), (b_ci[1] - b_ci[0]) / (2 * z))
     diff = b - a
     # Two runs' figures that differ by floating-point rounding alone (a planted constant

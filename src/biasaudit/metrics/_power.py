@@ -60,21 +60,16 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 
+from biasaudit.metrics._small_samples import critical_value
 from biasaudit.metrics._validate import check_confidence
 
 __all__ = ["VarianceModel", "detection_power", "fit_components", "variance_model"]
 
 
-@functools.cache
-def _z(confidence: float) -> float:
-    from scipy import stats
-
-    return float(stats.norm.ppf(0.5 + confidence / 2))
-
-
-def _phi(x: float) -> float:
-    return 0.5 * math.erfc(-x / math.sqrt(2.0))
+_z = critical_value  # the normal quantile of a two-sided ``confidence`` interval
+_phi = NormalDist().cdf
 
 
 def detection_power(

@@ -25,6 +25,7 @@ from __future__ import annotations
 import itertools
 import math
 
+from biasaudit.metrics._small_samples import critical_value
 from biasaudit.metrics._validate import check_confidence
 
 __all__ = [
@@ -96,8 +97,7 @@ def spending_boundaries(fractions: list[float], *, confidence: float = 0.95) -> 
         raise ValueError("fractions must increase")
     if not (fractions[0] > 0 and abs(fractions[-1] - 1.0) < 1e-12):
         raise ValueError("fractions must lie in (0, 1] and end at 1")
-    alpha = 1.0 - confidence
-    z_half = float(stats.norm.ppf(1 - alpha / 2))
+    z_half = critical_value(confidence)
 
     def spent(t: float) -> float:
         return float(2 * (1 - stats.norm.cdf(z_half / math.sqrt(t))))

@@ -34,8 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import stats
 
+from biasaudit.metrics._small_samples import critical_value
 from biasaudit.metrics._validate import check_confidence
 
 __all__ = ["ReplicateSimilarity", "replicate_similarity", "unit_similarity"]
@@ -113,7 +113,7 @@ def replicate_similarity(
     within = float(values.mean())
     interval = None
     if len(values) >= 2:
-        z = float(stats.norm.ppf(0.5 + confidence / 2))
+        z = critical_value(confidence)
         half = z * float(values.std(ddof=1)) / math.sqrt(len(values))
         interval = (max(-1.0, within - half), min(1.0, within + half))
     return ReplicateSimilarity(within, interval, _between(vectors), len(by_unit), by_unit)

@@ -86,7 +86,7 @@ from biasaudit.metrics._allocation import (
 )
 from biasaudit.metrics._gap_bootstrap import _PAIRWISE_MAX_POOL, _higher_and_tied_members
 from biasaudit.metrics._selection import _places_table, top_k_shares
-from biasaudit.metrics._small_samples import P_FLOOR, RATIO_MIN_UNITS, critical_value, floor_p
+from biasaudit.metrics._small_samples import P_FLOOR, RATIO_MIN_UNITS, critical_value, two_sided_p
 from biasaudit.metrics._validate import (
     FloatArray,
     as_float_array,
@@ -1122,8 +1122,7 @@ def _normal_p(observed: float, variance: float) -> float | None:
         return None
     if variance <= 0:
         return 1.0 if abs(observed) < 1e-12 else P_FLOOR
-    # The normal tail from the complementary error function: scipy is not loaded for it.
-    return floor_p(math.erfc(abs(observed) / math.sqrt(2 * variance)))
+    return two_sided_p(observed / math.sqrt(variance))
 
 
 def _arrangements(

@@ -10,7 +10,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import special
 
 from biasaudit.errors import UsageError
 from biasaudit.kinds.allocation.metrics import SCORES_COLUMNS, fewest_units
@@ -19,6 +18,7 @@ from biasaudit.metrics import (
     FEW_UNITS,
     ChangeTest,
     Resamples,
+    critical_value,
     headline_replicates,
     normal_sf,
     normal_test,
@@ -134,7 +134,7 @@ def _score_tests(
             # counting replicates past 0 would floor p at 2 / (B + 1), which no
             # multiple-test adjustment could pass.
             diff, se = after - before, float(spread.std(ddof=1))
-            half = float(special.ndtri(0.975)) * se
+            half = critical_value(0.95) * se
             p = two_sided(diff, se, normal_sf)
             tests.append(
                 ChangeTest(

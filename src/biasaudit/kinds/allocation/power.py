@@ -230,9 +230,9 @@ def _refit(
 
 
 def _z(confidence: float) -> float:
-    from scipy.special import ndtri  # scipy.stats.norm.ppf's own, without scipy.stats
+    from biasaudit.metrics import critical_value
 
-    return float(ndtri(0.5 + confidence / 2))
+    return critical_value(confidence)
 
 
 def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) -> list[str]:
