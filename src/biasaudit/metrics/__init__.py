@@ -129,6 +129,7 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time each loads on fir
         ratio_score_interval,
         wilson_interval,
     )
+    from biasaudit.metrics._resampling import MIN_UNITS, Resamples, Units
     from biasaudit.metrics._ruted import (
         GenderShares,
         RutedEstimate,
@@ -166,10 +167,7 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time each loads on fir
     )
     from biasaudit.metrics._units import (
         FEW_UNITS,
-        MIN_UNITS,
         AllocationFigures,
-        Resamples,
-        Units,
         allocation_figures,
         headline_replicates,
     )
@@ -276,10 +274,10 @@ _LAZY = {
     "replicate_similarity": "_similarity",
     "unit_similarity": "_similarity",
     "FEW_UNITS": "_units",
-    "MIN_UNITS": "_units",
+    "MIN_UNITS": "_resampling",
     "AllocationFigures": "_units",
-    "Resamples": "_units",
-    "Units": "_units",
+    "Resamples": "_resampling",
+    "Units": "_resampling",
     "allocation_figures": "_units",
     "headline_replicates": "_units",
     "CorrelationResult": "_validity",

@@ -31,7 +31,7 @@ names, and each pool is answered in several orders, its candidates competing
 for the same places. Appearances are clustered three ways, so a figure's
 variance is the sum of the one-way ones, V = V(names) + V(items) + V(pools),
 each the bootstrap variance when only those clusters are resampled (n - 1
-draws of n, as in :mod:`biasaudit.metrics._units`): what the pigeonhole
+draws of n, as in :mod:`biasaudit.metrics._resampling`): what the pigeonhole
 bootstrap estimates for crossed factors (Owen, "The pigeonhole bootstrap",
 Ann. Appl. Stat. 1(2), 2007), and a conservative one. Multiway clustering's
 inclusion and exclusion (Cameron, Gelbach & Miller, "Robust inference with
@@ -71,8 +71,8 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from biasaudit.metrics._grade import SlotTest, slot_test
+from biasaudit.metrics._resampling import MIN_UNITS, Units
 from biasaudit.metrics._small_samples import RATIO_MIN_UNITS, critical_value
-from biasaudit.metrics._units import MIN_UNITS, Units
 from biasaudit.metrics._validate import check_confidence, check_int
 
 __all__ = [

@@ -65,8 +65,8 @@ from biasaudit.metrics._proportions import (
     ratio_score_interval,
     wilson_interval,
 )
+from biasaudit.metrics._resampling import MIN_UNITS, Units
 from biasaudit.metrics._small_samples import critical_value
-from biasaudit.metrics._units import MIN_UNITS, Units
 from biasaudit.metrics._validate import check_confidence
 
 __all__ = [
