@@ -10,8 +10,7 @@ import pandas as pd
 import pytest
 
 from biasaudit.kinds.allocation.metrics import AllocationMetrics, GroupMetrics
-from biasaudit.kinds.allocation.run import AuditResult
-from biasaudit.kinds.allocation.run import run as audit
+from biasaudit.kinds.allocation.run import AuditResult, run as audit
 from biasaudit.kinds.candidates.essay import DEMO_ESSAYS
 from biasaudit.providers.sim import SimProvider
 from biasaudit.spec import parse_spec

@@ -12,8 +12,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from biasaudit.kinds.allocation.run import AuditResult
-from biasaudit.kinds.allocation.run import run as audit
+from biasaudit.kinds.allocation.run import AuditResult, run as audit
 from biasaudit.kinds.candidates.resume import read_names
 from biasaudit.spec import parse_spec
 from biasaudit.textfiles import DATA_DIR

@@ -23,8 +23,7 @@ import yaml
 from click.testing import CliRunner, Result
 
 from biasaudit.cli import cli
-from biasaudit.spec import MAX_ROUNDS as SPEC_MAX_ROUNDS
-from biasaudit.spec import MAX_TIMEOUT_S as SPEC_MAX_TIMEOUT_S
+from biasaudit.spec import MAX_ROUNDS as SPEC_MAX_ROUNDS, MAX_TIMEOUT_S as SPEC_MAX_TIMEOUT_S
 from tests.servers import OpenAIServer
 
 from .test_kill_resume import ROOT, ServerProcess, wait_until, write_prompts

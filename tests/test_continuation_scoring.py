@@ -18,8 +18,7 @@ import yaml
 from click.testing import CliRunner
 
 from biasaudit.cli import cli
-from biasaudit.kinds.allocation.run import AuditResult
-from biasaudit.kinds.allocation.run import run as audit
+from biasaudit.kinds.allocation.run import AuditResult, run as audit
 from biasaudit.spec import parse_spec
 from tests.servers import OpenAIServer
 

@@ -14,8 +14,7 @@ import pandas as pd
 import pytest
 
 from biasaudit.kinds.grade_score.report import grade_score_table
-from biasaudit.kinds.grade_score.run import GradeScoreResult
-from biasaudit.kinds.grade_score.run import run as grade_audit
+from biasaudit.kinds.grade_score.run import GradeScoreResult, run as grade_audit
 from biasaudit.kinds.grade_score.sim import JUDGE_FIRST_OPTION_RATE
 from biasaudit.kinds.grade_score.spec import GradeScoreSpec
 from biasaudit.kinds.grade_score.task import DEMO_ITEMS

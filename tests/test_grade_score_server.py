@@ -11,8 +11,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from biasaudit.kinds.grade_score.run import GradeScoreResult
-from biasaudit.kinds.grade_score.run import run as grade_audit
+from biasaudit.kinds.grade_score.run import GradeScoreResult, run as grade_audit
 from biasaudit.kinds.grade_score.spec import GradeScoreSpec
 from tests.servers import Choice, OpenAIServer, request_key
 

@@ -367,7 +367,9 @@ def test_unusable_paths_exit_2_with_what_to_do(tmp_path: Path) -> None:
     assert code == 2 and "cannot read outcomes file" in output
     code, output = _run(tmp_path)
     assert code == 2 and "is a folder but not a run directory (no manifest.json)" in output
-    assert "employer's outcomes CSV file or the run directory of an allocation or listwise" in output
+    assert (
+        "employer's outcomes CSV file or the run directory of an allocation or listwise" in output
+    )
 
 
 def test_a_summary_without_the_tool_or_its_source_warns_before_it_is_published(

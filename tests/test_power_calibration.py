@@ -34,8 +34,7 @@ import pytest
 
 from biasaudit.kinds._rounds import RoundsRecord, read_rounds
 from biasaudit.kinds.allocation.power import planned
-from biasaudit.kinds.allocation.run import AuditResult
-from biasaudit.kinds.allocation.run import run as audit
+from biasaudit.kinds.allocation.run import AuditResult, run as audit
 from biasaudit.kinds.registry import run_spec
 from biasaudit.providers.sim import SimProvider
 from biasaudit.spec import parse_spec

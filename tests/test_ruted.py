@@ -11,8 +11,7 @@ import pandas as pd
 import pytest
 
 from biasaudit.errors import UsageError
-from biasaudit.kinds.ruted.run import RutedResult
-from biasaudit.kinds.ruted.run import run as ruted_audit
+from biasaudit.kinds.ruted.run import RutedResult, run as ruted_audit
 from biasaudit.kinds.ruted.sim import planted_male_probability
 from biasaudit.kinds.ruted.spec import RutedSpec
 from biasaudit.kinds.ruted.task import (

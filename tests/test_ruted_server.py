@@ -12,8 +12,7 @@ import pandas as pd
 import pytest
 
 from biasaudit.errors import RunAbortedError
-from biasaudit.kinds.ruted.run import RutedResult
-from biasaudit.kinds.ruted.run import run as ruted_audit
+from biasaudit.kinds.ruted.run import RutedResult, run as ruted_audit
 from biasaudit.kinds.ruted.spec import RutedSpec
 from biasaudit.spec import parse_spec
 from tests.servers import Choice, Fault, OpenAIServer, request_key

@@ -140,8 +140,10 @@ def test_the_real_embedding_model_tells_copies_from_different_texts(
 def test_imported_texts_are_checked_per_prompt(tmp_path: Path, bag_of_words: None) -> None:
     """``score ruted``: replicates of one (context, template, occupation) are compared;
     two templates of one occupation that differ entirely do not lower its similarity."""
-    from biasaudit.kinds.ruted.imported import ImportOptions as RutedImportOptions
-    from biasaudit.kinds.ruted.imported import score as score_ruted
+    from biasaudit.kinds.ruted.imported import (
+        ImportOptions as RutedImportOptions,
+        score as score_ruted,
+    )
 
     rows = ["occupation,context,template,text"]
     for occupation, words in (("nurse", "she cared for the ward"), ("mechanic", "he fixed cars")):

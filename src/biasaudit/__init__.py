@@ -29,11 +29,9 @@ if TYPE_CHECKING:
         load_runs,
         load_scores,
     )
-    from biasaudit.kinds.allocation.run import AuditResult, run_audit
-    from biasaudit.kinds.allocation.run import run as audit
+    from biasaudit.kinds.allocation.run import AuditResult, run as audit, run_audit
     from biasaudit.kinds.allocation.study import run_study
-    from biasaudit.kinds.ruted.run import RutedResult, run_ruted_audit
-    from biasaudit.kinds.ruted.run import run as ruted_audit
+    from biasaudit.kinds.ruted.run import RutedResult, run as ruted_audit, run_ruted_audit
     from biasaudit.kinds.ruted.study import run_study as run_ruted_study
     from biasaudit.providers import (
         Capabilities,

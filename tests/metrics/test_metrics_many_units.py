@@ -17,8 +17,7 @@ import pandas as pd
 import pytest
 import scipy.stats
 
-from biasaudit.metrics import _units as units_module
-from biasaudit.metrics import allocation_figures
+from biasaudit.metrics import _units as units_module, allocation_figures
 from biasaudit.metrics._small_samples import critical_value
 
 

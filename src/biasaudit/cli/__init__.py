@@ -135,8 +135,7 @@ def fanout(prompts: Path, **fields: Any) -> None:
     Exit status: 0 all answered, 1 some failed, 2 bad input.
     """
     from biasaudit.cli.options import given
-    from biasaudit.engine.fanout import FanoutOptions
-    from biasaudit.engine.fanout import fanout as run
+    from biasaudit.engine.fanout import FanoutOptions, fanout as run
     from biasaudit.spec import validated
 
     command = ["biasaudit", *sys.argv[1:]]

@@ -425,8 +425,7 @@ def _reaudit_command(reports_errors: Decorator) -> click.Command:
         """
         from biasaudit.errors import StorageUnusableError
         from biasaudit.reports.compare import comparison_lines
-        from biasaudit.reports.history import FailOn
-        from biasaudit.reports.history import reaudit as run_reaudit
+        from biasaudit.reports.history import FailOn, reaudit as run_reaudit
 
         try:
             result = run_reaudit(

@@ -40,9 +40,9 @@ from biasaudit.render.text import (
     format_plain,
     format_share,
     format_signed,
+    impact_table as shared_impact_table,
     smoke_test_lines,
 )
-from biasaudit.render.text import impact_table as shared_impact_table
 
 __all__ = [
     "Findings",

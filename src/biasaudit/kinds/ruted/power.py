@@ -20,8 +20,14 @@ from collections.abc import Callable
 from typing import Any
 
 from biasaudit.errors import UsageError
-from biasaudit.kinds._planning import Planned, like_metrics, model_of, power_lines, stated
-from biasaudit.kinds._planning import scaled_cost as _scaled
+from biasaudit.kinds._planning import (
+    Planned,
+    like_metrics,
+    model_of,
+    power_lines,
+    scaled_cost as _scaled,
+    stated,
+)
 from biasaudit.kinds._rounds import Figure, Growth
 from biasaudit.kinds.ruted.metrics import RutedMetrics
 
