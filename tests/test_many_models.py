@@ -163,10 +163,13 @@ def test_ctrl_c_inside_a_submit_still_waits_for_every_run(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A Ctrl-C landing while the runs are being started (here: as the second is
-    submitted) is held until every run is, so that each is cancelled and waited for."""
+    submitted) is held until every run is, so that each is cancelled and waited for: a
+    run that had begun is cancelled where it waits, one whose thread starts after the
+    Ctrl-C (a loaded machine) is cancelled before its first step; none runs on."""
     import concurrent.futures
 
     cancelled: list[str] = []
+    began: list[str] = []
     submit = concurrent.futures.ThreadPoolExecutor.submit
 
     def submit_then_interrupt(pool: Any, job: Any, *args: Any, **kwargs: Any) -> Any:
@@ -177,6 +180,7 @@ def test_ctrl_c_inside_a_submit_still_waits_for_every_run(
 
     def job(name: str) -> Any:
         async def wait() -> None:
+            began.append(name)
             try:
                 await asyncio.sleep(60)
             except asyncio.CancelledError:
@@ -196,8 +200,9 @@ def test_ctrl_c_inside_a_submit_still_waits_for_every_run(
             run_in_threads([job("a"), job("b")])
     finally:
         signal.signal(signal.SIGINT, inherited)
-    assert len(raised.value.results) == 2  # type: ignore[attr-defined]
-    assert sorted(cancelled) == ["a", "b"]
+    results = raised.value.results  # type: ignore[attr-defined]
+    assert len(results) == 2 and all(isinstance(r, asyncio.CancelledError) for r in results)
+    assert sorted(cancelled) == sorted(began)
 
 
 def test_a_fanout_and_run_spec_take_one_model(tmp_path: Path) -> None:
