@@ -71,7 +71,13 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from biasaudit.metrics._grade import SlotTest, slot_test
-from biasaudit.metrics._resampling import MIN_UNITS, Units
+from biasaudit.metrics._resampling import (
+    MIN_UNITS,
+    ClusterTerm,
+    MultiwayClusters,
+    Units,
+    cluster_draws,
+)
 from biasaudit.metrics._small_samples import RATIO_MIN_UNITS, critical_value
 from biasaudit.metrics._validate import check_confidence, check_int
 
@@ -288,7 +294,7 @@ def listwise_figures(
         raise ValueError(f"the reference group {reference!r} has no ranked appearance")
     rng = np.random.default_rng(seed)
     group_codes, group_names = pd.factorize(groups)
-    clusters = _Clusters.of(data, group_codes.astype(np.intp), rng, replicates)
+    clusters = MultiwayClusters.of(data, group_codes.astype(np.intp), rng, replicates)
     units = clusters.units
     # Student's t on G - 1 degrees of freedom, G the fewest clusters of one kind behind
     # a group (metrics._small_samples): few names or items widen every interval.
@@ -367,7 +373,7 @@ def _per_subtask(
     for name in names:
         rows = subtasks == name
         part = data.loc[rows].reset_index(drop=True)
-        clusters = _Clusters.of(part, group_codes[rows], rng, replicates)
+        clusters = MultiwayClusters.of(part, group_codes[rows], rng, replicates)
         z = critical_value(confidence, clusters.fewest)
 
         def selected_here(k: int, rows: NDArray[np.bool_] = rows) -> NDArray[np.float64]:
@@ -385,132 +391,6 @@ def _per_subtask(
     return by_subtask, pd.DataFrame(tests)
 
 
-@dataclass(frozen=True)
-class _Term:
-    """One term of the multiway variance: resamples of one kind of cluster."""
-
-    sign: float
-    codes: NDArray[np.intp]
-    """Each row's cluster."""
-    counts: NDArray[np.float64]
-    """How often each cluster is drawn per replicate, shaped (replicates, clusters)."""
-
-    def rate(self, rows: NDArray[np.bool_], selected: NDArray[np.float64]) -> NDArray[np.float64]:
-        """Per replicate, the share of ``rows`` selected, each counting as often as its
-        cluster was drawn (sums per cluster first: no replicates x rows matrix)."""
-        n = self.counts.shape[1]
-        chosen = np.bincount(self.codes[rows], weights=selected[rows], minlength=n)
-        shown = np.bincount(self.codes[rows], minlength=n).astype(float)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            found: NDArray[np.float64] = (self.counts @ chosen) / (self.counts @ shown)
-        return found
-
-
-@dataclass(frozen=True)
-class _Clusters:
-    """The one-way resamples whose variances, summed, make the interval's."""
-
-    units: Units
-    """The units group labels belong to (names, else items), for counts and tests."""
-    terms: tuple[_Term, ...]
-    fewest: int
-    """The fewest clusters of one kind behind a group: a kind nested in the groups
-    (names) counts within each group, a crossed kind (items, pools) in all."""
-    resampled: tuple[str, ...] = ()
-    """The kinds resampled, in words: names, items, pools."""
-
-    @classmethod
-    def of(
-        cls,
-        data: pd.DataFrame,
-        groups: NDArray[np.intp],
-        rng: np.random.Generator,
-        replicates: int,
-        extra: Sequence[Any] = (),
-    ) -> _Clusters:
-        """Names, items and pools where given (the pool, else the answer, always), and
-        any ``extra`` factor (labels per row): one term each (see the module docstring)."""
-        subtask = data["subtask"] if "subtask" in data.columns else pd.Series(0, index=data.index)
-        subtasks = pd.factorize(subtask.astype(str))[0].astype(np.intp)
-        unrated = np.full(len(data), -1, dtype=np.intp)
-        names = data["name"].astype(str).to_numpy() if "name" in data.columns else None
-        items = data["item"].astype(str).to_numpy() if "item" in data.columns else None
-        units = Units.of(groups, subtasks, unrated, names=names, items=items)
-        pools = data["pool"].astype(str).to_numpy()
-        pool_kind = "pools"
-        if items is not None and pd.Series(items).groupby(pools).nunique().max() == 1:
-            # One item per pool (every candidate on the same resume): the pools are
-            # the clusters the items would be, and more of them.
-            items, pool_kind = None, "pools (one item each)"
-        factors = [f for f in (names, items) if f is not None]
-        kinds = [k for k, f in (("names", names), ("items", items)) if f is not None]
-        factors += [np.asarray(f, dtype=str) for f in extra]
-        kinds += ["extra"] * len(extra)
-        factors.append(pools)
-        kinds.append(pool_kind)
-        terms = []
-        fewest = []
-        for labels in factors:
-            codes, counts = _cluster_draws(labels, rng, replicates)
-            terms.append(_Term(1.0, codes, counts))
-            fewest.append(_clusters_behind_a_group(codes, groups))
-        return cls(units, tuple(terms), min(fewest), tuple(kinds))
-
-    def draws(
-        self, figure: Callable[[_Term], NDArray[np.float64]]
-    ) -> list[tuple[float, NDArray[np.float64]]]:
-        """``figure`` (term -> one value per replicate) under each term's resamples."""
-        return [(term.sign, figure(term)) for term in self.terms]
-
-    @staticmethod
-    def interval(
-        estimate: float,
-        draws: Sequence[tuple[float, NDArray[np.float64]]],
-        z: float,
-        low: float,
-        high: float,
-    ) -> tuple[float, float] | None:
-        """estimate ± z √V, V the signed sum of the terms' variances (all one-way, so
-        all positive; the larger one-way variance where the sum is not positive),
-        clipped to [low, high]."""
-        if math.isnan(estimate):
-            return None
-        variances = []
-        for _, values in draws:
-            usable = values[~np.isnan(values)]
-            if usable.size < 20:
-                return None
-            variances.append(float(np.var(usable, ddof=1)))
-        total = sum(sign * v for (sign, _), v in zip(draws, variances, strict=True))
-        if total <= 0:
-            total = max(v for (sign, _), v in zip(draws, variances, strict=True) if sign > 0)
-        spread = z * math.sqrt(total)
-        return max(low, estimate - spread), min(high, estimate + spread)
-
-
-def _clusters_behind_a_group(codes: NDArray[np.intp], groups: NDArray[np.intp]) -> int:
-    """The fewest clusters within one group where each cluster has one group (names),
-    else all the clusters (items and pools, shown to every group)."""
-    frame = pd.DataFrame({"code": codes, "group": groups})
-    if int(frame.groupby("code")["group"].nunique().max()) == 1:
-        return int(frame.groupby("group")["code"].nunique().min())
-    return int(frame["code"].nunique())
-
-
-def _cluster_draws(
-    labels: Any, rng: np.random.Generator, replicates: int
-) -> tuple[NDArray[np.intp], NDArray[np.float64]]:
-    """Each row's cluster, and per replicate how often each cluster is drawn when the n
-    clusters are resampled n - 1 times (shaped (replicates, clusters))."""
-    codes, found = pd.factorize(np.asarray(labels))
-    n = len(found)
-    draws = max(n - 1, 1)
-    drawn = rng.integers(0, n, size=(replicates, draws))
-    counts = np.zeros((replicates, n))
-    np.add.at(counts, (np.repeat(np.arange(replicates), draws), drawn.ravel()), 1.0)
-    return codes.astype(np.intp), counts
-
-
 def _normal(
     estimate: float, draws: NDArray[np.float64], z: float, low: float, high: float
 ) -> tuple[float, float] | None:
@@ -526,7 +406,7 @@ def _rates_and_gaps(
     names: Sequence[str],
     selected_at: Callable[[int], NDArray[np.float64]],
     depth: NDArray[np.int_],
-    clusters: _Clusters,
+    clusters: MultiwayClusters,
     reference: str,
     k_max: int,
     z: float,
@@ -573,7 +453,7 @@ FIXED_COLUMNS = ["group", "rate", "low", "high", "dp_gap", "gap_low", "gap_high"
 
 
 def _slot_mean_draws(
-    term: _Term,
+    term: ClusterTerm,
     *,
     masks: Sequence[NDArray[np.bool_]],
     selected: NDArray[np.float64],
@@ -591,7 +471,7 @@ def _fixed(
     slots: NDArray[np.int_],
     first: NDArray[np.float64],
     eligible: NDArray[np.bool_],
-    clusters: _Clusters,
+    clusters: MultiwayClusters,
     reference: str,
     z: float,
 ) -> pd.DataFrame:
@@ -648,7 +528,7 @@ def _ranks(
     groups: NDArray[np.str_],
     rank: NDArray[np.float64],
     depth: NDArray[np.int_],
-    clusters: _Clusters,
+    clusters: MultiwayClusters,
     reference: str,
     z: float,
     rng: np.random.Generator,
@@ -675,7 +555,7 @@ def _ranks(
         own = data["name"].astype(str).where(pd.Series(groups == reference, index=data.index))
         reference_name = own.groupby(answers).transform("first").fillna("").to_numpy()
         codes = pd.factorize(groups)[0].astype(np.intp)
-        by_reference = _Clusters.of(data, codes, rng, replicates, extra=[reference_name])
+        by_reference = MultiwayClusters.of(data, codes, rng, replicates, extra=[reference_name])
     unit_codes = clusters.units.units
     rows = []
     for group in pd.unique(groups):
@@ -708,7 +588,7 @@ def _ranks(
 
 
 def _rate_draws(
-    term: _Term, *, rows: NDArray[np.bool_], selected: NDArray[np.float64]
+    term: ClusterTerm, *, rows: NDArray[np.bool_], selected: NDArray[np.float64]
 ) -> NDArray[np.float64]:
     return term.rate(rows, selected)
 
@@ -728,7 +608,7 @@ def _impact(
     groups: NDArray[np.str_],
     selected_at: Callable[[int], NDArray[np.float64]],
     depth: NDArray[np.int_],
-    clusters: _Clusters,
+    clusters: MultiwayClusters,
     categories: Mapping[str, Mapping[str, str]],
     k: int,
     z: float,
@@ -793,7 +673,7 @@ def _widest(
 
 
 def _ratio_draws(
-    term: _Term,
+    term: ClusterTerm,
     *,
     masks: Mapping[str, NDArray[np.bool_]],
     selected: NDArray[np.float64],
@@ -827,7 +707,7 @@ def _slots(
     n = counts.sum()
     if n == 0:
         return pd.DataFrame(), None, None, None
-    codes, pool_draws = _cluster_draws(answer_pool, rng, replicates)
+    codes, pool_draws = cluster_draws(answer_pool, rng, replicates)
     few_pools = pool_draws.shape[1] < MIN_UNITS  # one pool: no interval over pools
     # Per replicate, answers choosing each slot first: a pool's answers count as often
     # as the pool was drawn.

@@ -15,13 +15,18 @@ Rao & Wu, JASA 83, 1988), which removes the bootstrap's (n - 1)/n shrinkage of t
 variance, a large error when a group has few names. From :data:`LITTLE_FROM` units of a
 one-way design it is the bag of little bootstraps (Kleiner, Talwalkar, Sarkar & Jordan,
 "A scalable bootstrap for massive data", JRSS B 76(4), 2014).
+
+:class:`MultiwayClusters` is the other design: appearances clustered by names, items
+and pools at once (listwise rankings), each kind of cluster resampled on its own and
+the one-way variances summed (:mod:`biasaudit.metrics._listwise` says why the sum).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -29,7 +34,16 @@ from numpy.typing import ArrayLike, NDArray
 
 from biasaudit.metrics._validate import as_label_array
 
-__all__ = ["LITTLE_FROM", "MIN_UNITS", "Resamples", "Units"]
+__all__ = [
+    "LITTLE_FROM",
+    "MIN_UNITS",
+    "ClusterTerm",
+    "MultiwayClusters",
+    "Resamples",
+    "Units",
+    "cluster_draws",
+    "clusters_behind_a_group",
+]
 
 # A group (or the reference) with fewer units than this gets no interval or
 # p-value: a resample of one name is that name.
@@ -318,3 +332,133 @@ def _multiplicities(
     if batch:
         counts += np.bincount(np.concatenate(batch), minlength=counts.size)
     return counts.reshape(replicates, size)
+
+
+# Multiway clustering (listwise: names, items and pools crossed; see
+# :mod:`biasaudit.metrics._listwise` for the variance it sums and why).
+
+
+@dataclass(frozen=True)
+class ClusterTerm:
+    """One term of the multiway variance: resamples of one kind of cluster."""
+
+    sign: float
+    codes: NDArray[np.intp]
+    """Each row's cluster."""
+    counts: NDArray[np.float64]
+    """How often each cluster is drawn per replicate, shaped (replicates, clusters)."""
+
+    def rate(self, rows: NDArray[np.bool_], selected: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Per replicate, the share of ``rows`` selected, each counting as often as its
+        cluster was drawn (sums per cluster first: no replicates x rows matrix)."""
+        n = self.counts.shape[1]
+        chosen = np.bincount(self.codes[rows], weights=selected[rows], minlength=n)
+        shown = np.bincount(self.codes[rows], minlength=n).astype(float)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            found: NDArray[np.float64] = (self.counts @ chosen) / (self.counts @ shown)
+        return found
+
+
+@dataclass(frozen=True)
+class MultiwayClusters:
+    """The one-way resamples whose variances, summed, make the interval's."""
+
+    units: Units
+    """The units group labels belong to (names, else items), for counts and tests."""
+    terms: tuple[ClusterTerm, ...]
+    fewest: int
+    """The fewest clusters of one kind behind a group: a kind nested in the groups
+    (names) counts within each group, a crossed kind (items, pools) in all."""
+    resampled: tuple[str, ...] = ()
+    """The kinds resampled, in words: names, items, pools."""
+
+    @classmethod
+    def of(
+        cls,
+        data: pd.DataFrame,
+        groups: NDArray[np.intp],
+        rng: np.random.Generator,
+        replicates: int,
+        extra: Sequence[Any] = (),
+    ) -> MultiwayClusters:
+        """Names, items and pools where given (the pool, else the answer, always), and
+        any ``extra`` factor (labels per row): one term each (see the module docstring)."""
+        subtask = data["subtask"] if "subtask" in data.columns else pd.Series(0, index=data.index)
+        subtasks = pd.factorize(subtask.astype(str))[0].astype(np.intp)
+        unrated = np.full(len(data), -1, dtype=np.intp)
+        names = data["name"].astype(str).to_numpy() if "name" in data.columns else None
+        items = data["item"].astype(str).to_numpy() if "item" in data.columns else None
+        units = Units.of(groups, subtasks, unrated, names=names, items=items)
+        pools = data["pool"].astype(str).to_numpy()
+        pool_kind = "pools"
+        if items is not None and pd.Series(items).groupby(pools).nunique().max() == 1:
+            # One item per pool (every candidate on the same resume): the pools are
+            # the clusters the items would be, and more of them.
+            items, pool_kind = None, "pools (one item each)"
+        factors = [f for f in (names, items) if f is not None]
+        kinds = [k for k, f in (("names", names), ("items", items)) if f is not None]
+        factors += [np.asarray(f, dtype=str) for f in extra]
+        kinds += ["extra"] * len(extra)
+        factors.append(pools)
+        kinds.append(pool_kind)
+        terms = []
+        fewest = []
+        for labels in factors:
+            codes, counts = cluster_draws(labels, rng, replicates)
+            terms.append(ClusterTerm(1.0, codes, counts))
+            fewest.append(clusters_behind_a_group(codes, groups))
+        return cls(units, tuple(terms), min(fewest), tuple(kinds))
+
+    def draws(
+        self, figure: Callable[[ClusterTerm], NDArray[np.float64]]
+    ) -> list[tuple[float, NDArray[np.float64]]]:
+        """``figure`` (term -> one value per replicate) under each term's resamples."""
+        return [(term.sign, figure(term)) for term in self.terms]
+
+    @staticmethod
+    def interval(
+        estimate: float,
+        draws: Sequence[tuple[float, NDArray[np.float64]]],
+        z: float,
+        low: float,
+        high: float,
+    ) -> tuple[float, float] | None:
+        """estimate ± z √V, V the signed sum of the terms' variances (all one-way, so
+        all positive; the larger one-way variance where the sum is not positive),
+        clipped to [low, high]."""
+        if math.isnan(estimate):
+            return None
+        variances = []
+        for _, values in draws:
+            usable = values[~np.isnan(values)]
+            if usable.size < 20:
+                return None
+            variances.append(float(np.var(usable, ddof=1)))
+        total = sum(sign * v for (sign, _), v in zip(draws, variances, strict=True))
+        if total <= 0:
+            total = max(v for (sign, _), v in zip(draws, variances, strict=True) if sign > 0)
+        spread = z * math.sqrt(total)
+        return max(low, estimate - spread), min(high, estimate + spread)
+
+
+def clusters_behind_a_group(codes: NDArray[np.intp], groups: NDArray[np.intp]) -> int:
+    """The fewest clusters within one group where each cluster has one group (names),
+    else all the clusters (items and pools, shown to every group)."""
+    frame = pd.DataFrame({"code": codes, "group": groups})
+    if int(frame.groupby("code")["group"].nunique().max()) == 1:
+        return int(frame.groupby("group")["code"].nunique().min())
+    return int(frame["code"].nunique())
+
+
+def cluster_draws(
+    labels: Any, rng: np.random.Generator, replicates: int
+) -> tuple[NDArray[np.intp], NDArray[np.float64]]:
+    """Each row's cluster, and per replicate how often each cluster is drawn when the n
+    clusters are resampled n - 1 times (shaped (replicates, clusters))."""
+    codes, found = pd.factorize(np.asarray(labels))
+    n = len(found)
+    draws = max(n - 1, 1)
+    drawn = rng.integers(0, n, size=(replicates, draws))
+    counts = np.zeros((replicates, n))
+    np.add.at(counts, (np.repeat(np.arange(replicates), draws), drawn.ravel()), 1.0)
+    return codes.astype(np.intp), counts
