@@ -586,14 +586,13 @@ class _Scorers(_Group):
     """``biasaudit score <kind> FILE``: a command per kind."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        from biasaudit.kinds.registry import KINDS
+        from biasaudit.kinds.registry import KINDS, audit_kind
 
-        return list(KINDS)
+        # A kind that declares no score options (an optional step) has no command here.
+        return [name for name in KINDS if audit_kind(name).score_options.declared()]
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        from biasaudit.kinds.registry import KINDS
-
-        return _score_command(name) if name in KINDS else None
+        return _score_command(name) if name in self.list_commands(ctx) else None
 
 
 @cli.group(cls=_Scorers)

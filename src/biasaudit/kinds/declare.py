@@ -7,8 +7,9 @@ in ``plan.py`` as ``plan_requests``, and so on. The registry
 (:mod:`biasaudit.kinds.registry`) and its callers reach a kind through these steps
 only; each is imported on first use, so that listing the kinds (``biasaudit run
 --help``) loads only their specs. Each step's signature is in the docstring of its
-field below (``tests/test_layout.py`` checks the parameters' names, and that every
-kind's folder has every step).
+field below (``tests/test_layout.py`` checks the parameters' names). The steps of
+:data:`OPTIONAL` may be left out, each replaced by its fallback: eight files make a
+minimal kind.
 """
 
 from __future__ import annotations
@@ -21,27 +22,108 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from biasaudit.kinds.runspec import RunSpec
 
-__all__ = ["STEPS", "Kind", "Step"]
+__all__ = ["OPTIONAL", "STEPS", "Kind", "Step"]
+
+
+_REQUIRED: Any = object()
 
 
 @dataclass(frozen=True)
 class Step:
     """One step of a kind: ``attribute`` of its folder's ``module``, imported when first
-    used. Calling it calls its target."""
+    used. Calling it calls its target. An optional step a kind leaves out (no such
+    module, or no such name in it) is its ``fallback`` (:data:`OPTIONAL`)."""
 
     package: str
     module: str
     attribute: str
+    fallback: Any = field(default=_REQUIRED, compare=False)
 
     @property
     def target(self) -> str:
         return f"{self.package}.{self.module}:{self.attribute}"
 
+    @property
+    def optional(self) -> bool:
+        return self.fallback is not _REQUIRED
+
+    def declared(self) -> bool:
+        """Whether the kind gives this step itself (its module exists and names it),
+        without running more of the kind than that module."""
+        try:
+            return hasattr(importlib.import_module(f"{self.package}.{self.module}"),
+                           self.attribute)  # fmt: skip
+        except ModuleNotFoundError as error:
+            if error.name != f"{self.package}.{self.module}":
+                raise
+            return False
+
     def load(self) -> Any:
+        if self.optional and not self.declared():
+            return self.fallback.make() if isinstance(self.fallback, _Made) else self.fallback
         return getattr(importlib.import_module(f"{self.package}.{self.module}"), self.attribute)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.load()(*args, **kwargs)
+
+
+def _no_headline(metrics: Any) -> str:
+    return ""
+
+
+def _no_tests(*args: Any, **kwargs: Any) -> list[Any]:
+    return []
+
+
+def _no_evidence(run_dir: Any) -> None:
+    return None
+
+
+def _no_power(spec: Any, cost_at: Any) -> list[str]:
+    return []
+
+
+def _unsupported(what: str) -> Any:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        from biasaudit.errors import UsageError
+
+        raise UsageError(f"this kind of audit has no {what}")
+
+    return refuse
+
+
+@dataclass(frozen=True)
+class _Made:
+    """A fallback made when first needed (it imports what the kind's import need not)."""
+
+    make: Any
+
+
+def _declining() -> Any:
+    from biasaudit.providers.sim import Responder
+
+    return Responder(lambda sim, request: None)
+
+
+OPTIONAL: dict[str, Any] = {
+    "headline": _no_headline,
+    "study": _unsupported("study (biasaudit study)"),
+    "study_blocks": _unsupported("study (biasaudit study)"),
+    "study_sections": _unsupported("study (biasaudit study)"),
+    "compare_figures": _no_tests,
+    "change_tests": _no_tests,
+    "power": _no_power,
+    "growth": None,
+    "score_options": None,
+    "score": None,
+    "evidence": _no_evidence,
+}
+"""The steps a kind may leave out, each with what stands in: no headline, no study, no
+figures or tests of change (``compare`` says no figure could be tested), no power
+lines, no ``--until`` (no growth), no ``biasaudit score`` of it (no score options), no
+evidence page; and the sim, which answers a kind without ``sim.py`` with its own
+shapes. A minimal kind is ``kind.py``, ``spec.py``, ``task.py``, ``plan.py``,
+``run.py``, ``metrics.py``, ``report.py`` and ``html.py``."""
 
 
 STEPS: dict[str, tuple[str, str]] = {
@@ -172,7 +254,8 @@ class Kind:
     def __post_init__(self) -> None:
         package = self.declared_in.rpartition(".")[0]
         for name, (module, attribute) in STEPS.items():
-            object.__setattr__(self, name, Step(package, module, attribute))
+            fallback = _Made(_declining) if name == "responder" else OPTIONAL.get(name, _REQUIRED)
+            object.__setattr__(self, name, Step(package, module, attribute, fallback))
 
     def run_blocks(self, metrics: Any, run_dir: Any) -> list[Any]:
         """Its ``table`` of a run, and the rounds of one run with ``--until``."""

@@ -158,7 +158,12 @@ def responders() -> tuple[Responder, ...]:
     found = []
     for declared in KINDS.values():
         folder = declared.rpartition(".")[0]
-        responder = getattr(importlib.import_module(f"{folder}.{module}"), name)
+        try:
+            responder = getattr(importlib.import_module(f"{folder}.{module}"), name)
+        except ModuleNotFoundError as error:  # a kind with no sim.py: the sim's own shapes
+            if error.name != f"{folder}.{module}":
+                raise
+            continue
         if not isinstance(responder, Responder):
             raise TypeError(f"{folder}.{module}.{name} is not a sim Responder")
         found.append(responder)
