@@ -665,6 +665,11 @@ def tasks() -> None:
 
     infos = list(TASKS.values())
     echo_table(tasks_listing(infos), lambda: tasks_view(infos))
+    from biasaudit.kinds.registry import BROKEN_KINDS
+
+    for name, why in BROKEN_KINDS.items():
+        click.echo(f"warning: the installed kind '{name}' could not be loaded ({why}); "
+                   "its tasks are left out", err=True)  # fmt: skip
 
 
 @cli.command()

@@ -3,11 +3,16 @@ decisions): spec to run
 directory, metrics, tables, reports and studies; :mod:`.registry` dispatches by kind,
 and :mod:`.common` holds what every kind shares (no kind imports another).
 
-:data:`KINDS` lists them, one line a kind; it loads nothing, so that what lists the
-kinds (the JSON Schemas, the layout test) does not load the registry.
+:data:`KINDS` lists them, one line a kind, and the kinds installed packages add
+(:data:`KIND_GROUP`); it loads nothing, so that what lists the kinds (the JSON
+Schemas, the layout test) does not load the registry.
 """
 
-__all__ = ["KINDS"]
+__all__ = ["KINDS", "KIND_GROUP"]
+
+KIND_GROUP = "biasaudit.kinds"
+"""The entry point group through which an installed package adds a kind: each entry
+named after its kind, its value the module declaring it (its ``KIND``)."""
 
 KINDS: dict[str, str] = {
     "allocation": "biasaudit.kinds.allocation.kind",
@@ -18,3 +23,15 @@ KINDS: dict[str, str] = {
 }
 """Each audit kind (the manifest's ``kind``) and the module declaring it (its ``KIND``,
 a :class:`~biasaudit.kinds.declare.Kind`)."""
+
+
+def _installed_kinds() -> dict[str, str]:
+    """The kinds installed packages declare (:data:`KIND_GROUP`), by name; a built-in
+    kind's name is the built-in kind's."""
+    from importlib.metadata import entry_points
+
+    found = sorted(entry_points(group=KIND_GROUP), key=lambda entry: entry.name)
+    return {entry.name: entry.value for entry in found}
+
+
+KINDS.update({name: module for name, module in _installed_kinds().items() if name not in KINDS})

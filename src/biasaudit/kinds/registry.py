@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AUDIT_KINDS",
+    "BROKEN_KINDS",
     "KINDS",
     "SPECS",
     "TASK_NAMES",
@@ -58,8 +59,6 @@ __all__ = [
     "table_of",
 ]
 
-AUDIT_KINDS = tuple(KINDS)
-
 
 @cache
 def audit_kind(name: str) -> Kind:
@@ -76,6 +75,18 @@ def audit_kind(name: str) -> Kind:
     kind: Kind = importlib.import_module(module).KIND
     return kind
 
+
+BROKEN_KINDS: dict[str, str] = {}
+"""Kinds an installed package declares that could not be loaded, with why: left out,
+so that one broken package stops no command (``biasaudit tasks`` names them)."""
+for _name, _module in list(KINDS.items()):
+    if not _module.startswith("biasaudit."):
+        try:
+            audit_kind(_name)
+        except Exception as _error:  # a third party's module: whatever it raises
+            BROKEN_KINDS[_name] = f"{_module}: {type(_error).__name__}: {_error}"
+            del KINDS[_name]
+AUDIT_KINDS = tuple(KINDS)
 
 VARIANTS: dict[str, tuple[type[AuditSpec], ...]] = {}
 for _name in KINDS:

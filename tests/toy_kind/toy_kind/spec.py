@@ -1,0 +1,18 @@
+"""The toy kind's spec: how many plain questions to ask."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from biasaudit.kinds.runspec import SIZES_THE_RUN, RunSpec
+
+
+class ToySpec(RunSpec):
+    """Toy yes/no: does the model say yes to plain questions? (A kind written outside
+    biasaudit, to test the kind contract.)"""
+
+    task: Literal["toy-yesno"] = "toy-yesno"
+    questions: int = Field(8, ge=2, le=100, description="Questions asked.",
+                           json_schema_extra=SIZES_THE_RUN)  # fmt: skip
