@@ -1,3 +1,4 @@
 from biasaudit.cli import main
 
-main()
+if __name__ == "__main__":  # imported (a docs generator inspecting the package): nothing runs
+    main()
