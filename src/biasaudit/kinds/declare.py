@@ -243,8 +243,9 @@ class Kind:
     outputs produced elsewhere, into a run directory whose table ``table`` prints."""
     responder: Step = field(init=False, repr=False, compare=False)
     """``sim.RESPONDER``: a :class:`biasaudit.providers.sim.Responder`, how the offline
-    ``sim/`` model answers the kind's prompts (and declines every other prompt). The
-    sim finds it by the same fixed name (:data:`biasaudit.providers.sim.RESPONDER_AT`)."""
+    ``sim/`` model answers the kind's prompts (and declines every other prompt).
+    ``biasaudit.kinds`` registers it with the sim by the same fixed name
+    (:data:`biasaudit.providers.sim.RESPONDER_AT`, :mod:`biasaudit.sim_responders`)."""
 
     evidence: Step = field(init=False, repr=False, compare=False)
     """``evidence.evidence``, ``(run_dir) -> Evidence | None``: the units and answers

@@ -4,9 +4,9 @@ It exists so that demos run without a key and tests have a known right answer.
 It is not a language model and everything it returns is marked ``simulated``;
 reports must never present it as a real model.
 
-**Each audit kind owns how the sim answers its prompts**: the folder of every kind
-listed in :data:`biasaudit.kinds.KINDS` has a ``sim.py`` whose ``RESPONDER`` (a
-:class:`Responder`) recognises that kind's prompts and answers them from the world
+**Each audit kind owns how the sim answers its prompts**: the kinds register them
+(:mod:`biasaudit.sim_responders`; each kind's ``sim.py`` holds a ``RESPONDER``, a
+:class:`Responder`, that recognises that kind's prompts and answers them from the world
 planted here (``kinds/allocation/sim.py``: pairwise comparisons;
 ``kinds/listwise/sim.py``: rankings; ``kinds/grade_score/sim.py``: multiple-choice
 judging; ``kinds/ruted/sim.py``: next words and long-form texts). Each responder
@@ -52,15 +52,15 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib
 import math
 import random
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
+from biasaudit import sim_responders
 from biasaudit.errors import UnknownProviderError
-from biasaudit.kinds import KINDS
 from biasaudit.providers._base import Provider
 from biasaudit.providers._types import (
     Capabilities,
@@ -150,24 +150,22 @@ class Responder:
     settings: tuple[Setting, ...] = field(default=())
 
 
-@functools.cache
 def responders() -> tuple[Responder, ...]:
-    """The responders the kinds declare (:data:`RESPONDER_AT` of each kind's folder), in
-    the order of :data:`biasaudit.kinds.KINDS`."""
-    module, name = RESPONDER_AT
-    found = []
-    for declared in KINDS.values():
-        folder = declared.rpartition(".")[0]
-        try:
-            responder = getattr(importlib.import_module(f"{folder}.{module}"), name)
-        except ModuleNotFoundError as error:  # a kind with no sim.py: the sim's own shapes
-            if error.name != f"{folder}.{module}":
-                raise
-            continue
-        if not isinstance(responder, Responder):
-            raise TypeError(f"{folder}.{module}.{name} is not a sim Responder")
-        found.append(responder)
+    """The responders the kinds registered (:mod:`biasaudit.sim_responders`), in the
+    order of their registration; none until a kind is imported (the sim then answers
+    in its own shapes). Each source is read once."""
+    found: list[Responder] = []
+    for source in sim_responders.sources():
+        for responder in _read(source):
+            if not isinstance(responder, Responder):
+                raise TypeError(f"{responder!r} is not a sim Responder")
+            found.append(responder)
     return tuple(found)
+
+
+@functools.cache
+def _read(source: Callable[[], Any]) -> tuple[Any, ...]:
+    return tuple(source())
 
 
 class SimProvider(Provider):
