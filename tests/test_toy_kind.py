@@ -66,3 +66,19 @@ def test_a_kind_that_cannot_be_loaded_is_named_and_left_out(tmp_path: Path) -> N
     ran = _biasaudit(site, tmp_path, "run", "grade-score", "--items", "demo", "--model",
                      "sim/biased", "--no-report")  # fmt: skip
     assert ran.returncode == 0, ran.stderr[-2000:]
+
+
+def test_a_kind_that_takes_a_built_in_task_name_is_left_out(tmp_path: Path) -> None:
+    """A package's kind whose task is named like a built-in one ('decisions') would mix
+    its spec into that task's: it is named and left out, the built-in task unchanged."""
+    site = tmp_path / "site"
+    clash = tmp_path / "clash_kind"
+    shutil.copytree(TOY, clash, ignore=shutil.ignore_patterns("__pycache__"))
+    for path in clash.glob("*.py"):
+        text = path.read_text().replace("toy_kind", "clash_kind")
+        path.write_text(text.replace('"toy-yesno"', '"decisions"'))
+    _install(site, "clash-kind", "clash = clash_kind.kind", clash)
+    listed = _biasaudit(site, tmp_path, "tasks")
+    assert listed.returncode == 0 and "'decisions' is already taken" in listed.stderr
+    helped = _biasaudit(site, tmp_path, "run", "decisions", "--help")
+    assert helped.returncode == 0 and "--scenarios" in helped.stdout

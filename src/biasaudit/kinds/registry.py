@@ -79,10 +79,18 @@ def audit_kind(name: str) -> Kind:
 BROKEN_KINDS: dict[str, str] = {}
 """Kinds an installed package declares that could not be loaded, with why: left out,
 so that one broken package stops no command (``biasaudit tasks`` names them)."""
+_TAKEN = {
+    _class.model_fields["task"].default
+    for _name, _module in KINDS.items() if _module.startswith("biasaudit.")
+    for _class in audit_kind(_name).specs
+}  # fmt: skip
 for _name, _module in list(KINDS.items()):
     if not _module.startswith("biasaudit."):
         try:
-            audit_kind(_name)
+            _tasks = {_class.model_fields["task"].default for _class in audit_kind(_name).specs}
+            if _tasks & _TAKEN:  # a built-in task's name: its specs would be mixed in
+                raise ValueError(f"its task {sorted(_tasks & _TAKEN)[0]!r} is already taken")
+            _TAKEN |= _tasks
         except Exception as _error:  # a third party's module: whatever it raises
             BROKEN_KINDS[_name] = f"{_module}: {type(_error).__name__}: {_error}"
             del KINDS[_name]
