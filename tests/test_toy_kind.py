@@ -82,3 +82,16 @@ def test_a_kind_that_takes_a_built_in_task_name_is_left_out(tmp_path: Path) -> N
     assert listed.returncode == 0 and "'decisions' is already taken" in listed.stderr
     helped = _biasaudit(site, tmp_path, "run", "decisions", "--help")
     assert helped.returncode == 0 and "--scenarios" in helped.stdout
+
+
+def test_the_toy_kind_needs_only_the_public_kit() -> None:
+    """A kind from another package imports biasaudit's kit and statistics, nothing
+    private: the contract it follows is public (``biasaudit.kinds.kit``)."""
+    import ast
+
+    allowed = {"biasaudit.kinds.kit", "biasaudit.metrics"}
+    for path in TOY.glob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        used = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                and node.module and node.module.startswith("biasaudit")}  # fmt: skip
+        assert used <= allowed, (path.name, used - allowed)

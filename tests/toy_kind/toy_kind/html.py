@@ -6,9 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from biasaudit.kinds.common import read_run_metrics
-from biasaudit.render.document import Document, Paragraph, Section
-from biasaudit.store.runs import Manifest
+from biasaudit.kinds.kit import Document, Manifest, Paragraph, Section, read_run_metrics
 from toy_kind.metrics import ToyMetrics
 from toy_kind.report import run_table
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from biasaudit.kinds.declare import Kind
+from biasaudit.kinds.kit import Kind
 from toy_kind.spec import ToySpec
 
 KIND = Kind(

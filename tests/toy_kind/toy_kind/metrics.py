@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from biasaudit.kinds.common import MetricsHeader, RequestCounts, figure_row
+from biasaudit.kinds.kit import MetricsHeader, RequestCounts, figure_row
 
 
 class ToyMetrics(MetricsHeader):

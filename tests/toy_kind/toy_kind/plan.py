@@ -5,9 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from biasaudit.engine.core import RequestResult
-from biasaudit.kinds.common import RequestPlan
-from biasaudit.providers import ModelRequest, Provider, SamplingParams
+from biasaudit.kinds.kit import ModelRequest, Provider, RequestPlan, RequestResult, SamplingParams
 
 
 class ToyPlan(RequestPlan):

@@ -7,13 +7,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from biasaudit.engine.loop import run_async
-from biasaudit.engine.session import RunSession
-from biasaudit.kinds._runner import run_planned
-from biasaudit.kinds.common import request_counts
+from biasaudit.kinds.kit import (
+    Manifest,
+    Provider,
+    RunSession,
+    request_counts,
+    run_async,
+    run_planned,
+)
 from biasaudit.metrics import wilson_interval
-from biasaudit.providers import Provider
-from biasaudit.store.runs import Manifest
 from toy_kind.metrics import ToyMetrics
 from toy_kind.plan import ToyPlan
 

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from biasaudit.kinds.runspec import SIZES_THE_RUN, RunSpec
+from biasaudit.kinds.kit import SIZES_THE_RUN, RunSpec
 
 
 class ToySpec(RunSpec):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from biasaudit.kinds.common import read_run_metrics
+from biasaudit.kinds.kit import read_run_metrics
 from toy_kind.metrics import ToyMetrics
 
 

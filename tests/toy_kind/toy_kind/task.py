@@ -1,6 +1,7 @@
+from biasaudit.kinds.kit import TaskInfo
+
 """The toy kind's one task, as ``biasaudit tasks`` lists it."""
 
-from biasaudit.kinds.common import TaskInfo
 
 TASK_INFOS = (
     TaskInfo(
