@@ -30,7 +30,6 @@ __all__ = [
     "PROMPTS_DIR",
     "a_run",
     "brief",
-    "copy_examples",
     "env_number",
     "json_object",
     "load_yaml",
@@ -181,42 +180,6 @@ DATA_DIR = _PACKAGE / "data"
 PROMPTS_DIR = _PACKAGE / "prompts"
 EXAMPLES_DIR = DATA_DIR / "examples"
 """The files the README and the docs use (``biasaudit examples`` copies them out)."""
-
-
-def copy_examples(folder: Path) -> tuple[list[str], list[str]]:
-    """Copy the shipped examples into ``folder`` (made if missing): the files copied,
-    and those left as they were because a file of that name with other contents is
-    already there (a user's edits are never overwritten). A file already there with the
-    same contents counts as copied, so copying twice is copying once.
-
-    Raises
-    ------
-    UsageError
-        ``folder`` is a file, or cannot be written (named, with the reason).
-    """
-    import filecmp
-    import shutil
-
-    copied: list[str] = []
-    kept: list[str] = []
-    try:
-        for source in sorted(EXAMPLES_DIR.rglob("*")):
-            if not source.is_file() or "__pycache__" in source.parts:
-                continue
-            name = source.relative_to(EXAMPLES_DIR).as_posix()
-            target = folder / name
-            if target.exists() and not filecmp.cmp(source, target, shallow=False):
-                kept.append(name)
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if not target.exists():
-                shutil.copyfile(source, target)
-            copied.append(name)
-    except OSError as error:
-        raise UsageError(
-            f"{folder}: cannot copy the examples there ({error.strerror or error})"
-        ) from error
-    return copied, kept
 
 
 def read_table(path: str | Path, what: str) -> pd.DataFrame:

@@ -647,7 +647,7 @@ def examples(folder: Path) -> None:
     edited is kept, and named; running it again copies nothing new. The last line
     printed is the folder.
     """
-    from biasaudit.textfiles import copy_examples
+    from biasaudit.store.files import copy_examples
 
     copied, kept = copy_examples(folder)
     for name in kept:

@@ -15,7 +15,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["replaced_together", "write_bytes", "write_text"]
+from biasaudit.errors import UsageError
+
+__all__ = ["copy_examples", "replaced_together", "write_bytes", "write_text"]
 
 
 @contextmanager
@@ -55,3 +57,40 @@ def write_bytes(path: Path, data: bytes) -> None:
     """``path`` replaced by ``data``, whole or not at all."""
     with replaced_together([path]) as (written,):
         written.write_bytes(data)
+
+
+def copy_examples(folder: Path) -> tuple[list[str], list[str]]:
+    """Copy the shipped examples into ``folder`` (made if missing): the files copied,
+    and those left as they were because a file of that name with other contents is
+    already there (a user's edits are never overwritten). A file already there with the
+    same contents counts as copied, so copying twice is copying once.
+
+    Raises
+    ------
+    UsageError
+        ``folder`` is a file, or cannot be written (named, with the reason).
+    """
+    import filecmp
+
+    from biasaudit.textfiles import EXAMPLES_DIR
+
+    copied: list[str] = []
+    kept: list[str] = []
+    try:
+        for source in sorted(EXAMPLES_DIR.rglob("*")):
+            if not source.is_file() or "__pycache__" in source.parts:
+                continue
+            name = source.relative_to(EXAMPLES_DIR).as_posix()
+            target = folder / name
+            if target.exists() and not filecmp.cmp(source, target, shallow=False):
+                kept.append(name)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if not target.exists():  # whole or not at all: a rerun never keeps half a file
+                write_bytes(target, source.read_bytes())
+            copied.append(name)
+    except OSError as error:
+        raise UsageError(
+            f"{folder}: cannot copy the examples there ({error.strerror or error})"
+        ) from error
+    return copied, kept
