@@ -586,13 +586,20 @@ class _Scorers(_Group):
     """``biasaudit score <kind> FILE``: a command per kind."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        from biasaudit.kinds.registry import KINDS, audit_kind
+        from biasaudit.kinds.registry import KINDS
 
-        # A kind that declares no score options (an optional step) has no command here.
-        return [name for name in KINDS if audit_kind(name).score_options.declared()]
+        return [name for name in KINDS if _scores(name)]
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        return _score_command(name) if name in self.list_commands(ctx) else None
+        return _score_command(name) if _scores(name) else None
+
+
+def _scores(name: str) -> bool:
+    """Whether kind ``name`` declares score options (an optional step): loads that kind's
+    import module alone, not every kind's."""
+    from biasaudit.kinds.registry import KINDS, audit_kind
+
+    return name in KINDS and audit_kind(name).score_options.declared()
 
 
 @cli.group(cls=_Scorers)
