@@ -275,68 +275,62 @@ def test_outside_the_kinds_no_module_imports_a_kinds_folder() -> None:
         assert not reached, (name, reached)
 
 
-# What each step of a kind must take: the parameters' names.
-CONTRACT = {
-    "run": ["spec", "provider", "stderr", "command"],
-    "plan": ["spec", "provider"],
-    "table": ["metrics", "run_dir"],
-    "document": ["run_dir", "manifest", "spec"],
-    "study": ["run_dirs", "ndcg_at"],
-    "study_blocks": ["study"],
-    "study_sections": ["study"],
-    "change_tests": ["path_a", "path_b", "metrics_a", "metrics_b", "rng", "bootstrap", "notes"],
-    "compare_figures": ["comparison", "names", "reference", "simulated"],
-    "headline": ["metrics"],
-    "figures": ["metrics"],
-    "power": ["spec", "cost_at"],
-    "score": ["path", "options", "command"],
-}
+def _steps() -> list[str]:
+    """The steps of the kind contract: the methods of ``declare.Kind`` a kind gives."""
+    from biasaudit.kinds.declare import Kind
+
+    builders = {"declares", "run_blocks", "owns"}
+    return [name for name in vars(Kind) if callable(vars(Kind)[name])
+            and not name.startswith("_") and name not in builders]  # fmt: skip
 
 
-def test_a_kind_declares_no_step_by_hand() -> None:
-    """Every step is found by its fixed name: a kind.py names none, and stays short."""
+def test_a_kind_imports_each_step_from_its_own_folder() -> None:
+    """A kind.py loads nothing but its specs when imported, and each step's method imports
+    the module of its own folder that does it: a real import a reader (and mypy) follows."""
     for folder in KIND_FOLDERS:
-        text = (PACKAGE / "kinds" / folder / "kind.py").read_text(encoding="utf-8")
-        named = text.replace(f"biasaudit.kinds.{folder}.spec", "")  # its specs, imported
-        assert f"biasaudit.kinds.{folder}." not in named, folder
-        assert len(text.splitlines()) <= 26, folder
+        tree = ast.parse((PACKAGE / "kinds" / folder / "kind.py").read_text(encoding="utf-8"))
+        home = f"biasaudit.kinds.{folder}"
+        at_load = {node.module for node in tree.body if isinstance(node, ast.ImportFrom)}
+        assert at_load <= {"__future__", "collections.abc", "pathlib", "typing",
+                           "biasaudit.kinds.declare", home, f"{home}.spec"}, (folder, at_load)  # fmt: skip
+        (declared,) = [node for node in tree.body if isinstance(node, ast.ClassDef)]
+        for method in declared.body:
+            if isinstance(method, ast.FunctionDef):
+                found = [n.module for n in ast.walk(method) if isinstance(n, ast.ImportFrom)]
+                assert found and all(m and m.startswith(f"{home}.") for m in found), (
+                    folder, method.name, found)  # fmt: skip
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
-def test_each_kind_has_every_step_in_its_own_folder(kind: str) -> None:
+def test_each_kind_gives_every_step_with_the_contracts_parameters(kind: str) -> None:
+    import importlib
     import inspect
 
     from pydantic import BaseModel
 
     from biasaudit.kinds._rounds import Growth
-    from biasaudit.kinds.declare import STEPS, Step
+    from biasaudit.kinds.declare import Kind
     from biasaudit.kinds.registry import audit_kind
-    from biasaudit.providers.sim import RESPONDER_AT, Responder
+    from biasaudit.providers.sim import Responder
 
     declared = audit_kind(kind)
-    home = KINDS[kind].rpartition(".")[0]
-    assert declared.declared_in == KINDS[kind]
-    for name in STEPS:
-        step = getattr(declared, name)
-        assert isinstance(step, Step) and step.package == home, (name, step)
-        target = step.load()
-        if name in CONTRACT:
-            parameters = list(inspect.signature(target).parameters)
-            assert parameters == CONTRACT[name], (name, step.target, parameters)
-    assert issubclass(declared.metrics.load(), BaseModel)
-    assert isinstance(declared.responder.load(), Responder)
-    assert STEPS["responder"] == RESPONDER_AT  # where the sim finds it
-    assert issubclass(declared.score_options.load(), BaseModel)
+    for name in _steps():
+        assert declared.declares(name), name  # the shipped kinds leave none out
+        given = list(inspect.signature(getattr(declared, name)).parameters)
+        assert given == list(inspect.signature(getattr(Kind, name)).parameters)[1:], name
+    assert issubclass(declared.metrics_model(), BaseModel)
+    assert isinstance(declared.responder(), Responder)
+    assert issubclass(declared.score_options() or int, BaseModel)
     # each spec that grows has the fields its growth names
-    found = declared.growth.load()
+    power = importlib.import_module(f"{type(declared).__module__.rpartition('.')[0]}.power")
     chosen = ("GROWTH", "CANDIDATES_GROWTH", "PAIRWISE_GROWTH")  # a chooser's growths
-    module = inspect.getmodule(found)
-    growths = [found] if isinstance(found, Growth) else [getattr(module, n) for n in chosen]
+    growths = [getattr(power, n) for n in chosen if hasattr(power, n)]
+    assert growths
     for growth in growths:
         assert isinstance(growth, Growth)
         grown = [s for s in declared.specs if growth.size in s.model_fields]
         assert grown and all({"until", growth.step} <= set(s.model_fields) for s in grown)
-    assert set(declared.commands) <= {info.name for info in declared.tasks.load()}
+    assert set(declared.commands) <= {info.name for info in declared.task_infos()}
 
 
 def test_the_engine_picks_a_fan_out_strategy_and_sends_nothing_itself() -> None:

@@ -1,74 +1,97 @@
 """A kind may leave out the steps that have a sensible default (``kinds/declare.OPTIONAL``):
-a minimal kind is eight files (kind, spec, task, plan, run, metrics, report, html),
-and every shared caller takes the fallback of a step it lacks (issue: a kind cost
-fourteen mandatory files, many near-empty)."""
+a minimal kind gives seven steps from six modules (task, metrics, run, plan, report,
+html) beside its kind.py and spec.py, eight files, and every shared caller takes the
+default of a step it lacks (issue: a kind cost fourteen mandatory files, many
+near-empty)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from biasaudit.errors import UsageError
-from biasaudit.kinds.declare import OPTIONAL, STEPS, Kind
+from biasaudit.kinds.declare import OPTIONAL, Kind
 from biasaudit.kinds.registry import KINDS, audit_kind
-from biasaudit.providers.sim import Responder
 
 
-def _bare_kind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Kind:
-    """A kind folder holding only its ``kind.py`` (a package name of its own per test:
-    Python keeps a package it imported)."""
-    name = f"toykind_{tmp_path.name.replace('-', '_')}"
-    package = tmp_path / name
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "kind.py").write_text("")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    return Kind(f"{name}.kind", name="toy", specs=(), commands=(), compared_per="group",
-                scores_file="x.csv", score_argument="X", score_help="")  # fmt: skip
+class _Bare(Kind):
+    """The seven steps every kind gives, and nothing else."""
+
+    def task_infos(self) -> tuple[Any, ...]:
+        return ()
+
+    def metrics_model(self) -> Any:
+        return dict
+
+    def figure_rows(self, metrics: Any) -> list[dict[str, Any]]:
+        return []
+
+    def run(
+        self, spec: Any, *, provider: Any = None, stderr: Any = None, command: Any = None
+    ) -> Any:
+        raise NotImplementedError
+
+    def plan_requests(self, spec: Any, provider: Any) -> Iterator[Any]:
+        return iter(())
+
+    def run_table(self, metrics: Any, run_dir: Path) -> list[Any]:
+        return []
+
+    def run_document(self, run_dir: Path, manifest: Any, spec: Mapping[str, Any]) -> Any:
+        raise NotImplementedError
 
 
-def test_a_minimal_kind_is_eight_files() -> None:
-    required = {module for name, (module, _) in STEPS.items()
-                if name not in OPTIONAL and name != "responder"}  # fmt: skip
-    assert required | {"kind", "spec"} == {"kind", "spec", "task", "plan", "run", "metrics",
-                                           "report", "html"}  # fmt: skip
+def _bare() -> Kind:
+    return _Bare(name="toy", specs=(), commands=(), compared_per="group", scores_file="x.csv",
+                 score_argument="X", score_help="")  # fmt: skip
 
 
-def test_a_kind_without_its_optional_steps_gets_their_fallbacks(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    kind = _bare_kind(tmp_path, monkeypatch)
-    for name in STEPS:
-        step = getattr(kind, name)
-        assert not step.declared(), name
-        if name in OPTIONAL or name == "responder":
-            step.load()  # a fallback, never an import error
-        else:
-            with pytest.raises(ModuleNotFoundError, match=f"{step.package}.{step.module}"):
-                step.load()
-    assert kind.headline({}) == "" and kind.change_tests(1, 2, 3, 4) == []
-    assert kind.evidence(tmp_path) is None and kind.power(None, None) == []
-    assert kind.growth.load() is None and kind.score_options.load() is None
-    answer = kind.responder.load()
-    assert isinstance(answer, Responder) and answer.answer(None, None) is None  # type: ignore[arg-type]
-    with pytest.raises(UsageError, match="no study"):
-        kind.study([tmp_path], ndcg_at=3)
+def test_a_minimal_kind_gives_seven_steps() -> None:
+    assert Kind.__abstractmethods__ == {
+        "task_infos", "metrics_model", "figure_rows", "run", "plan_requests", "run_table",
+        "run_document",
+    }  # fmt: skip
+    assert set(OPTIONAL).isdisjoint(Kind.__abstractmethods__)
 
 
-def test_a_missing_module_of_its_own_is_not_mistaken_for_a_left_out_step(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A step's module that exists but fails to import (it imports something missing)
-    is an error, not a step left out."""
-    kind = _bare_kind(tmp_path, monkeypatch)
-    (tmp_path / kind.run.package / "power.py").write_text("import no_such_package_here\n")
-    with pytest.raises(ModuleNotFoundError, match="no_such_package_here"):
-        kind.power.load()
+def test_a_kind_lacking_a_required_step_is_refused_when_declared() -> None:
+    class Half(Kind):
+        def task_infos(self) -> tuple[Any, ...]:
+            return ()
+
+    with pytest.raises(TypeError, match="abstract"):
+        Half(name="half", specs=(), commands=(), compared_per="group",  # type: ignore[abstract]
+             scores_file="x.csv", score_argument="X", score_help="")  # fmt: skip
+
+
+def test_a_kind_without_its_optional_steps_gets_their_defaults(tmp_path: Path) -> None:
+    kind = _bare()
+    assert not any(kind.declares(step) for step in OPTIONAL)
+    assert kind.headline({}) == ""
+    assert kind.change_tests(tmp_path, tmp_path, 3, 4, rng=None, bootstrap=0, notes=[]) == []  # type: ignore[arg-type]
+    assert kind.compare_figures(None, {}, "", False) == []  # type: ignore[arg-type]
+    assert kind.evidence(tmp_path) is None and kind.plan_power(None, lambda s: (0, None)) == []
+    assert kind.growth(None) is None and kind.score_options() is None
+    assert kind.responder() is None  # the sim answers with its own shapes
+    for refused in (lambda: kind.study([tmp_path]), lambda: kind.study_blocks(None),
+                    lambda: kind.study_page(None), lambda: kind.score(tmp_path, None)):  # fmt: skip
+        with pytest.raises(UsageError, match="this kind of audit has no"):
+            refused()
+
+
+def test_a_kind_that_does_not_run_in_rounds_says_so() -> None:
+    from biasaudit.kinds._rounds import growth_for
+
+    with pytest.raises(UsageError, match="does not run in rounds"):
+        growth_for(_bare(), None)
 
 
 def test_every_shipped_kind_declares_every_step() -> None:
-    """The five kinds give every step themselves (the fallbacks are for new kinds)."""
+    """The five kinds give every step themselves (the defaults are for new kinds)."""
     for name in KINDS:
         kind = audit_kind(name)
-        assert all(getattr(kind, step).declared() for step in STEPS), name
+        if type(kind).__module__.startswith("biasaudit."):
+            assert all(kind.declares(step) for step in OPTIONAL), name

@@ -46,8 +46,7 @@ if TYPE_CHECKING:
     from biasaudit.store.runs import Manifest, ResponseRecord, RunDirectory
 
 # Every public name is imported on first use (PEP 562): `import biasaudit.metrics`
-# loads no engine and no SDK, and `biasaudit fanout` does not pay for pandas. A kind's
-# steps keep the names its contract gives them (``module:name``; see kinds/declare.py).
+# loads no engine and no SDK, and `biasaudit fanout` does not pay for pandas.
 _LAZY = {
     "AuditResult": "biasaudit.kinds.allocation.run",
     "audit": "biasaudit.kinds.allocation.run:run",

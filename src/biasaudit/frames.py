@@ -128,7 +128,7 @@ def _runs(paths: Paths, *, audits_only: bool) -> tuple[list[_Run], list[str]]:
         from biasaudit.kinds.common import read_run_metrics
 
         try:
-            metrics = read_run_metrics(path, audit_kind(manifest.kind).metrics.load())
+            metrics: Any = read_run_metrics(path, audit_kind(manifest.kind).metrics_model())
         except UsageError as error:  # a damaged file: that run is left out, named
             skipped.append(str(error))
             continue
@@ -162,7 +162,7 @@ def load_runs(paths: Paths) -> pd.DataFrame:
     runs, skipped = _runs(paths, audits_only=True)
     parts = []
     for run in runs:
-        rows = audit_kind(run.kind).figures(run.metrics)
+        rows = audit_kind(run.kind).figure_rows(run.metrics)
         part = pd.DataFrame(rows, columns=list(FIGURE_COLUMNS[len(RUN_COLUMNS) :]))
         for name, value in reversed(run.columns().items()):
             part.insert(0, name, value)

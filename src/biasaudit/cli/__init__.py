@@ -595,11 +595,11 @@ class _Scorers(_Group):
 
 
 def _scores(name: str) -> bool:
-    """Whether kind ``name`` declares score options (an optional step): loads that kind's
-    import module alone, not every kind's."""
+    """Whether kind ``name`` declares score options (an optional step): asks its class,
+    importing none of its modules."""
     from biasaudit.kinds.registry import KINDS, audit_kind
 
-    return name in KINDS and audit_kind(name).score_options.declared()
+    return name in KINDS and audit_kind(name).declares("score_options")
 
 
 @cli.group(cls=_Scorers)
@@ -613,7 +613,8 @@ def _score_command(name: str) -> click.Command:
     from biasaudit.kinds.registry import audit_kind
 
     kind = audit_kind(name)
-    model = kind.score_options.load()
+    model = kind.score_options()
+    assert model is not None  # only kinds that declare it have a command (_scores)
 
     def score_file(path: Path, no_report: bool, **fields: Any) -> None:
         from biasaudit.cli.options import given

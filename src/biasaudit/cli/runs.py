@@ -98,7 +98,6 @@ def _power_lines(spec: AuditSpec, provider: Any, table: Any) -> list[str]:
     from biasaudit.pricing import estimate_spec_cost
 
     kind = kind_of_spec(spec)
-    planner = kind.power
 
     def cost_at(sized: AuditSpec) -> tuple[int, float | None]:
         estimate = estimate_spec_cost(sized, provider, table)
@@ -108,12 +107,12 @@ def _power_lines(spec: AuditSpec, provider: Any, table: Any) -> list[str]:
     if getattr(spec, "until", None) is not None:
         from biasaudit.kinds._rounds import growth_for, until_lines
 
-        found += until_lines(spec, growth_for(kind.growth.load(), spec), cost_at)
+        found += until_lines(spec, growth_for(kind, spec), cost_at)
     like = getattr(spec, "like", None)
     if getattr(spec, "detect", None) is not None and like is not None:
         click.echo(f"planning from {like} (a refit of its figures: seconds to a minute)",
                    err=True)  # fmt: skip
-    found += planner(spec, cost_at)
+    found += kind.plan_power(spec, cost_at)
     return found
 
 

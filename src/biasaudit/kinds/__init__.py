@@ -6,8 +6,8 @@ and :mod:`.common` holds what every kind shares (no kind imports another).
 :data:`KINDS` lists them, one line a kind, and the kinds installed packages add
 (:data:`KIND_GROUP`); it loads nothing, so that what lists the kinds (the JSON
 Schemas, the layout test) does not load the registry. Importing it registers the
-kinds' responders with the offline sim (:mod:`biasaudit.sim_responders`), loaded when a
-sim first answers.
+kinds' responders with the offline sim (:mod:`biasaudit.sim_responders`), asked for when
+a sim first answers.
 """
 
 from biasaudit import sim_responders as _sim
@@ -42,19 +42,12 @@ KINDS.update({name: module for name, module in _installed_kinds().items() if nam
 
 
 def _sim_responders() -> list[object]:
-    """Each kind's ``sim.py`` ``RESPONDER`` (:data:`biasaudit.providers.sim.RESPONDER_AT`),
-    in the order of :data:`KINDS`; a kind without ``sim.py`` has none."""
+    """Each kind's :meth:`~biasaudit.kinds.declare.Kind.responder`, in the order of
+    :data:`KINDS`; a kind that gives none is answered with the sim's own shapes."""
     import importlib
 
-    found = []
-    for declared in KINDS.values():
-        module = f"{declared.rpartition('.')[0]}.sim"
-        try:
-            found.append(importlib.import_module(module).RESPONDER)
-        except ModuleNotFoundError as error:
-            if error.name != module:
-                raise
-    return found
+    found = (importlib.import_module(module).KIND.responder() for module in KINDS.values())
+    return [responder for responder in found if responder is not None]
 
 
 _sim.register(_sim_responders)  # the kinds push how the sim answers them

@@ -304,20 +304,21 @@ def equivalence_level(confidence: float) -> float:
     return 2 * confidence - 1
 
 
-def growth_for(declared: Growth | Callable[[Any], Growth] | None, spec: Any) -> Growth:
-    """A kind's declared ``growth`` for ``spec``: the one growth, or the one its chooser
-    picks for the spec (allocation: names pointwise, pools pairwise).
+def growth_for(kind: Any, spec: Any) -> Growth:
+    """How ``kind`` (a :class:`~biasaudit.kinds.declare.Kind`) grows an audit of ``spec``
+    in rounds (allocation: names pointwise, pools pairwise).
 
     Raises
     ------
     UsageError
         The kind declares none (an optional step): it does not run in rounds.
     """
+    declared: Growth | None = kind.growth(spec)
     if declared is None:
         from biasaudit.errors import UsageError
 
         raise UsageError("--until: this kind of audit does not run in rounds")
-    return declared if isinstance(declared, Growth) else declared(spec)
+    return declared
 
 
 def _z(confidence: float) -> float:

@@ -2,16 +2,16 @@
 kind is built from, in one public place (a kind of biasaudit's own may import them from
 where they live).
 
-A kind is declared by a :class:`Kind` in its ``kind.py`` and registered by an entry
-point of ``biasaudit.kinds`` (docs: "Add an audit kind from your own package"). Its
-spec is a :class:`RunSpec` (fields that size a run carry :data:`SIZES_THE_RUN`); its
-plan is a :class:`RequestPlan` of :class:`ModelRequest`; its run sends them through
-:func:`run_planned` (in :func:`run_async`) and writes a ``metrics.json`` model on
-:class:`MetricsHeader` with :class:`RequestCounts` (:func:`request_counts`); its
-figures in long form are :func:`figure_row`; its tasks are :class:`TaskInfo`; its
-report page is a :class:`Document` of :class:`Section` and :class:`Paragraph`.
-``tests/toy_kind/`` is a kind built from this module alone.
-"""
+A kind is a subclass of :class:`Kind` in its ``kind.py`` (its steps are the methods,
+each importing the module that does it; a run returns a :class:`Finished`), and is
+registered by an entry point of ``biasaudit.kinds`` (docs: "Add an audit kind from your
+own package"). Its spec is a :class:`RunSpec` (fields that size a run carry
+:data:`SIZES_THE_RUN`); its plan is a :class:`RequestPlan` of :class:`ModelRequest`; its
+run sends them through :func:`run_planned` (in :func:`run_async`) and writes a
+``metrics.json`` model on :class:`MetricsHeader` with :class:`RequestCounts`
+(:func:`request_counts`); its figures in long form are :func:`figure_row`; its tasks are
+:class:`TaskInfo`; its report page is a :class:`Document` of :class:`Section` and
+:class:`Paragraph`. ``tests/toy_kind/`` is a kind built from this module alone."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from biasaudit.kinds.common import (
     read_run_metrics,
     request_counts,
 )
-from biasaudit.kinds.declare import Kind
+from biasaudit.kinds.declare import Finished, Kind
 from biasaudit.kinds.runspec import SIZES_THE_RUN, RunSpec
 from biasaudit.providers import ModelRequest, Provider, SamplingParams
 from biasaudit.render.document import Document, Paragraph, Section
@@ -37,6 +37,7 @@ from biasaudit.store.runs import Manifest
 __all__ = [
     "SIZES_THE_RUN",
     "Document",
+    "Finished",
     "Kind",
     "Manifest",
     "MetricsHeader",

@@ -145,7 +145,7 @@ def __getattr__(name: str) -> Any:
     # imports every kind's tasks, their data files and prompts: only when asked.
     if name == "TASKS":
         tasks: dict[str, TaskInfo] = {
-            info.name: info for kind in KINDS for info in audit_kind(kind).tasks.load()
+            info.name: info for kind in KINDS for info in audit_kind(kind).task_infos()
         }
         return tasks
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -395,8 +395,8 @@ def run_spec(
     if getattr(spec, "until", None) is not None:
         from biasaudit.kinds._rounds import audit_until, growth_for
 
-        growth = growth_for(kind.growth.load(), spec)
-        ran = audit_until(spec, growth, kind.run.load(), provider=provider,
+        growth = growth_for(kind, spec)
+        ran = audit_until(spec, growth, kind.run, provider=provider,
                           stderr=stderr, command=command, recorded=recorded)  # fmt: skip
     else:
         ran = kind.run(spec, provider=provider, stderr=stderr, command=command)
@@ -407,7 +407,7 @@ def run_spec(
 def plan_requests(spec: AuditSpec, provider: Provider) -> Iterator[ModelRequest]:
     """The requests a run of ``spec`` would send to ``provider``, made one at a time as
     they are read (nothing is sent): a reader that keeps none holds one prompt at a time."""
-    requests: Iterator[ModelRequest] = iter(kind_of_spec(spec).plan(spec, provider))
+    requests: Iterator[ModelRequest] = iter(kind_of_spec(spec).plan_requests(spec, provider))
     return requests
 
 
@@ -421,7 +421,7 @@ def read_metrics(run_dir: Path, kind: str) -> Any:
     """
     if kind not in KINDS:
         raise UsageError(f"{run_dir}: {a_run(kind)} has no audit metrics")
-    return read_run_metrics(run_dir, audit_kind(kind).metrics.load())
+    return read_run_metrics(run_dir, audit_kind(kind).metrics_model())
 
 
 def table_of(kind: str, metrics: BaseModel, run_dir: Path) -> list[str]:

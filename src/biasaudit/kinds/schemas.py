@@ -58,7 +58,7 @@ def _metrics(kind: str) -> Callable[[], dict[str, Any]]:
     def schema() -> dict[str, Any]:
         from biasaudit.kinds.registry import audit_kind
 
-        found: dict[str, Any] = audit_kind(kind).metrics.load().model_json_schema()
+        found: dict[str, Any] = audit_kind(kind).metrics_model().model_json_schema()
         found["title"] = _metrics_title(kind)
         return found
 

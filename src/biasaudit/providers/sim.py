@@ -73,7 +73,6 @@ from biasaudit.providers._types import (
 __all__ = [
     "DISADVANTAGED_NAMES",
     "PLANTED_SHIFT",
-    "RESPONDER_AT",
     "SIM_VARIANTS",
     "Responder",
     "Setting",
@@ -95,8 +94,6 @@ DISADVANTAGED_NAMES = frozenset(
 )  # fmt: skip
 PLANTED_SHIFT = -1.0
 SIM_VARIANTS = {"biased": PLANTED_SHIFT, "fair": 0.0}
-RESPONDER_AT = ("sim", "RESPONDER")
-"""Where a kind declares its responder: the module of its folder and the name there."""
 
 STRONG_CUES = ("led", "senior", "certified", "award", "managed", "expert", "published", "promoted")
 WEAK_CUES = ("no experience", "incomplete", "beginner", "dismissed", "unrelated", "gap")

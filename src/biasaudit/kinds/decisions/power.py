@@ -6,7 +6,7 @@ default does. Scenarios come from a file, so the sizes say how many it needs; se
 :mod:`biasaudit.kinds._planning`.
 
 ``--until`` grows a decisions audit by scenarios drawn from the file (nested:
-``scenario_limit``; :data:`growth`, :mod:`biasaudit.kinds._rounds`) until every score's
+``scenario_limit``; :data:`GROWTH`, :mod:`biasaudit.kinds._rounds`) until every score's
 interval is within ±H (``precise:H``) or every score is settled (``decided``: beyond
 noise, or within ±D).
 """
@@ -21,7 +21,7 @@ from biasaudit.kinds._planning import Planned, like_metrics, model_of, plan_in_f
 from biasaudit.kinds._rounds import Figure, Growth
 from biasaudit.kinds.decisions.metrics import DecisionsMetrics
 
-__all__ = ["growth", "plan_power"]
+__all__ = ["GROWTH", "plan_power"]
 
 # A scenario's own coefficient of one term, spread over scenarios (logit scale): a stated
 # default, not measured on any real model (the sim's spread is about 0.1); a pilot or a
@@ -32,7 +32,7 @@ _STATED_SD = 0.5
 def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) -> list[str]:
     """The power lines of a decisions spec's ``detect`` (none where it is unset)."""
     return plan_in_file_units(
-        spec, cost_at, growth=growth, audit=_run,
+        spec, cost_at, growth=GROWTH, audit=_run,
         planned=lambda spec: _from_like(spec) if spec.like is not None else _stated(spec),
         units=_scenarios,
         where="  scenarios come from the scenarios file: add scenarios there to reach a size",
@@ -94,7 +94,7 @@ def _in_file(spec: Any) -> int:
     return whole if spec.max_scenarios is None else min(spec.max_scenarios, whole)
 
 
-growth = Growth(
+GROWTH = Growth(
     unit="scenarios",
     size="scenario_limit",
     step="round_scenarios",

@@ -6,7 +6,7 @@ defaults do. Requests grow in proportion to the items. Items come from a file, s
 sizes say how many items the file needs; see :mod:`biasaudit.kinds._planning`.
 
 ``--until precise:H`` grows a Grade Score audit by items drawn from the file (nested:
-``item_limit``; :data:`growth`, :mod:`biasaudit.kinds._rounds`) until each score's
+``item_limit``; :data:`GROWTH`, :mod:`biasaudit.kinds._rounds`) until each score's
 interval is within ±H. ``decided`` has no meaning here: a score has no gap of its own
 whose sign or size could be settled (a change between two runs is ``biasaudit
 compare``'s).
@@ -22,7 +22,7 @@ from biasaudit.kinds._planning import Planned, like_metrics, model_of, plan_in_f
 from biasaudit.kinds._rounds import Figure, Growth
 from biasaudit.kinds.grade_score.metrics import GradeScoreMetrics
 
-__all__ = ["growth", "plan_power"]
+__all__ = ["GROWTH", "plan_power"]
 
 SCORES = ("grade_score", "entropy", "choice")
 
@@ -39,7 +39,7 @@ def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) ->
         from.
     """
     return plan_in_file_units(
-        spec, cost_at, growth=growth, audit=_run,
+        spec, cost_at, growth=GROWTH, audit=_run,
         planned=lambda spec: _from_like(spec) if spec.like is not None else _stated(spec),
         units=_items,
         where="  items come from the items file: add items there to reach a size",
@@ -99,7 +99,7 @@ def _in_file(spec: Any) -> int:
     return whole if spec.max_items is None else min(spec.max_items, whole)
 
 
-growth = Growth(
+GROWTH = Growth(
     unit="items",
     size="item_limit",
     step="round_items",

@@ -2,7 +2,7 @@
 |ΔDP| of D at the headline k, and the pools per subtask that reach 80% and 95% power
 (each group's ΔDP interval in the previous run gives its SE, which shrinks with the
 square root of the pools: each pool brings new names); see :mod:`biasaudit.kinds._planning`.
-``--until`` grows a listwise audit by pools per subtask, drawn nested (:data:`growth`,
+``--until`` grows a listwise audit by pools per subtask, drawn nested (:data:`GROWTH`,
 :mod:`biasaudit.kinds._rounds`).
 """
 
@@ -22,7 +22,7 @@ from biasaudit.kinds._planning import (
 from biasaudit.kinds._rounds import Design, Figure, planned_design, pools_growth
 from biasaudit.kinds.listwise.metrics import ListwiseMetrics
 
-__all__ = ["design", "growth", "plan_power", "planned"]
+__all__ = ["GROWTH", "design", "plan_power", "planned"]
 
 
 def planned(spec: Any, k: int) -> Planned:
@@ -63,7 +63,7 @@ def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) ->
         return []
     from biasaudit.kinds.listwise.run import run
 
-    return plan_in_pools(spec, cost_at, growth, run, planned)
+    return plan_in_pools(spec, cost_at, GROWTH, run, planned)
 
 
 def _gaps(metrics: ListwiseMetrics, spec: Any) -> dict[str, Figure]:
@@ -85,4 +85,4 @@ def design(spec: Any, confidence: float) -> Design | None:
     return planned_design(spec, plan.models, spec.pools, spec.max_pools, confidence)
 
 
-growth = pools_growth(_gaps, design)
+GROWTH = pools_growth(_gaps, design)

@@ -1,12 +1,159 @@
-"""The RUTEd kind, declared (:class:`biasaudit.kinds.declare.Kind`)."""
+"""The RUTEd kind, declared (:class:`biasaudit.kinds.declare.Kind`): each step
+imports the module of this folder that does it."""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
 
 from biasaudit.kinds.declare import Kind
 from biasaudit.kinds.ruted.spec import SCORE_HELP, RutedSpec
 
-KIND = Kind(
-    __name__, name="ruted", specs=(RutedSpec,), commands=("ruted",),
+if TYPE_CHECKING:
+    import numpy as np
+
+    from biasaudit.kinds._evidence import Evidence
+    from biasaudit.kinds._rounds import Growth
+    from biasaudit.kinds.common import TaskInfo
+    from biasaudit.kinds.ruted.imported import ImportOptions, RutedImportResult
+    from biasaudit.kinds.ruted.metrics import RutedMetrics
+    from biasaudit.kinds.ruted.run import RutedResult
+    from biasaudit.kinds.ruted.study import RutedStudyResult
+    from biasaudit.metrics import ChangeTest
+    from biasaudit.providers import ModelRequest, Provider
+    from biasaudit.providers.sim import Responder
+    from biasaudit.render.document import Document, Figure, Section
+    from biasaudit.render.panels import Compared
+    from biasaudit.render.text import Block
+    from biasaudit.store.runs import Manifest
+
+
+class Ruted(Kind):
+    """The RUTEd kind's steps."""
+
+    def task_infos(self) -> tuple[TaskInfo, ...]:
+        from biasaudit.kinds.ruted.task import TASK_INFOS
+
+        return TASK_INFOS
+
+    def metrics_model(self) -> type[RutedMetrics]:
+        from biasaudit.kinds.ruted.metrics import RutedMetrics
+
+        return RutedMetrics
+
+    def figure_rows(self, metrics: RutedMetrics) -> list[dict[str, Any]]:
+        from biasaudit.kinds.ruted.metrics import figure_rows
+
+        return figure_rows(metrics)
+
+    def run(
+        self,
+        spec: RutedSpec,
+        *,
+        provider: Provider | None = None,
+        stderr: TextIO | None = None,
+        command: Sequence[str] | None = None,
+    ) -> RutedResult:
+        from biasaudit.kinds.ruted.run import run
+
+        return run(spec, provider=provider, stderr=stderr, command=command)
+
+    def plan_requests(self, spec: RutedSpec, provider: Provider) -> Iterator[ModelRequest]:
+        from biasaudit.kinds.ruted.plan import plan_requests
+
+        return plan_requests(spec, provider)
+
+    def run_table(self, metrics: RutedMetrics, run_dir: Path) -> list[Block]:
+        from biasaudit.kinds.ruted.report import run_table
+
+        return run_table(metrics, run_dir)
+
+    def headline(self, metrics: RutedMetrics) -> str:
+        from biasaudit.kinds.ruted.report import headline
+
+        return headline(metrics)
+
+    def run_document(self, run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -> Document:
+        from biasaudit.kinds.ruted.html import run_document
+
+        return run_document(run_dir, manifest, spec)
+
+    def study(self, run_dirs: Sequence[str | Path], *, ndcg_at: int = 3) -> RutedStudyResult:
+        from biasaudit.kinds.ruted.study import run_study
+
+        return run_study(run_dirs, ndcg_at=ndcg_at)
+
+    def study_blocks(self, study: RutedStudyResult) -> list[Block]:
+        from biasaudit.kinds.ruted.report import study_blocks
+
+        return study_blocks(study)
+
+    def study_page(self, study: RutedStudyResult) -> tuple[str, list[Section], bool]:
+        from biasaudit.kinds.ruted.html import study_page
+
+        return study_page(study)
+
+    def change_tests(
+        self,
+        path_a: Path,
+        path_b: Path,
+        metrics_a: RutedMetrics,
+        metrics_b: RutedMetrics,
+        *,
+        rng: np.random.Generator,
+        bootstrap: int,
+        notes: list[str],
+    ) -> list[ChangeTest]:
+        from biasaudit.kinds.ruted.changes import change_tests
+
+        return change_tests(path_a, path_b, metrics_a, metrics_b, rng=rng, bootstrap=bootstrap,
+                            notes=notes)  # fmt: skip
+
+    def compare_figures(
+        self, comparison: Compared, names: Mapping[str, str], reference: str, simulated: bool
+    ) -> list[Figure]:
+        from biasaudit.kinds.ruted.html import compare_figures
+
+        return compare_figures(comparison, names, reference, simulated)
+
+    def plan_power(
+        self, spec: RutedSpec, cost_at: Callable[[Any], tuple[int, float | None]]
+    ) -> list[str]:
+        from biasaudit.kinds.ruted.power import plan_power
+
+        return plan_power(spec, cost_at)
+
+    def growth(self, spec: RutedSpec) -> Growth:
+        from biasaudit.kinds.ruted.power import GROWTH
+
+        return GROWTH
+
+    def score_options(self) -> type[ImportOptions]:
+        from biasaudit.kinds.ruted.imported import ImportOptions
+
+        return ImportOptions
+
+    def score(
+        self, path: str | Path, options: ImportOptions, *, command: Sequence[str] | None = None
+    ) -> RutedImportResult:
+        from biasaudit.kinds.ruted.imported import score
+
+        return score(path, options, command=command)
+
+    def responder(self) -> Responder:
+        from biasaudit.kinds.ruted.sim import RESPONDER
+
+        return RESPONDER
+
+    def evidence(self, run_dir: Path) -> Evidence | None:
+        from biasaudit.kinds.ruted.evidence import evidence
+
+        return evidence(run_dir)
+
+
+KIND = Ruted(
+    name="ruted", specs=(RutedSpec,), commands=("ruted",),
     compared_per="context", scores_file="occupations.csv",
     score_argument="OUTPUTS_FILE", score_help=SCORE_HELP,
 )  # fmt: skip

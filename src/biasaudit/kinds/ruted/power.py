@@ -5,7 +5,7 @@ shrinks with the square root of the occupations; without one, stated defaults do
 Requests grow in proportion to them. Occupations come from a file (40 shipped), so the
 sizes say how many it needs; see :mod:`biasaudit.kinds._planning`.
 
-``--until`` grows a RUTEd audit by replicates (:data:`growth`,
+``--until`` grows a RUTEd audit by replicates (:data:`GROWTH`,
 :mod:`biasaudit.kinds._rounds`): each context's skew interval counts the sampling
 variance of its occupations' shares, ``4p(1-p)/n`` (occupations held fixed), which more
 replicates shrink. With ``until``, the spec asks ``per_request`` replicates a request,
@@ -31,7 +31,7 @@ from biasaudit.kinds._planning import (
 from biasaudit.kinds._rounds import Figure, Growth
 from biasaudit.kinds.ruted.metrics import RutedMetrics
 
-__all__ = ["growth", "plan_power"]
+__all__ = ["GROWTH", "plan_power"]
 
 
 def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) -> list[str]:
@@ -99,7 +99,7 @@ def _skews(metrics: RutedMetrics, spec: Any) -> dict[str, Figure]:
     }
 
 
-growth = Growth(
+GROWTH = Growth(
     unit="replicates",
     size="replicates",
     step="round_replicates",

@@ -125,7 +125,7 @@ def run_document(run_dir: Path) -> Document:
         raise UsageError(
             f"{run_dir} is {a_run(manifest.kind)}: reports cover {', '.join(KINDS)} runs"
         )
-    document: Document = audit_kind(manifest.kind).document(run_dir, manifest, spec)
+    document: Document = audit_kind(manifest.kind).run_document(run_dir, manifest, spec)
     return _with_evidence(_with_rounds(document, run_dir), run_dir)
 
 

@@ -3,7 +3,7 @@
 A study folder holds ``study.json`` (``kind``, ``runs``, ``ndcg_at``); the
 report is computed afresh from the runs it names, by the same functions as
 ``biasaudit study``; each kind draws its own sections
-(``study_sections`` of its :class:`~biasaudit.kinds.declare.Kind`).
+(``study_page`` of its :class:`~biasaudit.kinds.declare.Kind`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def study_document(folder: Path) -> Document:
     if kind not in KINDS:
         raise UsageError(f"{folder}/study.json names an unknown kind of study: {kind!r}")
     found = audit_kind(kind)
-    title, sections, simulated = found.study_sections(
+    title, sections, simulated = found.study_page(
         found.study(runs, ndcg_at=int(study.get("ndcg_at", 3)))
     )
     subtitle = f"Study folder {folder.name}"
