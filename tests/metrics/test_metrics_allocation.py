@@ -21,12 +21,12 @@ from biasaudit.metrics import (
     rank_biserial_test,
     rank_biserial_tests,
 )
-from biasaudit.metrics._allocation import (
+from biasaudit.metrics._distances import _weighted_emd
+from biasaudit.metrics._rank_biserial import (
     _bootstrap_rank_biserial,
     _bootstrap_stream,
     _cumulative,
     _multiplicities,
-    _weighted_emd,
     _weighted_sign_sums,
 )
 
@@ -173,7 +173,7 @@ def test_bootstrap_replicates_equal_rabbi_of_the_same_resamples(
 ) -> None:
     # Each replicate is exactly RABBI of the resample its multiplicities describe,
     # whatever the block size (one replicate per block, several, all at once).
-    monkeypatch.setattr("biasaudit.metrics._allocation._BLOCK_CELLS", block_cells)
+    monkeypatch.setattr("biasaudit.metrics._rank_biserial._BLOCK_CELLS", block_cells)
     a, b = np.array(tied_scores(4, 37, 6)), np.array(tied_scores(5, 29, 6))
     got = _bootstrap_rank_biserial({"a": a}, np.sort(b), n_bootstrap=150, seed=7)["a"]
     counts_a = _multiplicities(_bootstrap_stream(7, 1), n=a.size, replicates=150)

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 import scipy.stats
 
-from biasaudit.metrics import _units as units_module, allocation_figures
+from biasaudit.metrics import _unit_scores as units_module, allocation_figures
 from biasaudit.metrics._small_samples import critical_value
 
 

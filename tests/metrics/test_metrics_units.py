@@ -26,7 +26,9 @@ from biasaudit.metrics import (
     rank_biserial_test,
     top_k_shares,
 )
-from biasaudit.metrics._units import _Cell, _data, _Selection, _weighted_figures
+from biasaudit.metrics._crossed import _Cell, _data
+from biasaudit.metrics._unit_scores import _weighted_figures
+from biasaudit.metrics._unit_selection import _Selection
 
 
 def screening(

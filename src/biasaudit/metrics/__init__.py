@@ -54,23 +54,13 @@ RUTEd evaluation (Lum et al.): :func:`neutrality`, :func:`skew`,
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the one listing of the public names (at run time each loads on first use)
-    from biasaudit.metrics._allocation import (
-        RankBiserialResult as RankBiserialResult,
-        avg_score_gap as avg_score_gap,
-        distribution_shape as distribution_shape,
-        emd as emd,
-        jsd as jsd,
-        mann_whitney_p as mann_whitney_p,
-        rank_biserial as rank_biserial,
-        rank_biserial_test as rank_biserial_test,
-        rank_biserial_tests as rank_biserial_tests,
-    )
     from biasaudit.metrics._changes import (
         ChangeTest as ChangeTest,
         normal_sf as normal_sf,
         normal_test as normal_test,
         two_sided as two_sided,
     )
+    from biasaudit.metrics._crossed import FEW_UNITS as FEW_UNITS
     from biasaudit.metrics._decisions import (
         DiscriminationScore as DiscriminationScore,
         DiscriminationScores as DiscriminationScores,
@@ -79,6 +69,12 @@ if TYPE_CHECKING:  # the one listing of the public names (at run time each loads
         mixed_model_scores as mixed_model_scores,
         scenario_mean as scenario_mean,
         yes_logit as yes_logit,
+    )
+    from biasaudit.metrics._distances import (
+        avg_score_gap as avg_score_gap,
+        distribution_shape as distribution_shape,
+        emd as emd,
+        jsd as jsd,
     )
     from biasaudit.metrics._gap_bootstrap import (
         SelectionGapIntervals as SelectionGapIntervals,
@@ -96,11 +92,9 @@ if TYPE_CHECKING:  # the one listing of the public names (at run time each loads
         position_p_values as position_p_values,
         slot_test as slot_test,
     )
+    from biasaudit.metrics._impact import FOUR_FIFTHS as FOUR_FIFTHS
     from biasaudit.metrics._listwise import (
-        FOUR_FIFTHS as FOUR_FIFTHS,
         ListwiseFigures as ListwiseFigures,
-        kendall_w as kendall_w,
-        latin_square as latin_square,
         listwise_figures as listwise_figures,
     )
     from biasaudit.metrics._ll144 import (
@@ -125,6 +119,7 @@ if TYPE_CHECKING:  # the one listing of the public names (at run time each loads
         pairwise_preference_gap as pairwise_preference_gap,
         pairwise_ranking_scores as pairwise_ranking_scores,
     )
+    from biasaudit.metrics._positions import kendall_w as kendall_w, latin_square as latin_square
     from biasaudit.metrics._power import (
         VarianceModel as VarianceModel,
         detection_power as detection_power,
@@ -136,6 +131,13 @@ if TYPE_CHECKING:  # the one listing of the public names (at run time each loads
         pairwise_critical_value as pairwise_critical_value,
         ratio_score_interval as ratio_score_interval,
         wilson_interval as wilson_interval,
+    )
+    from biasaudit.metrics._rank_biserial import (
+        RankBiserialResult as RankBiserialResult,
+        mann_whitney_p as mann_whitney_p,
+        rank_biserial as rank_biserial,
+        rank_biserial_test as rank_biserial_test,
+        rank_biserial_tests as rank_biserial_tests,
     )
     from biasaudit.metrics._resampling import (
         MIN_UNITS as MIN_UNITS,
@@ -178,7 +180,6 @@ if TYPE_CHECKING:  # the one listing of the public names (at run time each loads
         two_sided_p as two_sided_p,
     )
     from biasaudit.metrics._units import (
-        FEW_UNITS as FEW_UNITS,
         AllocationFigures as AllocationFigures,
         allocation_figures as allocation_figures,
         headline_replicates as headline_replicates,

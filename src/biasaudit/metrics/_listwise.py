@@ -25,6 +25,9 @@ selection:
   of the pool put different candidates first;
 - an **omnibus test** that the groups' top-1 rates differ at all.
 
+The impact ratios are computed in :mod:`biasaudit.metrics._impact`, the position bias and
+consistency in :mod:`biasaudit.metrics._positions`, over the clusters described here.
+
 **Intervals resample the units that vary.** A candidate is a (name, item)
 pair; its name recurs across pools with other items, its item with other
 names, and each pool is answered in several orders, its candidates competing
@@ -70,27 +73,23 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from biasaudit.metrics._grade import SlotTest, slot_test
+from biasaudit.metrics._grade import SlotTest
+from biasaudit.metrics._impact import _bound, _impact, _rate_draws
+from biasaudit.metrics._positions import _concordance, _slots
 from biasaudit.metrics._resampling import (
     MIN_UNITS,
     ClusterTerm,
     MultiwayClusters,
     Units,
-    cluster_draws,
 )
-from biasaudit.metrics._small_samples import RATIO_MIN_UNITS, critical_value
+from biasaudit.metrics._small_samples import critical_value
 from biasaudit.metrics._validate import check_confidence, check_int
 
 __all__ = [
-    "FOUR_FIFTHS",
     "ListwiseFigures",
-    "kendall_w",
-    "latin_square",
     "listwise_figures",
 ]
 
-FOUR_FIFTHS = 0.8
-"""An impact ratio below this fails the four-fifths rule."""
 _REQUIRED = ("answer", "pool", "group", "slot", "rank")
 
 
@@ -190,41 +189,6 @@ class ListwiseFigures:
     subtask_tests: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
     resampled: tuple[str, ...] = ()
     interval_units: int = 0
-
-
-def latin_square(size: int) -> list[list[int]]:
-    """``size`` orders of ``size`` slots in which every position index stands in every
-    slot exactly once (the cyclic Latin square; for even sizes also balanced for
-    first-order carry-over: Williams, "Experimental designs balanced for the
-    estimation of residual effects of treatments", Aust. J. Sci. Res. 2, 1949).
-
-    Row ``r`` lists, slot by slot, which of the pool's candidates is shown there.
-    """
-    check_int(size, "size", minimum=1)
-    if size % 2 == 1:
-        return [[(r + s) % size for s in range(size)] for r in range(size)]
-    # Williams' design: 0, 1, n-1, 2, n-2, ... shifted by r.
-    first = [0]
-    low, high = 1, size - 1
-    while len(first) < size:
-        first.append(low)
-        low += 1
-        if len(first) < size:
-            first.append(high)
-            high -= 1
-    return [[(value + r) % size for value in first] for r in range(size)]
-
-
-def kendall_w(ranks: NDArray[np.float64]) -> float:
-    """Kendall's W of ``ranks`` shaped (raters, objects), each row a ranking 1..n
-    without ties: 12 S / (m² (n³ - n)), S the sum of squared deviations of the
-    objects' rank sums from their mean (Kendall & Babington Smith, 1939)."""
-    m, n = (int(size) for size in ranks.shape)
-    if m < 2 or n < 2:
-        return math.nan
-    sums = ranks.sum(axis=0)
-    spread = float(((sums - sums.mean()) ** 2).sum())
-    return 12.0 * spread / float(m * m * (n**3 - n))
 
 
 def listwise_figures(
@@ -389,16 +353,6 @@ def _per_subtask(
                       "omnibus_p": p})  # fmt: skip
     by_subtask = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
     return by_subtask, pd.DataFrame(tests)
-
-
-def _normal(
-    estimate: float, draws: NDArray[np.float64], z: float, low: float, high: float
-) -> tuple[float, float] | None:
-    usable = draws[~np.isnan(draws)]
-    if usable.size < 20 or math.isnan(estimate):
-        return None
-    spread = z * float(np.std(usable, ddof=1))
-    return max(low, estimate - spread), min(high, estimate + spread)
 
 
 def _rates_and_gaps(
@@ -587,223 +541,11 @@ def _ranks(
     return pd.DataFrame(rows, columns=RANK_COLUMNS)
 
 
-def _rate_draws(
-    term: ClusterTerm, *, rows: NDArray[np.bool_], selected: NDArray[np.float64]
-) -> NDArray[np.float64]:
-    return term.rate(rows, selected)
-
-
 def _row(
     group: str, k: int, rate: float, bounds: tuple[float, float] | None, n: int, *, units: int
 ) -> dict[str, object]:
     return {"group": group, "k": k, "rate": rate, "low": _bound(bounds, 0),
             "high": _bound(bounds, 1), "n": n, "units": units}  # fmt: skip
-
-
-def _bound(bounds: tuple[float, float] | None, side: int) -> float:
-    return math.nan if bounds is None else bounds[side]
-
-
-def _impact(
-    groups: NDArray[np.str_],
-    selected_at: Callable[[int], NDArray[np.float64]],
-    depth: NDArray[np.int_],
-    clusters: MultiwayClusters,
-    categories: Mapping[str, Mapping[str, str]],
-    k: int,
-    z: float,
-) -> pd.DataFrame:
-    eligible = depth >= k
-    if not eligible.any():
-        return pd.DataFrame()
-    selected = selected_at(k)
-    rows = []
-    by_category = {**{name: dict(values) for name, values in categories.items()},
-                   "group": {g: g for g in pd.unique(groups)}}  # fmt: skip
-    for category, value_of in by_category.items():
-        labels = np.array([value_of.get(g, "") for g in groups], dtype=object)
-        values = [v for v in pd.unique(labels[eligible]) if v != ""]
-        if len(values) < 2:
-            continue
-        masks = {value: eligible & (labels == value) for value in values}
-        few = any(
-            np.unique(clusters.units.units[mask]).size < RATIO_MIN_UNITS for mask in masks.values()
-        )
-        rates = {value: float(selected[mask].mean()) for value, mask in masks.items()}
-        top = max(rates.values())
-        for value in values:
-            ratio = rates[value] / top if top > 0 else math.nan
-
-            ratio_of = functools.partial(_ratio_draws, masks=masks, selected=selected, value=value)
-            # On the log scale, where a ratio's sampling distribution is nearer normal (a
-            # resample that selects none of the value counts as half a selection), joined
-            # with the interval on the ratio's own scale: where most resamples select
-            # none, the log scale alone would be narrow for want of spread, not of error.
-            floor = 0.5 / max(int(masks[value].sum()), 1) / max(top, 1e-12)
-            draws = clusters.draws(ratio_of)
-            bounds = None
-            if not few:
-                logged = [(sign, np.log(np.maximum(np.nan_to_num(d, nan=floor), floor)))
-                          for sign, d in draws]  # fmt: skip
-                on_log = clusters.interval(math.log(max(ratio, floor)), logged, z, -math.inf, 0.0)
-                on_ratio = clusters.interval(ratio, draws, z, 0.0, 1.0)
-                bounds = _widest(on_log and (math.exp(on_log[0]), math.exp(on_log[1])), on_ratio)
-            low, high = _bound(bounds, 0), _bound(bounds, 1)
-            # The rate's own interval, over the same clusters (Local Law 144 summaries
-            # show every rate with one).
-            rate_of = functools.partial(_rate_draws, rows=masks[value], selected=selected)
-            on_rate = clusters.interval(rates[value], clusters.draws(rate_of), z, 0.0, 1.0)
-            rows.append(
-                {"category": category, "value": value, "rate": rates[value],
-                 "rate_low": _bound(on_rate, 0), "rate_high": _bound(on_rate, 1), "ratio": ratio,
-                 "low": low, "high": high, "n": int(masks[value].sum()),
-                 "flagged": bool(ratio < FOUR_FIFTHS),
-                 "beyond_noise": bool(not math.isnan(high) and high < FOUR_FIFTHS)}
-            )  # fmt: skip
-    return pd.DataFrame(rows)
-
-
-def _widest(
-    first: tuple[float, float] | None, second: tuple[float, float] | None
-) -> tuple[float, float] | None:
-    """The interval that holds both (either where one is missing)."""
-    if first is None or second is None:
-        return first or second
-    return min(first[0], second[0]), max(first[1], second[1])
-
-
-def _ratio_draws(
-    term: ClusterTerm,
-    *,
-    masks: Mapping[str, NDArray[np.bool_]],
-    selected: NDArray[np.float64],
-    value: str,
-) -> NDArray[np.float64]:
-    """Per replicate, ``value``'s rate over the most selected value's: the whole
-    statistic, so that the most selected value may change from one to the next."""
-    found = {v: term.rate(mask, selected) for v, mask in masks.items()}
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ratios: NDArray[np.float64] = found[value] / np.nanmax(np.vstack(list(found.values())), 0)
-    return ratios
-
-
-def _slots(
-    data: pd.DataFrame,
-    first_weight: NDArray[np.float64],
-    pools: NDArray[np.str_],
-    rng: np.random.Generator,
-    replicates: int,
-    z: float,
-) -> tuple[pd.DataFrame, float | None, tuple[float, float] | None, SlotTest | None]:
-    # Each row counts as its share of its answer's first choice: 1 or 0 for rankings,
-    # the chance of being put first where that was read from logprobs.
-    first = first_weight > 0
-    slots = data["slot"].to_numpy(int)
-    n_slots = int(data.groupby("answer")["slot"].max().max())
-    answer_pool = pools[first]
-    first_slots = slots[first]
-    weights = first_weight[first]
-    counts = np.bincount(first_slots - 1, weights=weights, minlength=n_slots)
-    n = counts.sum()
-    if n == 0:
-        return pd.DataFrame(), None, None, None
-    codes, pool_draws = cluster_draws(answer_pool, rng, replicates)
-    few_pools = pool_draws.shape[1] < MIN_UNITS  # one pool: no interval over pools
-    # Per replicate, answers choosing each slot first: a pool's answers count as often
-    # as the pool was drawn.
-    per_pool = np.zeros((pool_draws.shape[1], n_slots))
-    np.add.at(per_pool, (codes, first_slots - 1), weights)
-    replicate_counts = pool_draws @ per_pool
-    with np.errstate(invalid="ignore", divide="ignore"):
-        shares = replicate_counts / replicate_counts.sum(axis=1, keepdims=True)
-    rows = []
-    for slot in range(n_slots):
-        rate = counts[slot] / n
-        bounds = _normal(rate, shares[:, slot], z, 0.0, 1.0) if not few_pools else None
-        rows.append({"slot": slot + 1, "rate": rate, "low": _bound(bounds, 0),
-                     "high": _bound(bounds, 1), "n": int(n)})  # fmt: skip
-    entropy = _normalised_entropy(counts / n)
-    entropies = np.array([_normalised_entropy(row) for row in shares])
-    entropy_ci = None if few_pools else _normal(entropy, entropies, z, 0.0, 1.0)
-    return pd.DataFrame(rows), entropy, entropy_ci, slot_test(counts)
-
-
-def _normalised_entropy(shares: NDArray[np.float64]) -> float:
-    if shares.size < 2 or np.isnan(shares).any():
-        return math.nan
-    used = shares[shares > 0]
-    return float(-(used * np.log(used)).sum() / math.log(shares.size))
-
-
-def _concordance(
-    data: pd.DataFrame,
-    rank: NDArray[np.float64],
-    pools: NDArray[np.str_],
-    rng: np.random.Generator,
-    replicates: int,
-    z: float,
-) -> tuple[
-    float | None, tuple[float, float] | None, int, float | None, tuple[float, float] | None, int
-]:
-    # Per pool (in the order pools first appear), a table of answers by candidates: the
-    # candidate's rank in the answer (the mean where it is shown twice), in numpy; a
-    # pandas pivot per pool took most of a listwise audit's statistics.
-    pool_codes = pd.factorize(pools)[0]
-    answers = pd.factorize(data["answer"].to_numpy())[0]
-    candidates = pd.factorize(_candidates(data))[0]
-    order = np.argsort(pool_codes, kind="stable")
-    bounds = np.flatnonzero(np.diff(pool_codes[order])) + 1
-    w_values, change_values = [], []
-    for rows in np.split(order, bounds) if order.size else []:
-        pool_rank = rank[rows]
-        tops = candidates[rows][pool_rank == 1]
-        if tops.size >= 2:
-            counts = np.unique(tops, return_counts=True)[1].astype(float)
-            m = float(counts.sum())
-            change_values.append(1.0 - float((counts * (counts - 1)).sum()) / (m * (m - 1)))
-        shown = ~np.isnan(pool_rank)
-        answer = np.unique(answers[rows][shown], return_inverse=True)[1]
-        candidate = np.unique(candidates[rows][shown], return_inverse=True)[1]
-        if answer.size == 0:
-            continue
-        size = (int(answer.max()) + 1, int(candidate.max()) + 1)
-        total, times = np.zeros(size), np.zeros(size)
-        np.add.at(total, (answer, candidate), pool_rank[shown])
-        np.add.at(times, (answer, candidate), 1.0)
-        with np.errstate(invalid="ignore"):
-            table = total / times  # NaN where an answer left a candidate out
-        full = table[~np.isnan(table).any(axis=1)]
-        complete = full[(np.sort(full, axis=1) == np.arange(1, size[1] + 1)).all(axis=1)]
-        if len(complete) >= 2:
-            w_values.append(kendall_w(complete))
-    w = _mean_with_interval(np.array(w_values), rng, replicates, z)
-    change = _mean_with_interval(np.array(change_values), rng, replicates, z)
-    return w[0], w[1], len(w_values), change[0], change[1], len(change_values)
-
-
-def _candidates(data: pd.DataFrame) -> NDArray[np.object_]:
-    """Who a row shows: its ``candidate``, else its name and item, else its group."""
-    if "candidate" in data.columns:
-        return np.asarray(data["candidate"].astype(str), dtype=object)
-    parts = [data[c].astype(str) for c in ("name", "item") if c in data.columns]
-    if not parts:
-        parts = [data["group"].astype(str)]
-    joined = parts[0]
-    for part in parts[1:]:
-        joined = joined + "|" + part
-    return np.asarray(joined, dtype=object)
-
-
-def _mean_with_interval(
-    values: NDArray[np.float64], rng: np.random.Generator, replicates: int, z: float
-) -> tuple[float | None, tuple[float, float] | None]:
-    if values.size == 0:
-        return None, None
-    mean = float(values.mean())
-    if values.size < MIN_UNITS:
-        return mean, None
-    draws = values[rng.integers(0, values.size, size=(replicates, max(values.size - 1, 1)))]
-    return mean, _normal(mean, draws.mean(axis=1), z, 0.0, 1.0)
 
 
 def _omnibus(

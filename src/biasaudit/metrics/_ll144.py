@@ -59,7 +59,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numpy.typing import ArrayLike
 
-from biasaudit.metrics._listwise import FOUR_FIFTHS
+from biasaudit.metrics._impact import FOUR_FIFTHS
 from biasaudit.metrics._proportions import (
     pairwise_critical_value,
     ratio_score_interval,
