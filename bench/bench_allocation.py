@@ -36,7 +36,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_fanout import machine_line, run_biasaudit, start_server
 
-from biasaudit.kinds.allocation.metrics import MetricOptions, allocation_results
+from biasaudit.kinds.allocation.metrics_file import MetricOptions, allocation_results
 from biasaudit.kinds.candidates.task import PoolDesign
 
 PROMPTS = 4 * 6 * 8 * 100

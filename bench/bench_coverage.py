@@ -21,11 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.metrics.test_metrics_small_samples import (  # noqa: E402  (needs the root on the path)
-    SIZES,
-    allowed_misses,
-    coverage_table,
-)
+from tests.metrics.test_metrics_small_samples import SIZES, allowed_misses, coverage_table  # noqa: E402  (needs the root on the path)
 
 FULL = {"allocation": 60, "listwise": 40, "listwise_pools": 40, "grade_score": 2000, "ruted": 2000}
 

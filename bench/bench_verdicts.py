@@ -161,7 +161,7 @@ def sim_world(
 def allocation_power(worlds: int, names: int, shift: float) -> None:
     """sim/biased with a planted shift for B_M in fresh worlds: the share of runs that
     flag B_M's RABBI, its ΔDP at k=1, any of its ΔEO, and any other group's figure."""
-    from biasaudit.kinds.allocation.report import findings
+    from biasaudit.kinds.allocation.table import findings
 
     found = {"RABBI": 0, "ΔDP k=1": 0, "ΔEO any k": 0, "another group": 0}
     with tempfile.TemporaryDirectory() as folder:
@@ -186,7 +186,7 @@ def allocation_power(worlds: int, names: int, shift: float) -> None:
 def allocation(worlds: int, names: int) -> None:
     """sim/fair in fresh worlds (names with effects of their own, sd 0.5): the share of
     runs whose table flags anything, table by table, as the run prints it."""
-    from biasaudit.kinds.allocation.report import findings
+    from biasaudit.kinds.allocation.table import findings
 
     print(f"\nallocation, resume screening, {names} names per group, one job, {worlds} worlds "
           "of sim/fair (names sd 0.5): share of runs whose table flags anything")  # fmt: skip

@@ -12,8 +12,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from biasaudit.kinds.allocation.metrics import AllocationMetrics, MetricOptions, allocation_results
-from biasaudit.kinds.allocation.report import allocation_table
+from biasaudit.kinds.allocation.metrics_file import (
+    AllocationMetrics,
+    MetricOptions,
+    allocation_results,
+)
+from biasaudit.kinds.allocation.table import allocation_table
 from biasaudit.kinds.candidates.task import PoolDesign
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from biasaudit.kinds.allocation.metrics import AllocationMetrics, GroupMetrics
+from biasaudit.kinds.allocation.metrics_file import AllocationMetrics, GroupMetrics
 from biasaudit.kinds.allocation.run import AuditResult, run as audit
 from biasaudit.kinds.candidates.essay import DEMO_ESSAYS
 from biasaudit.providers.sim import SimProvider

@@ -556,7 +556,7 @@ def test_a_selection_note_speaks_of_the_command_line_s_options() -> None:
     names the option that gives more pools."""
     from types import SimpleNamespace
 
-    from biasaudit.kinds.allocation.metrics import _advice
+    from biasaudit.kinds.allocation.metrics_file import _advice
 
     error = ValueError("no candidate of group 'B_M' appeared in any pool, so its rate is "
                        "undefined; increase n_rounds or pool_size")  # fmt: skip

@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from biasaudit.kinds.grade_score.metrics import GradeScoreMetrics
-from biasaudit.kinds.ruted.metrics import least_biased_value, ties_as_female
+from biasaudit.kinds.grade_score.metrics_file import GradeScoreMetrics
+from biasaudit.kinds.ruted.metrics_file import least_biased_value, ties_as_female
 from biasaudit.metrics import ndcg_at
 
 

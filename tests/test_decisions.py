@@ -274,7 +274,7 @@ def test_study_compare_frames_and_tasks_know_the_kind(tmp_path: Path) -> None:
 
 
 def test_a_model_that_never_says_yes_or_no_gets_a_warning_and_a_report(tmp_path: Path) -> None:
-    from biasaudit.kinds.decisions.report import decisions_blocks, headline
+    from biasaudit.kinds.decisions.table import decisions_blocks, headline
     from biasaudit.render.text import block_lines
     from biasaudit.reports.html import write_report
 

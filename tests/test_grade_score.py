@@ -13,10 +13,10 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from biasaudit.kinds.grade_score.report import grade_score_table
 from biasaudit.kinds.grade_score.run import GradeScoreResult, run as grade_audit
 from biasaudit.kinds.grade_score.sim import JUDGE_FIRST_OPTION_RATE
 from biasaudit.kinds.grade_score.spec import GradeScoreSpec
+from biasaudit.kinds.grade_score.table import grade_score_table
 from biasaudit.kinds.grade_score.task import DEMO_ITEMS
 from biasaudit.providers import ModelRequest, ModelResponse, SamplingParams
 from biasaudit.providers.sim import SimProvider

@@ -233,7 +233,7 @@ def test_loading_the_kinds_and_their_metrics_loads_no_scipy() -> None:
     """SciPy takes over a second to load: the registry, every kind's run and metrics
     modules and the allocation statistics import it where a figure needs it."""
     modules = ["biasaudit.kinds.registry", "biasaudit.kinds.allocation.run",
-               "biasaudit.kinds.allocation.metrics", "biasaudit.metrics._units"]  # fmt: skip
+               "biasaudit.kinds.allocation.metrics_file", "biasaudit.metrics._units"]  # fmt: skip
     code = (
         f"import json, sys; import {', '.join(modules)}; "
         "print(json.dumps(sorted(m for m in sys.modules if m.startswith('scipy'))))"

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from biasaudit.cli import cli
 from biasaudit.errors import UsageError
-from biasaudit.kinds.listwise.metrics import ListwiseMetrics
+from biasaudit.kinds.listwise.metrics_file import ListwiseMetrics
 from biasaudit.kinds.registry import run_spec
 from biasaudit.replay import replay_run
 from biasaudit.spec import parse_spec

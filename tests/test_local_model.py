@@ -34,13 +34,7 @@ from biasaudit.engine.fanout import FanoutOptions, run_fanout
 from biasaudit.engine.loop import run_async
 from biasaudit.errors import ConfigurationError, FatalProviderError
 from biasaudit.probes import continuation_logprob, resolve_chat_template
-from biasaudit.providers import (
-    KNOWN_PROVIDERS,
-    ModelRequest,
-    SamplingParams,
-    local,
-    resolve_model,
-)
+from biasaudit.providers import KNOWN_PROVIDERS, ModelRequest, SamplingParams, local, resolve_model
 from biasaudit.store.runs import read_manifest, read_responses
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,6 +1,6 @@
 """A kind may leave out the steps that have a sensible default (``kinds/declare.OPTIONAL``):
-a minimal kind gives seven steps from six modules (task, metrics, run, plan, report,
-html) beside its kind.py and spec.py, eight files, and every shared caller takes the
+a minimal kind gives seven steps from six modules (task, metrics_file, run, plan, table,
+page) beside its kind.py and spec.py, eight files, and every shared caller takes the
 default of a step it lacks (issue: a kind cost fourteen mandatory files, many
 near-empty)."""
 
@@ -71,7 +71,10 @@ def test_a_kind_without_its_optional_steps_gets_their_defaults(tmp_path: Path) -
     kind = _bare()
     assert not any(kind.declares(step) for step in OPTIONAL)
     assert kind.headline({}) == ""
-    assert kind.change_tests(tmp_path, tmp_path, 3, 4, rng=None, bootstrap=0, notes=[]) == []  # type: ignore[arg-type]
+    from biasaudit.kinds.common import RunPair
+
+    pair = RunPair(tmp_path, tmp_path, 3, 4, None, 0, [])  # type: ignore[arg-type]
+    assert kind.change_tests(pair) == []
     assert kind.compare_figures(None, {}, "", False) == []  # type: ignore[arg-type]
     assert kind.evidence(tmp_path) is None and kind.plan_power(None, lambda s: (0, None)) == []
     assert kind.growth(None) is None and kind.score_options() is None

@@ -17,13 +17,13 @@ import pytest
 from rich.console import Console
 
 import biasaudit.reports.rich_tables
-from biasaudit.kinds.allocation.report import study_blocks
 from biasaudit.kinds.allocation.study import run_study
-from biasaudit.kinds.grade_score.report import study_blocks as grade_study_blocks
+from biasaudit.kinds.allocation.table import study_blocks
 from biasaudit.kinds.grade_score.study import run_study as run_grade_study
+from biasaudit.kinds.grade_score.table import study_blocks as grade_study_blocks
 from biasaudit.kinds.registry import TASKS
-from biasaudit.kinds.ruted.report import study_blocks as ruted_study_blocks
 from biasaudit.kinds.ruted.study import run_study as run_ruted_study
+from biasaudit.kinds.ruted.table import study_blocks as ruted_study_blocks
 from biasaudit.providers import KNOWN_PROVIDERS
 from biasaudit.render.text import Block, PlainTable, block_lines
 from biasaudit.reports.history import HISTORY_COLUMNS, HistoryEntry, history_table, list_history

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from biasaudit.engine.core import RequestResult
-from biasaudit.kinds.ruted.metrics import context_metrics
+from biasaudit.kinds.ruted.metrics_file import context_metrics
 from biasaudit.kinds.ruted.plan import RutedPlan, plan_ruted
 from biasaudit.kinds.ruted.sim import NO_PRONOUN_RATE, TIE_RATE, planted_male_probability
 from biasaudit.kinds.ruted.spec import RutedSpec

@@ -22,9 +22,9 @@ from click.testing import CliRunner
 
 import biasaudit.kinds.ruted.embeddings
 from biasaudit.cli import cli
-from biasaudit.kinds.ruted.report import ruted_table
 from biasaudit.kinds.ruted.run import run as ruted_audit
 from biasaudit.kinds.ruted.spec import RutedSpec
+from biasaudit.kinds.ruted.table import ruted_table
 
 WORD = re.compile(r"[a-z]+")
 

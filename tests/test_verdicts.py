@@ -192,7 +192,7 @@ def test_a_grade_score_run_says_the_same_on_every_surface(tmp_path: Path) -> Non
 def test_a_slot_verdict_agrees_with_its_interval_by_construction() -> None:
     import numpy as np
 
-    from biasaudit.kinds.grade_score.metrics import slot_verdicts
+    from biasaudit.kinds.grade_score.metrics_file import slot_verdicts
     from biasaudit.metrics import position_intervals
 
     rng = np.random.default_rng(5)

@@ -22,13 +22,7 @@ if TYPE_CHECKING:
     )
     from biasaudit.engine.loop import run_async
     from biasaudit.errors import BiasauditError
-    from biasaudit.frames import (
-        export_runs,
-        load_prompts,
-        load_responses,
-        load_runs,
-        load_scores,
-    )
+    from biasaudit.frames import export_runs, load_prompts, load_responses, load_runs, load_scores
     from biasaudit.kinds.allocation.run import AuditResult, run as audit, run_audit
     from biasaudit.kinds.allocation.study import run_study
     from biasaudit.kinds.ruted.run import RutedResult, run as ruted_audit, run_ruted_audit

@@ -10,12 +10,7 @@ import pandas as pd
 import pytest
 import statsmodels.formula.api as smf
 
-from biasaudit.metrics import (
-    discrimination_scores,
-    mixed_model_scores,
-    scenario_mean,
-    yes_logit,
-)
+from biasaudit.metrics import discrimination_scores, mixed_model_scores, scenario_mean, yes_logit
 
 RACES = ["white", "black", "asian", "hispanic", "native american"]
 GENDERS = ["male", "female", "non-binary"]

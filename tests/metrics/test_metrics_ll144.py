@@ -9,12 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from biasaudit.metrics import (
-    RACE_CATEGORIES,
-    impact_ratio_interval,
-    ll144_rates,
-    wilson_interval,
-)
+from biasaudit.metrics import RACE_CATEGORIES, impact_ratio_interval, ll144_rates, wilson_interval
 
 # The scoring example of 6 RCNY §5-301(d) ("culture fit"): applicants and scoring rates
 # per category, with the impact ratios the rule prints (to two decimals). Scoring rates

@@ -1,5 +1,5 @@
-"""The options several commands share, declared once: ``--no-report`` and ``--runs-dir``
-(each command says in its help what they mean for it). Light: click alone, so that
+"""The options several commands share, declared once: ``--no-report``, ``--runs-dir`` and
+``--alpha`` (each command says in its help what they mean for it). Light: click alone, so that
 ``biasaudit --help`` loads nothing more to build them."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import click
 
-__all__ = ["no_report_option", "no_report_param", "runs_dir_option"]
+__all__ = ["alpha_option", "no_report_option", "no_report_param", "runs_dir_option"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -34,3 +34,10 @@ def runs_dir_option(help: str, **attrs: Any) -> Callable[[F], F]:
     """``--runs-dir``, the folder of runs, as a decorator of a command that reads or
     writes runs beside the spec field of that name (each says its default)."""
     return click.option(*_RUNS_DIR, type=click.Path(path_type=Path), help=help, **attrs)
+
+
+def alpha_option() -> Callable[[F], F]:
+    """``--alpha``, the level of the Holm-adjusted tests of no change (``compare``,
+    ``reaudit``)."""
+    return click.option("--alpha", default=0.05, show_default=True, type=click.FloatRange(0, 1),
+                        help="Level of the Holm-adjusted tests of no change.")  # fmt: skip

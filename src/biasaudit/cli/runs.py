@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import click
 
-from biasaudit.cli.flags import no_report_option, runs_dir_option
+from biasaudit.cli.flags import alpha_option, no_report_option, runs_dir_option
 
 if TYPE_CHECKING:
     from biasaudit.pricing import BudgetedProvider
@@ -304,13 +304,7 @@ def _compare_command(reports_errors: Decorator) -> click.Command:
     @click.command("compare")
     @click.argument("run_a", type=click.Path(file_okay=False, path_type=Path))
     @click.argument("run_b", type=click.Path(file_okay=False, path_type=Path))
-    @click.option(
-        "--alpha",
-        default=0.05,
-        show_default=True,
-        type=click.FloatRange(0, 1),
-        help="Level of the Holm-adjusted tests of no change.",
-    )
+    @alpha_option()
     @click.option(
         "--bootstrap",
         default=1000,
@@ -398,13 +392,7 @@ def _reaudit_command(reports_errors: Decorator) -> click.Command:
         type=click.Choice(["drift", "version", "any"]),
         help="Exit 3 when a figure changed, the model version changed, or either.",
     )
-    @click.option(
-        "--alpha",
-        default=0.05,
-        show_default=True,
-        type=click.FloatRange(0, 1),
-        help="Level of the Holm-adjusted tests of no change.",
-    )
+    @alpha_option()
     @_NO_REPORT
     @reports_errors
     def reaudit(

@@ -9,7 +9,7 @@ import gc
 import signal
 import threading
 from collections.abc import Callable, Coroutine, Sequence
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 __all__ = [
     "STOPPING_SIGNALS",
@@ -18,6 +18,7 @@ __all__ = [
     "run_async",
     "run_in_threads",
     "stopping_signal",
+    "synchronous",
 ]
 
 T = TypeVar("T")
@@ -64,6 +65,22 @@ def run_async(coroutine: Coroutine[Any, Any, T]) -> T:
         return _run(coroutine)
     finally:
         gc.set_threshold(*thresholds)
+
+
+P = ParamSpec("P")
+
+
+def synchronous(audit: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
+    """``audit`` (an ``async`` function) as a plain function that runs it to completion
+    with :func:`run_async`, taking the same arguments and keeping its name and help: a
+    kind's ``run`` made from its ``run_..._audit``."""
+    import functools
+
+    @functools.wraps(audit)
+    def run(*args: P.args, **kwargs: P.kwargs) -> T:
+        return run_async(audit(*args, **kwargs))
+
+    return run
 
 
 # The signals that stop a run as Ctrl-C does (SIGINT is Python's own KeyboardInterrupt):

@@ -8,7 +8,7 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -16,6 +16,8 @@ from biasaudit.errors import UsageError
 from biasaudit.store.runs import check_version, file_problem, read_run_model
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from biasaudit.engine.session import RunSession
     from biasaudit.providers import ModelRequest
     from biasaudit.providers._types import ReasoningEffort
@@ -27,6 +29,7 @@ __all__ = [
     "RatioVerdict",
     "RequestCounts",
     "RequestPlan",
+    "RunPair",
     "TaskInfo",
     "export_verdicts",
     "figure_row",
@@ -41,6 +44,20 @@ __all__ = [
     "verdicts_by_cell",
     "with_verdicts",
 ]
+
+
+class RunPair(NamedTuple):
+    """Two runs of one audit that ``biasaudit compare`` tests for change (B - A): their
+    folders and ``metrics.json`` models, the generator and number of the bootstrap's
+    resamples, and the notes the comparison prints (a kind's change tests add to them)."""
+
+    path_a: Path
+    path_b: Path
+    metrics_a: Any
+    metrics_b: Any
+    rng: np.random.Generator
+    bootstrap: int
+    notes: list[str]
 
 
 @dataclass(frozen=True)

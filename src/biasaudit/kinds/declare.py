@@ -10,7 +10,7 @@ the module that computes it. The registry (:mod:`biasaudit.kinds.registry`) and 
 callers reach a kind through these methods only.
 
 Seven steps are abstract: a minimal kind is ``kind.py``, ``spec.py``, ``task.py``,
-``plan.py``, ``run.py``, ``metrics.py``, ``report.py`` and ``html.py`` (eight files).
+``plan.py``, ``run.py``, ``metrics_file.py``, ``table.py`` and ``page.py`` (eight files).
 Every other step has a default here (:data:`OPTIONAL`): no headline, no study, no
 figures or tests of change, no power lines, no ``--until``, no ``biasaudit score``,
 no evidence page, and the sim's own shapes for its answers.
@@ -30,12 +30,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 if TYPE_CHECKING:
-    import numpy as np
     from pydantic import BaseModel
 
     from biasaudit.kinds._evidence import Evidence
     from biasaudit.kinds._rounds import Growth
-    from biasaudit.kinds.common import TaskInfo
+    from biasaudit.kinds.common import RunPair, TaskInfo
     from biasaudit.kinds.runspec import RunSpec
     from biasaudit.metrics import ChangeTest
     from biasaudit.providers import ModelRequest, Provider
@@ -123,8 +122,8 @@ class Kind(ABC):
     ``impact`` rows of its ``metrics.json``, at every k), so a Local Law 144 summary can
     read a run of it; the word for what its rates count ("Candidates"). Empty: none."""
 
-    # --- the steps every kind gives (task.py, metrics.py, run.py, plan.py, report.py,
-    # html.py) ---
+    # --- the steps every kind gives (task.py, metrics_file.py, run.py, plan.py, table.py,
+    # page.py) ---
 
     @abstractmethod
     def task_infos(self) -> tuple[TaskInfo, ...]:
@@ -183,17 +182,7 @@ class Kind(ABC):
         """The study's page: its title, sections, and whether every run was simulated."""
         raise _refuse("study (biasaudit study)")
 
-    def change_tests(
-        self,
-        path_a: Path,
-        path_b: Path,
-        metrics_a: Any,
-        metrics_b: Any,
-        *,
-        rng: np.random.Generator,
-        bootstrap: int,
-        notes: list[str],
-    ) -> list[ChangeTest]:
+    def change_tests(self, pair: RunPair) -> list[ChangeTest]:
         """The tests of "no change" that ``biasaudit compare`` adjusts; none by default
         (compare says no figure could be tested)."""
         return []

@@ -16,10 +16,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from biasaudit.metrics._resampling import (
-    ClusterTerm,
-    MultiwayClusters,
-)
+from biasaudit.metrics._resampling import ClusterTerm, MultiwayClusters
 from biasaudit.metrics._small_samples import RATIO_MIN_UNITS
 
 __all__ = ["FOUR_FIFTHS"]

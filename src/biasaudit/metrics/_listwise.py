@@ -76,12 +76,7 @@ from numpy.typing import NDArray
 from biasaudit.metrics._grade import SlotTest
 from biasaudit.metrics._impact import _bound, _impact, _rate_draws
 from biasaudit.metrics._positions import _concordance, _slots
-from biasaudit.metrics._resampling import (
-    MIN_UNITS,
-    ClusterTerm,
-    MultiwayClusters,
-    Units,
-)
+from biasaudit.metrics._resampling import MIN_UNITS, ClusterTerm, MultiwayClusters, Units
 from biasaudit.metrics._small_samples import critical_value
 from biasaudit.metrics._validate import check_confidence, check_int
 

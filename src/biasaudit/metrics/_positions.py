@@ -15,10 +15,7 @@ from numpy.typing import NDArray
 
 from biasaudit.metrics._grade import SlotTest, slot_test
 from biasaudit.metrics._impact import _bound
-from biasaudit.metrics._resampling import (
-    MIN_UNITS,
-    cluster_draws,
-)
+from biasaudit.metrics._resampling import MIN_UNITS, cluster_draws
 from biasaudit.metrics._validate import check_int
 
 __all__ = ["kendall_w", "latin_square"]

@@ -288,10 +288,7 @@ def _lean_client_class() -> Any:
         from aiohttp import ClientSession, ClientTimeout
         from httpx2._client import ClientState
         from httpx2._exceptions import request_context
-        from openai._vendor.httpx_aiohttp.transport import (
-            AiohttpTransport,
-            map_aiohttp_exceptions,
-        )
+        from openai._vendor.httpx_aiohttp.transport import AiohttpTransport, map_aiohttp_exceptions
     except ImportError:
         _LEAN_CLIENT = base
         return base

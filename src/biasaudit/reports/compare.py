@@ -182,6 +182,7 @@ def compare_runs(
     UsageError
         A path is not a run, the runs are of different kinds, or have no metrics.
     """
+    from biasaudit.kinds.common import RunPair
     from biasaudit.kinds.registry import AUDIT_KINDS, audit_kind, read_metrics
 
     path_a, path_b = Path(run_a), Path(run_b)
@@ -197,9 +198,8 @@ def compare_runs(
     metrics_a, metrics_b = read_metrics(path_a, kind), read_metrics(path_b, kind)
     notes: list[str] = []
     rng = np.random.default_rng(seed)
-    tests = audit_kind(kind).change_tests(
-        path_a, path_b, metrics_a, metrics_b, rng=rng, bootstrap=bootstrap, notes=notes
-    )
+    pair = RunPair(path_a, path_b, metrics_a, metrics_b, rng, bootstrap, notes)
+    tests = audit_kind(kind).change_tests(pair)
     if metrics_a.model != metrics_b.model:
         notes.append(f"the runs audit different models: {metrics_a.model}, {metrics_b.model}")
     return Comparison(

@@ -4,7 +4,7 @@ On a terminal, every command that prints a table prints it with these: the
 audit tables of ``run``, ``replay`` and ``reaudit``, ``compare``, the three
 kinds of ``study``, ``history``, ``tasks``, ``providers`` and ``cache stats``.
 Anywhere else (a pipe, a file, a test) they print the plain lines of
-:mod:`biasaudit.kinds.allocation.report` and its siblings, byte for byte as before, so scripts
+:mod:`biasaudit.kinds.allocation.table` and its siblings, byte for byte as before, so scripts
 that read them keep working. Both show the same cells with the same rounding:
 in an audit or a comparison, a figure whose interval excludes 0 (or whose p is
 below 0.05) is in bold here, which is all the rich tables add. Every cell is

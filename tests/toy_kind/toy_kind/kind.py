@@ -11,7 +11,7 @@ from toy_kind.spec import ToySpec
 
 if TYPE_CHECKING:
     from biasaudit.kinds.kit import Document, ModelRequest, Provider, Section, TaskInfo
-    from toy_kind.metrics import ToyMetrics
+    from toy_kind.metrics_file import ToyMetrics
     from toy_kind.run import ToyResult
 
 
@@ -22,12 +22,12 @@ class Toy(Kind):
         return TASK_INFOS
 
     def metrics_model(self) -> type[ToyMetrics]:
-        from toy_kind.metrics import ToyMetrics
+        from toy_kind.metrics_file import ToyMetrics
 
         return ToyMetrics
 
     def figure_rows(self, metrics: ToyMetrics) -> list[dict[str, Any]]:
-        from toy_kind.metrics import figure_rows
+        from toy_kind.metrics_file import figure_rows
 
         return figure_rows(metrics)
 
@@ -43,12 +43,12 @@ class Toy(Kind):
         return plan_requests(spec, provider)
 
     def run_table(self, metrics: ToyMetrics, run_dir: Path) -> list[Any]:
-        from toy_kind.report import run_table
+        from toy_kind.table import run_table
 
         return list(run_table(metrics, run_dir))
 
     def run_document(self, run_dir: Path, manifest: Any, spec: Mapping[str, Any]) -> Document:
-        from toy_kind.html import run_document
+        from toy_kind.page import run_document
 
         return run_document(run_dir, manifest, spec)
 
@@ -58,12 +58,12 @@ class Toy(Kind):
         return run_study(run_dirs, ndcg_at=ndcg_at)
 
     def study_blocks(self, study: Any) -> list[Any]:
-        from toy_kind.report import study_blocks
+        from toy_kind.table import study_blocks
 
         return list(study_blocks(study))
 
     def study_page(self, study: Any) -> tuple[str, list[Section], bool]:
-        from toy_kind.html import study_page
+        from toy_kind.page import study_page
 
         return study_page(study)
 

@@ -16,7 +16,7 @@ from biasaudit.kinds.kit import (
     run_planned,
 )
 from biasaudit.metrics import wilson_interval
-from toy_kind.metrics import ToyMetrics
+from toy_kind.metrics_file import ToyMetrics
 from toy_kind.plan import ToyPlan
 
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from biasaudit.kinds.kit import read_run_metrics
-from toy_kind.metrics import ToyMetrics
+from toy_kind.metrics_file import ToyMetrics
 
 
 def run_study(run_dirs: Sequence[str | Path], *, ndcg_at: int) -> list[tuple[str, ToyMetrics]]:

@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 
 from biasaudit.errors import UsageError
-from biasaudit.kinds.allocation.metrics import SCORES_COLUMNS, fewest_units
-from biasaudit.kinds.common import smoke_test_notes
+from biasaudit.kinds.allocation.metrics_file import SCORES_COLUMNS, fewest_units
+from biasaudit.kinds.common import RunPair, smoke_test_notes
 from biasaudit.metrics import (
     FEW_UNITS,
     ChangeTest,
@@ -30,33 +30,30 @@ from biasaudit.store.tables import read_run_table
 __all__ = ["change_tests"]
 
 
-def change_tests(
-    path_a: Path,
-    path_b: Path,
-    metrics_a: Any,
-    metrics_b: Any,
-    *,
-    rng: np.random.Generator,
-    bootstrap: int,
-    notes: list[str],
-) -> list[ChangeTest]:
+def change_tests(pair: RunPair) -> list[ChangeTest]:
     """One test of "no change" per group and figure, B - A."""
-    reference = metrics_a.reference_group
-    if metrics_b.reference_group != reference:
+    reference = pair.metrics_a.reference_group
+    if pair.metrics_b.reference_group != reference:
         raise UsageError("compare: the runs have different reference groups")
-    fewest = {"A": fewest_units(metrics_a.groups), "B": fewest_units(metrics_b.groups)}
-    notes += smoke_test_notes(fewest, "units", FEW_UNITS)
-    scores_a, scores_b = _scores(path_a), _scores(path_b)
+    fewest = {"A": fewest_units(pair.metrics_a.groups), "B": fewest_units(pair.metrics_b.groups)}
+    pair.notes.extend(smoke_test_notes(fewest, "units", FEW_UNITS))
+    scores_a, scores_b = _scores(pair.path_a), _scores(pair.path_b)
     paired = _same_candidates(scores_a, scores_b)
     if not paired:
-        notes.append("the runs scored different candidates: bootstraps are independent")
+        pair.notes.append("the runs scored different candidates: bootstraps are independent")
     tests: list[ChangeTest] = _score_tests(
-        scores_a, scores_b, reference, paired, int(rng.integers(2**31)), bootstrap, notes
+        scores_a,
+        scores_b,
+        reference,
+        paired,
+        int(pair.rng.integers(2**31)),
+        pair.bootstrap,
+        pair.notes,
     )
-    for group in metrics_a.groups:
-        if group not in metrics_b.groups:
+    for group in pair.metrics_a.groups:
+        if group not in pair.metrics_b.groups:
             continue
-        figures_a, figures_b = metrics_a.groups[group], metrics_b.groups[group]
+        figures_a, figures_b = pair.metrics_a.groups[group], pair.metrics_b.groups[group]
         for gap in ("dp_gap", "eo_gap"):
             values_a, values_b = getattr(figures_a, gap), getattr(figures_b, gap)
             cis_a, cis_b = getattr(figures_a, f"{gap}_ci"), getattr(figures_b, f"{gap}_ci")
@@ -68,7 +65,7 @@ def change_tests(
                     cis_a.get(k),
                     values_b.get(k),
                     cis_b.get(k),
-                    metrics_a.confidence,
+                    pair.metrics_a.confidence,
                 )
                 if test is not None:
                     tests.append(test)

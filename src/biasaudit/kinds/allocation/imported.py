@@ -34,13 +34,8 @@ from pydantic import Field
 
 from biasaudit.engine.options import Flag
 from biasaudit.errors import InputError, UsageError
-from biasaudit.kinds._imported import (
-    ScoreOptions,
-    as_in_spec,
-    finish_imported,
-    imported_manifest,
-)
-from biasaudit.kinds.allocation.metrics import (
+from biasaudit.kinds._imported import ScoreOptions, as_in_spec, finish_imported, imported_manifest
+from biasaudit.kinds.allocation.metrics_file import (
     AllocationMetrics,
     CandidateCounts,
     MetricOptions,

@@ -13,15 +13,13 @@ from biasaudit.kinds.allocation.spec import AllocationSpec
 from biasaudit.kinds.declare import Kind
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from biasaudit.kinds._evidence import Evidence
     from biasaudit.kinds._rounds import Growth
     from biasaudit.kinds.allocation.imported import ImportOptions, ImportResult
-    from biasaudit.kinds.allocation.metrics import AllocationMetrics
+    from biasaudit.kinds.allocation.metrics_file import AllocationMetrics
     from biasaudit.kinds.allocation.run import AuditResult
     from biasaudit.kinds.allocation.study import StudyResult
-    from biasaudit.kinds.common import TaskInfo
+    from biasaudit.kinds.common import RunPair, TaskInfo
     from biasaudit.metrics import ChangeTest
     from biasaudit.providers import ModelRequest, Provider
     from biasaudit.providers.sim import Responder
@@ -40,12 +38,12 @@ class Allocation(Kind):
         return TASK_INFOS
 
     def metrics_model(self) -> type[AllocationMetrics]:
-        from biasaudit.kinds.allocation.metrics import AllocationMetrics
+        from biasaudit.kinds.allocation.metrics_file import AllocationMetrics
 
         return AllocationMetrics
 
     def figure_rows(self, metrics: AllocationMetrics) -> list[dict[str, Any]]:
-        from biasaudit.kinds.allocation.metrics import figure_rows
+        from biasaudit.kinds.allocation.metrics_file import figure_rows
 
         return figure_rows(metrics)
 
@@ -67,17 +65,17 @@ class Allocation(Kind):
         return plan_requests(spec, provider)
 
     def run_table(self, metrics: AllocationMetrics, run_dir: Path) -> list[Block]:
-        from biasaudit.kinds.allocation.report import run_table
+        from biasaudit.kinds.allocation.table import run_table
 
         return run_table(metrics, run_dir)
 
     def headline(self, metrics: AllocationMetrics) -> str:
-        from biasaudit.kinds.allocation.report import headline
+        from biasaudit.kinds.allocation.table import headline
 
         return headline(metrics)
 
     def run_document(self, run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -> Document:
-        from biasaudit.kinds.allocation.html import run_document
+        from biasaudit.kinds.allocation.page import run_document
 
         return run_document(run_dir, manifest, spec)
 
@@ -87,35 +85,24 @@ class Allocation(Kind):
         return run_study(run_dirs, ndcg_at=ndcg_at)
 
     def study_blocks(self, study: StudyResult) -> list[Block]:
-        from biasaudit.kinds.allocation.report import study_blocks
+        from biasaudit.kinds.allocation.table import study_blocks
 
         return study_blocks(study)
 
     def study_page(self, study: StudyResult) -> tuple[str, list[Section], bool]:
-        from biasaudit.kinds.allocation.html import study_page
+        from biasaudit.kinds.allocation.page import study_page
 
         return study_page(study)
 
-    def change_tests(
-        self,
-        path_a: Path,
-        path_b: Path,
-        metrics_a: AllocationMetrics,
-        metrics_b: AllocationMetrics,
-        *,
-        rng: np.random.Generator,
-        bootstrap: int,
-        notes: list[str],
-    ) -> list[ChangeTest]:
+    def change_tests(self, pair: RunPair) -> list[ChangeTest]:
         from biasaudit.kinds.allocation.changes import change_tests
 
-        return change_tests(path_a, path_b, metrics_a, metrics_b, rng=rng, bootstrap=bootstrap,
-                            notes=notes)  # fmt: skip
+        return change_tests(pair)
 
     def compare_figures(
         self, comparison: Compared, names: Mapping[str, str], reference: str, simulated: bool
     ) -> list[Figure]:
-        from biasaudit.kinds.allocation.html import compare_figures
+        from biasaudit.kinds.allocation.page import compare_figures
 
         return compare_figures(comparison, names, reference, simulated)
 

@@ -50,7 +50,7 @@ from biasaudit.kinds._planning import (
     stated,
 )
 from biasaudit.kinds._rounds import Design, Figure, Growth, planned_design, pools_growth
-from biasaudit.kinds.allocation.metrics import AllocationMetrics
+from biasaudit.kinds.allocation.metrics_file import AllocationMetrics
 from biasaudit.metrics import VarianceModel
 from biasaudit.store.tables import read_csv
 

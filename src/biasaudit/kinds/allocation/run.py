@@ -10,7 +10,7 @@ what every run has (``manifest.json`` of kind ``allocation``,
   essay id, ``score``, ``path`` (logprobs, samples or pairwise), the irregular
   flag and count, label probabilities, and the error of a failed request;
 - ``comparisons.csv`` (pairwise): one row per prompt and its parsed answer;
-- ``metrics.json``: :class:`~biasaudit.kinds.allocation.metrics.AllocationMetrics`.
+- ``metrics.json``: :class:`~biasaudit.kinds.allocation.metrics_file.AllocationMetrics`.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from typing import TextIO
 
 import pandas as pd
 
-from biasaudit.engine.loop import run_async
+from biasaudit.engine.loop import synchronous
 from biasaudit.engine.session import RunSession
 from biasaudit.kinds._runner import run_planned
-from biasaudit.kinds.allocation.metrics import (
+from biasaudit.kinds.allocation.metrics_file import (
     AllocationMetrics,
     CandidateCounts,
     MetricOptions,
@@ -32,12 +32,7 @@ from biasaudit.kinds.allocation.metrics import (
     ScoringSummary,
     allocation_results,
 )
-from biasaudit.kinds.allocation.plan import (
-    PairwisePlan,
-    PointwisePlan,
-    ScoringPlan,
-    plan_scoring,
-)
+from biasaudit.kinds.allocation.plan import PairwisePlan, PointwisePlan, ScoringPlan, plan_scoring
 from biasaudit.kinds.allocation.spec import AllocationSpec
 from biasaudit.kinds.candidates.task import AllocationTask
 from biasaudit.kinds.candidates.tasks import build_task
@@ -55,18 +50,6 @@ class AuditResult(RunResult):
     """A finished audit: where its run is, its manifest and its metrics."""
 
     metrics: AllocationMetrics
-
-
-def run(
-    spec: AllocationSpec,
-    *,
-    provider: Provider | None = None,
-    stderr: TextIO | None = None,
-    command: Sequence[str] | None = None,
-) -> AuditResult:
-    """Run the audit ``spec`` describes, at its one size; see :func:`run_audit` (in
-    rounds until a rule holds: :func:`biasaudit.kinds._rounds.audit_until`)."""
-    return run_async(run_audit(spec, provider=provider, stderr=stderr, command=command))
 
 
 async def run_audit(
@@ -94,6 +77,10 @@ async def run_audit(
         label=task.name, stderr=stderr, command=command,
     )  # fmt: skip
     return AuditResult(ran.session.run.path, ran.session.manifest, ran.results)
+
+
+run = synchronous(run_audit)
+"""The audit ``spec`` describes, run to completion: :func:`run_audit`, not async."""
 
 
 def _write_results(

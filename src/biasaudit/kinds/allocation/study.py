@@ -32,7 +32,7 @@ from typing import Any
 import pandas as pd
 
 from biasaudit.errors import UsageError
-from biasaudit.kinds.allocation.metrics import AllocationMetrics
+from biasaudit.kinds.allocation.metrics_file import AllocationMetrics
 from biasaudit.kinds.common import load_study_metrics
 from biasaudit.metrics import distribution_shape, model_selection_ndcg, predictive_validity
 from biasaudit.store.tables import read_run_table

@@ -4,42 +4,29 @@ interval; see :mod:`biasaudit.reports.compare`."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
-import numpy as np
-
+from biasaudit.kinds.common import RunPair
 from biasaudit.metrics import ChangeTest, normal_test
 
 __all__ = ["change_tests"]
 
 
-def change_tests(
-    path_a: Path,
-    path_b: Path,
-    metrics_a: Any,
-    metrics_b: Any,
-    *,
-    rng: np.random.Generator,
-    bootstrap: int,
-    notes: list[str],
-) -> list[ChangeTest]:
+def change_tests(pair: RunPair) -> list[ChangeTest]:
     """One test per fill and figure both runs have, B - A."""
     from biasaudit.kinds.common import smoke_test_notes
-    from biasaudit.kinds.decisions.metrics import FEW_SCENARIOS
-    from biasaudit.kinds.decisions.report import score_key
+    from biasaudit.kinds.decisions.metrics_file import FEW_SCENARIOS
+    from biasaudit.kinds.decisions.table import score_key
 
     fewest = {
         name: min((f.scenarios for f in m.fills.values() if f.scenarios), default=None)
-        for name, m in (("A", metrics_a), ("B", metrics_b))
+        for name, m in (("A", pair.metrics_a), ("B", pair.metrics_b))
     }
-    notes += smoke_test_notes(fewest, "scenarios", FEW_SCENARIOS)
-    if metrics_a.conventions != metrics_b.conventions:
-        notes.append("the runs follow different conventions: their scores are not the same "
+    pair.notes.extend(smoke_test_notes(fewest, "scenarios", FEW_SCENARIOS))
+    if pair.metrics_a.conventions != pair.metrics_b.conventions:
+        pair.notes.append("the runs follow different conventions: their scores are not the same "
                      "figures (age scale, intervals)")  # fmt: skip
     tests = []
-    for fill, figures_a in metrics_a.fills.items():
-        figures_b = metrics_b.fills.get(fill)
+    for fill, figures_a in pair.metrics_a.fills.items():
+        figures_b = pair.metrics_b.fills.get(fill)
         if figures_b is None:
             continue
         scores_b = {score_key(s): s for s in figures_b.scores}
@@ -48,13 +35,14 @@ def change_tests(
             if other is None:
                 continue
             test = normal_test(score_key(score), fill, score.estimate, score.ci,
-                               other.estimate, other.ci, metrics_a.confidence)  # fmt: skip
+                               other.estimate, other.ci, pair.metrics_a.confidence)  # fmt: skip
             if test is not None:
                 tests.append(test)
         for name in ("p_yes", "order_gap"):
             test = normal_test(
                 name, fill, getattr(figures_a, name), getattr(figures_a, f"{name}_ci"),
-                getattr(figures_b, name), getattr(figures_b, f"{name}_ci"), metrics_a.confidence,
+                getattr(figures_b, name), getattr(figures_b, f"{name}_ci"),
+                pair.metrics_a.confidence,
             )  # fmt: skip
             if test is not None:
                 tests.append(test)

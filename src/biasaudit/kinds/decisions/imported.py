@@ -26,7 +26,7 @@ from biasaudit.engine.progress import phase
 from biasaudit.errors import InputError
 from biasaudit.kinds._imported import ScoreOptions, finish_imported, imported_manifest
 from biasaudit.kinds.common import NOTHING_SENT
-from biasaudit.kinds.decisions.metrics import DecisionsMetrics
+from biasaudit.kinds.decisions.metrics_file import DecisionsMetrics
 from biasaudit.kinds.decisions.run import age_scale, baseline, fill_scores
 from biasaudit.kinds.decisions.task import ORDERS, persons_frame, require_baseline
 from biasaudit.metrics import yes_logit

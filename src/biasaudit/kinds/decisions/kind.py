@@ -11,13 +11,11 @@ from biasaudit.kinds.decisions.spec import SCORE_HELP, DecisionsSpec
 from biasaudit.kinds.declare import Kind
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from biasaudit.kinds._evidence import Evidence
     from biasaudit.kinds._rounds import Growth
-    from biasaudit.kinds.common import TaskInfo
+    from biasaudit.kinds.common import RunPair, TaskInfo
     from biasaudit.kinds.decisions.imported import DecisionsImportResult, ImportOptions
-    from biasaudit.kinds.decisions.metrics import DecisionsMetrics
+    from biasaudit.kinds.decisions.metrics_file import DecisionsMetrics
     from biasaudit.kinds.decisions.run import DecisionsResult
     from biasaudit.kinds.decisions.study import DecisionsStudy
     from biasaudit.metrics import ChangeTest
@@ -38,12 +36,12 @@ class Decisions(Kind):
         return TASK_INFOS
 
     def metrics_model(self) -> type[DecisionsMetrics]:
-        from biasaudit.kinds.decisions.metrics import DecisionsMetrics
+        from biasaudit.kinds.decisions.metrics_file import DecisionsMetrics
 
         return DecisionsMetrics
 
     def figure_rows(self, metrics: DecisionsMetrics) -> list[dict[str, Any]]:
-        from biasaudit.kinds.decisions.metrics import figure_rows
+        from biasaudit.kinds.decisions.metrics_file import figure_rows
 
         return figure_rows(metrics)
 
@@ -65,17 +63,17 @@ class Decisions(Kind):
         return plan_requests(spec, provider)
 
     def run_table(self, metrics: DecisionsMetrics, run_dir: Path) -> list[Block]:
-        from biasaudit.kinds.decisions.report import run_table
+        from biasaudit.kinds.decisions.table import run_table
 
         return run_table(metrics, run_dir)
 
     def headline(self, metrics: DecisionsMetrics) -> str:
-        from biasaudit.kinds.decisions.report import headline
+        from biasaudit.kinds.decisions.table import headline
 
         return headline(metrics)
 
     def run_document(self, run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -> Document:
-        from biasaudit.kinds.decisions.html import run_document
+        from biasaudit.kinds.decisions.page import run_document
 
         return run_document(run_dir, manifest, spec)
 
@@ -85,35 +83,24 @@ class Decisions(Kind):
         return run_study(run_dirs, ndcg_at=ndcg_at)
 
     def study_blocks(self, study: DecisionsStudy) -> list[Block]:
-        from biasaudit.kinds.decisions.report import study_blocks
+        from biasaudit.kinds.decisions.table import study_blocks
 
         return study_blocks(study)
 
     def study_page(self, study: DecisionsStudy) -> tuple[str, list[Section], bool]:
-        from biasaudit.kinds.decisions.html import study_page
+        from biasaudit.kinds.decisions.page import study_page
 
         return study_page(study)
 
-    def change_tests(
-        self,
-        path_a: Path,
-        path_b: Path,
-        metrics_a: DecisionsMetrics,
-        metrics_b: DecisionsMetrics,
-        *,
-        rng: np.random.Generator,
-        bootstrap: int,
-        notes: list[str],
-    ) -> list[ChangeTest]:
+    def change_tests(self, pair: RunPair) -> list[ChangeTest]:
         from biasaudit.kinds.decisions.changes import change_tests
 
-        return change_tests(path_a, path_b, metrics_a, metrics_b, rng=rng, bootstrap=bootstrap,
-                            notes=notes)  # fmt: skip
+        return change_tests(pair)
 
     def compare_figures(
         self, comparison: Compared, names: Mapping[str, str], reference: str, simulated: bool
     ) -> list[Figure]:
-        from biasaudit.kinds.decisions.html import compare_figures
+        from biasaudit.kinds.decisions.page import compare_figures
 
         return compare_figures(comparison, names, reference, simulated)
 

@@ -19,7 +19,7 @@ from typing import Any
 from biasaudit.errors import UsageError
 from biasaudit.kinds._planning import Planned, like_metrics, model_of, plan_in_file_units, stated
 from biasaudit.kinds._rounds import Figure, Growth
-from biasaudit.kinds.decisions.metrics import DecisionsMetrics
+from biasaudit.kinds.decisions.metrics_file import DecisionsMetrics
 
 __all__ = ["GROWTH", "plan_power"]
 
@@ -58,7 +58,7 @@ def _stated(spec: Any) -> Planned:
 
 
 def _from_like(spec: Any) -> Planned:
-    from biasaudit.kinds.decisions.report import score_label
+    from biasaudit.kinds.decisions.table import score_label
 
     like, metrics = like_metrics(spec, "decisions", DecisionsMetrics, "a decisions run")
     models = {}
@@ -74,7 +74,7 @@ def _from_like(spec: Any) -> Planned:
 
 
 def _scores(metrics: DecisionsMetrics, spec: Any) -> dict[str, Figure]:
-    from biasaudit.kinds.decisions.report import score_label
+    from biasaudit.kinds.decisions.table import score_label
 
     found = {}
     for fill, figures in metrics.fills.items():

@@ -17,7 +17,7 @@ The run directory holds, besides what every run has (``manifest.json`` of kind
   (:func:`~biasaudit.kinds.decisions.task.persons_frame`);
 - ``scenarios.csv``: one row per fill and scenario: its persons, mean P(yes), order gap
   and its own coefficient of every term (the per-scenario breakdown);
-- ``metrics.json``: :class:`~biasaudit.kinds.decisions.metrics.DecisionsMetrics`.
+- ``metrics.json``: :class:`~biasaudit.kinds.decisions.metrics_file.DecisionsMetrics`.
 
 A failed request, or an answer that puts no probability on yes or no, leaves the
 person without that order. A person without a usable answer in every order asked is
@@ -35,11 +35,11 @@ from typing import Any, Literal, TextIO
 
 import pandas as pd
 
-from biasaudit.engine.loop import run_async
+from biasaudit.engine.loop import synchronous
 from biasaudit.engine.session import RunSession
 from biasaudit.kinds._runner import run_planned
 from biasaudit.kinds.common import request_counts
-from biasaudit.kinds.decisions.metrics import (
+from biasaudit.kinds.decisions.metrics_file import (
     DecisionsMetrics,
     FillScores,
     Score,
@@ -69,17 +69,6 @@ class DecisionsResult(RunResult):
     persons: pd.DataFrame
 
 
-def run(
-    spec: DecisionsSpec,
-    *,
-    provider: Provider | None = None,
-    stderr: TextIO | None = None,
-    command: Sequence[str] | None = None,
-) -> DecisionsResult:
-    """Run the decisions audit ``spec`` describes; see :func:`run_decisions_audit`."""
-    return run_async(run_decisions_audit(spec, provider=provider, stderr=stderr, command=command))
-
-
 async def run_decisions_audit(
     spec: DecisionsSpec,
     *,
@@ -104,6 +93,10 @@ async def run_decisions_audit(
     )  # fmt: skip
     metrics, persons = ran.results
     return DecisionsResult(ran.session.run.path, ran.session.manifest, metrics, persons)
+
+
+run = synchronous(run_decisions_audit)
+"""The audit ``spec`` describes, run to completion: :func:`run_decisions_audit`, not async."""
 
 
 def _write_results(

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from biasaudit.kinds.common import labelled_study_runs
-from biasaudit.kinds.decisions.metrics import DecisionsMetrics
+from biasaudit.kinds.decisions.metrics_file import DecisionsMetrics
 
 __all__ = ["DecisionsStudy", "StudyRun", "run_study"]
 

@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import math
 from functools import partial
-from pathlib import Path
-from typing import Any
 
-import numpy as np
 import pandas as pd
 from scipy import special
 
-from biasaudit.kinds.grade_score.metrics import ITEMS_COLUMNS
+from biasaudit.kinds.common import RunPair
+from biasaudit.kinds.grade_score.metrics_file import ITEMS_COLUMNS
 from biasaudit.metrics import ChangeTest, two_sided
 from biasaudit.store.tables import read_run_table
 
@@ -28,24 +26,15 @@ def _t_sf(df: int, x: float) -> float:
 _GRADE_SCORES = {"grade_score": "grade", "entropy": "entropy", "choice": "choice"}
 
 
-def change_tests(
-    path_a: Path,
-    path_b: Path,
-    metrics_a: Any,
-    metrics_b: Any,
-    *,
-    rng: np.random.Generator,
-    bootstrap: int,
-    notes: list[str],
-) -> list[ChangeTest]:
+def change_tests(pair: RunPair) -> list[ChangeTest]:
     """One paired test per score over the items both runs scored, B - A."""
-    items_a = read_run_table(path_a / "items.csv", ITEMS_COLUMNS).set_index("item_id")
-    items_b = read_run_table(path_b / "items.csv", ITEMS_COLUMNS).set_index("item_id")
+    items_a = read_run_table(pair.path_a / "items.csv", ITEMS_COLUMNS).set_index("item_id")
+    items_b = read_run_table(pair.path_b / "items.csv", ITEMS_COLUMNS).set_index("item_id")
     tests = []
     for metric, column in _GRADE_SCORES.items():
         both = pd.concat([items_a[column], items_b[column]], axis=1, join="inner").dropna()
         if len(both) < 2:
-            notes.append(f"{metric}: fewer than two items scored in both runs; not tested")
+            pair.notes.append(f"{metric}: fewer than two items scored in both runs; not tested")
             continue
         before, after = both.iloc[:, 0].to_numpy(float), both.iloc[:, 1].to_numpy(float)
         diffs = after - before

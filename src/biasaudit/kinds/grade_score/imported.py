@@ -23,7 +23,7 @@ from pydantic import Field
 from biasaudit.errors import InputError, UsageError
 from biasaudit.kinds._imported import ScoreOptions, finish_imported, imported_manifest
 from biasaudit.kinds.common import NOTHING_SENT
-from biasaudit.kinds.grade_score.metrics import GradeScoreMetrics
+from biasaudit.kinds.grade_score.metrics_file import GradeScoreMetrics
 from biasaudit.kinds.grade_score.run import item_figures, score_fields
 from biasaudit.kinds.grade_score.task import GradeItem
 from biasaudit.store.runs import Manifest, RunDirectory, read_manifest

@@ -11,13 +11,11 @@ from biasaudit.kinds.declare import Kind
 from biasaudit.kinds.grade_score.spec import SCORE_HELP, GradeScoreSpec
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from biasaudit.kinds._evidence import Evidence
     from biasaudit.kinds._rounds import Growth
-    from biasaudit.kinds.common import TaskInfo
+    from biasaudit.kinds.common import RunPair, TaskInfo
     from biasaudit.kinds.grade_score.imported import GradeImportResult, ImportOptions
-    from biasaudit.kinds.grade_score.metrics import GradeScoreMetrics
+    from biasaudit.kinds.grade_score.metrics_file import GradeScoreMetrics
     from biasaudit.kinds.grade_score.run import GradeScoreResult
     from biasaudit.kinds.grade_score.study import GradeStudyResult
     from biasaudit.metrics import ChangeTest
@@ -38,12 +36,12 @@ class GradeScore(Kind):
         return TASK_INFOS
 
     def metrics_model(self) -> type[GradeScoreMetrics]:
-        from biasaudit.kinds.grade_score.metrics import GradeScoreMetrics
+        from biasaudit.kinds.grade_score.metrics_file import GradeScoreMetrics
 
         return GradeScoreMetrics
 
     def figure_rows(self, metrics: GradeScoreMetrics) -> list[dict[str, Any]]:
-        from biasaudit.kinds.grade_score.metrics import figure_rows
+        from biasaudit.kinds.grade_score.metrics_file import figure_rows
 
         return figure_rows(metrics)
 
@@ -65,17 +63,17 @@ class GradeScore(Kind):
         return plan_requests(spec, provider)
 
     def run_table(self, metrics: GradeScoreMetrics, run_dir: Path) -> list[Block]:
-        from biasaudit.kinds.grade_score.report import run_table
+        from biasaudit.kinds.grade_score.table import run_table
 
         return run_table(metrics, run_dir)
 
     def headline(self, metrics: GradeScoreMetrics) -> str:
-        from biasaudit.kinds.grade_score.report import headline
+        from biasaudit.kinds.grade_score.table import headline
 
         return headline(metrics)
 
     def run_document(self, run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -> Document:
-        from biasaudit.kinds.grade_score.html import run_document
+        from biasaudit.kinds.grade_score.page import run_document
 
         return run_document(run_dir, manifest, spec)
 
@@ -85,35 +83,24 @@ class GradeScore(Kind):
         return run_study(run_dirs, ndcg_at=ndcg_at)
 
     def study_blocks(self, study: GradeStudyResult) -> list[Block]:
-        from biasaudit.kinds.grade_score.report import study_blocks
+        from biasaudit.kinds.grade_score.table import study_blocks
 
         return study_blocks(study)
 
     def study_page(self, study: GradeStudyResult) -> tuple[str, list[Section], bool]:
-        from biasaudit.kinds.grade_score.html import study_page
+        from biasaudit.kinds.grade_score.page import study_page
 
         return study_page(study)
 
-    def change_tests(
-        self,
-        path_a: Path,
-        path_b: Path,
-        metrics_a: GradeScoreMetrics,
-        metrics_b: GradeScoreMetrics,
-        *,
-        rng: np.random.Generator,
-        bootstrap: int,
-        notes: list[str],
-    ) -> list[ChangeTest]:
+    def change_tests(self, pair: RunPair) -> list[ChangeTest]:
         from biasaudit.kinds.grade_score.changes import change_tests
 
-        return change_tests(path_a, path_b, metrics_a, metrics_b, rng=rng, bootstrap=bootstrap,
-                            notes=notes)  # fmt: skip
+        return change_tests(pair)
 
     def compare_figures(
         self, comparison: Compared, names: Mapping[str, str], reference: str, simulated: bool
     ) -> list[Figure]:
-        from biasaudit.kinds.grade_score.html import compare_figures
+        from biasaudit.kinds.grade_score.page import compare_figures
 
         return compare_figures(comparison, names, reference, simulated)
 

@@ -20,7 +20,7 @@ from typing import Any
 from biasaudit.errors import UsageError
 from biasaudit.kinds._planning import Planned, like_metrics, model_of, plan_in_file_units, stated
 from biasaudit.kinds._rounds import Figure, Growth
-from biasaudit.kinds.grade_score.metrics import GradeScoreMetrics
+from biasaudit.kinds.grade_score.metrics_file import GradeScoreMetrics
 
 __all__ = ["GROWTH", "plan_power"]
 

@@ -40,11 +40,11 @@ from typing import Any, TextIO
 
 import pandas as pd
 
-from biasaudit.engine.loop import run_async
+from biasaudit.engine.loop import synchronous
 from biasaudit.engine.session import RunSession
 from biasaudit.kinds._runner import run_planned
 from biasaudit.kinds.common import RequestCounts
-from biasaudit.kinds.grade_score.metrics import Agreement, GradeScoreMetrics, SlotTestResult
+from biasaudit.kinds.grade_score.metrics_file import Agreement, GradeScoreMetrics, SlotTestResult
 from biasaudit.kinds.grade_score.spec import GradeScoreSpec
 from biasaudit.kinds.grade_score.task import (
     GradeItem,
@@ -82,17 +82,6 @@ class GradeScoreResult(RunResult):
     items: pd.DataFrame
 
 
-def run(
-    spec: GradeScoreSpec,
-    *,
-    provider: Provider | None = None,
-    stderr: TextIO | None = None,
-    command: Sequence[str] | None = None,
-) -> GradeScoreResult:
-    """Run the Grade Score audit ``spec`` describes; see :func:`run_grade_audit`."""
-    return run_async(run_grade_audit(spec, provider=provider, stderr=stderr, command=command))
-
-
 async def run_grade_audit(
     spec: GradeScoreSpec,
     *,
@@ -118,6 +107,10 @@ async def run_grade_audit(
     )  # fmt: skip
     metrics, items = ran.results
     return GradeScoreResult(ran.session.run.path, ran.session.manifest, metrics, items)
+
+
+run = synchronous(run_grade_audit)
+"""The audit ``spec`` describes, run to completion: :func:`run_grade_audit`, not async."""
 
 
 def _write_results(

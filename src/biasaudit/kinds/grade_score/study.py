@@ -18,7 +18,7 @@ import pandas as pd
 
 from biasaudit.errors import UsageError
 from biasaudit.kinds.common import load_study_metrics
-from biasaudit.kinds.grade_score.metrics import GradeScoreMetrics
+from biasaudit.kinds.grade_score.metrics_file import GradeScoreMetrics
 
 __all__ = [
     "SCORES",

@@ -32,14 +32,9 @@ import pandas as pd
 from pydantic import Field, field_validator
 
 from biasaudit.errors import InputError, UsageError
-from biasaudit.kinds._imported import (
-    ScoreOptions,
-    as_in_spec,
-    finish_imported,
-    imported_manifest,
-)
+from biasaudit.kinds._imported import ScoreOptions, as_in_spec, finish_imported, imported_manifest
 from biasaudit.kinds.common import NOTHING_SENT
-from biasaudit.kinds.listwise.metrics import AnswerCounts, ListwiseMetrics, metrics_fields
+from biasaudit.kinds.listwise.metrics_file import AnswerCounts, ListwiseMetrics, metrics_fields
 from biasaudit.kinds.listwise.spec import ListwiseSpec
 from biasaudit.metrics import FEW_UNITS, listwise_figures
 from biasaudit.store.runs import Manifest, RunDirectory, read_manifest

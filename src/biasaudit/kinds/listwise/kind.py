@@ -17,13 +17,11 @@ from biasaudit.kinds.listwise.spec import (
 )
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from biasaudit.kinds._evidence import Evidence
     from biasaudit.kinds._rounds import Growth
-    from biasaudit.kinds.common import TaskInfo
+    from biasaudit.kinds.common import RunPair, TaskInfo
     from biasaudit.kinds.listwise.imported import ImportOptions, ListwiseImportResult
-    from biasaudit.kinds.listwise.metrics import ListwiseMetrics
+    from biasaudit.kinds.listwise.metrics_file import ListwiseMetrics
     from biasaudit.kinds.listwise.run import ListwiseResult
     from biasaudit.kinds.listwise.study import ListwiseStudy
     from biasaudit.metrics import ChangeTest
@@ -44,12 +42,12 @@ class Listwise(Kind):
         return TASK_INFOS
 
     def metrics_model(self) -> type[ListwiseMetrics]:
-        from biasaudit.kinds.listwise.metrics import ListwiseMetrics
+        from biasaudit.kinds.listwise.metrics_file import ListwiseMetrics
 
         return ListwiseMetrics
 
     def figure_rows(self, metrics: ListwiseMetrics) -> list[dict[str, Any]]:
-        from biasaudit.kinds.listwise.metrics import figure_rows
+        from biasaudit.kinds.listwise.metrics_file import figure_rows
 
         return figure_rows(metrics)
 
@@ -71,17 +69,17 @@ class Listwise(Kind):
         return plan_requests(spec, provider)
 
     def run_table(self, metrics: ListwiseMetrics, run_dir: Path) -> list[Block]:
-        from biasaudit.kinds.listwise.report import run_table
+        from biasaudit.kinds.listwise.table import run_table
 
         return run_table(metrics, run_dir)
 
     def headline(self, metrics: ListwiseMetrics) -> str:
-        from biasaudit.kinds.listwise.report import headline
+        from biasaudit.kinds.listwise.table import headline
 
         return headline(metrics)
 
     def run_document(self, run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -> Document:
-        from biasaudit.kinds.listwise.html import run_document
+        from biasaudit.kinds.listwise.page import run_document
 
         return run_document(run_dir, manifest, spec)
 
@@ -91,35 +89,24 @@ class Listwise(Kind):
         return run_study(run_dirs, ndcg_at=ndcg_at)
 
     def study_blocks(self, study: ListwiseStudy) -> list[Block]:
-        from biasaudit.kinds.listwise.report import study_blocks
+        from biasaudit.kinds.listwise.table import study_blocks
 
         return study_blocks(study)
 
     def study_page(self, study: ListwiseStudy) -> tuple[str, list[Section], bool]:
-        from biasaudit.kinds.listwise.html import study_page
+        from biasaudit.kinds.listwise.page import study_page
 
         return study_page(study)
 
-    def change_tests(
-        self,
-        path_a: Path,
-        path_b: Path,
-        metrics_a: ListwiseMetrics,
-        metrics_b: ListwiseMetrics,
-        *,
-        rng: np.random.Generator,
-        bootstrap: int,
-        notes: list[str],
-    ) -> list[ChangeTest]:
+    def change_tests(self, pair: RunPair) -> list[ChangeTest]:
         from biasaudit.kinds.listwise.changes import change_tests
 
-        return change_tests(path_a, path_b, metrics_a, metrics_b, rng=rng, bootstrap=bootstrap,
-                            notes=notes)  # fmt: skip
+        return change_tests(pair)
 
     def compare_figures(
         self, comparison: Compared, names: Mapping[str, str], reference: str, simulated: bool
     ) -> list[Figure]:
-        from biasaudit.kinds.listwise.html import compare_figures
+        from biasaudit.kinds.listwise.page import compare_figures
 
         return compare_figures(comparison, names, reference, simulated)
 

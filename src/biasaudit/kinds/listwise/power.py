@@ -12,15 +12,9 @@ from collections.abc import Callable
 from typing import Any
 
 from biasaudit.errors import UsageError
-from biasaudit.kinds._planning import (
-    Planned,
-    like_metrics,
-    like_pools,
-    model_of,
-    plan_in_pools,
-)
+from biasaudit.kinds._planning import Planned, like_metrics, like_pools, model_of, plan_in_pools
 from biasaudit.kinds._rounds import Design, Figure, planned_design, pools_growth
-from biasaudit.kinds.listwise.metrics import ListwiseMetrics
+from biasaudit.kinds.listwise.metrics_file import ListwiseMetrics
 
 __all__ = ["GROWTH", "design", "plan_power", "planned"]
 

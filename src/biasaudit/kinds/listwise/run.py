@@ -15,7 +15,7 @@ from biasaudit.kinds._runner import run_planned
 from biasaudit.kinds.candidates.task import AllocationTask
 from biasaudit.kinds.candidates.tasks import build_task
 from biasaudit.kinds.common import request_counts
-from biasaudit.kinds.listwise.metrics import AnswerCounts, ListwiseMetrics, metrics_fields
+from biasaudit.kinds.listwise.metrics_file import AnswerCounts, ListwiseMetrics, metrics_fields
 from biasaudit.kinds.listwise.plan import ListwisePlan, listwise_prompt
 from biasaudit.kinds.listwise.spec import ListwiseSpec
 from biasaudit.metrics import FEW_UNITS, listwise_figures

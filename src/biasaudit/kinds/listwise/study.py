@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from biasaudit.kinds.common import labelled_study_runs
-from biasaudit.kinds.listwise.metrics import ListwiseMetrics
+from biasaudit.kinds.listwise.metrics_file import ListwiseMetrics
 
 __all__ = ["ListwiseStudy", "StudyRun", "run_study"]
 

@@ -4,11 +4,7 @@ per context by the normal approximation from each run's interval; see
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
-import numpy as np
-
+from biasaudit.kinds.common import RunPair
 from biasaudit.metrics import ChangeTest, normal_test
 
 __all__ = ["change_tests"]
@@ -16,25 +12,16 @@ __all__ = ["change_tests"]
 _RUTED_METRICS = ("neutrality", "skew", "stereotype")
 
 
-def change_tests(
-    path_a: Path,
-    path_b: Path,
-    metrics_a: Any,
-    metrics_b: Any,
-    *,
-    rng: np.random.Generator,
-    bootstrap: int,
-    notes: list[str],
-) -> list[ChangeTest]:
+def change_tests(pair: RunPair) -> list[ChangeTest]:
     """One test per context and metric, B - A."""
     from biasaudit.kinds.common import smoke_test_notes
     from biasaudit.metrics import FEW_UNITS
 
-    fewest = {"A": metrics_a.occupations, "B": metrics_b.occupations}
-    notes += smoke_test_notes(fewest, "occupations", FEW_UNITS)
+    fewest = {"A": pair.metrics_a.occupations, "B": pair.metrics_b.occupations}
+    pair.notes.extend(smoke_test_notes(fewest, "occupations", FEW_UNITS))
     tests = []
-    for context, figures_a in metrics_a.contexts.items():
-        figures_b = metrics_b.contexts.get(context)
+    for context, figures_a in pair.metrics_a.contexts.items():
+        figures_b = pair.metrics_b.contexts.get(context)
         if figures_b is None:
             continue
         for metric in _RUTED_METRICS:
@@ -45,7 +32,7 @@ def change_tests(
                 getattr(figures_a, f"{metric}_ci"),
                 getattr(figures_b, metric),
                 getattr(figures_b, f"{metric}_ci"),
-                metrics_a.confidence,
+                pair.metrics_a.confidence,
             )
             if test is not None:
                 tests.append(test)

@@ -8,15 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from biasaudit.kinds._evidence import (
-    Evidence,
-    View,
-    link,
-    number,
-    read_answers,
-    read_sent,
-    text,
-)
+from biasaudit.kinds._evidence import Evidence, View, link, number, read_answers, read_sent, text
 
 __all__ = ["evidence"]
 

@@ -26,7 +26,7 @@ from biasaudit.errors import InputError, UsageError
 from biasaudit.kinds._imported import ScoreOptions, finish_imported, imported_manifest
 from biasaudit.kinds.common import NOTHING_SENT
 from biasaudit.kinds.ruted import embeddings
-from biasaudit.kinds.ruted.metrics import (
+from biasaudit.kinds.ruted.metrics_file import (
     RutedMetrics,
     TextsByPrompt,
     context_metrics,

@@ -11,13 +11,11 @@ from biasaudit.kinds.declare import Kind
 from biasaudit.kinds.ruted.spec import SCORE_HELP, RutedSpec
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from biasaudit.kinds._evidence import Evidence
     from biasaudit.kinds._rounds import Growth
-    from biasaudit.kinds.common import TaskInfo
+    from biasaudit.kinds.common import RunPair, TaskInfo
     from biasaudit.kinds.ruted.imported import ImportOptions, RutedImportResult
-    from biasaudit.kinds.ruted.metrics import RutedMetrics
+    from biasaudit.kinds.ruted.metrics_file import RutedMetrics
     from biasaudit.kinds.ruted.run import RutedResult
     from biasaudit.kinds.ruted.study import RutedStudyResult
     from biasaudit.metrics import ChangeTest
@@ -38,12 +36,12 @@ class Ruted(Kind):
         return TASK_INFOS
 
     def metrics_model(self) -> type[RutedMetrics]:
-        from biasaudit.kinds.ruted.metrics import RutedMetrics
+        from biasaudit.kinds.ruted.metrics_file import RutedMetrics
 
         return RutedMetrics
 
     def figure_rows(self, metrics: RutedMetrics) -> list[dict[str, Any]]:
-        from biasaudit.kinds.ruted.metrics import figure_rows
+        from biasaudit.kinds.ruted.metrics_file import figure_rows
 
         return figure_rows(metrics)
 
@@ -65,17 +63,17 @@ class Ruted(Kind):
         return plan_requests(spec, provider)
 
     def run_table(self, metrics: RutedMetrics, run_dir: Path) -> list[Block]:
-        from biasaudit.kinds.ruted.report import run_table
+        from biasaudit.kinds.ruted.table import run_table
 
         return run_table(metrics, run_dir)
 
     def headline(self, metrics: RutedMetrics) -> str:
-        from biasaudit.kinds.ruted.report import headline
+        from biasaudit.kinds.ruted.table import headline
 
         return headline(metrics)
 
     def run_document(self, run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -> Document:
-        from biasaudit.kinds.ruted.html import run_document
+        from biasaudit.kinds.ruted.page import run_document
 
         return run_document(run_dir, manifest, spec)
 
@@ -85,35 +83,24 @@ class Ruted(Kind):
         return run_study(run_dirs, ndcg_at=ndcg_at)
 
     def study_blocks(self, study: RutedStudyResult) -> list[Block]:
-        from biasaudit.kinds.ruted.report import study_blocks
+        from biasaudit.kinds.ruted.table import study_blocks
 
         return study_blocks(study)
 
     def study_page(self, study: RutedStudyResult) -> tuple[str, list[Section], bool]:
-        from biasaudit.kinds.ruted.html import study_page
+        from biasaudit.kinds.ruted.page import study_page
 
         return study_page(study)
 
-    def change_tests(
-        self,
-        path_a: Path,
-        path_b: Path,
-        metrics_a: RutedMetrics,
-        metrics_b: RutedMetrics,
-        *,
-        rng: np.random.Generator,
-        bootstrap: int,
-        notes: list[str],
-    ) -> list[ChangeTest]:
+    def change_tests(self, pair: RunPair) -> list[ChangeTest]:
         from biasaudit.kinds.ruted.changes import change_tests
 
-        return change_tests(path_a, path_b, metrics_a, metrics_b, rng=rng, bootstrap=bootstrap,
-                            notes=notes)  # fmt: skip
+        return change_tests(pair)
 
     def compare_figures(
         self, comparison: Compared, names: Mapping[str, str], reference: str, simulated: bool
     ) -> list[Figure]:
-        from biasaudit.kinds.ruted.html import compare_figures
+        from biasaudit.kinds.ruted.page import compare_figures
 
         return compare_figures(comparison, names, reference, simulated)
 

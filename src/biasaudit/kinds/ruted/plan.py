@@ -11,7 +11,7 @@ The plan asks, for every occupation,
 It reads each answer as it arrives (what it read goes into
 ``responses.jsonl``), and at the end gives one row per (context, template,
 occupation) — :meth:`RutedPlan.occupation_rows` — and one row per replicate,
-from which :mod:`biasaudit.kinds.ruted.metrics` computes the metrics.
+from which :mod:`biasaudit.kinds.ruted.metrics_file` computes the metrics.
 """
 
 from __future__ import annotations

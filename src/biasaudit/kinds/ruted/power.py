@@ -29,7 +29,7 @@ from biasaudit.kinds._planning import (
     stated,
 )
 from biasaudit.kinds._rounds import Figure, Growth
-from biasaudit.kinds.ruted.metrics import RutedMetrics
+from biasaudit.kinds.ruted.metrics_file import RutedMetrics
 
 __all__ = ["GROWTH", "plan_power"]
 

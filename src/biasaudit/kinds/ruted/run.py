@@ -5,7 +5,7 @@ Evaluation" (ACL 2025). spec → task (occupations, context prompts) → plan
 (the next word after "The {occupation} is"; replicate bedtime stories, user
 personas and ESL exercises) → engine → each answer read (next-word shares,
 pronoun verdicts) → per-occupation male shares → neutrality, skew and
-stereotype per context with their intervals (:mod:`biasaudit.kinds.ruted.metrics`).
+stereotype per context with their intervals (:mod:`biasaudit.kinds.ruted.metrics_file`).
 
 The run directory holds, besides what every run has (``manifest.json`` of
 kind ``ruted``, ``responses.jsonl`` with each answer as read, ``spec.json``):
@@ -22,7 +22,7 @@ kind ``ruted``, ``responses.jsonl`` with each answer as read, ``spec.json``):
 - ``similarity.csv``: the mode-collapse check (RUTEd §4.4), where it ran:
   ``context, occupation, similarity``, the mean cosine similarity of each
   prompt's replicate texts (sentence embeddings; the ``embeddings`` extra);
-- ``metrics.json``: :class:`~biasaudit.kinds.ruted.metrics.RutedMetrics`.
+- ``metrics.json``: :class:`~biasaudit.kinds.ruted.metrics_file.RutedMetrics`.
 """
 
 from __future__ import annotations
@@ -33,13 +33,13 @@ from typing import TextIO
 
 import pandas as pd
 
-from biasaudit.engine.loop import run_async
+from biasaudit.engine.loop import synchronous
 from biasaudit.engine.session import RunSession
 from biasaudit.errors import BiasauditError, LogprobsUnavailableError, UsageError
 from biasaudit.kinds._runner import run_planned
 from biasaudit.kinds.common import request_counts
 from biasaudit.kinds.ruted import embeddings
-from biasaudit.kinds.ruted.metrics import (
+from biasaudit.kinds.ruted.metrics_file import (
     ContextMetrics,
     RutedMetrics,
     context_metrics,
@@ -73,17 +73,6 @@ class RutedResult(RunResult):
     metrics: RutedMetrics
 
 
-def run(
-    spec: RutedSpec,
-    *,
-    provider: Provider | None = None,
-    stderr: TextIO | None = None,
-    command: Sequence[str] | None = None,
-) -> RutedResult:
-    """Run the RUTEd audit ``spec`` describes; see :func:`run_ruted_audit`."""
-    return run_async(run_ruted_audit(spec, provider=provider, stderr=stderr, command=command))
-
-
 async def run_ruted_audit(
     spec: RutedSpec,
     *,
@@ -114,6 +103,10 @@ async def run_ruted_audit(
         explain_abort=lambda error: _next_word_hint(error.cause, plan),
     )  # fmt: skip
     return RutedResult(ran.session.run.path, ran.session.manifest, ran.results)
+
+
+run = synchronous(run_ruted_audit)
+"""The audit ``spec`` describes, run to completion: :func:`run_ruted_audit`, not async."""
 
 
 def _write_results(

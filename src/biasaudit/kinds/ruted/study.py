@@ -30,7 +30,7 @@ import pandas as pd
 
 from biasaudit.errors import UsageError
 from biasaudit.kinds.common import load_study_metrics
-from biasaudit.kinds.ruted.metrics import (
+from biasaudit.kinds.ruted.metrics_file import (
     METRICS,
     RutedMetrics,
     contexts_present,

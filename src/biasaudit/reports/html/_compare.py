@@ -21,18 +21,8 @@ from pydantic import ValidationError
 
 from biasaudit.errors import UsageError
 from biasaudit.render.common import p_value, points, signed
-from biasaudit.render.document import (
-    Bullets,
-    Code,
-    Document,
-    Paragraph,
-    Section,
-    Table,
-)
-from biasaudit.render.panels import (
-    group_label,
-    metric_name,
-)
+from biasaudit.render.document import Bullets, Code, Document, Paragraph, Section, Table
+from biasaudit.render.panels import group_label, metric_name
 from biasaudit.reports.compare import VERSION_ONLY, ChangeTest, Comparison
 from biasaudit.store.runs import Manifest, damaged_file, read_manifest, read_run_json
 

@@ -14,22 +14,16 @@ from typing import Any
 import pandas as pd
 
 from biasaudit.kinds.common import read_run_metrics
-from biasaudit.kinds.decisions.metrics import (
+from biasaudit.kinds.decisions.metrics_file import (
     SCENARIOS_COLUMNS,
     DecisionsMetrics,
     FillScores,
     Score,
     stored_verdicts,
 )
-from biasaudit.kinds.decisions.report import headline, score_label, verdict_legend
 from biasaudit.kinds.decisions.study import DecisionsStudy
-from biasaudit.render.common import (
-    audited_section,
-    interval,
-    p_value,
-    replay_section,
-    runs_table,
-)
+from biasaudit.kinds.decisions.table import headline, score_label, verdict_legend
+from biasaudit.render.common import audited_section, interval, p_value, replay_section, runs_table
 from biasaudit.render.document import Bullets, Document, Figure, Paragraph, Section, Table
 from biasaudit.render.figures import DotPanel, Series, dot_panels
 from biasaudit.render.panels import Compared, Marks, Panel, figure_block, tests_by_key

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from biasaudit.kinds.decisions.metrics import (
+from biasaudit.kinds.decisions.metrics_file import (
     FEW_SCENARIOS,
     SCENARIOS_COLUMNS,
     DecisionsMetrics,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from toy_kind.metrics import ToyMetrics
+from toy_kind.metrics_file import ToyMetrics
 
 
 def run_table(metrics: ToyMetrics, run_dir: Path) -> list[str]:

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from biasaudit.kinds.kit import Document, Manifest, Paragraph, Section, read_run_metrics
-from toy_kind.metrics import ToyMetrics
-from toy_kind.report import run_table
+from toy_kind.metrics_file import ToyMetrics
+from toy_kind.table import run_table
 
 
 def run_document(run_dir: Path, manifest: Manifest, spec: Mapping[str, Any]) -> Document:

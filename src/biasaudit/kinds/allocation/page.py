@@ -17,9 +17,9 @@ import numpy as np
 import pandas as pd
 
 from biasaudit.kinds.allocation.kind import KIND
-from biasaudit.kinds.allocation.metrics import SCORES_COLUMNS, AllocationMetrics, too_few_units
-from biasaudit.kinds.allocation.report import findings, impact_table
+from biasaudit.kinds.allocation.metrics_file import SCORES_COLUMNS, AllocationMetrics, too_few_units
 from biasaudit.kinds.allocation.study import METRICS, StudyResult
+from biasaudit.kinds.allocation.table import findings, impact_table
 from biasaudit.kinds.common import read_run_metrics
 from biasaudit.metrics import select_in_pools, simulate_selection
 from biasaudit.render.common import (
@@ -596,7 +596,7 @@ def _study_sections(study: StudyResult, simulated: bool, ndcg_at: int) -> list[S
 
 def _full_views(study: StudyResult) -> Section:
     """The papers' other views: NDCG@N for every N, per-group correlations, score shapes."""
-    from biasaudit.kinds.allocation.report import _curve_blocks, _group_blocks, _shape_blocks
+    from biasaudit.kinds.allocation.table import _curve_blocks, _group_blocks, _shape_blocks
 
     blocks: list[Any] = []
     for block in [*_curve_blocks(study), *_group_blocks(study), *_shape_blocks(study)]:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from biasaudit.kinds.common import verdicts_by_cell, with_verdicts
-from biasaudit.kinds.listwise.metrics import ListwiseMetrics, fewest_units
+from biasaudit.kinds.listwise.metrics_file import ListwiseMetrics, fewest_units
 from biasaudit.kinds.listwise.study import ListwiseStudy
 from biasaudit.metrics import FEW_UNITS, holm_adjust
 from biasaudit.render.text import (

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from biasaudit.kinds.grade_score.metrics import ITEMS_COLUMNS, GradeScoreMetrics, slot_flags
+from biasaudit.kinds.grade_score.metrics_file import ITEMS_COLUMNS, GradeScoreMetrics, slot_flags
 from biasaudit.kinds.grade_score.run import judge_settings
 from biasaudit.kinds.grade_score.study import SCORES, GradeStudyResult
 from biasaudit.metrics import FEW_UNITS

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from biasaudit.kinds.ruted.metrics import METRICS, ContextMetrics, RutedMetrics
+from biasaudit.kinds.ruted.metrics_file import METRICS, ContextMetrics, RutedMetrics
 from biasaudit.kinds.ruted.study import RutedStudyResult
 from biasaudit.metrics import FEW_UNITS
 from biasaudit.render.text import (
@@ -182,7 +182,7 @@ def _how(standard: ContextMetrics, replicates: int) -> str:
 
 def table_flags(metrics: RutedMetrics) -> dict[tuple[str, str], bool]:
     """Each context's skew and stereotype: the verdict ``metrics.json`` stores
-    (:func:`~biasaudit.kinds.ruted.metrics.figure_verdicts`), by (context, metric)."""
+    (:func:`~biasaudit.kinds.ruted.metrics_file.figure_verdicts`), by (context, metric)."""
     return {(v.unit, v.figure): v.beyond_noise for v in metrics.verdicts}
 
 

@@ -1,5 +1,5 @@
 """The report of a listwise run, its study page and its compare figures: the terminal's
-tables (one description, :mod:`biasaudit.kinds.listwise.report`) with the sentences
+tables (one description, :mod:`biasaudit.kinds.listwise.table`) with the sentences
 that say what they mean."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 from biasaudit.kinds.common import read_run_metrics
 from biasaudit.kinds.listwise.kind import KIND
-from biasaudit.kinds.listwise.metrics import ListwiseMetrics
-from biasaudit.kinds.listwise.report import (
+from biasaudit.kinds.listwise.metrics_file import ListwiseMetrics
+from biasaudit.kinds.listwise.study import ListwiseStudy
+from biasaudit.kinds.listwise.table import (
     N_MEANS,
     fewest_units,
     impact_flags,
@@ -21,7 +22,6 @@ from biasaudit.kinds.listwise.report import (
     resampled_phrase,
     study_blocks,
 )
-from biasaudit.kinds.listwise.study import ListwiseStudy
 from biasaudit.metrics import FEW_UNITS
 from biasaudit.render.common import audited_section, replay_section, runs_table
 from biasaudit.render.document import Bullets, Document, Paragraph, Section, Table

@@ -15,9 +15,14 @@ from typing import Any
 import pandas as pd
 
 from biasaudit.kinds.common import read_run_metrics
-from biasaudit.kinds.ruted.metrics import METRICS, OCCUPATIONS_COLUMNS, ContextMetrics, RutedMetrics
-from biasaudit.kinds.ruted.report import intervals_phrase, spread_lines, table_flags
+from biasaudit.kinds.ruted.metrics_file import (
+    METRICS,
+    OCCUPATIONS_COLUMNS,
+    ContextMetrics,
+    RutedMetrics,
+)
 from biasaudit.kinds.ruted.study import RutedStudyResult
+from biasaudit.kinds.ruted.table import intervals_phrase, spread_lines, table_flags
 from biasaudit.render.common import (
     audited_section,
     interval,
@@ -28,18 +33,8 @@ from biasaudit.render.common import (
     signed,
 )
 from biasaudit.render.document import Bullets, Document, Figure, Paragraph, Section, Table
-from biasaudit.render.figures import (
-    DotPanel,
-    Series,
-    dot_panels,
-)
-from biasaudit.render.panels import (
-    Compared,
-    Marks,
-    Panel,
-    figure_block,
-    tests_by_key,
-)
+from biasaudit.render.figures import DotPanel, Series, dot_panels
+from biasaudit.render.panels import Compared, Marks, Panel, figure_block, tests_by_key
 from biasaudit.render.text import STRONG_MARK, Cell
 from biasaudit.store.runs import Manifest
 from biasaudit.store.tables import read_run_table

@@ -16,10 +16,10 @@ import pandas as pd
 
 from biasaudit.kinds.common import read_run_metrics
 from biasaudit.kinds.grade_score.kind import KIND
-from biasaudit.kinds.grade_score.metrics import ITEMS_COLUMNS, GradeScoreMetrics, slot_flags
-from biasaudit.kinds.grade_score.report import is_left_out, unusable_warning
+from biasaudit.kinds.grade_score.metrics_file import ITEMS_COLUMNS, GradeScoreMetrics, slot_flags
 from biasaudit.kinds.grade_score.run import judge_settings
 from biasaudit.kinds.grade_score.study import SCORES, GradeStudyResult, GradeStudyRun
+from biasaudit.kinds.grade_score.table import is_left_out, unusable_warning
 from biasaudit.render.common import (
     audited_section,
     interval,
@@ -30,21 +30,8 @@ from biasaudit.render.common import (
     runs_table,
 )
 from biasaudit.render.document import Bullets, Document, Figure, Paragraph, Section, Table
-from biasaudit.render.figures import (
-    Bars,
-    DotPanel,
-    Series,
-    bar_panels,
-    dot_panels,
-)
-from biasaudit.render.panels import (
-    Compared,
-    Marks,
-    Panel,
-    figure_block,
-    metric_name,
-    tests_by_key,
-)
+from biasaudit.render.figures import Bars, DotPanel, Series, bar_panels, dot_panels
+from biasaudit.render.panels import Compared, Marks, Panel, figure_block, metric_name, tests_by_key
 from biasaudit.render.text import STRONG_MARK
 from biasaudit.store.runs import Manifest
 from biasaudit.store.tables import read_run_table

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from biasaudit.kinds.allocation.metrics import (
+from biasaudit.kinds.allocation.metrics_file import (
     AllocationMetrics,
     GroupMetrics,
     fewest_units,
@@ -77,7 +77,7 @@ class Findings:
 def findings(metrics: AllocationMetrics) -> Findings:
     """The flags of :func:`allocation_blocks` and the HTML report: the verdicts
     ``metrics.json`` stores (:attr:`AllocationMetrics.verdicts`), read, never remade."""
-    from biasaudit.kinds.allocation.metrics import unit_noun
+    from biasaudit.kinds.allocation.metrics_file import unit_noun
 
     fewest = fewest_units(metrics.groups)
     can_say = {group: not too_few_to_say(f) for group, f in metrics.groups.items()}
