@@ -84,10 +84,17 @@ def validated(model: type[M], data: Mapping[str, Any], source: str) -> M:
         raise UsageError(_describe(error, data, source)) from None
 
 
-def load_spec(path: str | Path, overrides: Mapping[str, Any] | None = None) -> AuditSpec:
+def load_spec(
+    path: str | Path,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    aside: dict[str, Any] | None = None,
+) -> AuditSpec:
     """Read a YAML spec; relative paths in it are relative to the file.
 
-    ``overrides`` (options given on the command line) replace the file's values.
+    ``overrides`` (options given on the command line) replace the file's values. The
+    keys of ``aside`` are taken out of the file before it is read as a spec, their
+    values put in ``aside`` (``interventions``: read by ``biasaudit experiment``).
 
     Raises
     ------
@@ -100,6 +107,9 @@ def load_spec(path: str | Path, overrides: Mapping[str, Any] | None = None) -> A
     data = load_yaml(spec_path, "spec")
     if not isinstance(data, dict):
         raise UsageError(f"spec {spec_path}: expected a mapping of fields, e.g. 'task: ...'")
+    for key in aside or {}:
+        assert aside is not None
+        aside[key] = data.pop(key, None)
     task = data.get("task")  # maybe a YAML alias bomb: never turned into text here
     found: type[RunSpec] = RunSpec
     if isinstance(task, str) and task in SPECS:

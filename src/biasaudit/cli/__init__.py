@@ -855,12 +855,14 @@ def report_command(run_dir: Path, report_format: str) -> None:
 
 def _add_run_commands() -> None:
     """replay, compare, reaudit, history: commands on finished runs (biasaudit.cli.runs);
-    ll144: the Local Law 144 summary (biasaudit.cli.ll144)."""
-    from biasaudit.cli import ll144
+    ll144: the Local Law 144 summary (biasaudit.cli.ll144); experiment: an audit under
+    each intervention (biasaudit.cli.experiment)."""
+    from biasaudit.cli import experiment, ll144
     from biasaudit.cli.runs import register
 
     register(cli, _reports_errors)
     cli.add_command(ll144.command(_reports_errors))
+    cli.add_command(experiment.command(_reports_errors))
 
 
 _add_run_commands()

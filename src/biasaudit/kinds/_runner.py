@@ -58,6 +58,11 @@ async def run_planned(
     RunAbortedError
         The run stopped (the endpoint, storage, or Ctrl-C); what arrived is kept.
     """
+    intervention = getattr(spec, "intervention", None)
+    if intervention is not None:  # every prompt changed, each request keeping its id
+        from biasaudit.interventions import intervene
+
+        requests = list(intervene(requests, intervention))
     session = RunSession.open(
         kind,
         provider,

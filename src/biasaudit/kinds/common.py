@@ -31,6 +31,7 @@ __all__ = [
     "RequestPlan",
     "RunPair",
     "TaskInfo",
+    "UnitDecisions",
     "export_verdicts",
     "figure_row",
     "interval_verdicts",
@@ -44,6 +45,26 @@ __all__ = [
     "verdicts_by_cell",
     "with_verdicts",
 ]
+
+
+@dataclass(frozen=True)
+class UnitDecisions:
+    """What a run decided about each unit it asked, for the costs side of a mitigation
+    experiment (``biasaudit experiment``): one row per unit, keyed alike in every run
+    of one audit, so that two runs pair row by row.
+
+    ``frame`` has the columns ``unit`` (the key), ``cluster`` (the unit that varies
+    whose resampling gives the intervals: a resume, a scenario, a pool), ``value`` (the
+    decision: a score, P(yes), ranked first; NaN where the answer could not be read or
+    was refused) and, where the task has a ground truth, ``truth`` (True for the
+    stronger units: qualified resumes)."""
+
+    label: str
+    """What ``value`` is, e.g. ``mean P(yes)``."""
+    frame: Any
+    """A ``pandas.DataFrame`` with the columns above."""
+    truth: str = ""
+    """What ``truth`` says (``qualified``); empty where there is none."""
 
 
 class RunPair(NamedTuple):

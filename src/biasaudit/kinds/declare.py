@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
     from biasaudit.kinds._evidence import Evidence
     from biasaudit.kinds._rounds import Growth
-    from biasaudit.kinds.common import RunPair, TaskInfo
+    from biasaudit.kinds.common import RunPair, TaskInfo, UnitDecisions
     from biasaudit.kinds.runspec import RunSpec
     from biasaudit.metrics import ChangeTest
     from biasaudit.providers import ModelRequest, Provider
@@ -70,10 +70,12 @@ OPTIONAL = (
     "change_tests",
     "plan_power",
     "growth",
+    "shown_names",
     "score_options",
     "score",
     "responder",
     "evidence",
+    "unit_decisions",
 )
 """The steps a kind may leave out (their defaults stand in)."""
 
@@ -117,6 +119,10 @@ class Kind(ABC):
     """How reports name the figures its change tests key (``dp_gap`` -> ``ΔDP``)."""
     in_points: tuple[str, ...] = ()
     """The figures of its change tests shown in percentage points (shares)."""
+    level_figures: tuple[str, ...] = ()
+    """The figures of its change tests that are the decisions' level or an order effect,
+    not a disparity between groups (a mitigation experiment shows them beside the bias
+    and does not count them as bias removed)."""
     selects: str = ""
     """A capability: its figures are selection rates by demographic category (the
     ``impact`` rows of its ``metrics.json``, at every k), so a Local Law 144 summary can
@@ -216,6 +222,17 @@ class Kind(ABC):
         """The figures of outputs produced elsewhere, into a run directory whose table
         :meth:`run_table` prints."""
         raise _refuse("scoring of outputs produced elsewhere (biasaudit score)")
+
+    def shown_names(self, spec: Any) -> tuple[str, ...]:
+        """The names an audit of ``spec`` shows the model (the candidates', the persons'),
+        which an intervention may hide; none by default."""
+        return ()
+
+    def unit_decisions(self, run_dir: Path) -> UnitDecisions | None:
+        """What the run decided about each unit (the costs side of a mitigation
+        experiment: the decisions' level and spread, their validity where the task has
+        a ground truth); None by default."""
+        return None
 
     def responder(self) -> Responder | None:
         """How the offline ``sim/`` model answers the kind's prompts (and declines every

@@ -57,6 +57,7 @@ __all__ = [
     "spec_fields_in_roles",
     "study_kind",
     "table_of",
+    "with_names_to_hide",
 ]
 
 
@@ -391,6 +392,7 @@ def run_spec(
             f"the spec names {len(spec.models)} models: run spec.for_model(m) for each "
             "(biasaudit run runs them at once)"
         )
+    spec = with_names_to_hide(spec)
     kind = kind_of_spec(spec)
     if getattr(spec, "until", None) is not None:
         from biasaudit.kinds._rounds import audit_until, growth_for
@@ -407,8 +409,36 @@ def run_spec(
 def plan_requests(spec: AuditSpec, provider: Provider) -> Iterator[ModelRequest]:
     """The requests a run of ``spec`` would send to ``provider``, made one at a time as
     they are read (nothing is sent): a reader that keeps none holds one prompt at a time."""
-    requests: Iterator[ModelRequest] = iter(kind_of_spec(spec).plan_requests(spec, provider))
+    from biasaudit.interventions import intervene
+
+    spec = with_names_to_hide(spec)
+    planned = kind_of_spec(spec).plan_requests(spec, provider)
+    requests: Iterator[ModelRequest] = iter(intervene(planned, spec.intervention))
     return requests
+
+
+def with_names_to_hide(spec: AuditSpec) -> AuditSpec:
+    """``spec`` whose intervention hides names given the names its audit shows
+    (:meth:`~biasaudit.kinds.declare.Kind.shown_names`), recorded with the run.
+
+    Raises
+    ------
+    UsageError
+        The intervention hides names and the audit shows none.
+    """
+    from biasaudit.interventions import names_to_hide
+
+    intervention = spec.intervention
+    if intervention is None or not intervention.hides_names or intervention.hidden:
+        return spec
+    hidden = names_to_hide(kind_of_spec(spec).shown_names(spec))
+    if not hidden:
+        raise UsageError(
+            f"intervention '{intervention.name}' hides names, and this audit shows the "
+            "model none (a task without names, or a decisions audit filled explicitly)"
+        )
+    return spec.model_copy(update={"intervention": intervention.model_copy(
+        update={"hidden": hidden})})  # fmt: skip
 
 
 def read_metrics(run_dir: Path, kind: str) -> Any:

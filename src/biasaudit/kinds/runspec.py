@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from biasaudit.engine.options import SIZING_FIELD, RunOptions, field_role
+from biasaudit.interventions import Intervention
 from biasaudit.providers._types import ReasoningEffort
 
 __all__ = [
@@ -66,6 +67,12 @@ class RunSpec(RunOptions):
     )
     confidence: float = Field(
         0.95, gt=0.0, lt=1.0, allow_inf_nan=False, description="Of every interval."
+    )
+    intervention: Intervention | None = Field(
+        None,
+        description="A change made to every prompt (a system prompt, text before or after, "
+        "names hidden): one arm of a mitigation experiment (biasaudit experiment) [default: "
+        "none, the prompts as the task writes them].",
     )
     reasoning_effort: ReasoningEffort | None = Field(
         None,

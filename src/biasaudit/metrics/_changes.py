@@ -13,7 +13,7 @@ from scipy import special
 
 from biasaudit.metrics._small_samples import critical_value
 
-__all__ = ["ChangeTest", "normal_sf", "normal_test", "two_sided"]
+__all__ = ["ChangeTest", "normal_sf", "normal_test", "paired_test", "two_sided"]
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,47 @@ def normal_test(
     p = 1.0 if within_rounding(diff, a, b) else two_sided(diff, se, normal_sf)
     method = "normal, from the runs' intervals"
     return ChangeTest(metric, group, a, b, diff, (diff - z * se, diff + z * se), p, method)
+
+
+def paired_test(
+    metric: str,
+    group: str | None,
+    before: Sequence[float],
+    after: Sequence[float],
+    confidence: float,
+) -> ChangeTest | None:
+    """The change of a mean over units both runs asked (each unit's figure before and
+    after, in the same order): the mean of the units' differences, with Student's t
+    interval and p-value on ``units - 1`` degrees of freedom (the paired t test; the
+    units are the figure's units that vary, such as scenarios). None with fewer than two
+    units both runs have.
+
+    Pairing removes what a unit's two figures share (its own effect) from the error:
+    the difference's variance is var(a) + var(b) - 2 cov(a, b), where two independent
+    runs' intervals would count var(a) + var(b)."""
+    import numpy as np
+
+    a, b = np.asarray(before, dtype=float), np.asarray(after, dtype=float)
+    both = np.isfinite(a) & np.isfinite(b)
+    a, b = a[both], b[both]
+    units = int(a.size)
+    if units < 2:
+        return None
+    differences = b - a
+    diff = float(differences.mean())
+    se = float(differences.std(ddof=1)) / math.sqrt(units)
+    t = critical_value(confidence, units)
+    if within_rounding(diff, float(a.mean()), float(b.mean())):
+        p = 1.0
+    elif se == 0:
+        p = two_sided(diff, se, normal_sf)
+    else:
+        from biasaudit.metrics._small_samples import two_sided_p
+
+        p = two_sided_p(diff / se, units)
+    method = f"paired over {units} units: t on their differences"
+    return ChangeTest(metric, group, float(a.mean()), float(b.mean()), diff,
+                      (diff - t * se, diff + t * se), p, method)  # fmt: skip
 
 
 ROUNDING = 1e-9

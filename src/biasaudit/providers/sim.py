@@ -36,6 +36,12 @@ Names with their own effects (``SimProvider(name_sd=s, world=w)``; the calibrati
 tests of issue 22): each name read from a ``Name:`` line adds its own draw from
 N(0, s²) to the log-odds, and ``w`` seeds those draws and every prompt's noise, so
 each world is a repeated audit on fresh names. ``shift`` sets the planted shift.
+
+**Instructions it heeds** (mitigation experiments, ``biasaudit experiment``): a request
+any of whose messages names "age, gender, race" (as biasaudit's built-in instructions
+not to discriminate do) gets :data:`HEED` of the planted shift removed (``heed``: 0.5,
+half the gap, for ``sim/biased``); a request whose names are hidden shows no
+disadvantaged name and so gets none of it.
 A responder may declare settings of its own (:class:`Setting`), such as the Grade
 Score judge's ``first_option_rate`` and RUTEd's ``gender_lean``; ``SimProvider``
 takes them as keywords.
@@ -50,6 +56,7 @@ sampled-replicate path can be tested offline.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import hashlib
 import math
@@ -72,6 +79,7 @@ from biasaudit.providers._types import (
 
 __all__ = [
     "DISADVANTAGED_NAMES",
+    "HEED",
     "PLANTED_SHIFT",
     "SIM_VARIANTS",
     "Responder",
@@ -94,6 +102,10 @@ DISADVANTAGED_NAMES = frozenset(
 )  # fmt: skip
 PLANTED_SHIFT = -1.0
 SIM_VARIANTS = {"biased": PLANTED_SHIFT, "fair": 0.0}
+HEED = 0.5
+"""The share of the planted shift an instruction not to discriminate removes."""
+_INSTRUCTION = re.compile(r"age,\s+gender,\s+race", re.IGNORECASE)
+_INSTRUCTED: contextvars.ContextVar[bool] = contextvars.ContextVar("instructed", default=False)
 
 STRONG_CUES = ("led", "senior", "certified", "award", "managed", "expert", "published", "promoted")
 WEAK_CUES = ("no experience", "incomplete", "beginner", "dismissed", "unrelated", "gap")
@@ -186,6 +198,9 @@ class SimProvider(Provider):
     world:
         Seeds the names' own effects and every prompt's noise [default 0]: each world
         is a fresh draw of both, as a repeated audit on new names would meet.
+    heed:
+        The share of the planted shift removed from a request that instructs the model
+        not to discriminate (names "age, gender, race") [default :data:`HEED`].
     settings:
         The responders' own settings by name (:class:`Setting`), e.g.
         ``first_option_rate`` (the Grade Score judge) or ``gender_lean`` (RUTEd).
@@ -204,6 +219,7 @@ class SimProvider(Provider):
         shift: float | None = None,
         name_sd: float = 0.0,
         world: int = 0,
+        heed: float = HEED,
         **settings: float | None,
     ) -> None:
         if variant not in SIM_VARIANTS:
@@ -222,6 +238,9 @@ class SimProvider(Provider):
         if not (math.isfinite(self._shift) and name_sd >= 0 and math.isfinite(name_sd)):
             raise ValueError(f"shift must be finite and name_sd >= 0, got {shift}, {name_sd}")
         self.name_sd, self.world = float(name_sd), int(world)
+        if not 0.0 <= heed <= 1.0:
+            raise ValueError(f"heed must be between 0 and 1, got {heed}")
+        self.heed = float(heed)
         declared = [setting for responder in responders() for setting in responder.settings]
         unknown = set(settings) - {setting.name for setting in declared}
         if unknown:
@@ -240,6 +259,8 @@ class SimProvider(Provider):
             self.model = f"{self.model}-names{self.name_sd:g}"
         if self.world:
             self.model = f"{self.model}-world{self.world}"
+        if self.heed != HEED:
+            self.model = f"{self.model}-heed{self.heed:g}"
 
     def setting(self, name: str) -> float:
         """The value of a responder's setting (:class:`Setting`)."""
@@ -250,6 +271,15 @@ class SimProvider(Provider):
 
     def answer(self, request: ModelRequest) -> ModelResponse:
         """The response, computed synchronously (it is pure and fast)."""
+        texts = request.messages or ({"content": request.prompt},)
+        instructed = any(_INSTRUCTION.search(str(m.get("content", ""))) for m in texts)
+        token = _INSTRUCTED.set(instructed)
+        try:
+            return self._answer(request)
+        finally:
+            _INSTRUCTED.reset(token)
+
+    def _answer(self, request: ModelRequest) -> ModelResponse:
         for responder in responders():
             found = responder.answer(self, request)
             if found is not None:
@@ -309,10 +339,16 @@ class SimProvider(Provider):
         noise = random.Random(seed).gauss(0.0, 0.3)
         names = set(_WORD.findall(prompt))
         shift = self._shift if names & DISADVANTAGED_NAMES else 0.0
+        shift = self.heeding(shift)
         own = 0.0
         if self.name_sd:
             own = sum(self.name_effect(name) for name in _NAME_LINE.findall(prompt))
         return max(-3.0, min(3.0, 0.6 * cues)) + noise + shift + own
+
+    def heeding(self, shift: float) -> float:
+        """A planted ``shift``, less the share :attr:`heed` where the request being
+        answered instructs the model not to discriminate (a responder's own shifts)."""
+        return shift * (1.0 - self.heed) if _INSTRUCTED.get() else shift
 
     def name_effect(self, name: str) -> float:
         """The name's own effect on the log-odds (``name_sd``; 0 where it is 0)."""

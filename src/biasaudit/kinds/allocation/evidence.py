@@ -24,8 +24,9 @@ from biasaudit.kinds._evidence import (
     read_sent,
     text,
 )
+from biasaudit.kinds.common import UnitDecisions
 
-__all__ = ["evidence"]
+__all__ = ["evidence", "unit_decisions"]
 
 
 def evidence(run_dir: Path) -> Evidence | None:
@@ -174,3 +175,29 @@ def _comparisons(
             "prompt": sent.get(request, ""),
         })  # fmt: skip
     return found
+
+
+def unit_decisions(run_dir: Path) -> UnitDecisions | None:
+    """Each candidate's score (NaN where its answers were irregular, refused or failed),
+    clustered by its item (resume, essay), with its qualification as the truth."""
+    from biasaudit.store.tables import read_run_table
+
+    if not (run_dir / "scores.csv").is_file():
+        return None
+    scores = read_run_table(run_dir / "scores.csv", ("candidate_id", "score"))
+    items = [c for c in scores.columns if c.endswith("_id") and c != "candidate_id"]
+    cluster = scores[items[0]] if items else scores["candidate_id"]
+    unusable = pd.Series(False, index=scores.index)
+    for column in ("irregular", "refused"):
+        if column in scores.columns:
+            unusable |= scores[column].astype(str) == "True"
+    if "error" in scores.columns:
+        unusable |= scores["error"].notna() & (scores["error"].astype(str) != "")
+    value = pd.to_numeric(scores["score"], errors="coerce").where(~unusable)
+    frame = pd.DataFrame({"unit": scores["candidate_id"].astype(str),
+                          "cluster": cluster.astype(str), "value": value})  # fmt: skip
+    truth = ""
+    if "qualified" in scores.columns and scores["qualified"].notna().any():
+        frame["truth"] = scores["qualified"].astype(str) == "True"
+        truth = "qualified"
+    return UnitDecisions("mean score", frame, truth)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from biasaudit.kinds.allocation.metrics_file import AllocationMetrics
     from biasaudit.kinds.allocation.run import AuditResult
     from biasaudit.kinds.allocation.study import StudyResult
-    from biasaudit.kinds.common import RunPair, TaskInfo
+    from biasaudit.kinds.common import RunPair, TaskInfo, UnitDecisions
     from biasaudit.metrics import ChangeTest
     from biasaudit.providers import ModelRequest, Provider
     from biasaudit.providers.sim import Responder
@@ -118,6 +118,11 @@ class Allocation(Kind):
 
         return growth(spec)
 
+    def shown_names(self, spec: AllocationSpec) -> tuple[str, ...]:
+        from biasaudit.kinds.allocation.plan import shown_names
+
+        return shown_names(spec)
+
     def score_options(self) -> type[ImportOptions]:
         from biasaudit.kinds.allocation.imported import ImportOptions
 
@@ -139,6 +144,11 @@ class Allocation(Kind):
         from biasaudit.kinds.allocation.evidence import evidence
 
         return evidence(run_dir)
+
+    def unit_decisions(self, run_dir: Path) -> UnitDecisions | None:
+        from biasaudit.kinds.allocation.evidence import unit_decisions
+
+        return unit_decisions(run_dir)
 
 
 KIND = Allocation(

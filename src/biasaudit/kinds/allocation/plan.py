@@ -36,7 +36,14 @@ from biasaudit.probes import (
 from biasaudit.providers import ModelRequest, Provider
 from biasaudit.providers._types import ReasoningEffort
 
-__all__ = ["PairwisePlan", "PointwisePlan", "ScoringPlan", "plan_requests", "plan_scoring"]
+__all__ = [
+    "PairwisePlan",
+    "PointwisePlan",
+    "ScoringPlan",
+    "plan_requests",
+    "plan_scoring",
+    "shown_names",
+]
 
 
 class ScoringPlan(Protocol):
@@ -311,3 +318,10 @@ def plan_requests(spec: Any, provider: Provider) -> Iterator[ModelRequest]:
     task = build_task(spec)
     task.prompt(spec.method)
     return plan_scoring(task, spec, provider).iter_requests()
+
+
+def shown_names(spec: Any) -> tuple[str, ...]:
+    """The candidates' names an audit of ``spec`` shows the model."""
+    from biasaudit.kinds.candidates.tasks import build_task
+
+    return tuple(dict.fromkeys(c.name for c in build_task(spec).candidates if c.name))

@@ -18,8 +18,9 @@ from biasaudit.kinds._evidence import (
     read_sent,
     text,
 )
+from biasaudit.kinds.common import UnitDecisions
 
-__all__ = ["evidence"]
+__all__ = ["evidence", "unit_decisions"]
 
 _ORDERS = ("yes-first", "no-first")
 
@@ -127,3 +128,19 @@ def _scenarios(run_dir: Path) -> list[dict[str, Any]]:
         rows.append({str(c): (number(v) if c not in ("fill", "scenario") else text(v))
                      for c, v in row.items()})  # fmt: skip
     return rows
+
+
+def unit_decisions(run_dir: Path) -> UnitDecisions | None:
+    """Each person's P(yes), its orders averaged (NaN without a usable answer in every
+    order), clustered by scenario."""
+    import pandas as pd
+
+    from biasaudit.store.tables import read_run_table
+
+    if not (run_dir / "persons.csv").is_file():
+        return None
+    persons = read_run_table(run_dir / "persons.csv", ("key", "scenario", "p_yes"))
+    frame = pd.DataFrame({"unit": persons["key"].astype(str),
+                          "cluster": persons["scenario"].astype(str),
+                          "value": pd.to_numeric(persons["p_yes"], errors="coerce")})  # fmt: skip
+    return UnitDecisions("mean P(yes)", frame)

@@ -13,7 +13,7 @@ from biasaudit.kinds.declare import Kind
 if TYPE_CHECKING:
     from biasaudit.kinds._evidence import Evidence
     from biasaudit.kinds._rounds import Growth
-    from biasaudit.kinds.common import RunPair, TaskInfo
+    from biasaudit.kinds.common import RunPair, TaskInfo, UnitDecisions
     from biasaudit.kinds.decisions.imported import DecisionsImportResult, ImportOptions
     from biasaudit.kinds.decisions.metrics_file import DecisionsMetrics
     from biasaudit.kinds.decisions.run import DecisionsResult
@@ -116,6 +116,11 @@ class Decisions(Kind):
 
         return GROWTH
 
+    def shown_names(self, spec: DecisionsSpec) -> tuple[str, ...]:
+        from biasaudit.kinds.decisions.plan import shown_names
+
+        return shown_names(spec)
+
     def score_options(self) -> type[ImportOptions]:
         from biasaudit.kinds.decisions.imported import ImportOptions
 
@@ -138,9 +143,15 @@ class Decisions(Kind):
 
         return evidence(run_dir)
 
+    def unit_decisions(self, run_dir: Path) -> UnitDecisions | None:
+        from biasaudit.kinds.decisions.evidence import unit_decisions
+
+        return unit_decisions(run_dir)
+
 
 KIND = Decisions(
     name="decisions", specs=(DecisionsSpec,), commands=("decisions",),
     compared_per="figure", scores_file="persons.csv",
+    level_figures=("p_yes", "order_gap"),
     score_argument="OUTPUTS_FILE", score_help=SCORE_HELP,
 )  # fmt: skip

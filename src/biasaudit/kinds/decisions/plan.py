@@ -9,7 +9,7 @@ from biasaudit.kinds.decisions.spec import DecisionsSpec
 from biasaudit.kinds.decisions.task import build_decisions_task, plan_decisions
 from biasaudit.providers import ModelRequest, Provider
 
-__all__ = ["plan_requests"]
+__all__ = ["plan_requests", "shown_names"]
 
 
 def plan_requests(spec: Any, provider: Provider) -> Iterator[ModelRequest]:
@@ -17,3 +17,9 @@ def plan_requests(spec: Any, provider: Provider) -> Iterator[ModelRequest]:
     (nothing is sent)."""
     assert isinstance(spec, DecisionsSpec)
     return plan_decisions(build_decisions_task(spec), spec, provider).iter_requests()
+
+
+def shown_names(spec: Any) -> tuple[str, ...]:
+    """The persons' names an audit of ``spec`` shows the model (its implicit fill)."""
+    assert isinstance(spec, DecisionsSpec)
+    return tuple(dict.fromkeys(p.name for p in build_decisions_task(spec).persons if p.name))

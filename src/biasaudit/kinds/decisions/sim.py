@@ -40,15 +40,17 @@ _BLACK = re.compile(r"\bBlack\b")
 
 def _answer(sim: SimProvider, request: ModelRequest) -> ModelResponse | None:
     prompt = prompt_text(request)
-    scenario, _, offer = prompt.rpartition("\n\n")
-    found = _OFFER.search(offer)
+    paragraphs = prompt.split("\n\n")
+    # The offer closes the prompt, or the paragraph before text an intervention added.
+    at = next((i for i in range(len(paragraphs) - 1, 0, -1) if _OFFER.search(paragraphs[i])), 0)
+    scenario, found = "\n\n".join(paragraphs[:at]), _OFFER.search(paragraphs[at])
     if not scenario or found is None:
         return None
     if {found.group(1).lower(), found.group(2).lower()} != {"yes", "no"}:
         return None
     log_odds = sim.log_odds(scenario)
     if _BLACK.search(scenario):
-        log_odds += sim.setting("black_shift")
+        log_odds += sim.heeding(sim.setting("black_shift"))
     age = _AGE.search(scenario)
     if age:
         years = int(age.group(1) or age.group(2))

@@ -20,8 +20,9 @@ from biasaudit.kinds._evidence import (
     read_sent,
     text,
 )
+from biasaudit.kinds.common import UnitDecisions
 
-__all__ = ["evidence"]
+__all__ = ["evidence", "unit_decisions"]
 
 _FLAGS = ("duplicates", "invented", "missing")
 
@@ -123,3 +124,20 @@ def evidence(run_dir: Path) -> Evidence | None:
                for own in by_group.values() for c, v in own.items()},
         },
     )  # fmt: skip
+
+
+def unit_decisions(run_dir: Path) -> UnitDecisions | None:
+    """Each appearance of a candidate in an answer: 1 where it was ranked first (NaN
+    where the answer ranked it not at all), clustered by pool."""
+    import pandas as pd
+
+    from biasaudit.store.tables import read_run_table
+
+    if not (run_dir / "shown.csv").is_file():
+        return None
+    shown = read_run_table(run_dir / "shown.csv", ("answer", "pool", "candidate", "rank"))
+    rank = pd.to_numeric(shown["rank"], errors="coerce")
+    unit = shown["answer"].astype(str) + "|" + shown["candidate"].astype(str)
+    frame = pd.DataFrame({"unit": unit, "cluster": shown["pool"].astype(str),
+                          "value": (rank == 1).astype(float).where(rank.notna())})  # fmt: skip
+    return UnitDecisions("share ranked first", frame)

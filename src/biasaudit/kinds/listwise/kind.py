@@ -19,7 +19,7 @@ from biasaudit.kinds.listwise.spec import (
 if TYPE_CHECKING:
     from biasaudit.kinds._evidence import Evidence
     from biasaudit.kinds._rounds import Growth
-    from biasaudit.kinds.common import RunPair, TaskInfo
+    from biasaudit.kinds.common import RunPair, TaskInfo, UnitDecisions
     from biasaudit.kinds.listwise.imported import ImportOptions, ListwiseImportResult
     from biasaudit.kinds.listwise.metrics_file import ListwiseMetrics
     from biasaudit.kinds.listwise.run import ListwiseResult
@@ -122,6 +122,11 @@ class Listwise(Kind):
 
         return GROWTH
 
+    def shown_names(self, spec: ListwiseSpec) -> tuple[str, ...]:
+        from biasaudit.kinds.listwise.plan import shown_names
+
+        return shown_names(spec)
+
     def score_options(self) -> type[ImportOptions]:
         from biasaudit.kinds.listwise.imported import ImportOptions
 
@@ -144,11 +149,17 @@ class Listwise(Kind):
 
         return evidence(run_dir)
 
+    def unit_decisions(self, run_dir: Path) -> UnitDecisions | None:
+        from biasaudit.kinds.listwise.evidence import unit_decisions
+
+        return unit_decisions(run_dir)
+
 
 KIND = Listwise(
     name="listwise",
     specs=(ListwiseResumeSpec, ListwiseEssaySpec, ListwiseTaskSpec), commands=(),
     compared_per="group", scores_file="shown.csv",
+    level_figures=("first choice",),
     score_argument="RANKINGS_FILE", score_help=SCORE_HELP,
     figure_names={"dp_gap": "ΔDP", "first choice": "first choice"},
     in_points=("dp_gap", "first choice"), selects="Appearances in the answers",

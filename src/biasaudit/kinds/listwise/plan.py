@@ -38,7 +38,7 @@ from biasaudit.providers import Capabilities, ModelRequest, Provider, SamplingPa
 from biasaudit.providers._types import FirstTokenLogprobs
 from biasaudit.textfiles import PROMPTS_DIR
 
-__all__ = ["INSTRUCTIONS", "ListwisePlan", "Pool", "plan_requests"]
+__all__ = ["INSTRUCTIONS", "ListwisePlan", "Pool", "plan_requests", "shown_names"]
 
 INSTRUCTIONS = {
     "full": "Rank all the {noun}s from the best fit to the worst. Answer with their "
@@ -312,3 +312,10 @@ def plan_requests(spec: Any, provider: Provider) -> Iterator[ModelRequest]:
     task = build_task(spec)
     plan = ListwisePlan(task, spec, listwise_prompt(task, spec), provider.capabilities)
     return plan.iter_requests()
+
+
+def shown_names(spec: Any) -> tuple[str, ...]:
+    """The candidates' names an audit of ``spec`` shows the model."""
+    from biasaudit.kinds.candidates.tasks import build_task
+
+    return tuple(dict.fromkeys(c.name for c in build_task(spec).candidates if c.name))

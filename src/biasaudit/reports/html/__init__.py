@@ -47,6 +47,7 @@ ReportFormat = Literal["html", "md", "both"]
 REPORT_FORMATS = ("html", "md", "both")
 FIGURE_DIR = "report_figures"
 STUDY_FILE = "study.json"
+EXPERIMENT_FILE = "experiment.json"  # biasaudit.experiments.record.EXPERIMENT_FILE
 COMPARE_FILE = "compare.json"
 
 
@@ -104,6 +105,10 @@ def run_document(run_dir: Path) -> Document:
     UsageError
         The folder is not a run of a kind with a report.
     """
+    if (run_dir / EXPERIMENT_FILE).exists():
+        from biasaudit.reports.html._experiment import experiment_document
+
+        return experiment_document(run_dir)
     if (run_dir / STUDY_FILE).exists():
         from biasaudit.reports.html._study import study_document
 
@@ -232,6 +237,10 @@ def write_report(run_dir: str | Path, report_format: ReportFormat = "both") -> l
     written = _write(run_document(folder), folder, report_format)
     if report_format in ("html", "both") and (folder / "manifest.json").exists():
         write_evidence(folder)  # the report links it
+    if report_format in ("html", "both") and (folder / EXPERIMENT_FILE).exists():
+        from biasaudit.reports.experiment import write_experiment_evidence
+
+        write_experiment_evidence(folder)
     if (folder / COMPARE_FILE).exists() and (folder / "manifest.json").exists():
         from biasaudit.reports.html._compare import compare_document
 

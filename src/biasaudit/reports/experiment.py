@@ -1,0 +1,201 @@
+"""What ``biasaudit experiment`` prints and writes: the interventions ranked by the bias
+they removed beside what they cost, each one's paired effects, and the evidence page of
+every unit's answer under every arm side by side."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from biasaudit.experiments.record import Cost, Effect, Experiment
+from biasaudit.render.text import Block, Cell, PlainTable
+
+__all__ = ["effect_rows", "experiment_blocks", "experiment_evidence", "ranking_rows"]
+
+RANKING_HEADER = ("intervention", "bias removed", "decisions", "validity", "irregular",
+                  "tokens", "verdict")  # fmt: skip
+EFFECT_HEADER = ("figure", "group", "baseline", "under it", "change", "interval", "p adj.")
+
+
+def _number(value: float | None, digits: int = 3, sign: bool = False) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    return f"{value:+.{digits}f}" if sign else f"{value:.{digits}f}"
+
+
+def _interval(ci: Sequence[float] | None, digits: int = 3) -> str:
+    if ci is None:
+        return "-"
+    return f"[{ci[0]:+.{digits}f}, {ci[1]:+.{digits}f}]"
+
+
+def _widths(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[int]:
+    return [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
+
+
+def _p(value: float) -> str:
+    return "<1e-6" if value < 1e-6 else f"{value:.2g}"
+
+
+def ranking_rows(experiment: Experiment) -> list[list[str]]:
+    """One row per intervention, best first (:func:`biasaudit.experiments.analysis.ranked`)."""
+    rows = []
+    for cost in experiment.costs:
+        removed = "-" if cost.bias_removed is None else f"{100 * cost.bias_removed:.0f}%"
+        rows.append([
+            cost.arm, removed, _shift(cost.level_change, cost.level_ci),
+            _shift(cost.validity_change, cost.validity_ci) if cost.validity else "-",
+            _irregular(cost), _tokens(cost), cost.verdict,
+        ])  # fmt: skip
+    return rows
+
+
+def _shift(change: float | None, ci: Sequence[float] | None) -> str:
+    if change is None:
+        return "-"
+    return f"{change:+.3f} {_interval(ci)}"
+
+
+def _irregular(cost: Cost) -> str:
+    if cost.irregular_baseline is None or cost.irregular_under is None:
+        return "-"
+    return f"{100 * cost.irregular_baseline:.0f}% -> {100 * cost.irregular_under:.0f}%".replace(
+        "-0%", "0%"
+    )
+
+
+def _tokens(cost: Cost) -> str:
+    if not cost.tokens_baseline:
+        return "-"
+    extra = cost.tokens_under / cost.tokens_baseline - 1.0
+    money = ""
+    if cost.cost_baseline is not None and cost.cost_under is not None:
+        money = f", ${cost.cost_under - cost.cost_baseline:+.2f}"
+    return f"{100 * extra:+.0f}%{money}"
+
+
+def effect_rows(effects: Sequence[Effect], *, everything: bool = False) -> list[list[str | Cell]]:
+    """One row per figure of one intervention: those beyond noise, and the bias figures
+    that moved most, unless ``everything``."""
+    shown = effects if everything else [e for e in effects if e.beyond_noise]
+    return [
+        [e.figure + ("" if e.bias else " (level)"), e.group or "", _number(e.baseline),
+         _number(e.under), Cell(_number(e.change, sign=True), strong=e.beyond_noise),
+         _interval(e.ci), _p(e.p_adjusted)]
+        for e in shown
+    ]  # fmt: skip
+
+
+def experiment_blocks(experiment: Experiment, *, everything: bool = False) -> list[Block]:
+    """What ``biasaudit experiment`` prints."""
+    simulated = " (SIMULATED model)" if experiment.simulated else ""
+    arms = ", ".join(arm.name for arm in experiment.arms[1:])
+    ranked = ranking_rows(experiment)
+    blocks: list[Block] = [
+        f"mitigation experiment: {experiment.task} ({experiment.kind}) on "
+        f"{experiment.model}{simulated}; baseline and {len(experiment.arms) - 1} "
+        f"intervention{'s' if len(experiment.arms) > 2 else ''} ({arms}), asked of the same "
+        "units and paired",
+        PlainTable(
+            "interventions, best first (bias removed beside what it costs; decisions and "
+            "validity: paired change with its interval)",
+            RANKING_HEADER, ranked, _widths(RANKING_HEADER, ranked),
+            gaps=[0, *([2] * (len(RANKING_HEADER) - 1))],
+        ),
+    ]  # fmt: skip
+    for cost in experiment.costs:
+        mine = [e for e in experiment.effects if e.arm == cost.arm]
+        rows = effect_rows(mine, everything=everything)
+        note = (f"{len(rows)} of {len(mine)} figures changed beyond noise"
+                if not everything else f"{len(mine)} figures")  # fmt: skip
+        if rows:
+            blocks.append(PlainTable(f"{cost.arm}: {note}", EFFECT_HEADER, rows,
+                                     _widths(EFFECT_HEADER, rows), labels=2,
+                                     gaps=[0, *([2] * (len(EFFECT_HEADER) - 1))]))  # fmt: skip
+        else:
+            blocks.append(f"{cost.arm}: no figure changed beyond noise ({len(mine)} tested)")
+    blocks.append(
+        f"* beyond noise: {experiment.family}; each change is paired unit by unit "
+        "(methods: experiment.json)"
+    )
+    blocks += [f"note: {note}" for note in experiment.notes]
+    return blocks
+
+
+def experiment_evidence(folder: Path, experiment: Experiment) -> Any:
+    """Every unit's answer under every arm side by side (one row per request), with the
+    prompts as sent; and the effects, every figure of every arm."""
+    from biasaudit.kinds._evidence import Evidence, View, answer_text, read_answers, read_sent
+
+    names = [arm.name for arm in experiment.arms]
+    answers = {name: read_answers(experiment.run_dir(name, folder)) for name in names}
+    sent = {name: read_sent(experiment.run_dir(name, folder))[0] for name in names}
+    requests = list(dict.fromkeys(r for name in names for r in answers[name]))
+    rows = []
+    for request in requests:
+        row: dict[str, Any] = {"request": request}
+        changed = False
+        base = answers[names[0]].get(request)
+        for name in names:
+            record = answers[name].get(request)
+            row[f"answer:{name}"] = answer_text(record) if record is not None else "(not asked)"
+            row[f"prompt:{name}"] = sent[name].get(request, "")
+            if base is not None and record is not None and answer_text(record) != answer_text(base):
+                changed = True
+        row["differs"] = "answer differs" if changed else ""
+        rows.append(row)
+    columns = [("request", "request"), *((f"answer:{n}", n) for n in names), ("differs", "differs")]
+    columns += [(f"prompt:{n}", f"prompt ({n})") for n in names]
+    side = View(
+        "answers", "Every answer under every arm",
+        "One row per request, asked of the same unit in every arm: the answer under each, "
+        "and the prompt as sent under each (open a cell to read it). 'answer differs' marks "
+        "a request whose answer under an intervention is not the baseline's.",
+        columns, rows, long=[f"prompt:{n}" for n in names], filters=("differs",),
+        flag="differs",
+    )  # fmt: skip
+    effect_view = View(
+        "effects", "Every paired effect",
+        f"Each figure's change under each intervention, paired; {experiment.family}.",
+        [("arm", "intervention"), ("figure", "figure"), ("group", "group"),
+         ("baseline", "baseline"), ("under", "under it"), ("change", "change"),
+         ("low", "low"), ("high", "high"), ("p_adjusted", "p adj."),
+         ("beyond_noise", "beyond noise"), ("method", "method")],
+        [{"arm": e.arm, "figure": e.figure, "group": e.group or "", "baseline": e.baseline,
+          "under": e.under, "change": e.change, "low": e.ci[0], "high": e.ci[1],
+          "p_adjusted": e.p_adjusted, "beyond_noise": "beyond noise" if e.beyond_noise else "",
+          "method": e.method} for e in experiment.effects],
+        long=(), filters=("arm", "figure"), flag="beyond_noise",
+    )  # fmt: skip
+    return Evidence(
+        about=f"The answers behind a mitigation experiment of {experiment.model}: "
+        f"{len(requests)} requests under {len(names)} arms.",
+        views=[side, effect_view],
+    )
+
+
+def write_experiment_evidence(folder: Path) -> Path:
+    """Write the experiment's ``evidence.html`` (:func:`experiment_evidence`).
+
+    Raises
+    ------
+    UsageError
+        The folder cannot be written.
+    """
+    from biasaudit.errors import UsageError
+    from biasaudit.experiments.runner import read_experiment
+    from biasaudit.reports.evidence import EVIDENCE_FILE, evidence_page, page_data
+    from biasaudit.store.files import write_text
+
+    experiment = read_experiment(folder)
+    data = page_data(experiment_evidence(folder, experiment), run=folder.name,
+                     model=experiment.model, task=experiment.task,
+                     simulated=experiment.simulated)  # fmt: skip
+    path = folder / EVIDENCE_FILE
+    try:
+        write_text(path, evidence_page(data))
+    except OSError as error:
+        raise UsageError(f"cannot write {path} ({error.strerror or error})") from None
+    return path
