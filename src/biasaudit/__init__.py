@@ -22,7 +22,14 @@ if TYPE_CHECKING:
     )
     from biasaudit.engine.loop import run_async
     from biasaudit.errors import BiasauditError
-    from biasaudit.frames import export_runs, load_prompts, load_responses, load_runs, load_scores
+    from biasaudit.frames import (
+        export_runs,
+        load_experiment,
+        load_prompts,
+        load_responses,
+        load_runs,
+        load_scores,
+    )
     from biasaudit.kinds.allocation.run import AuditResult, run as audit, run_audit
     from biasaudit.kinds.allocation.study import run_study
     from biasaudit.kinds.ruted.run import RutedResult, run as ruted_audit, run_ruted_audit
@@ -53,6 +60,7 @@ _LAZY = {
     "RequestResult": "biasaudit.engine.core",
     "BiasauditError": "biasaudit.errors",
     "export_runs": "biasaudit.frames",
+    "load_experiment": "biasaudit.frames",
     "load_prompts": "biasaudit.frames",
     "load_responses": "biasaudit.frames",
     "load_runs": "biasaudit.frames",
@@ -118,6 +126,7 @@ __all__ = [
     "audit",
     "export_runs",
     "fanout",
+    "load_experiment",
     "load_prompts",
     "load_responses",
     "load_runs",

@@ -39,6 +39,7 @@ __all__ = [
     "FIGURE_COLUMNS",
     "RUN_COLUMNS",
     "export_runs",
+    "load_experiment",
     "load_prompts",
     "load_responses",
     "load_runs",
@@ -333,3 +334,28 @@ def _flat(frame: pd.DataFrame) -> pd.DataFrame:
         elif present.map(type).nunique() > 1:
             flat[column] = values.map(lambda v: v if v is None or v != v else str(v))
     return flat
+
+
+def load_experiment(folder: str | Path) -> pd.DataFrame:
+    """A mitigation experiment's paired effects (``biasaudit experiment``), one row per
+    intervention and figure: arm, figure, group, baseline, under, change, low, high, p,
+    p_adjusted, beyond_noise, method, bias; then that intervention's costs (``verdict``,
+    ``flattens``, ``bias_removed``, the decisions' level change and interval, validity
+    change, irregular shares, tokens and cost), each column prefixed ``cost_``.
+
+    Raises
+    ------
+    UsageError
+        ``folder`` holds no ``experiment.json``, or a damaged one.
+    """
+    from biasaudit.experiments.runner import read_experiment
+
+    experiment = read_experiment(Path(folder))
+    costs = {cost.arm: cost.model_dump(exclude={"arm"}) for cost in experiment.costs}
+    rows = []
+    for effect in experiment.effects:
+        row = effect.model_dump(exclude={"ci"})
+        row["low"], row["high"] = effect.ci
+        row.update({f"cost_{key}": value for key, value in costs.get(effect.arm, {}).items()})
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -110,7 +110,7 @@ def command(reports_errors: Callable[[Any], Any]) -> click.Command:
 
             with phase("writing the experiment's report"):
                 for path in write_report(result.folder):
-                    if path.suffix == ".html":
+                    if path.suffix == ".html" and path.parent == result.folder:
                         click.echo(f"report: {path}", err=True)
         click.echo(f"experiment: {result.folder}")
 

@@ -214,6 +214,29 @@ def _write_reports(write: Callable[[], list[Path]]) -> None:
             click.echo(f"report: {path}", err=True)
 
 
+def _replay_experiment(folder: Path, cache: Path | None, no_report: bool) -> None:
+    """``biasaudit replay`` of a mitigation experiment's folder: every arm replayed, the
+    experiment analysed again; exits 0 reproduced, 1 something differs."""
+    from biasaudit.experiments.runner import replay_experiment
+    from biasaudit.reports.experiment import experiment_blocks
+    from biasaudit.reports.rich_tables import echo_blocks
+
+    result, differences = replay_experiment(folder, cache=cache)
+    echo_blocks(experiment_blocks(result.experiment))
+    if differences:
+        shown = ", ".join(differences[:10])
+        more = f" and {len(differences) - 10} more" if len(differences) > 10 else ""
+        click.echo(f"replay: differs from {folder} at {shown}{more}", err=True)
+    else:
+        click.echo(f"replay: every arm's metrics and every effect identical to {folder}")
+    if not no_report:
+        from biasaudit.reports.html import write_report
+
+        _write_reports(lambda: write_report(result.folder))
+    click.echo(f"experiment: {result.folder}")
+    sys.exit(1 if differences else 0)
+
+
 def _replay_command(reports_errors: Decorator) -> click.Command:
     from biasaudit.kinds import KINDS
 
@@ -223,7 +246,8 @@ def _replay_command(reports_errors: Decorator) -> click.Command:
 
         Works for runs of every audit kind ("""
         + ", ".join(KINDS)
-        + """) and for fanout runs. The replay is a new run (its manifest names the
+        + """), for fanout runs, and for a mitigation experiment's folder (every arm
+        replayed, the experiment analysed again). The replay is a new run (its manifest names the
         original in 'replay_of'); it checks that the metrics come out as the original's.
         Exit status: 0 reproduced, 1 the metrics differ, 2 something is missing (named).
         """,
@@ -243,6 +267,8 @@ def _replay_command(reports_errors: Decorator) -> click.Command:
     ) -> None:
         from biasaudit.replay import ROUNDING, replay_run
 
+        if (run_dir / "experiment.json").is_file():
+            _replay_experiment(run_dir, cache_path, no_report)
         result = replay_run(
             run_dir, cache=cache_path, runs_dir=runs_dir, command=["biasaudit", *sys.argv[1:]]
         )

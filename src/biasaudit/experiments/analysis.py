@@ -14,7 +14,9 @@ holds for the whole table at the experiment's ``alpha``.
 **Costs**, from each run's decisions about its units
 (:meth:`~biasaudit.kinds.declare.Kind.unit_decisions`): the shift of the decisions'
 level (the paired t test over the clusters, each cluster the mean of its units'
-differences); the ratio of their spread; where the task has a ground truth, the change
+differences); the ratio of their spread between clusters (does the decision still
+depend on the case, the scenario or the resume: the bias varies within a cluster, so
+removing it leaves this spread as it was); where the task has a ground truth, the change
 of their validity (the mean decision of the stronger units minus the weaker ones', its
 change from the clusters' paired differences, Welch's standard error); the share of
 units without a usable answer; refusals as the runs recorded them; and each run's
@@ -162,13 +164,18 @@ def _decision_costs(base: Any, under: Any, confidence: float) -> dict[str, Any]:
         "irregular_baseline": float(a["value"].isna().mean()) if len(a) else None,
         "irregular_under": float(b["value"].isna().mean()) if len(b) else None,
     }
-    sd_a, sd_b = a["value"].std(ddof=1), b["value"].std(ddof=1)
-    if sd_a > 0 and math.isfinite(sd_b):
-        found["spread_ratio"] = float(sd_b / sd_a)
     clusters = usable.groupby("cluster")[["value_a", "value_b"]].mean()
+    # The spread between clusters (scenarios, resumes): whether the decision still
+    # depends on the case. The bias varies within a cluster (between its persons or
+    # names), so removing it leaves this spread as it was.
+    sd_a, sd_b = clusters["value_a"].std(ddof=1), clusters["value_b"].std(ddof=1)
+    if len(clusters) >= 2 and sd_a > 1e-12 and math.isfinite(sd_b):
+        found["spread_ratio"] = float(sd_b / sd_a)
     test = paired_test("level", None, clusters["value_a"].tolist(), clusters["value_b"].tolist(),
                        confidence)  # fmt: skip
-    if test is not None:
+    if not base.level:
+        found["level_baseline"] = found["level_under"] = None
+    elif test is not None:
         found["level_change"], found["level_ci"] = test.difference, test.ci
     if base.truth and "truth" in usable.columns:
         found["validity"] = base.truth

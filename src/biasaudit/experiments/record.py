@@ -54,8 +54,9 @@ class Cost(BaseModel):
     level_ci: tuple[float, float] | None = None
     spread_ratio: float | None = Field(
         None,
-        description="The decisions' standard deviation under the intervention over the "
-        "baseline's: below 0.5, the intervention flattens them.",
+        description="The standard deviation of the clusters' mean decisions (scenarios, "
+        "resumes) under the intervention over the baseline's: below 0.5, the "
+        "intervention flattens them (the decision no longer depends on the case).",
     )
     validity: str = Field("", description="The ground truth the validity is taken against.")
     validity_baseline: float | None = Field(
@@ -102,6 +103,9 @@ class Experiment(BaseModel):
     simulated: bool
     confidence: float
     alpha: float
+    bootstrap: int = Field(1000, description="Replicates of the paired bootstraps.")
+    seed: int = Field(0, description="Their seed (the spec's).")
+    replay_of: str | None = Field(None, description="The experiment this one replays.")
     arms: list[Arm]
     effects: list[Effect] = Field(default_factory=list)
     costs: list[Cost] = Field(default_factory=list)

@@ -20,6 +20,7 @@ __all__ = [
     "load_experiment_spec",
     "read_experiment",
     "read_interventions",
+    "replay_experiment",
     "run_experiment",
 ]
 
@@ -127,7 +128,6 @@ def run_experiment(
 ) -> FinishedExperiment:
     """Run the baseline and every intervention, then write the experiment's folder
     (``experiment.json``) beside the runs; see :mod:`biasaudit.experiments`."""
-    from biasaudit.experiments.analysis import arm_costs, paired_effects, ranked
     from biasaudit.kinds.registry import kind_of_spec, run_spec
 
     arms = arm_specs(spec, interventions)
@@ -142,28 +142,121 @@ def run_experiment(
         runs.append((name, arm.intervention, finished.run_dir, finished.metrics))
         if progress is not None:
             progress(f"run: {finished.run_dir}")
+    arms_run = [(name, intervention, run_dir) for name, intervention, run_dir, _ in runs]
+    experiment = analysed(kind, arms_run, runs[0][3], confidence=spec.confidence, alpha=alpha,
+                          bootstrap=bootstrap, seed=spec.seed, estimates=estimates)  # fmt: skip
+    folder = _new_folder(Path(spec.runs_dir), experiment.model)
+    return FinishedExperiment(folder, _written(folder, experiment))
+
+
+def analysed(
+    kind: Any,
+    runs: Sequence[tuple[str, Intervention | None, Path]],
+    metrics: Any,
+    *,
+    confidence: float,
+    alpha: float,
+    bootstrap: int,
+    seed: int,
+    estimates: Sequence[Any] | None = None,
+) -> Experiment:
+    """The experiment of finished ``runs`` (the baseline first): paired effects and
+    costs (:mod:`biasaudit.experiments.analysis`); its arms' run folders absolute until
+    :func:`_written` records them relative to the experiment's folder."""
+    from biasaudit.experiments.analysis import arm_costs, paired_effects, ranked
+
     baseline_dir = runs[0][2]
     notes: list[str] = []
-    treated = [(name, run_dir) for name, _, run_dir, _ in runs[1:]]
+    treated = [(name, run_dir) for name, _, run_dir in runs[1:]]
     effects, family = paired_effects(kind, baseline_dir, treated, alpha=alpha,
-                                     bootstrap=bootstrap, seed=spec.seed, notes=notes)  # fmt: skip
+                                     bootstrap=bootstrap, seed=seed, notes=notes)  # fmt: skip
+    pairs = [None] * len(treated) if estimates is None else [
+        (estimates[0], estimate) for estimate in estimates[1:]]  # fmt: skip
     costs = ranked([
-        arm_costs(kind, baseline_dir, name, run_dir, effects, spec.confidence,
-                  (estimates[0], estimate))
-        for (name, run_dir), estimate in zip(treated, estimates[1:], strict=True)
+        arm_costs(kind, baseline_dir, name, run_dir, effects, confidence, pair)
+        for (name, run_dir), pair in zip(treated, pairs, strict=True)
     ])  # fmt: skip
-    metrics = runs[0][3]
-    folder = _new_folder(Path(spec.runs_dir), str(getattr(metrics, "model", "")))
-    experiment = Experiment(
+    return Experiment(
         kind=kind.name, task=str(getattr(metrics, "task", "")), model=str(metrics.model),
-        simulated=bool(metrics.simulated), confidence=spec.confidence, alpha=alpha,
-        arms=[Arm(name=name, intervention=intervention,
-                  run_dir=os.path.relpath(run_dir, folder))
-              for name, intervention, run_dir, _ in runs],
+        simulated=bool(metrics.simulated), confidence=confidence, alpha=alpha,
+        bootstrap=bootstrap, seed=seed,
+        arms=[Arm(name=name, intervention=intervention, run_dir=str(run_dir))
+              for name, intervention, run_dir in runs],
         effects=effects, costs=costs, family=family, notes=notes,
     )  # fmt: skip
-    _write(folder / EXPERIMENT_FILE, experiment)
-    return FinishedExperiment(folder, experiment)
+
+
+def _written(folder: Path, experiment: Experiment) -> Experiment:
+    """``experiment`` written into ``folder``, its arms' run folders relative to it."""
+    arms = [arm.model_copy(update={"run_dir": os.path.relpath(arm.run_dir, folder)})
+            for arm in experiment.arms]  # fmt: skip
+    recorded = experiment.model_copy(update={"arms": arms})
+    _write(folder / EXPERIMENT_FILE, recorded)
+    return recorded
+
+
+def replay_experiment(
+    folder: Path, *, cache: Path | None = None, stderr: TextIO | None = None
+) -> tuple[FinishedExperiment, list[str]]:
+    """Replay every arm of the experiment in ``folder`` from the cache (sending nothing)
+    and analyse them again into a new experiment folder beside it; with the differences
+    from the original (every arm's figures, then the effects).
+
+    Raises
+    ------
+    UsageError
+        Not an experiment, or the cache lacks answers an arm needs (named).
+    """
+    from biasaudit.kinds.registry import audit_kind, read_metrics
+    from biasaudit.replay import replay_run
+
+    original = read_experiment(folder)
+    kind = audit_kind(original.kind)
+    runs: list[tuple[str, Intervention | None, Path]] = []
+    differences: list[str] = []
+    for arm in original.arms:
+        result = replay_run(original.run_dir(arm.name, folder), cache=cache, stderr=stderr)
+        runs.append((arm.name, arm.intervention, result.run_dir))
+        differences += [f"{arm.name}: {d}" for d in result.differences]
+    metrics = read_metrics(runs[0][2], kind.name)
+    # the tokens and cost were estimated from the prompts, which a replay sends alike
+    estimated = {c.arm: c for c in original.costs}
+    first = original.costs[0] if original.costs else None
+    estimates = None if first is None else [
+        _Estimate(first.tokens_baseline, first.cost_baseline),
+        *(_Estimate(estimated[name].tokens_under, estimated[name].cost_under)
+          for name, _, _ in runs[1:]),
+    ]  # fmt: skip
+    experiment = analysed(kind, runs, metrics, confidence=original.confidence,
+                          alpha=original.alpha, bootstrap=original.bootstrap,
+                          seed=original.seed, estimates=estimates)  # fmt: skip
+    experiment = experiment.model_copy(update={"replay_of": str(folder)})
+    before = {(e.arm, e.figure, e.group): e for e in original.effects}
+    for effect in experiment.effects:
+        was = before.get((effect.arm, effect.figure, effect.group))
+        if (
+            was is None
+            or not _same(was.change, effect.change)
+            or was.beyond_noise != effect.beyond_noise
+        ):
+            differences.append(f"effect {effect.arm} {effect.figure} {effect.group or ''}".strip())
+    new = _new_folder(folder.parent, experiment.model)
+    return FinishedExperiment(new, _written(new, experiment)), differences
+
+
+@dataclass(frozen=True)
+class _Estimate:
+    """A recorded estimate, as :func:`~biasaudit.experiments.analysis.arm_costs` reads one."""
+
+    input_tokens: int
+    cost: float | None
+    output_tokens: int = 0
+
+
+def _same(a: float, b: float) -> bool:
+    from biasaudit.replay import ROUNDING
+
+    return a == b or abs(a - b) <= ROUNDING * max(1.0, abs(a), abs(b))
 
 
 def arm_estimates(

@@ -65,6 +65,10 @@ class UnitDecisions:
     """A ``pandas.DataFrame`` with the columns above."""
     truth: str = ""
     """What ``truth`` says (``qualified``); empty where there is none."""
+    level: bool = True
+    """Whether the decisions' mean can move (False where the design fixes it: a share
+    ranked first within pools, a pairwise win share), so that only their spread,
+    validity and irregular answers are costs."""
 
 
 class RunPair(NamedTuple):

@@ -72,6 +72,13 @@ def _rounds() -> dict[str, Any]:
     return found
 
 
+def _experiment() -> dict[str, Any]:
+    from biasaudit.experiments.record import Experiment
+
+    found: dict[str, Any] = Experiment.model_json_schema()
+    return found
+
+
 _SCHEMAS: dict[str, tuple[str, Callable[[], dict[str, Any]]]] = {
     "spec": ("a spec file for 'biasaudit run SPEC' (every task and method)", _spec),
     "manifest": ("manifest.json of any run", _store("Manifest")),
@@ -79,6 +86,10 @@ _SCHEMAS: dict[str, tuple[str, Callable[[], dict[str, Any]]]] = {
     "batches": ("batches.json of a --batch run", _store("BatchesFile")),
     **{f"metrics-{kind}": (_metrics_title(kind), _metrics(kind)) for kind in KINDS},
     "rounds": ("rounds.json of an audit run with --until", _rounds),
+    "experiment": (
+        "experiment.json of a mitigation experiment (biasaudit experiment)",
+        _experiment,
+    ),
 }
 SCHEMA_NAMES: dict[str, str] = {name: what for name, (what, _) in _SCHEMAS.items()}
 """Each schema's name and what it describes."""

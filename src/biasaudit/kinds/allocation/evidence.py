@@ -179,7 +179,8 @@ def _comparisons(
 
 def unit_decisions(run_dir: Path) -> UnitDecisions | None:
     """Each candidate's score (NaN where its answers were irregular, refused or failed),
-    clustered by its item (resume, essay), with its qualification as the truth."""
+    clustered by its item (resume, essay), with its qualification as the truth; a
+    pairwise score (the share of its comparisons won) has a mean fixed at one half."""
     from biasaudit.store.tables import read_run_table
 
     if not (run_dir / "scores.csv").is_file():
@@ -200,4 +201,6 @@ def unit_decisions(run_dir: Path) -> UnitDecisions | None:
     if "qualified" in scores.columns and scores["qualified"].notna().any():
         frame["truth"] = scores["qualified"].astype(str) == "True"
         truth = "qualified"
-    return UnitDecisions("mean score", frame, truth)
+    pairwise = "path" in scores.columns and bool((scores["path"] == "pairwise").all())
+    label = "mean share of comparisons won" if pairwise else "mean score"
+    return UnitDecisions(label, frame, truth, level=not pairwise)

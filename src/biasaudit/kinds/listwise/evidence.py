@@ -140,4 +140,4 @@ def unit_decisions(run_dir: Path) -> UnitDecisions | None:
     unit = shown["answer"].astype(str) + "|" + shown["candidate"].astype(str)
     frame = pd.DataFrame({"unit": unit, "cluster": shown["pool"].astype(str),
                           "value": (rank == 1).astype(float).where(rank.notna())})  # fmt: skip
-    return UnitDecisions("share ranked first", frame)
+    return UnitDecisions("share ranked first", frame, level=False)

@@ -225,7 +225,8 @@ def _with_rounds(document: Document, run_dir: Path) -> Document:
 
 
 def write_report(run_dir: str | Path, report_format: ReportFormat = "both") -> list[Path]:
-    """Write the report of the run, study or comparison in ``run_dir`` into it.
+    """Write the report of the run, study, comparison or experiment in ``run_dir`` into it
+    (an experiment's arms get theirs too where they have none).
 
     Returns the files written: ``report.html`` / ``report.md``, and for a run
     holding a ``compare.json`` (a re-audit) ``compare.html`` / ``compare.md`` too. A
@@ -237,10 +238,17 @@ def write_report(run_dir: str | Path, report_format: ReportFormat = "both") -> l
     written = _write(run_document(folder), folder, report_format)
     if report_format in ("html", "both") and (folder / "manifest.json").exists():
         write_evidence(folder)  # the report links it
-    if report_format in ("html", "both") and (folder / EXPERIMENT_FILE).exists():
+    if (folder / EXPERIMENT_FILE).exists():
+        from biasaudit.experiments.runner import read_experiment
         from biasaudit.reports.experiment import write_experiment_evidence
 
-        write_experiment_evidence(folder)
+        experiment = read_experiment(folder)
+        for arm in experiment.arms:  # the page links each arm's own report
+            run = experiment.run_dir(arm.name, folder)
+            if run.is_dir() and not (run / "report.html").exists():
+                written += write_report(run, report_format)
+        if report_format in ("html", "both"):
+            write_experiment_evidence(folder)
     if (folder / COMPARE_FILE).exists() and (folder / "manifest.json").exists():
         from biasaudit.reports.html._compare import compare_document
 
