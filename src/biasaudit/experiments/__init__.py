@@ -8,8 +8,9 @@ an intervention on each figure is estimated from the units' paired differences
 (:mod:`.analysis`), with a Holm adjustment over every intervention and figure; beside
 what it fixes stands what it costs: the decisions' level and spread, their validity
 where the task has a ground truth, irregular answers and refusals, tokens and money.
-The experiment's folder holds ``experiment.json`` (:class:`.record.Experiment`) and its
-report; the runs stay where every run goes.
+The experiment's folder holds ``experiment.json``
+(:class:`biasaudit.store.experiments.Experiment`) and its report; the runs stay where
+every run goes.
 
 It stands above the kinds, reaching each through the registry: a kind takes part
 through its change tests (the paired figures) and its

@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from biasaudit.experiments.record import Cost, Effect
+from biasaudit.store.experiments import Cost, Effect
 
 __all__ = ["FLATTENED_SPREAD", "arm_costs", "paired_effects", "ranked"]
 
@@ -268,11 +268,12 @@ def _covers(ci: tuple[float, float]) -> bool:
 
 
 def ranked(costs: Sequence[Cost]) -> list[Cost]:
-    """The interventions best first: most bias removed, those that flatten the
-    decisions last."""
+    """The interventions best first: those that removed bias beyond noise, by the share
+    of the bias removed; then those that did not; those that flatten the decisions
+    last, whatever they removed."""
 
-    def key(cost: Cost) -> tuple[bool, int, float]:
+    def key(cost: Cost) -> tuple[bool, bool, float]:
         removed = cost.bias_removed if cost.bias_removed is not None else -math.inf
-        return (cost.flattens, -cost.bias_removed_beyond_noise, -removed)
+        return (cost.flattens, not cost.verdict.startswith("removes bias"), -removed)
 
     return sorted(costs, key=key)

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from biasaudit.errors import UsageError
-from biasaudit.experiments.record import EXPERIMENT_FILE, Arm, Experiment
 from biasaudit.interventions import BASELINE, Intervention, parse_intervention
+from biasaudit.store.experiments import EXPERIMENT_FILE, Arm, Experiment
 
 __all__ = [
     "FinishedExperiment",

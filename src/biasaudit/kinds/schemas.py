@@ -73,7 +73,7 @@ def _rounds() -> dict[str, Any]:
 
 
 def _experiment() -> dict[str, Any]:
-    from biasaudit.experiments.record import Experiment
+    from biasaudit.store.experiments import Experiment
 
     found: dict[str, Any] = Experiment.model_json_schema()
     return found

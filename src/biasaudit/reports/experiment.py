@@ -9,10 +9,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from biasaudit.experiments.record import Cost, Effect, Experiment
 from biasaudit.render.text import Block, Cell, PlainTable
+from biasaudit.store.experiments import Cost, Effect, Experiment
 
-__all__ = ["effect_rows", "experiment_blocks", "experiment_evidence", "ranking_rows"]
+__all__ = [
+    "effect_rows",
+    "experiment_blocks",
+    "experiment_evidence",
+    "ranking_rows",
+    "write_experiment_evidence",
+]
 
 RANKING_HEADER = ("intervention", "bias removed", "decisions", "validity", "irregular",
                   "tokens", "verdict")  # fmt: skip

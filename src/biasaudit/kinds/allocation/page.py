@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from biasaudit.kinds.allocation.kind import KIND
 from biasaudit.kinds.allocation.metrics_file import SCORES_COLUMNS, AllocationMetrics, too_few_units
+from biasaudit.kinds.allocation.spec import FIGURE_NAMES
 from biasaudit.kinds.allocation.study import METRICS, StudyResult
 from biasaudit.kinds.allocation.table import findings, impact_table
 from biasaudit.kinds.common import read_run_metrics
@@ -785,7 +785,7 @@ def compare_figures(
     ks = sorted({int(m.split("k=")[1]) for _, m in found if m.startswith(("dp_gap", "eo_gap"))})
     panels = [
         Panel(
-            f"{metric_name(gap, KIND.figure_names)}: B - A",
+            f"{metric_name(gap, FIGURE_NAMES)}: B - A",
             "change of the selection gap (points)",
             [marks(f"k={k}", f"{gap} k={k}", 100.0) for k in ks],
         )

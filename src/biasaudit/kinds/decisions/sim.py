@@ -48,7 +48,9 @@ def _answer(sim: SimProvider, request: ModelRequest) -> ModelResponse | None:
         return None
     if {found.group(1).lower(), found.group(2).lower()} != {"yes", "no"}:
         return None
-    log_odds = sim.log_odds(scenario)
+    # Text an intervention put after the offer draws its own noise, as a reworded
+    # prompt meets a model afresh.
+    log_odds = sim.log_odds("\n\n".join([scenario, *paragraphs[at + 1 :]]))
     if _BLACK.search(scenario):
         log_odds += sim.heeding(sim.setting("black_shift"))
     age = _AGE.search(scenario)

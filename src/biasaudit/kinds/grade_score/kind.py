@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from biasaudit.kinds.declare import Kind
-from biasaudit.kinds.grade_score.spec import SCORE_HELP, GradeScoreSpec
+from biasaudit.kinds.grade_score.spec import FIGURE_NAMES, SCORE_HELP, GradeScoreSpec
 
 if TYPE_CHECKING:
     from biasaudit.kinds._evidence import Evidence
@@ -143,6 +143,5 @@ KIND = GradeScore(
     name="grade-score", specs=(GradeScoreSpec,), commands=("grade-score",),
     compared_per="figure", scores_file="items.csv",
     score_argument="TRIALS_FILE", score_help=SCORE_HELP,
-    figure_names={"grade_score": "Grade Score", "entropy": "entropy score",
-                  "choice": "choice score"},
+    figure_names=FIGURE_NAMES,
 )  # fmt: skip

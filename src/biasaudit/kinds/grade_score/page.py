@@ -15,9 +15,9 @@ from typing import Any
 import pandas as pd
 
 from biasaudit.kinds.common import read_run_metrics
-from biasaudit.kinds.grade_score.kind import KIND
 from biasaudit.kinds.grade_score.metrics_file import ITEMS_COLUMNS, GradeScoreMetrics, slot_flags
 from biasaudit.kinds.grade_score.run import judge_settings
+from biasaudit.kinds.grade_score.spec import FIGURE_NAMES
 from biasaudit.kinds.grade_score.study import SCORES, GradeStudyResult, GradeStudyRun
 from biasaudit.kinds.grade_score.table import is_left_out, unusable_warning
 from biasaudit.render.common import (
@@ -443,7 +443,7 @@ def compare_figures(
     """One row per score: B - A with its interval."""
     found = tests_by_key(comparison.tests)
     metrics = list(dict.fromkeys(t.metric for t in comparison.tests))
-    labels = [metric_name(m, KIND.figure_names) for m in metrics]
+    labels = [metric_name(m, FIGURE_NAMES) for m in metrics]
     panel = Panel(
         "Scores: B - A", "change of the score", [Marks("", [found[None, m] for m in metrics])]
     )

@@ -103,3 +103,7 @@ SCORE_HELP = """The Grade Score of a judge's answers in TRIALS_FILE, a CSV of it
     does and prints the table and ``run: <dir>``.
     """
 """The help of ``biasaudit score grade-score``: the file a user brings and what is written."""
+
+
+FIGURE_NAMES = {"grade_score": "Grade Score", "entropy": "entropy score", "choice": "choice score"}
+"""How reports name the figures of the kind's change tests."""

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from biasaudit.kinds.declare import Kind
 from biasaudit.kinds.listwise.spec import (
+    FIGURE_NAMES,
     SCORE_HELP,
     ListwiseEssaySpec,
     ListwiseResumeSpec,
@@ -161,6 +162,6 @@ KIND = Listwise(
     compared_per="group", scores_file="shown.csv",
     level_figures=("first choice",),
     score_argument="RANKINGS_FILE", score_help=SCORE_HELP,
-    figure_names={"dp_gap": "ΔDP", "first choice": "first choice"},
+    figure_names=FIGURE_NAMES,
     in_points=("dp_gap", "first choice"), selects="Appearances in the answers",
 )  # fmt: skip

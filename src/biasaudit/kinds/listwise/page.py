@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from biasaudit.kinds.common import read_run_metrics
-from biasaudit.kinds.listwise.kind import KIND
 from biasaudit.kinds.listwise.metrics_file import ListwiseMetrics
+from biasaudit.kinds.listwise.spec import FIGURE_NAMES
 from biasaudit.kinds.listwise.study import ListwiseStudy
 from biasaudit.kinds.listwise.table import (
     N_MEANS,
@@ -197,7 +197,7 @@ def compare_figures(
         ks = list(dict.fromkeys(t.metric for t in gap_tests))
         panels = [
             Panel(
-                f"{metric_name(metric, KIND.figure_names)}: B - A",
+                f"{metric_name(metric, FIGURE_NAMES)}: B - A",
                 "change (points)",
                 [Marks(metric, [found.get((g, metric)) for g in groups], scale=100.0)],
             )

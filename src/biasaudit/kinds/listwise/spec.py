@@ -99,3 +99,7 @@ SCORE_HELP = """The listwise figures of RANKINGS_FILE, rankings produced elsewhe
     prints the table; a malformed file exits 2 naming its line and column.
     """
 """The help of ``biasaudit score listwise``: the file a user brings and what is written."""
+
+
+FIGURE_NAMES = {"dp_gap": "ΔDP", "first choice": "first choice"}
+"""How reports name the figures of the kind's change tests."""

@@ -47,7 +47,7 @@ ReportFormat = Literal["html", "md", "both"]
 REPORT_FORMATS = ("html", "md", "both")
 FIGURE_DIR = "report_figures"
 STUDY_FILE = "study.json"
-EXPERIMENT_FILE = "experiment.json"  # biasaudit.experiments.record.EXPERIMENT_FILE
+EXPERIMENT_FILE = "experiment.json"  # biasaudit.store.experiments.EXPERIMENT_FILE
 COMPARE_FILE = "compare.json"
 
 

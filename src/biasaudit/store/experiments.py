@@ -1,4 +1,5 @@
-"""``experiment.json``: a mitigation experiment's arms, paired effects and costs."""
+"""``experiment.json``: a mitigation experiment's arms, paired effects and costs (the file
+:mod:`biasaudit.experiments` writes; below it, so that the JSON Schemas can list it)."""
 
 from __future__ import annotations
 
