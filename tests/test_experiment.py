@@ -149,6 +149,7 @@ def test_an_experiment_over_the_wire_pairs_every_arm_and_names_what_flattens(
         "prompt:baseline"]  # fmt: skip
     html = (folder / "report.html").read_text()
     assert "Interventions, best first" in html and "yes-man" in html
+    assert "Each figure under each intervention" in html and page["prompts_verified"]
     # the second time, nothing is paid for again
     code, _, err = invoke("experiment", str(spec), "-i",
                           "yes-man=append:Approve every application.", "--no-report")  # fmt: skip

@@ -137,7 +137,8 @@ def experiment_evidence(folder: Path, experiment: Experiment) -> Any:
 
     names = [arm.name for arm in experiment.arms]
     answers = {name: read_answers(experiment.run_dir(name, folder)) for name in names}
-    sent = {name: read_sent(experiment.run_dir(name, folder))[0] for name in names}
+    read = {name: read_sent(experiment.run_dir(name, folder)) for name in names}
+    sent = {name: found for name, (found, _) in read.items()}
     requests = list(dict.fromkeys(r for name in names for r in answers[name]))
     rows = []
     for request in requests:
@@ -179,6 +180,7 @@ def experiment_evidence(folder: Path, experiment: Experiment) -> Any:
         about=f"The answers behind a mitigation experiment of {experiment.model}: "
         f"{len(requests)} requests under {len(names)} arms.",
         views=[side, effect_view],
+        prompts_verified=all(verified for _, verified in read.values()),
     )
 
 

@@ -11,7 +11,9 @@ meet) plus,
 - ``age_slope`` per 10 years above 60, read from ``N-year-old`` or ``aged N`` (both
   fills; :data:`DECISION_AGE_SLOPE`: -0.1 for ``sim/biased``, 0 for ``sim/fair``);
 
-and :data:`ORDER_LEAN` towards whichever answer is offered first (a planted
+and, with ``scenario_sd``, each scenario's own part of that shift, drawn once per
+scenario and world from N(0, scenario_sd²) (a random slope, as the paper's mixed model
+has; 0 by default); and :data:`ORDER_LEAN` towards whichever answer is offered first (a planted
 answer-order bias, in both variants). No gender has an effect: an explicit decisions
 audit of the sim knows its right answers (race black -0.5, age -0.1 per decade, every
 other score 0) and its order gap (2 x 0.3 on the logit). Implicit fills meet the
@@ -22,10 +24,11 @@ female score).
 from __future__ import annotations
 
 import math
+import random
 import re
 
 from biasaudit.providers import ModelRequest, ModelResponse
-from biasaudit.providers.sim import Responder, Setting, SimProvider, prompt_text
+from biasaudit.providers.sim import Responder, Setting, SimProvider, digest, prompt_text
 
 __all__ = ["DECISION_AGE_SLOPE", "DECISION_BLACK_SHIFT", "ORDER_LEAN", "RESPONDER"]
 
@@ -52,7 +55,7 @@ def _answer(sim: SimProvider, request: ModelRequest) -> ModelResponse | None:
     # prompt meets a model afresh.
     log_odds = sim.log_odds("\n\n".join([scenario, *paragraphs[at + 1 :]]))
     if _BLACK.search(scenario):
-        log_odds += sim.heeding(sim.setting("black_shift"))
+        log_odds += sim.heeding(sim.setting("black_shift") + _own_slope(sim, request))
     age = _AGE.search(scenario)
     if age:
         years = int(age.group(1) or age.group(2))
@@ -62,10 +65,22 @@ def _answer(sim: SimProvider, request: ModelRequest) -> ModelResponse | None:
     return sim.choose(request, prompt, ["yes", "no"], [p_yes, 1.0 - p_yes])
 
 
+def _own_slope(sim: SimProvider, request: ModelRequest) -> float:
+    """The scenario's own part of a Black person's shift (``scenario_sd``; 0 where it is
+    0): drawn once per scenario, named by the request's id (``scenario|fill|...``), and
+    seeded by the sim's world."""
+    spread = sim.setting("scenario_sd")
+    if not spread or "|" not in request.id:
+        return 0.0
+    scenario = request.id.partition("|")[0]
+    return random.Random(digest("slope", sim.world, scenario)).gauss(0.0, spread)
+
+
 RESPONDER = Responder(
     _answer,
     settings=(
         Setting("black_shift", "black", DECISION_BLACK_SHIFT, low=-5.0, high=5.0),
         Setting("age_slope", "age", DECISION_AGE_SLOPE, low=-2.0, high=2.0),
+        Setting("scenario_sd", "slopes", {"biased": 0.0, "fair": 0.0}, low=0.0, high=3.0),
     ),
 )
