@@ -4,8 +4,10 @@
 own tests of change (:meth:`~biasaudit.kinds.declare.Kind.change_tests`, as ``biasaudit
 compare`` runs them), which pair the two runs unit by unit where both asked the same
 units, as an experiment's arms do: allocation's score figures by a bootstrap drawing the
-same names and items in both runs, Grade Score over its items, decisions over its
-scenarios (the paired t test on each scenario's own figure). A figure given at several
+same names and items in both runs, listwise's ΔDP over the appearances both runs
+answered, Grade Score over its items, decisions over its scenarios (the paired t test on
+each scenario's own figure); allocation's selection figures (ΔDP, ΔEO) are still read
+from each run's interval. A figure given at several
 k is read at the audit's headline k. The p-values of every
 intervention's every figure are Holm-adjusted together (Holm, "A simple sequentially
 rejective multiple test procedure", Scand. J. Statist. 6, 1979), so that "beyond noise"

@@ -58,6 +58,7 @@ if TYPE_CHECKING:  # the one listing of the public names (at run time each loads
         ChangeTest as ChangeTest,
         normal_sf as normal_sf,
         normal_test as normal_test,
+        paired_gap_tests as paired_gap_tests,
         paired_test as paired_test,
         two_sided as two_sided,
     )

@@ -13,7 +13,14 @@ from scipy import special
 
 from biasaudit.metrics._small_samples import critical_value
 
-__all__ = ["ChangeTest", "normal_sf", "normal_test", "paired_test", "two_sided"]
+__all__ = [
+    "ChangeTest",
+    "normal_sf",
+    "normal_test",
+    "paired_gap_tests",
+    "paired_test",
+    "two_sided",
+]
 
 
 @dataclass(frozen=True)
@@ -99,6 +106,71 @@ def paired_test(
     method = f"paired over {units} units: t on their differences"
     return ChangeTest(metric, group, float(a.mean()), float(b.mean()), diff,
                       (diff - t * se, diff + t * se), p, method)  # fmt: skip
+
+
+def paired_gap_tests(
+    rows: Any,
+    *,
+    reference: str,
+    metric: str,
+    confidence: float,
+    replicates: int = 1000,
+    seed: int = 0,
+) -> list[ChangeTest]:
+    """The change of each group's gap in selection rate from ``reference`` (ΔDP) between
+    two runs that showed the same appearances: ``rows`` one per appearance (a candidate
+    in an answer), with ``group``, ``pool`` (and ``name``, ``item``, ``subtask`` where
+    known) and ``selected_a``, ``selected_b`` (1 selected, 0 not; NaN where that run's
+    answer could not say).
+
+    Each appearance's difference b - a is taken over the appearances both runs could
+    say; the change of a group's gap is the mean difference of its appearances minus the
+    reference's. Its interval sums the one-way variances of resampling names, items and
+    pools (:class:`~biasaudit.metrics._resampling.MultiwayClusters`, as the listwise
+    figures' own intervals), each resampling the same clusters in both runs, so that
+    what an appearance's two answers share (its name's and its item's own effects, its
+    pool's competitors) leaves the error. Student's t on the fewest clusters behind a
+    group; the p-value read off the interval (:func:`~biasaudit.metrics.interval_p_value`).
+    """
+    import numpy as np
+    import pandas as pd
+
+    from biasaudit.metrics._multiplicity import interval_p_value
+    from biasaudit.metrics._resampling import MIN_UNITS, MultiwayClusters
+
+    both = rows[rows["selected_a"].notna() & rows["selected_b"].notna()].reset_index(drop=True)
+    if both.empty or reference not in set(both["group"]):
+        return []
+    codes, labels = pd.factorize(both["group"].astype(str))
+    clusters = MultiwayClusters.of(both, codes.astype(np.intp), np.random.default_rng(seed),
+                                   replicates)  # fmt: skip
+    a = both["selected_a"].to_numpy(dtype=float)
+    b = both["selected_b"].to_numpy(dtype=float)
+    difference = b - a
+    base = codes == list(labels).index(reference)
+    t = critical_value(confidence, clusters.fewest)
+    tests = []
+    for index, group in enumerate(labels):
+        rows_g = codes == index
+        if group == reference or not rows_g.any():
+            continue
+        units = min(np.unique(clusters.units.units[m]).size for m in (rows_g, base))
+        before = float(a[rows_g].mean() - a[base].mean())
+        after = float(b[rows_g].mean() - b[base].mean())
+        change = float(difference[rows_g].mean() - difference[base].mean())
+        draws = [(term.sign, term.rate(rows_g, difference) - term.rate(base, difference))
+                 for term in clusters.terms]  # fmt: skip
+        bounds = None if units < MIN_UNITS else clusters.interval(change, draws, t, -2.0, 2.0)
+        if bounds is None:
+            continue
+        p = interval_p_value(change, bounds, confidence=confidence, units=clusters.fewest)
+        if within_rounding(change, before, after):
+            p = 1.0
+        method = ("paired over the appearances both runs answered: names, items and pools "
+                  "resampled alike, one-way variances summed")  # fmt: skip
+        tests.append(ChangeTest(metric, str(group), before, after, change, bounds,
+                                1.0 if p is None else p, method))  # fmt: skip
+    return tests
 
 
 ROUNDING = 1e-9
