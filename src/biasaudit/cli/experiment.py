@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from biasaudit.cli.flags import alpha_option, no_report_option
+from biasaudit.cli.flags import alpha_option, bootstrap_option, no_report_option
 
 __all__ = ["command"]
 
@@ -31,13 +31,7 @@ def command(reports_errors: Callable[[Any], Any]) -> click.Command:
         "NAME=names:placeholder, NAME=names:initials.",
     )
     @alpha_option()
-    @click.option(
-        "--bootstrap",
-        default=1000,
-        show_default=True,
-        type=click.IntRange(100),
-        help="Bootstrap replicates of the paired score figures.",
-    )
+    @bootstrap_option()
     @click.option(
         "--dry-run",
         is_flag=True,

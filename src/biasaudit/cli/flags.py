@@ -1,6 +1,6 @@
-"""The options several commands share, declared once: ``--no-report``, ``--runs-dir`` and
-``--alpha`` (each command says in its help what they mean for it). Light: click alone, so that
-``biasaudit --help`` loads nothing more to build them."""
+"""The options several commands share, declared once: ``--no-report``, ``--runs-dir``,
+``--alpha`` and ``--bootstrap`` (each command says in its help what they mean for it).
+Light: click alone, so that ``biasaudit --help`` loads nothing more to build them."""
 
 from __future__ import annotations
 
@@ -10,7 +10,13 @@ from typing import Any, TypeVar
 
 import click
 
-__all__ = ["alpha_option", "no_report_option", "no_report_param", "runs_dir_option"]
+__all__ = [
+    "alpha_option",
+    "bootstrap_option",
+    "no_report_option",
+    "no_report_param",
+    "runs_dir_option",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -41,3 +47,12 @@ def alpha_option() -> Callable[[F], F]:
     ``reaudit``)."""
     return click.option("--alpha", default=0.05, show_default=True, type=click.FloatRange(0, 1),
                         help="Level of the Holm-adjusted tests of no change.")  # fmt: skip
+
+
+def bootstrap_option() -> Callable[[F], F]:
+    """``--bootstrap``, the replicates of the tests of change that resample (``compare``,
+    ``experiment``)."""
+    return click.option("--bootstrap", default=1000, show_default=True,
+                        type=click.IntRange(100),
+                        help="Bootstrap replicates of the tests of change that resample "
+                        "(score figures, listwise ΔDP).")  # fmt: skip

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import click
 
-from biasaudit.cli.flags import alpha_option, no_report_option, runs_dir_option
+from biasaudit.cli.flags import alpha_option, bootstrap_option, no_report_option, runs_dir_option
 
 if TYPE_CHECKING:
     from biasaudit.pricing import BudgetedProvider
@@ -331,13 +331,7 @@ def _compare_command(reports_errors: Decorator) -> click.Command:
     @click.argument("run_a", type=click.Path(file_okay=False, path_type=Path))
     @click.argument("run_b", type=click.Path(file_okay=False, path_type=Path))
     @alpha_option()
-    @click.option(
-        "--bootstrap",
-        default=1000,
-        show_default=True,
-        type=click.IntRange(100),
-        help="Bootstrap replicates of the score-based figures.",
-    )
+    @bootstrap_option()
     @click.option("--all", "show_all", is_flag=True, help="Show every figure, changed or not.")
     @click.option(
         "--json",
