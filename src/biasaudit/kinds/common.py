@@ -8,7 +8,7 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -30,6 +30,7 @@ __all__ = [
     "RequestCounts",
     "RequestPlan",
     "RunPair",
+    "StudyRun",
     "TaskInfo",
     "UnitDecisions",
     "export_verdicts",
@@ -358,6 +359,16 @@ def read_run_metrics(run_dir: Path, model: type[M]) -> M:
     return read_run_model(path, model)
 
 
+@dataclass(frozen=True)
+class StudyRun(Generic[M]):
+    """One run of a study (``biasaudit study``): its folder, its label in the study's
+    tables (the model, and the folder where two runs share a model), its metrics."""
+
+    path: Path
+    label: str
+    metrics: M
+
+
 def load_study_metrics(path: Path, model: type[M], what: str) -> M:
     """The metrics of a run a study names, as ``model``; ``what`` names the kind of run
     (``a RUTEd run``) in the message when the folder is not one.
@@ -380,7 +391,7 @@ def load_study_metrics(path: Path, model: type[M], what: str) -> M:
 
 def labelled_study_runs(
     run_dirs: Sequence[str | Path], model: type[M], what: str
-) -> list[tuple[Path, str, M]]:
+) -> list[StudyRun[M]]:
     """Each run a study names: its folder, its label (the model, and the folder where two
     runs share a model) and its metrics as ``model``.
 
@@ -395,6 +406,6 @@ def labelled_study_runs(
     found = [(Path(p), load_study_metrics(Path(p), model, what)) for p in run_dirs]
     models = [getattr(metrics, "model", "") for _, metrics in found]
     return [
-        (path, name if models.count(name) == 1 else f"{name} ({path.name})", metrics)
+        StudyRun(path, name if models.count(name) == 1 else f"{name} ({path.name})", metrics)
         for (path, metrics), name in zip(found, models, strict=True)
     ]

@@ -33,23 +33,14 @@ import pandas as pd
 
 from biasaudit.errors import UsageError
 from biasaudit.kinds.allocation.metrics_file import AllocationMetrics
-from biasaudit.kinds.common import load_study_metrics
+from biasaudit.kinds.common import StudyRun, load_study_metrics
 from biasaudit.metrics import distribution_shape, model_selection_ndcg, predictive_validity
 from biasaudit.store.tables import read_run_table
 
-__all__ = ["METRICS", "StudyResult", "StudyRun", "run_study"]
+__all__ = ["METRICS", "StudyResult", "run_study"]
 
 METRICS = {"rabbi": True, "avg_gap": True, "jsd": False, "emd": False}  # name: directional
 GAPS = ("dp", "eo")
-
-
-@dataclass(frozen=True)
-class StudyRun:
-    """One run of the study."""
-
-    path: Path
-    label: str
-    metrics: AllocationMetrics
 
 
 @dataclass(frozen=True)
@@ -84,7 +75,7 @@ class StudyResult:
         The cutoff N of ``selection``'s NDCG@N.
     """
 
-    runs: tuple[StudyRun, ...]
+    runs: tuple[StudyRun[AllocationMetrics], ...]
     points: pd.DataFrame
     correlations: pd.DataFrame
     selection: pd.DataFrame
@@ -99,7 +90,7 @@ def _load(path: Path) -> AllocationMetrics:
     return load_study_metrics(path, AllocationMetrics, "an allocation run")
 
 
-def _labelled(paths: Sequence[Path]) -> tuple[StudyRun, ...]:
+def _labelled(paths: Sequence[Path]) -> tuple[StudyRun[AllocationMetrics], ...]:
     loaded = [(path, _load(path)) for path in paths]
     seen: dict[tuple[str, str, str], int] = {}
     runs = []
@@ -111,7 +102,7 @@ def _labelled(paths: Sequence[Path]) -> tuple[StudyRun, ...]:
     return tuple(runs)
 
 
-def _points(runs: Sequence[StudyRun], k_max: int) -> pd.DataFrame:
+def _points(runs: Sequence[StudyRun[AllocationMetrics]], k_max: int) -> pd.DataFrame:
     rows = []
     for run in runs:
         m = run.metrics
@@ -273,7 +264,7 @@ def run_study(run_dirs: Sequence[str | Path], *, ndcg_at: int = 3) -> StudyResul
 _NDCG_CURVE_MAX = 10
 
 
-def _shapes(runs: Sequence[StudyRun]) -> pd.DataFrame:
+def _shapes(runs: Sequence[StudyRun[AllocationMetrics]]) -> pd.DataFrame:
     """Skewness and kurtosis of each group's scores, per run (``scores.csv``)."""
     frames = []
     for run in runs:

@@ -6,22 +6,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from biasaudit.kinds.common import labelled_study_runs
+from biasaudit.kinds.common import StudyRun, labelled_study_runs
 from biasaudit.kinds.decisions.metrics_file import DecisionsMetrics
 
-__all__ = ["DecisionsStudy", "StudyRun", "run_study"]
-
-
-@dataclass(frozen=True)
-class StudyRun:
-    path: Path
-    label: str
-    metrics: DecisionsMetrics
+__all__ = ["DecisionsStudy", "run_study"]
 
 
 @dataclass(frozen=True)
 class DecisionsStudy:
-    runs: tuple[StudyRun, ...]
+    runs: tuple[StudyRun[DecisionsMetrics], ...]
 
     def terms(self) -> list[tuple[str, str]]:
         """Every (fill, score level) some run has, in the order first seen."""
@@ -43,4 +36,4 @@ def run_study(run_dirs: Sequence[str | Path], *, ndcg_at: int = 3) -> DecisionsS
         No runs, or a folder that is not a decisions run.
     """
     runs = labelled_study_runs(run_dirs, DecisionsMetrics, "a decisions run")
-    return DecisionsStudy(tuple(StudyRun(path, label, metrics) for path, label, metrics in runs))
+    return DecisionsStudy(tuple(runs))

@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from biasaudit.errors import UsageError
-from biasaudit.kinds.common import load_study_metrics
+from biasaudit.kinds.common import StudyRun, load_study_metrics
 from biasaudit.kinds.grade_score.metrics_file import GradeScoreMetrics
 
 __all__ = [
@@ -33,13 +33,10 @@ SCORES = ("grade_score", "entropy", "choice")
 
 
 @dataclass(frozen=True)
-class GradeStudyRun:
+class GradeStudyRun(StudyRun[GradeScoreMetrics]):
     """One Grade Score run of the study: ``label`` names its row (the model, and its
     item set where the runs use several), ``prompt`` its judge prompt as a column names it."""
 
-    path: Path
-    label: str
-    metrics: GradeScoreMetrics
     prompt: str = ""
 
 

@@ -6,22 +6,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from biasaudit.kinds.common import labelled_study_runs
+from biasaudit.kinds.common import StudyRun, labelled_study_runs
 from biasaudit.kinds.listwise.metrics_file import ListwiseMetrics
 
-__all__ = ["ListwiseStudy", "StudyRun", "run_study"]
-
-
-@dataclass(frozen=True)
-class StudyRun:
-    path: Path
-    label: str
-    metrics: ListwiseMetrics
+__all__ = ["ListwiseStudy", "run_study"]
 
 
 @dataclass(frozen=True)
 class ListwiseStudy:
-    runs: tuple[StudyRun, ...]
+    runs: tuple[StudyRun[ListwiseMetrics], ...]
 
 
 def run_study(run_dirs: Sequence[str | Path], *, ndcg_at: int = 3) -> ListwiseStudy:
@@ -34,4 +27,4 @@ def run_study(run_dirs: Sequence[str | Path], *, ndcg_at: int = 3) -> ListwiseSt
         No runs, or a folder that is not a listwise run.
     """
     runs = labelled_study_runs(run_dirs, ListwiseMetrics, "a listwise run")
-    return ListwiseStudy(tuple(StudyRun(path, label, metrics) for path, label, metrics in runs))
+    return ListwiseStudy(tuple(runs))

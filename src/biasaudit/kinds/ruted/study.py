@@ -29,7 +29,7 @@ from pathlib import Path
 import pandas as pd
 
 from biasaudit.errors import UsageError
-from biasaudit.kinds.common import load_study_metrics
+from biasaudit.kinds.common import StudyRun, load_study_metrics
 from biasaudit.kinds.ruted.metrics_file import (
     METRICS,
     RutedMetrics,
@@ -38,16 +38,7 @@ from biasaudit.kinds.ruted.metrics_file import (
 )
 from biasaudit.metrics import spearman
 
-__all__ = ["RutedStudyResult", "RutedStudyRun", "run_study"]
-
-
-@dataclass(frozen=True)
-class RutedStudyRun:
-    """One run of the study: one model's RUTEd audit."""
-
-    path: Path
-    label: str
-    metrics: RutedMetrics
+__all__ = ["RutedStudyResult", "run_study"]
 
 
 @dataclass(frozen=True)
@@ -72,7 +63,7 @@ class RutedStudyResult:
         for the standard test itself).
     """
 
-    runs: tuple[RutedStudyRun, ...]
+    runs: tuple[StudyRun[RutedMetrics], ...]
     contexts: list[str]
     values: pd.DataFrame
     with_standard: pd.DataFrame
@@ -84,18 +75,18 @@ def _load(path: Path) -> RutedMetrics:
     return load_study_metrics(path, RutedMetrics, "a RUTEd run")
 
 
-def _labelled(paths: Sequence[Path]) -> tuple[RutedStudyRun, ...]:
+def _labelled(paths: Sequence[Path]) -> tuple[StudyRun[RutedMetrics], ...]:
     loaded = [(path, _load(path)) for path in paths]
     models = [metrics.model for _, metrics in loaded]
     runs = []
     for path, metrics in loaded:
         unique = models.count(metrics.model) == 1
         label = metrics.model if unique else f"{metrics.model} ({path.name})"
-        runs.append(RutedStudyRun(path, label, metrics))
+        runs.append(StudyRun(path, label, metrics))
     return tuple(runs)
 
 
-def _values(runs: Sequence[RutedStudyRun], contexts: list[str]) -> pd.DataFrame:
+def _values(runs: Sequence[StudyRun[RutedMetrics]], contexts: list[str]) -> pd.DataFrame:
     columns = pd.MultiIndex.from_product([METRICS, contexts], names=["metric", "context"])
     rows = {
         run.label: [getattr(run.metrics.contexts[c], m) for m in METRICS for c in contexts]
@@ -144,7 +135,7 @@ def _least_biased(
     return pd.DataFrame(rows)
 
 
-def _conventions(runs: Sequence[RutedStudyRun]) -> str:
+def _conventions(runs: Sequence[StudyRun[RutedMetrics]]) -> str:
     """The papers' conventions when every run chose them, else biasaudit's."""
     return "paper" if all(run.metrics.conventions == "paper" for run in runs) else "biasaudit"
 
