@@ -16,11 +16,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlencode
 
 __all__ = [
     "Evidence",
+    "RunRecord",
     "View",
     "answer_text",
     "group_categories",
@@ -30,6 +31,7 @@ __all__ = [
     "messages_text",
     "number",
     "read_answers",
+    "read_run_record",
     "read_sent",
     "text",
 ]
@@ -184,3 +186,31 @@ def read_sent(run_dir: Path) -> tuple[dict[str, str], bool]:
             found[request_id] = messages_text(record.request)
         verified = verified and prompt_sent(header, record)
     return found, verified
+
+
+class RunRecord(NamedTuple):
+    """What a kind's evidence reads of a run: its table of units, its ``metrics.json``
+    (as JSON), its answers by request id, its prompts as sent, and whether every one of
+    them checks against its cache key."""
+
+    table: Any
+    metrics: dict[str, Any]
+    answers: dict[str, Any]
+    sent: dict[str, str]
+    verified: bool
+
+
+def read_run_record(run_dir: Path, name: str, columns: Sequence[str]) -> RunRecord | None:
+    """The run's ``name`` table (its ``columns`` required), metrics, answers and prompts;
+    None where the run has no such table (it stopped before writing it)."""
+    from biasaudit.store.runs import read_run_json
+    from biasaudit.store.tables import read_run_table
+
+    if not (run_dir / name).is_file():
+        return None
+    metrics = (
+        read_run_json(run_dir / "metrics.json") if (run_dir / "metrics.json").is_file() else {}
+    )
+    sent, verified = read_sent(run_dir)
+    return RunRecord(read_run_table(run_dir / name, tuple(columns)), metrics,
+                     read_answers(run_dir), sent, verified)  # fmt: skip

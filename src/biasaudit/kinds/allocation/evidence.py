@@ -20,8 +20,7 @@ from biasaudit.kinds._evidence import (
     impact_flagged,
     link,
     number,
-    read_answers,
-    read_sent,
+    read_run_record,
     text,
 )
 from biasaudit.kinds.common import UnitDecisions
@@ -31,16 +30,12 @@ __all__ = ["evidence", "unit_decisions"]
 
 def evidence(run_dir: Path) -> Evidence | None:
     """The run's candidates, pairs and comparisons (None without ``scores.csv``)."""
-    from biasaudit.store.runs import read_run_json
-    from biasaudit.store.tables import read_run_table
-
-    if not (run_dir / "scores.csv").is_file():
+    found = read_run_record(run_dir, "scores.csv", ("candidate_id", "group", "score"))
+    if found is None:
         return None
-    metrics = read_run_json(run_dir / "metrics.json")
+    scores, metrics, answers, sent, verified = found
     reference = str(metrics.get("reference_group", ""))
     names = group_labels(metrics)
-    scores = read_run_table(run_dir / "scores.csv", ("candidate_id", "group", "score"))
-    answers, (sent, verified) = read_answers(run_dir), read_sent(run_dir)
     item = next((c for c in ("resume_id", "item") if c in scores.columns), None)
     rows = []
     for row in scores.to_dict("records"):

@@ -14,8 +14,7 @@ from biasaudit.kinds._evidence import (
     answer_text,
     link,
     number,
-    read_answers,
-    read_sent,
+    read_run_record,
     text,
 )
 from biasaudit.kinds.common import UnitDecisions
@@ -27,17 +26,12 @@ _ORDERS = ("yes-first", "no-first")
 
 def evidence(run_dir: Path) -> Evidence | None:
     """The run's persons and scenarios (None without ``answers.csv``)."""
-    from biasaudit.store.runs import read_run_json
-    from biasaudit.store.tables import read_run_table
-
-    if not (run_dir / "answers.csv").is_file():
+    found = read_run_record(run_dir, "answers.csv", ("key", "scenario", "fill"))
+    if found is None:
         return None
-    metrics = read_run_json(run_dir / "metrics.json")
-    responses, (sent, verified) = read_answers(run_dir), read_sent(run_dir)
+    answers, metrics, responses, sent, verified = found
     persons: dict[str, dict[str, Any]] = {}
-    for row in read_run_table(run_dir / "answers.csv", ("key", "scenario", "fill")).to_dict(
-        "records"
-    ):
+    for row in answers.to_dict("records"):
         key = str(row["key"])
         order = text(row.get("order"))
         request = f"{key}#{order}" if order else key

@@ -13,8 +13,7 @@ from biasaudit.kinds._evidence import (
     answer_text,
     link,
     number,
-    read_answers,
-    read_sent,
+    read_run_record,
     text,
 )
 
@@ -25,11 +24,12 @@ def evidence(run_dir: Path) -> Evidence | None:
     """The run's trials and items (None without ``trials.csv``)."""
     from biasaudit.store.tables import read_run_table
 
-    if not (run_dir / "trials.csv").is_file():
+    found = read_run_record(run_dir, "trials.csv", ("item_id", "order"))
+    if found is None:
         return None
-    responses, (sent, verified) = read_answers(run_dir), read_sent(run_dir)
+    table, _metrics, responses, sent, verified = found
     trials = []
-    for row in read_run_table(run_dir / "trials.csv", ("item_id", "order")).to_dict("records"):
+    for row in table.to_dict("records"):
         item, order = str(row["item_id"]), text(row.get("order"))
         request = f"{item}#{order}"
         response = responses.get(request)

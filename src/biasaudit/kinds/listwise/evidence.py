@@ -16,8 +16,7 @@ from biasaudit.kinds._evidence import (
     impact_flagged,
     link,
     number,
-    read_answers,
-    read_sent,
+    read_run_record,
     text,
 )
 from biasaudit.kinds.common import UnitDecisions
@@ -29,15 +28,14 @@ _FLAGS = ("duplicates", "invented", "missing")
 
 def evidence(run_dir: Path) -> Evidence | None:
     """The run's answers and the candidates shown in them (None without them)."""
-    from biasaudit.store.runs import read_run_json
     from biasaudit.store.tables import read_run_table
 
-    if not (run_dir / "shown.csv").is_file():
+    found = read_run_record(run_dir, "shown.csv", ("answer", "group", "slot"))
+    if found is None:
         return None
-    metrics = read_run_json(run_dir / "metrics.json")
+    shown_table, metrics, responses, sent, verified = found
     reference = str(metrics.get("reference_group", ""))
     names = group_labels(metrics)
-    responses, (sent, verified) = read_answers(run_dir), read_sent(run_dir)
     answers = []
     written = (  # an imported run has the candidates as shown only
         read_run_table(run_dir / "answers.csv", ("answer", "pool")).to_dict("records")
@@ -63,9 +61,7 @@ def evidence(run_dir: Path) -> Evidence | None:
     by_group = group_categories(metrics)  # race and sex of each group, for their rows
     categories = sorted({c for own in by_group.values() for c in own})
     shown = []
-    for row in read_run_table(run_dir / "shown.csv", ("answer", "group", "slot")).to_dict(
-        "records"
-    ):
+    for row in shown_table.to_dict("records"):
         shown.append({
             **by_group.get(str(row["group"]), {}),
             "answer": str(row["answer"]), "pool": text(row.get("pool")),

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from biasaudit.kinds._evidence import Evidence, View, link, number, read_answers, read_sent, text
+from biasaudit.kinds._evidence import Evidence, View, link, number, read_run_record, text
 
 __all__ = ["evidence"]
 
@@ -16,12 +16,11 @@ __all__ = ["evidence"]
 def evidence(run_dir: Path) -> Evidence | None:
     """The run's occupations and texts (None without ``occupations.csv``)."""
     from biasaudit.probes import FEMALE_WORDS, MALE_WORDS
-    from biasaudit.store.tables import read_run_table
 
-    if not (run_dir / "occupations.csv").is_file():
+    record = read_run_record(run_dir, "occupations.csv", ("context", "occupation"))
+    if record is None:
         return None
-    responses, (sent, verified) = read_answers(run_dir), read_sent(run_dir)
-    frame = read_run_table(run_dir / "occupations.csv", ("context", "occupation"))
+    frame, _metrics, responses, sent, verified = record
     # every column the run's occupations.csv has, as it has them (shares, counts, the
     # words not seen, errors), after the context and the occupation
     shares = [str(c) for c in frame.columns if c not in ("context", "occupation")]
