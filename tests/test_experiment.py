@@ -244,3 +244,17 @@ def test_hidden_names_remove_what_the_names_carried(tmp_path: Path) -> None:
     cost = result.experiment.costs[0]
     assert cost.validity == "qualified" and cost.validity_baseline is not None
     assert not cost.flattens
+
+
+def test_a_single_run_under_an_intervention_takes_it_from_a_spec_file(tmp_path: Path) -> None:
+    """``intervention`` is a spec field (structured, so no flag): the command line says so,
+    and a spec file runs one arm as an ordinary run, recorded in its spec.json."""
+    code, _, err = invoke("run", "decisions", "--model", "sim/biased", "--intervention", "x")
+    assert code == 2 and "a field of the decisions spec without a flag" in err
+    spec = _spec_file(tmp_path, model="sim/biased", scenario_limit=2,
+                      intervention={"name": "calm", "append": "Take your time."})  # fmt: skip
+    code, out, err = invoke("run", str(spec), "--no-report")
+    assert code == 0, err
+    run = Path(out.strip().splitlines()[-1].removeprefix("run: "))
+    recorded = json.loads((run / "spec.json").read_text())
+    assert recorded["intervention"]["append"] == "Take your time."

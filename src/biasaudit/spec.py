@@ -147,7 +147,8 @@ def owner_of(name: str, task: Any, method: Any = None) -> str | None:
     use it: ``an allocation-audit option; grade-score does not use it``, ``an option of
     essay-grading; resume-screening does not use it`` (a task of the same kind), or ``an
     option of the listwise method; resume-screening with method pointwise does not use
-    it``; None for a field no spec has."""
+    it``; a field of the task's own spec that has no flag (a structured one, such as
+    ``intervention``) says so; None for a field no spec has."""
     from biasaudit.kinds.registry import VARIANTS, kind_of_spec_class, methods_of, spec_class
 
     variants = VARIANTS.get(task, ()) if isinstance(task, str) else ()
@@ -157,6 +158,8 @@ def owner_of(name: str, task: Any, method: Any = None) -> str | None:
             own = spec_class(task, method)
         except UsageError:
             own = variants[0]
+    if own is not None and name in own.model_fields:
+        return f"a field of the {task} spec without a flag; set it in a spec file"
     for other_class in variants:
         if other_class is not own and name in other_class.model_fields and own is not None:
             other_methods = "/".join(methods_of(other_class))
