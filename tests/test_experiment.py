@@ -258,3 +258,27 @@ def test_a_single_run_under_an_intervention_takes_it_from_a_spec_file(tmp_path: 
     run = Path(out.strip().splitlines()[-1].removeprefix("run: "))
     recorded = json.loads((run / "spec.json").read_text())
     assert recorded["intervention"]["append"] == "Take your time."
+
+
+def test_two_experiments_compare_arm_by_arm_and_effect_by_effect(tmp_path: Path) -> None:
+    """A model update that stops heeding the instruction: every arm's audit compared as
+    two runs are, and the instruction's effect found changed (the re-audit question)."""
+    from biasaudit.experiments.compare import compare_experiments
+    from biasaudit.providers.sim import SimProvider
+
+    spec = DecisionsSpec.model_validate({"model": "sim/biased", "fills": "explicit",
+                                         "scenario_limit": 8,
+                                         "runs_dir": str(tmp_path / "runs")})  # fmt: skip
+    before = run_experiment(spec, [BUILT_IN["illegal"]])
+    after = run_experiment(spec, [BUILT_IN["illegal"]], provider=SimProvider(heed=0.0))
+    found = compare_experiments(before.folder, after.folder)
+    assert [name for name, _ in found.arms] == ["baseline", "illegal"]
+    verdicts = dict((name, c.drift) for name, c in found.arms)
+    assert verdicts == {"baseline": False, "illegal": True}
+    changed = {(t.metric, t.group): t for t in found.effects if t.changed(found.alpha)}
+    black = changed[("illegal: race:black", "explicit")]  # and the level it raised
+    assert set(changed) <= {("illegal: race:black", "explicit"), ("illegal: p_yes", "explicit")}
+    assert black.before == pytest.approx(0.25, abs=0.1) and abs(black.after) < 0.1
+    code, out, err = invoke("compare", str(before.folder), str(after.folder))
+    assert code == 0, err
+    assert "interventions whose effect changed beyond noise" in out

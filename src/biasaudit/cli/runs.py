@@ -373,11 +373,20 @@ def _compare_command(reports_errors: Decorator) -> click.Command:
         asked differently (prompt, items, method, ...) get no verdict unless
         --allow-different-settings. Unless --no-report, writes compare.json,
         report.html and report.md into a new folder beside RUN_B (named on
-        stderr). Exit status 0.
+        stderr). Two experiments' folders (biasaudit experiment): each shared arm
+        compared, and each intervention's effect tested for a change. Exit status 0.
         """
         from biasaudit.engine.progress import phase
         from biasaudit.reports.compare import compare_runs, comparison_lines, write_comparison
 
+        if (run_a / "experiment.json").is_file() or (run_b / "experiment.json").is_file():
+            from biasaudit.experiments.compare import compare_experiments, comparison_blocks
+            from biasaudit.reports.rich_tables import echo_blocks
+
+            with phase("comparing the experiments"):
+                found = compare_experiments(run_a, run_b, alpha=alpha, bootstrap=bootstrap)
+            echo_blocks(comparison_blocks(found))
+            return
         with phase("comparing the runs"):
             comparison = compare_runs(
                 run_a, run_b, alpha=alpha, bootstrap=bootstrap,
