@@ -263,8 +263,8 @@ def test_a_single_run_under_an_intervention_takes_it_from_a_spec_file(tmp_path: 
 def test_two_experiments_compare_arm_by_arm_and_effect_by_effect(tmp_path: Path) -> None:
     """A model update that stops heeding the instruction: every arm's audit compared as
     two runs are, and the instruction's effect found changed (the re-audit question)."""
-    from biasaudit.experiments.compare import compare_experiments
     from biasaudit.providers.sim import SimProvider
+    from biasaudit.reports.experiment import compare_experiments
 
     spec = DecisionsSpec.model_validate({"model": "sim/biased", "fills": "explicit",
                                          "scenario_limit": 8,

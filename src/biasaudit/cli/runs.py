@@ -380,7 +380,7 @@ def _compare_command(reports_errors: Decorator) -> click.Command:
         from biasaudit.reports.compare import compare_runs, comparison_lines, write_comparison
 
         if (run_a / "experiment.json").is_file() or (run_b / "experiment.json").is_file():
-            from biasaudit.experiments.compare import compare_experiments, comparison_blocks
+            from biasaudit.reports.experiment import compare_experiments, comparison_blocks
             from biasaudit.reports.rich_tables import echo_blocks
 
             with phase("comparing the experiments"):

@@ -11,7 +11,7 @@ from typing import Any
 
 from scipy import special
 
-from biasaudit.metrics._small_samples import critical_value
+from biasaudit.metrics._small_samples import critical_value, within_rounding
 
 __all__ = [
     "ChangeTest",
@@ -171,16 +171,6 @@ def paired_gap_tests(
         tests.append(ChangeTest(metric, str(group), before, after, change, bounds,
                                 1.0 if p is None else p, method))  # fmt: skip
     return tests
-
-
-ROUNDING = 1e-9
-"""Relative size of a difference that floating-point rounding alone can make, and less."""
-
-
-def within_rounding(difference: float, *values: float) -> bool:
-    """Whether ``difference`` is no larger than rounding makes of figures of the size of
-    ``values`` (:data:`ROUNDING` of the largest, at least of 1)."""
-    return abs(difference) <= ROUNDING * max([1.0, *(abs(v) for v in values)])
 
 
 def normal_sf(x: float) -> float:

@@ -66,7 +66,7 @@ def interval_p_value(
     """
     if estimate is None or bounds is None or len(bounds) != 2 or math.isnan(estimate):
         return None
-    from biasaudit.metrics._changes import within_rounding
+    from biasaudit.metrics._small_samples import within_rounding
 
     multiplier = critical_value(check_confidence(confidence), units)
     se = max(bounds[1] - estimate, estimate - bounds[0], 0.0) / multiplier

@@ -28,7 +28,15 @@ import math
 from functools import lru_cache
 from statistics import NormalDist
 
-__all__ = ["P_FLOOR", "RATIO_MIN_UNITS", "critical_value", "floor_p", "two_sided_p"]
+__all__ = [
+    "P_FLOOR",
+    "RATIO_MIN_UNITS",
+    "ROUNDING",
+    "critical_value",
+    "floor_p",
+    "two_sided_p",
+    "within_rounding",
+]
 
 # No p-value is reported below this (about the smallest normal double's 1e-308, with
 # room): an analytic tail that underflows to 0 would read as certainty. Reports print
@@ -78,3 +86,13 @@ def two_sided_p(statistic: float, units: int | None = None) -> float:
     from scipy.special import stdtr
 
     return floor_p(float(2.0 * stdtr(max(int(units), 2) - 1, -abs(statistic))))
+
+
+ROUNDING = 1e-9
+"""Relative size of a difference that floating-point rounding alone can make, and less."""
+
+
+def within_rounding(difference: float, *values: float) -> bool:
+    """Whether ``difference`` is no larger than rounding makes of figures of the size of
+    ``values`` (:data:`ROUNDING` of the largest, at least of 1)."""
+    return abs(difference) <= ROUNDING * max([1.0, *(abs(v) for v in values)])
