@@ -96,8 +96,10 @@ def main() -> None:
     print(f"# bench_experiment: {args.worlds} worlds, {args.scenarios} scenarios, "
           f"scenario sd {args.scenario_sd}; {platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} CPUs, {date.today()}, {time.perf_counter() - started:.0f} s")  # fmt: skip
-    print("| intervention | truth | paired coverage | unpaired coverage | paired width | "
-          "unpaired width | ratio | predicted |")
+    print(
+        "| intervention | truth | paired coverage | unpaired coverage | paired width | "
+        "unpaired width | ratio | predicted |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for name, truth in (("illegal", TRUE_CHANGE), ("null", 0.0)):
         rho = float(frame[f"rho:{name}"].mean())
