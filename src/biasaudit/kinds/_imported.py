@@ -6,18 +6,29 @@ from __future__ import annotations
 import hashlib
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from biasaudit._version import __version__
 from biasaudit.kinds.runspec import RunSpec
 from biasaudit.secrets import redact_command
-from biasaudit.store.runs import Manifest, RunDirectory
+from biasaudit.store.runs import Manifest, RunDirectory, RunResult
 
-__all__ = ["ScoreOptions", "as_in_spec", "finish_imported", "imported_manifest"]
+__all__ = ["Imported", "ScoreOptions", "as_in_spec", "finish_imported", "imported_manifest"]
+
+M = TypeVar("M")
+
+
+@dataclass(frozen=True)
+class Imported(RunResult, Generic[M]):
+    """A finished ``biasaudit score``: its run folder, manifest and metrics (a kind may
+    add the per-unit table it computed them from)."""
+
+    metrics: M
 
 
 def as_in_spec(spec: type[BaseModel], name: str) -> Any:

@@ -24,7 +24,6 @@ A malformed file stops before anything is written, naming file, line and column.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -34,7 +33,13 @@ from pydantic import Field
 
 from biasaudit.engine.options import Flag
 from biasaudit.errors import InputError, UsageError
-from biasaudit.kinds._imported import ScoreOptions, as_in_spec, finish_imported, imported_manifest
+from biasaudit.kinds._imported import (
+    Imported,
+    ScoreOptions,
+    as_in_spec,
+    finish_imported,
+    imported_manifest,
+)
 from biasaudit.kinds.allocation.metrics_file import (
     AllocationMetrics,
     CandidateCounts,
@@ -45,7 +50,7 @@ from biasaudit.kinds.allocation.metrics_file import (
 from biasaudit.kinds.allocation.spec import AllocationSpec
 from biasaudit.kinds.candidates.task import PoolDesign
 from biasaudit.kinds.common import NOTHING_SENT
-from biasaudit.store.runs import Manifest, RunDirectory, read_manifest
+from biasaudit.store.runs import RunDirectory, read_manifest
 from biasaudit.store.tables import write_csv
 from biasaudit.textfiles import read_table, require_columns, require_values
 
@@ -81,11 +86,8 @@ class ImportOptions(ScoreOptions):
     )
 
 
-@dataclass(frozen=True)
-class ImportResult:
-    run_dir: Path
-    manifest: Manifest
-    metrics: AllocationMetrics
+ImportResult = Imported[AllocationMetrics]
+"""A finished ``biasaudit score allocation``."""
 
 
 def read_scores(path: Path) -> pd.DataFrame:

@@ -24,13 +24,13 @@ from pydantic import Field
 
 from biasaudit.engine.progress import phase
 from biasaudit.errors import InputError
-from biasaudit.kinds._imported import ScoreOptions, finish_imported, imported_manifest
+from biasaudit.kinds._imported import Imported, ScoreOptions, finish_imported, imported_manifest
 from biasaudit.kinds.common import NOTHING_SENT
 from biasaudit.kinds.decisions.metrics_file import DecisionsMetrics
 from biasaudit.kinds.decisions.run import age_scale, baseline, fill_scores
 from biasaudit.kinds.decisions.task import ORDERS, persons_frame, require_baseline
 from biasaudit.metrics import yes_logit
-from biasaudit.store.runs import Manifest, RunDirectory, read_manifest
+from biasaudit.store.runs import RunDirectory, read_manifest
 from biasaudit.store.tables import write_csv
 from biasaudit.textfiles import brief, read_table, require_columns, require_values
 
@@ -48,10 +48,7 @@ class ImportOptions(ScoreOptions):
 
 
 @dataclass(frozen=True)
-class DecisionsImportResult:
-    run_dir: Path
-    manifest: Manifest
-    metrics: DecisionsMetrics
+class DecisionsImportResult(Imported[DecisionsMetrics]):
     persons: pd.DataFrame
 
 

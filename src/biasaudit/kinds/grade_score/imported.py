@@ -21,12 +21,12 @@ import pandas as pd
 from pydantic import Field
 
 from biasaudit.errors import InputError, UsageError
-from biasaudit.kinds._imported import ScoreOptions, finish_imported, imported_manifest
+from biasaudit.kinds._imported import Imported, ScoreOptions, finish_imported, imported_manifest
 from biasaudit.kinds.common import NOTHING_SENT
 from biasaudit.kinds.grade_score.metrics_file import GradeScoreMetrics
 from biasaudit.kinds.grade_score.run import item_figures, score_fields
 from biasaudit.kinds.grade_score.task import GradeItem
-from biasaudit.store.runs import Manifest, RunDirectory, read_manifest
+from biasaudit.store.runs import RunDirectory, read_manifest
 from biasaudit.store.tables import write_csv
 from biasaudit.textfiles import brief, read_table, require_columns, require_values
 
@@ -44,10 +44,7 @@ class ImportOptions(ScoreOptions):
 
 
 @dataclass(frozen=True)
-class GradeImportResult:
-    run_dir: Path
-    manifest: Manifest
-    metrics: GradeScoreMetrics
+class GradeImportResult(Imported[GradeScoreMetrics]):
     items: pd.DataFrame
 
 

@@ -24,7 +24,6 @@ malformed file stops before anything is written, naming file, line and column.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +31,18 @@ import pandas as pd
 from pydantic import Field, field_validator
 
 from biasaudit.errors import InputError, UsageError
-from biasaudit.kinds._imported import ScoreOptions, as_in_spec, finish_imported, imported_manifest
+from biasaudit.kinds._imported import (
+    Imported,
+    ScoreOptions,
+    as_in_spec,
+    finish_imported,
+    imported_manifest,
+)
 from biasaudit.kinds.common import NOTHING_SENT
 from biasaudit.kinds.listwise.metrics_file import AnswerCounts, ListwiseMetrics, metrics_fields
 from biasaudit.kinds.listwise.spec import ListwiseSpec
 from biasaudit.metrics import FEW_UNITS, listwise_figures
-from biasaudit.store.runs import Manifest, RunDirectory, read_manifest
+from biasaudit.store.runs import RunDirectory, read_manifest
 from biasaudit.store.tables import write_csv
 from biasaudit.textfiles import brief, read_table, require_columns, require_values
 
@@ -70,11 +75,8 @@ class ImportOptions(ScoreOptions):
         return value
 
 
-@dataclass(frozen=True)
-class ListwiseImportResult:
-    run_dir: Path
-    manifest: Manifest
-    metrics: ListwiseMetrics
+ListwiseImportResult = Imported[ListwiseMetrics]
+"""A finished ``biasaudit score listwise``."""
 
 
 def read_rankings(path: Path) -> pd.DataFrame:

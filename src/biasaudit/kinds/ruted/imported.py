@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -23,7 +22,7 @@ import pandas as pd
 from pydantic import Field
 
 from biasaudit.errors import InputError, UsageError
-from biasaudit.kinds._imported import ScoreOptions, finish_imported, imported_manifest
+from biasaudit.kinds._imported import Imported, ScoreOptions, finish_imported, imported_manifest
 from biasaudit.kinds.common import NOTHING_SENT
 from biasaudit.kinds.ruted import embeddings
 from biasaudit.kinds.ruted.metrics_file import (
@@ -38,7 +37,7 @@ from biasaudit.kinds.ruted.metrics_file import (
 from biasaudit.kinds.ruted.plan import OCCUPATION_COLUMNS
 from biasaudit.kinds.ruted.task import OCCUPATIONS_PATH, read_occupations
 from biasaudit.probes._pronouns import classify_pronouns
-from biasaudit.store.runs import Manifest, RunDirectory, read_manifest
+from biasaudit.store.runs import RunDirectory, read_manifest
 from biasaudit.store.tables import write_csv
 from biasaudit.textfiles import brief, read_table, require_columns, require_values
 
@@ -60,11 +59,8 @@ class ImportOptions(ScoreOptions):
     )
 
 
-@dataclass(frozen=True)
-class RutedImportResult:
-    run_dir: Path
-    manifest: Manifest
-    metrics: RutedMetrics
+RutedImportResult = Imported[RutedMetrics]
+"""A finished ``biasaudit score ruted``."""
 
 
 def read_ruted(path: Path) -> tuple[pd.DataFrame, str, TextsByPrompt]:
