@@ -282,3 +282,20 @@ def test_two_experiments_compare_arm_by_arm_and_effect_by_effect(tmp_path: Path)
     code, out, err = invoke("compare", str(before.folder), str(after.folder))
     assert code == 0, err
     assert "interventions whose effect changed beyond noise" in out
+
+
+def test_a_score_whose_fair_value_is_one_reads_the_right_way() -> None:
+    """Grade Score's scores of consistency are fair at 1, not 0: a fall is bias added."""
+    from biasaudit.experiments.analysis import _bias_removed, _verdict
+    from biasaudit.kinds.registry import audit_kind
+    from biasaudit.store.experiments import Cost, Effect
+
+    assert audit_kind("grade-score").fair_values["grade_score"] == 1.0
+    fell = Effect(arm="x", figure="grade_score", baseline=0.9, under=0.6, change=-0.3,
+                  ci=(-0.4, -0.2), p=0.001, p_adjusted=0.001, beyond_noise=True, method="m",
+                  fair=1.0)  # fmt: skip
+    rose = fell.model_copy(update={"under": 0.95, "change": 0.05})
+    assert _verdict(Cost(arm="x", verdict=""), [fell], False).startswith("adds bias")
+    assert _verdict(Cost(arm="x", verdict=""), [rose], False).startswith("removes bias")
+    assert _bias_removed([fell]) == pytest.approx(1 - 0.4 / 0.1)
+    assert _bias_removed([rose]) == pytest.approx(0.5)

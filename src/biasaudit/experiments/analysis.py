@@ -30,9 +30,10 @@ its cache answered.
 beyond noise; it "flattens the decisions" where their spread falls below half the
 baseline's, or their validity falls beyond noise to under half: such an intervention
 removes bias by removing the decision, and is ranked last whatever it removed.
-``bias_removed`` is the share of the bias figures' summed absolute values removed,
-1 - sum |under| / sum |baseline| over every bias figure of the kind (its large gaps
-weigh most; on a fair model it is noise around 0).
+``bias_removed`` is the share of the bias figures' summed distances from their values
+without bias removed, 1 - sum |under - fair| / sum |baseline - fair| over every bias
+figure of the kind (fair: 0 for a gap, 1 for Grade Score's scores of consistency; its
+large gaps weigh most; on a fair model it is noise around 0).
 """
 
 from __future__ import annotations
@@ -91,6 +92,7 @@ def paired_effects(
             beyond_noise=(p is not None and p < alpha),
             method=test.method,
             bias=test.metric not in kind.level_figures,
+            fair=kind.fair_values.get(test.metric, 0.0),
         )
         for (name, test), p in zip(found, adjusted, strict=True)
     ]
@@ -209,8 +211,9 @@ def _gap(means: Any, truth: Any) -> float | None:
 
 
 def _bias_removed(effects: Sequence[Effect]) -> float | None:
-    before = sum(abs(e.baseline) for e in effects if e.baseline is not None and e.under is not None)
-    after = sum(abs(e.under) for e in effects if e.baseline is not None and e.under is not None)
+    both = [e for e in effects if e.baseline is not None and e.under is not None]
+    before = sum(abs(e.baseline - e.fair) for e in both if e.baseline is not None)
+    after = sum(abs(e.under - e.fair) for e in both if e.under is not None)
     return 1.0 - after / before if before > 0 else None
 
 
@@ -224,8 +227,8 @@ def _flattens(cost: Cost) -> bool:
 
 
 def _verdict(cost: Cost, effects: Sequence[Effect], flattens: bool) -> str:
-    toward = [e for e in effects if e.beyond_noise and _toward_zero(e)]
-    away = [e for e in effects if e.beyond_noise and not _toward_zero(e)]
+    toward = [e for e in effects if e.beyond_noise and _toward_fair(e)]
+    away = [e for e in effects if e.beyond_noise and not _toward_fair(e)]
     if flattens:
         spread = f" (spread x{cost.spread_ratio:.2f})" if cost.spread_ratio is not None else ""
         head = f"flattens the decisions{spread}: removes bias by removing the decision"
@@ -257,11 +260,12 @@ def _verdict(cost: Cost, effects: Sequence[Effect], flattens: bool) -> str:
     return head + ("; " + ", ".join(costs) if costs else "")
 
 
-def _toward_zero(effect: Effect) -> bool:
+def _toward_fair(effect: Effect) -> bool:
+    """Whether the figure moved toward its value without bias (0 for a gap)."""
     return (
         effect.baseline is not None
         and effect.under is not None
-        and abs(effect.under) < abs(effect.baseline)
+        and abs(effect.under - effect.fair) < abs(effect.baseline - effect.fair)
     )
 
 

@@ -123,6 +123,9 @@ class Kind(ABC):
     """The figures of its change tests that are the decisions' level or an order effect,
     not a disparity between groups (a mitigation experiment shows them beside the bias
     and does not count them as bias removed)."""
+    fair_values: Mapping[str, float] = field(default_factory=dict)
+    """The figures of its change tests whose value without bias is not 0 (Grade Score's
+    scores of consistency: 1), so that a mitigation experiment reads which way is fairer."""
     selects: str = ""
     """A capability: its figures are selection rates by demographic category (the
     ``impact`` rows of its ``metrics.json``, at every k), so a Local Law 144 summary can

@@ -37,6 +37,11 @@ class Effect(BaseModel):
     p_adjusted: float = Field(description="Holm-adjusted over every arm and figure.")
     beyond_noise: bool = Field(description="p_adjusted below the experiment's alpha.")
     method: str
+    fair: float = Field(
+        0.0,
+        description="The figure's value without bias: 0 for a gap, 1 for a score of "
+        "consistency (Grade Score's).",
+    )
     bias: bool = Field(
         True,
         description="A disparity between groups (False: the decisions' level or an order "

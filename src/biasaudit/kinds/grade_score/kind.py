@@ -144,4 +144,5 @@ KIND = GradeScore(
     compared_per="figure", scores_file="items.csv",
     score_argument="TRIALS_FILE", score_help=SCORE_HELP,
     figure_names=FIGURE_NAMES,
+    fair_values={name: 1.0 for name in FIGURE_NAMES},
 )  # fmt: skip
