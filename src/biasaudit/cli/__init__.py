@@ -549,9 +549,9 @@ def _spec_command() -> click.Command:
             looks_like_a_file = len(spec_file.parts) > 1 or spec_file.suffix in (
                 ".yaml", ".yml", ".json")  # fmt: skip
             if looks_like_a_file and not spec_file.exists():
-                examples = (" (the shipped examples: 'biasaudit examples' copies them into "
-                            "./examples)") if spec_file.parts[0] == "examples" else ""  # fmt: skip
-                raise UsageError(f"no such spec file: {spec_file}{examples}")
+                from biasaudit.cli.flags import no_such_spec_file
+
+                raise no_such_spec_file(spec_file)
             raise UsageError(
                 f"{hint}'{spec_file}' is {what}neither a built-in task ({', '.join(tasks)}) "
                 f"nor a spec file; a spec's task is one of {', '.join(TASK_NAMES)}"

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from biasaudit.cli.flags import alpha_option, bootstrap_option, no_report_option
+from biasaudit.cli.flags import alpha_option, bootstrap_option, no_report_option, no_such_spec_file
 
 __all__ = ["command"]
 
@@ -63,7 +63,6 @@ def command(reports_errors: Callable[[Any], Any]) -> click.Command:
         side) into a new folder in the runs folder.
         """
         from biasaudit.engine.progress import phase
-        from biasaudit.errors import UsageError
         from biasaudit.experiments.runner import (
             arm_specs,
             load_experiment_spec,
@@ -74,7 +73,7 @@ def command(reports_errors: Callable[[Any], Any]) -> click.Command:
         from biasaudit.reports.rich_tables import echo_blocks
 
         if not spec_file.is_file():
-            raise UsageError(f"no such spec file: {spec_file}")
+            raise no_such_spec_file(spec_file)
         spec, listed = load_experiment_spec(spec_file)
         listed += read_interventions(list(interventions), "--intervention")
         if dry_run:

@@ -15,6 +15,7 @@ __all__ = [
     "bootstrap_option",
     "no_report_option",
     "no_report_param",
+    "no_such_spec_file",
     "runs_dir_option",
 ]
 
@@ -56,3 +57,13 @@ def bootstrap_option() -> Callable[[F], F]:
                         type=click.IntRange(100),
                         help="Bootstrap replicates of the tests of change that resample "
                         "(score figures, listwise ΔDP).")  # fmt: skip
+
+
+def no_such_spec_file(path: Path) -> Exception:
+    """The error of a spec file that is not there, pointing at ``biasaudit examples`` where
+    the path is one of the shipped examples'."""
+    from biasaudit.errors import UsageError
+
+    examples = (" (the shipped examples: 'biasaudit examples' copies them into ./examples)"
+                if path.parts and path.parts[0] == "examples" else "")  # fmt: skip
+    return UsageError(f"no such spec file: {path}{examples}")
