@@ -299,3 +299,13 @@ def test_a_score_whose_fair_value_is_one_reads_the_right_way() -> None:
     assert _verdict(Cost(arm="x", verdict=""), [rose], False).startswith("removes bias")
     assert _bias_removed([fell]) == pytest.approx(1 - 0.4 / 0.1)
     assert _bias_removed([rose]) == pytest.approx(0.5)
+
+
+def test_every_built_in_intervention_is_named_where_a_reader_chooses_one() -> None:
+    """The command's help and the docs' table list the built-ins by hand (the help is
+    built before anything but click loads): each names every one of BUILT_IN."""
+    help_text = " ".join(invoke("experiment", "--help")[1].split())
+    page = (Path(__file__).parent.parent / "docs" / "how-to" / "mitigation.md").read_text()
+    for name in BUILT_IN:
+        assert name in help_text.replace("- ", "-"), name
+        assert f"| `{name}` |" in page, name

@@ -134,23 +134,19 @@ def arm_costs(
     )
     if estimates is not None:
         a, b = estimates
-        cost = replace_cost(cost, {
+        cost = cost.model_copy(update={
             "tokens_baseline": a.input_tokens + a.output_tokens, "cost_baseline": a.cost,
             "tokens_under": b.input_tokens + b.output_tokens, "cost_under": b.cost,
         })  # fmt: skip
     base, under = kind.unit_decisions(baseline), kind.unit_decisions(run_dir)
     if base is not None and under is not None:
-        cost = replace_cost(cost, _decision_costs(base, under, confidence))
+        cost = cost.model_copy(update=_decision_costs(base, under, confidence))
     mine = [e for e in effects if e.arm == name and e.bias]
     beyond = sum(e.beyond_noise for e in mine)
-    cost = replace_cost(cost, {"bias_removed": _bias_removed(mine),
+    cost = cost.model_copy(update={"bias_removed": _bias_removed(mine),
                                "bias_removed_beyond_noise": beyond})  # fmt: skip
     flattens = _flattens(cost)
-    return replace_cost(cost, {"flattens": flattens, "verdict": _verdict(cost, mine, flattens)})
-
-
-def replace_cost(cost: Cost, fields: dict[str, Any]) -> Cost:
-    return cost.model_copy(update=fields)
+    return cost.model_copy(update={"flattens": flattens, "verdict": _verdict(cost, mine, flattens)})
 
 
 def _decision_costs(base: Any, under: Any, confidence: float) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from biasaudit.errors import UsageError
-from biasaudit.interventions import BASELINE, Intervention, parse_intervention
+from biasaudit.interventions import BASELINE, BUILT_IN, Intervention, parse_intervention
 from biasaudit.store.experiments import EXPERIMENT_FILE, Arm, Experiment
 
 __all__ = [
@@ -88,9 +88,8 @@ def arm_specs(spec: Any, interventions: Sequence[Intervention]) -> list[tuple[st
 
     if not interventions:
         raise UsageError(
-            "an experiment needs at least one intervention: --intervention NAME (built in: "
-            "illegal, ignore-demographics, really-dont-discriminate, fair-system, "
-            "hide-names, initials) or the spec's 'interventions'"
+            f"an experiment needs at least one intervention: --intervention NAME (built in: "
+            f"{', '.join(BUILT_IN)}) or the spec's 'interventions'"
         )
     names = [i.name for i in interventions]
     twice = sorted({n for n in names if names.count(n) > 1})

@@ -27,6 +27,7 @@ from biasaudit._version import __version__
 from biasaudit.errors import UsageError
 from biasaudit.render.common import read_spec
 from biasaudit.render.document import Document, to_html, to_markdown
+from biasaudit.store.experiments import EXPERIMENT_FILE
 from biasaudit.store.files import replaced_together, write_bytes, write_text
 from biasaudit.store.runs import read_manifest
 from biasaudit.textfiles import a_run
@@ -47,7 +48,6 @@ ReportFormat = Literal["html", "md", "both"]
 REPORT_FORMATS = ("html", "md", "both")
 FIGURE_DIR = "report_figures"
 STUDY_FILE = "study.json"
-EXPERIMENT_FILE = "experiment.json"  # biasaudit.store.experiments.EXPERIMENT_FILE
 COMPARE_FILE = "compare.json"
 
 

@@ -6,7 +6,16 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from biasaudit.render.document import Bullets, Document, Figure, Links, Paragraph, Section, Table
+from biasaudit.render.document import (
+    Block,
+    Bullets,
+    Document,
+    Figure,
+    Links,
+    Paragraph,
+    Section,
+    Table,
+)
 
 if TYPE_CHECKING:
     from biasaudit.store.experiments import Experiment
@@ -60,7 +69,7 @@ def experiment_document(folder: Path) -> Document:
     for cost in experiment.costs:
         mine = [e for e in experiment.effects if e.arm == cost.arm]
         arm = experiment.arm(cost.arm)
-        blocks: list[object] = [Paragraph(cost.verdict, strong=True)]
+        blocks: list[Block] = [Paragraph(cost.verdict, strong=True)]
         if arm.intervention is not None:
             blocks.append(Paragraph(f"What it does: {arm.intervention.described()}."))
             if arm.intervention.source:
@@ -69,7 +78,7 @@ def experiment_document(folder: Path) -> Document:
         blocks.append(Table(list(EFFECT_HEADER), rows, left=frozenset({0, 1}),
                             caption=f"Every figure, paired with the baseline; * beyond noise "
                             f"({experiment.family})."))  # fmt: skip
-        sections.append(Section(f"Under {cost.arm}", f"arm-{cost.arm}", blocks))  # type: ignore[arg-type]
+        sections.append(Section(f"Under {cost.arm}", f"arm-{cost.arm}", blocks))
     links = []
     for arm in experiment.arms:
         run = experiment.run_dir(arm.name, folder)
