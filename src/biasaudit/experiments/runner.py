@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from biasaudit.engine.progress import phase
 from biasaudit.errors import UsageError
 from biasaudit.interventions import BASELINE, BUILT_IN, Intervention, parse_intervention
 from biasaudit.store.experiments import EXPERIMENT_FILE, Arm, Experiment
@@ -131,7 +132,8 @@ def run_experiment(
 
     arms = arm_specs(spec, interventions)
     kind = kind_of_spec(spec)
-    estimates = arm_estimates(arms, provider)
+    with phase("estimating every arm's tokens from its prompts", stderr):
+        estimates = arm_estimates(arms, provider)
     runs: list[tuple[str, Intervention | None, Path, Any]] = []
     for name, arm in arms:
         if progress is not None:
@@ -142,8 +144,10 @@ def run_experiment(
         if progress is not None:
             progress(f"run: {finished.run_dir}")
     arms_run = [(name, intervention, run_dir) for name, intervention, run_dir, _ in runs]
-    experiment = analysed(kind, arms_run, runs[0][3], confidence=spec.confidence, alpha=alpha,
-                          bootstrap=bootstrap, seed=spec.seed, estimates=estimates)  # fmt: skip
+    with phase("testing every intervention's effects, paired, and its costs", stderr):
+        experiment = analysed(kind, arms_run, runs[0][3], confidence=spec.confidence,
+                              alpha=alpha, bootstrap=bootstrap, seed=spec.seed,
+                              estimates=estimates)  # fmt: skip
     folder = _new_folder(Path(spec.runs_dir), experiment.model)
     return FinishedExperiment(folder, _written(folder, experiment))
 
@@ -226,9 +230,10 @@ def replay_experiment(
         *(_Estimate(estimated[name].tokens_under, estimated[name].cost_under)
           for name, _, _ in runs[1:]),
     ]  # fmt: skip
-    experiment = analysed(kind, runs, metrics, confidence=original.confidence,
-                          alpha=original.alpha, bootstrap=original.bootstrap,
-                          seed=original.seed, estimates=estimates)  # fmt: skip
+    with phase("testing every intervention's effects again", stderr):
+        experiment = analysed(kind, runs, metrics, confidence=original.confidence,
+                              alpha=original.alpha, bootstrap=original.bootstrap,
+                              seed=original.seed, estimates=estimates)  # fmt: skip
     experiment = experiment.model_copy(update={"replay_of": str(folder)})
     before = {(e.arm, e.figure, e.group): e for e in original.effects}
     for effect in experiment.effects:
