@@ -10,6 +10,7 @@ defaults and descriptions), so each is written here only.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self, cast, get_args
 
@@ -21,6 +22,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticUndefined
 
 from biasaudit.engine.types import BOUNDS, MAX_TIMEOUT_S, EngineSettings
 from biasaudit.providers import Provider, resolve_model
@@ -92,6 +94,19 @@ COMPUTING_FIELD: dict[str, Any] = {"role": "computing"}
 SIZING_FIELD: dict[str, Any] = {"role": "sizing"}
 
 
+def role_field(role: FieldRole, default: Any = PydanticUndefined, /, **field: Any) -> Any:
+    """A spec field (pydantic's ``Field(default, **field)``) declared in ``role``."""
+    return Field(default, json_schema_extra={"role": role}, **field)
+
+
+model_field = partial(role_field, "model")
+sending_field = partial(role_field, "sending")
+storing_field = partial(role_field, "storing")
+computing_field = partial(role_field, "computing")
+sizing_field = partial(role_field, "sizing")
+"""A field that says how much of an audit a run asks (see :data:`FieldRole`)."""
+
+
 def field_role(field: Any) -> FieldRole | None:
     """A field's declared role (:data:`FieldRole`); None: it is part of what was asked."""
     extra = getattr(field, "json_schema_extra", None)
@@ -110,133 +125,109 @@ class RunOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
-    model: Annotated[str, Flag(short="-m", multiple=True)] = Field(
+    model: Annotated[str, Flag(short="-m", multiple=True)] = model_field(
         description="provider/model, e.g. openai/gpt-4o-mini, sim/biased; again for each "
-        "model to audit: the same audit on each, at once, then the study across them.",
-        json_schema_extra=MODEL_FIELD,
+        "model to audit: the same audit on each, at once, then the study across them."
     )
-    models: Annotated[tuple[str | ModelEntry, ...], Flag(command_line=False)] = Field(
+    models: Annotated[tuple[str | ModelEntry, ...], Flag(command_line=False)] = model_field(
         (),
         description="Several models (instead of model): the same audit on each, at once, "
         "one run directory each, then the study across them. Each is provider/model, or "
         "{model, base_url, api_key_env} for a model with an endpoint of its own.",
-        json_schema_extra=MODEL_FIELD,
     )
-    base_url: Annotated[str | tuple[str, ...] | None, Flag(multiple=True)] = Field(
+    base_url: Annotated[str | tuple[str, ...] | None, Flag(multiple=True)] = sending_field(
         None,
         description="API root of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1; "
         "again for each replica of the same model.",
-        json_schema_extra=SENDING_FIELD,
     )
-    api_key_env: Annotated[str | None, Flag(metavar="NAME")] = Field(
+    api_key_env: Annotated[str | None, Flag(metavar="NAME")] = sending_field(
         None,
         description="Environment variable holding the API key [default: the provider's, "
         "e.g. OPENAI_API_KEY; none for self-hosted servers].",
-        json_schema_extra=SENDING_FIELD,
     )
     headers: Annotated[
         dict[str, str] | None, Flag(name="--header", metavar="NAME=VALUE", multiple=True)
-    ] = Field(
+    ] = sending_field(
         None,
         description="Send this header with every request, as NAME=VALUE (a mapping in a "
         "spec); a value $VAR is read from the environment (--header 'api-key=$AZURE_KEY'). "
         "Recorded masked. Again for each header.",
-        json_schema_extra=SENDING_FIELD,
     )
-    concurrency: int = Field(
+    concurrency: int = sending_field(
         EngineSettings.concurrency,
         **BOUNDS["concurrency"],
         description="Most requests in flight; lowered automatically on rate limits.",
-        json_schema_extra=SENDING_FIELD,
     )
-    rpm: float | None = Field(
+    rpm: float | None = sending_field(
         EngineSettings.rpm,
         **BOUNDS["rpm"],
         allow_inf_nan=False,
         description="Most requests per minute.",
-        json_schema_extra=SENDING_FIELD,
     )
-    n_ctx: Annotated[int | None, Flag(name="--n-ctx", metavar="TOKENS")] = Field(
+    n_ctx: Annotated[int | None, Flag(name="--n-ctx", metavar="TOKENS")] = sending_field(
         None,
         ge=256,
         le=1 << 20,
         description="local/ models: the server's context in tokens [default: the model's own].",
-        json_schema_extra=SENDING_FIELD,
     )
-    n_threads: Annotated[int | None, Flag(name="--threads")] = Field(
+    n_threads: Annotated[int | None, Flag(name="--threads")] = sending_field(
         None,
         ge=1,
         le=1024,
         description="local/ models: threads per server [default: the machine's cores, shared "
         "among the servers].",
-        json_schema_extra=SENDING_FIELD,
     )
-    parallel: int = Field(
+    parallel: int = sending_field(
         1,
         ge=1,
         le=64,
         description="local/ models: servers to start, each answering one request at a time "
         "(each holds the model in memory).",
-        json_schema_extra=SENDING_FIELD,
     )
-    tpm: float | None = Field(
+    tpm: float | None = sending_field(
         EngineSettings.tpm,
         **BOUNDS["tpm"],
         allow_inf_nan=False,
         description="Most tokens per minute, each request counted before it is sent (its "
         "prompt's characters / 4 and its max_tokens): providers limit both.",
-        json_schema_extra=SENDING_FIELD,
     )
-    max_retries: int = Field(
+    max_retries: int = sending_field(
         EngineSettings.max_retries,
         **BOUNDS["max_retries"],
         description="Retries of a failed request (transient errors only).",
-        json_schema_extra=SENDING_FIELD,
     )
-    timeout: float = Field(
+    timeout: float = sending_field(
         EngineSettings.timeout,
         **BOUNDS["timeout"],
         allow_inf_nan=False,
         description="Seconds one attempt may take.",
-        json_schema_extra=SENDING_FIELD,
     )
-    runs_dir: Path = Field(
-        Path("runs"), description="Where run directories go.", json_schema_extra=STORING_FIELD
+    runs_dir: Path = storing_field(Path("runs"), description="Where run directories go.")
+    cache: Path | None = storing_field(
+        None, description="Response cache file [default: RUNS_DIR/cache.sqlite]."
     )
-    cache: Path | None = Field(
-        None,
-        description="Response cache file [default: RUNS_DIR/cache.sqlite].",
-        json_schema_extra=STORING_FIELD,
+    replay: bool = storing_field(
+        EngineSettings.replay, description="Answer only from the cache; never touch the network."
     )
-    replay: bool = Field(
-        EngineSettings.replay,
-        description="Answer only from the cache; never touch the network.",
-        json_schema_extra=STORING_FIELD,
+    fresh: bool = storing_field(
+        False, description="Ask the model afresh, never reading cached answers (re-audits)."
     )
-    fresh: bool = Field(
-        False,
-        description="Ask the model afresh, never reading cached answers (re-audits).",
-        json_schema_extra=STORING_FIELD,
-    )
-    workers: int = Field(
+    workers: int = sending_field(
         EngineSettings.workers,
         **BOUNDS["workers"],
         description="Processes sharing the requests; one drives about one core "
         "(worth it above a few hundred requests per second).",
-        json_schema_extra=SENDING_FIELD,
     )
-    batch: bool = Field(
+    batch: bool = sending_field(
         EngineSettings.batch,
         description="Send the uncached requests through the provider's batch API (openai/, "
         "anthropic/): half price, answers within 24 h; run the same command again to resume.",
-        json_schema_extra=SENDING_FIELD,
     )
-    batch_poll: Annotated[float, Flag(metavar="SECONDS")] = Field(
+    batch_poll: Annotated[float, Flag(metavar="SECONDS")] = sending_field(
         EngineSettings.batch_poll,
         **BOUNDS["batch_poll"],
         allow_inf_nan=False,
         description="Seconds before a batch's first status check; doubles up to 60 s.",
-        json_schema_extra=SENDING_FIELD,
     )
 
     @model_validator(mode="before")

@@ -15,12 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, field_validator, model_validator
 
-from biasaudit.engine.options import Flag
+from biasaudit.engine.options import Flag, sizing_field
 from biasaudit.errors import UsageError
 from biasaudit.kinds.common import read_run_metrics
-from biasaudit.kinds.runspec import SIZES_THE_RUN
 from biasaudit.store.runs import read_manifest
 from biasaudit.textfiles import a_run
 
@@ -49,7 +48,7 @@ __all__ = [
 class PlanningFields(BaseModel):
     """The fields of ``--dry-run --detect D --like RUN``, in every kind's spec."""
 
-    detect: float | None = Field(
+    detect: float | None = sizing_field(
         None,
         gt=0.0,
         le=1.0,
@@ -57,22 +56,19 @@ class PlanningFields(BaseModel):
         "listwise: |ΔDP| at headline_k; Grade Score: a change of the score; RUTEd: the "
         "skew); prints the chance this audit detects it (power) and the size that reaches "
         "80% and 95%, from --like RUN, --pilot N, or else stated cautious defaults.",
-        json_schema_extra=SIZES_THE_RUN,
     )
-    like: Path | None = Field(
+    like: Path | None = sizing_field(
         None,
         description="A previous run of this task (a small pilot, say) whose intervals give "
         "the variance that --detect plans with.",
-        json_schema_extra=SIZES_THE_RUN,
     )
-    pilot: int | None = Field(
+    pilot: int | None = sizing_field(
         None,
         ge=1,
         le=1_000_000,
         description="With --dry-run --detect: run a pilot of about N requests first (sent, "
         "and cached: the audit reuses them) and plan from it: fewer names per group, pools "
         "or items (not RUTEd).",
-        json_schema_extra=SIZES_THE_RUN,
     )
 
 
@@ -81,14 +77,13 @@ class UntilFields(BaseModel):
     (:mod:`biasaudit.kinds._rounds`); each kind adds the fields of the unit it grows by
     (``round_names`` / ``max_names``, ``round_pools`` / ``max_pools``, ...)."""
 
-    until: Annotated[str | None, Flag(metavar="decided|precise:H")] = Field(
+    until: Annotated[str | None, Flag(metavar="decided|precise:H")] = sizing_field(
         None,
         description="Run in rounds, each adding units (names, pools, items or replicates), "
         "until the answer is known: 'precise:H' (every interval the rule reads at most ±H) "
         "or 'decided' (every gap's interval excludes 0, or its interval at 1 - 2 alpha, 90%, "
         "lies within ±--detect); intervals valid at every look (a confidence sequence, or "
         "group-sequential boundaries with --like, for the kinds that plan their unit).",
-        json_schema_extra=SIZES_THE_RUN,
     )
 
     @field_validator("until")

@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from biasaudit.engine.options import SIZING_FIELD, RunOptions, field_role
+from biasaudit.engine.options import SIZING_FIELD, RunOptions, field_role, sizing_field
 from biasaudit.interventions import Intervention
 from biasaudit.providers._types import ReasoningEffort
 
@@ -58,12 +58,8 @@ class RunSpec(RunOptions):
         description="Definitions of the figures where biasaudit departs from the papers: its "
         "own, or the papers' (docs: Where biasaudit departs from the papers).",
     )
-    seed: int = Field(
-        0,
-        ge=0,
-        le=2**32 - 1,
-        description="Seeds name sampling, pools and bootstraps.",
-        json_schema_extra=SIZES_THE_RUN,
+    seed: int = sizing_field(
+        0, ge=0, le=2**32 - 1, description="Seeds name sampling, pools and bootstraps."
     )
     confidence: float = Field(
         0.95, gt=0.0, lt=1.0, allow_inf_nan=False, description="Of every interval."

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
-
-from biasaudit.kinds.kit import SIZES_THE_RUN, RunSpec
+from biasaudit.kinds.kit import RunSpec, sizing_field
 
 
 class ToySpec(RunSpec):
@@ -14,5 +12,4 @@ class ToySpec(RunSpec):
     biasaudit, to test the kind contract.)"""
 
     task: Literal["toy-yesno"] = "toy-yesno"
-    questions: int = Field(8, ge=2, le=100, description="Questions asked.",
-                           json_schema_extra=SIZES_THE_RUN)  # fmt: skip
+    questions: int = sizing_field(8, ge=2, le=100, description="Questions asked.")

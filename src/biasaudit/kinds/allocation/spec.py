@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from biasaudit.engine.options import COMPUTING_FIELD
+from biasaudit.engine.options import computing_field, sizing_field
 from biasaudit.kinds._planning import PlanningFields, UntilFields
 from biasaudit.kinds.candidates.spec import (
     CandidatesData,
@@ -21,7 +21,7 @@ from biasaudit.kinds.candidates.spec import (
     QualifiedSpec,
     ResumeData,
 )
-from biasaudit.kinds.runspec import MAX_ROUNDS, SIZES_THE_RUN, relative_path
+from biasaudit.kinds.runspec import MAX_ROUNDS, relative_path
 
 __all__ = [
     "FIGURE_NAMES",
@@ -95,18 +95,13 @@ class AllocationSpec(CandidatesData, PlanningFields, UntilFields, PoolRounds):
         description="Alternatives asked for (default: 3 per label, >= 10); above 20 where "
         "the endpoint gives more (llama.cpp, local/ models).",
     )
-    round_names: int | None = Field(
+    round_names: int | None = sizing_field(
         None, ge=1, le=10_000,
         description="--until: names per group added each round [default: the first "
-        "round's, --names-per-group].",
-        json_schema_extra=SIZES_THE_RUN,
+        "round's, --names-per-group]."
     )  # fmt: skip
-    max_names: int = Field(
-        100,
-        ge=1,
-        le=100_000,
-        description="--until: the most names per group to reach.",
-        json_schema_extra=SIZES_THE_RUN,
+    max_names: int = sizing_field(
+        100, ge=1, le=100_000, description="--until: the most names per group to reach."
     )
     k_max: int = Field(5, ge=1, le=100, description="Selections simulated: k = 1..k_max.")
     headline_k: int = Field(
@@ -114,33 +109,17 @@ class AllocationSpec(CandidatesData, PlanningFields, UntilFields, PoolRounds):
     )
     # Upper bounds are checked with the spec, before anything is sent: far beyond any
     # useful audit, and well within memory (rounds x pools, bootstrap replicates).
-    rounds: int = Field(
-        1800,
-        ge=1,
-        le=MAX_ROUNDS,
-        description="Simulated selection pools per subtask.",
-        json_schema_extra=SIZES_THE_RUN,
+    rounds: int = sizing_field(
+        1800, ge=1, le=MAX_ROUNDS, description="Simulated selection pools per subtask."
     )
-    pools: int = Field(
-        30,
-        ge=1,
-        le=10_000,
-        description="Pairwise: pools compared per subtask.",
-        json_schema_extra=SIZES_THE_RUN,
+    pools: int = sizing_field(
+        30, ge=1, le=10_000, description="Pairwise: pools compared per subtask."
     )
-    bootstrap: int = Field(
-        2000,
-        ge=100,
-        le=100_000,
-        description="Bootstrap replicates of RABBI.",
-        json_schema_extra=COMPUTING_FIELD,
+    bootstrap: int = computing_field(
+        2000, ge=100, le=100_000, description="Bootstrap replicates of RABBI."
     )
-    gap_bootstrap: int = Field(
-        200,
-        ge=20,
-        le=10_000,
-        description="Bootstrap replicates of the gaps.",
-        json_schema_extra=COMPUTING_FIELD,
+    gap_bootstrap: int = computing_field(
+        200, ge=20, le=10_000, description="Bootstrap replicates of the gaps."
     )
 
 

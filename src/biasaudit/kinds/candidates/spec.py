@@ -8,7 +8,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from biasaudit.kinds.runspec import SIZES_THE_RUN, RunSpec
+from biasaudit.engine.options import sizing_field
+from biasaudit.kinds.runspec import RunSpec
 
 __all__ = [
     "CandidatesData",
@@ -68,10 +69,8 @@ class ResumeData(CandidatesData):
 
     task: Literal["resume-screening"] = "resume-screening"
     PATHS: ClassVar[tuple[str, ...]] = ("runs_dir", "cache", "names", "resumes")
-    jobs: tuple[str, ...] | None = Field(
-        None,
-        description="Job ids to audit, comma-separated [default: all four].",
-        json_schema_extra=SIZES_THE_RUN,
+    jobs: tuple[str, ...] | None = sizing_field(
+        None, description="Job ids to audit, comma-separated [default: all four]."
     )
     names: Path | None = Field(
         None, description="CSV of name,group to use instead of the shipped names."
@@ -79,14 +78,11 @@ class ResumeData(CandidatesData):
     resumes: Path | None = Field(
         None, description="YAML of jobs and resumes to use instead of the shipped ones."
     )
-    names_per_group: int = Field(
-        100, ge=1, le=100_000, description="Names per group.", json_schema_extra=SIZES_THE_RUN
-    )
-    names_drawn: Literal["sample", "nested"] = Field(
+    names_per_group: int = sizing_field(100, ge=1, le=100_000, description="Names per group.")
+    names_drawn: Literal["sample", "nested"] = sizing_field(
         "sample",
         description="How the names are drawn (seeded): 'nested' keeps, at a larger "
         "--names-per-group, every name a smaller one drew (the rounds of --until).",
-        json_schema_extra=SIZES_THE_RUN,
     )
 
     @field_validator("jobs", mode="before")
@@ -101,24 +97,21 @@ class PoolRounds(BaseModel):
     """How the pools compared (pairwise) or ranked (listwise) are drawn, and how
     ``--until`` grows them: by pools per subtask, each round keeping the pools before."""
 
-    pools_drawn: Literal["sequence", "nested"] = Field(
+    pools_drawn: Literal["sequence", "nested"] = sizing_field(
         "sequence",
         description="Pairwise and listwise: how the pools are drawn (seeded): 'nested' draws "
         "each subtask's from its own stream, so that a larger --pools keeps every pool a "
         "smaller one drew (the rounds of --until); 'sequence' (one stream for every "
         "subtask) is how runs before it drew them.",
-        json_schema_extra=SIZES_THE_RUN,
     )
-    round_pools: int | None = Field(
+    round_pools: int | None = sizing_field(
         None, ge=1, le=10_000,
         description="Pairwise and listwise --until: pools per subtask added each round "
-        "[default: the first round's, --pools].",
-        json_schema_extra=SIZES_THE_RUN,
+        "[default: the first round's, --pools]."
     )  # fmt: skip
-    max_pools: int = Field(
+    max_pools: int = sizing_field(
         300, ge=1, le=10_000,
-        description="Pairwise and listwise --until: the most pools per subtask to reach.",
-        json_schema_extra=SIZES_THE_RUN,
+        description="Pairwise and listwise --until: the most pools per subtask to reach."
     )  # fmt: skip
 
 
@@ -127,13 +120,12 @@ class DrawnCandidates(BaseModel):
     (essays, your own) audit some of them, and ``--until`` grows a pointwise audit by
     them."""
 
-    candidates_per_group: int | None = Field(
+    candidates_per_group: int | None = sizing_field(
         None, ge=1, le=1_000_000,
         description="Audit N candidates of each group (in each subtask) of the file, drawn "
         "at random (seeded; nested: a larger N keeps every candidate a smaller one drew) "
         "[default: every one; pointwise --until: the first round's, --round-candidates or "
-        "10].",
-        json_schema_extra=SIZES_THE_RUN,
+        "10]."
     )  # fmt: skip
     round_candidates: int | None = Field(
         None, ge=1, le=1_000_000,

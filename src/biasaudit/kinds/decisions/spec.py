@@ -7,8 +7,9 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from biasaudit.engine.options import sizing_field
 from biasaudit.kinds._planning import PlanningFields, UntilFields
-from biasaudit.kinds.runspec import SIZES_THE_RUN, RunSpec, relative_path
+from biasaudit.kinds.runspec import RunSpec, relative_path
 
 __all__ = ["SCORE_HELP", "DecisionsSpec"]
 
@@ -56,21 +57,18 @@ class DecisionsSpec(RunSpec, PlanningFields, UntilFields):
     top_logprobs: int | None = Field(
         None, ge=1, le=100, description="Alternatives asked for per token [default: 10]."
     )
-    scenario_limit: int | None = Field(
+    scenario_limit: int | None = sizing_field(
         None, ge=2, le=100_000,
         description="Audit N scenarios of the file, drawn at random (seeded; nested) "
-        "[default: every one; with --until: the first round's, --round-scenarios or 4].",
-        json_schema_extra=SIZES_THE_RUN,
+        "[default: every one; with --until: the first round's, --round-scenarios or 4]."
     )  # fmt: skip
-    round_scenarios: int | None = Field(
+    round_scenarios: int | None = sizing_field(
         None, ge=1, le=100_000,
-        description="--until: scenarios added each round [default: the first round's].",
-        json_schema_extra=SIZES_THE_RUN,
+        description="--until: scenarios added each round [default: the first round's]."
     )  # fmt: skip
-    max_scenarios: int | None = Field(
+    max_scenarios: int | None = sizing_field(
         None, ge=2, le=100_000,
-        description="--until: the most scenarios to reach [default: every one of the file].",
-        json_schema_extra=SIZES_THE_RUN,
+        description="--until: the most scenarios to reach [default: every one of the file]."
     )  # fmt: skip
 
     @classmethod

@@ -7,8 +7,9 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from biasaudit.engine.options import sizing_field
 from biasaudit.kinds._planning import PlanningFields, UntilFields
-from biasaudit.kinds.runspec import SIZES_THE_RUN, RunSpec, relative_path
+from biasaudit.kinds.runspec import RunSpec, relative_path
 
 __all__ = ["GRADE_SCORE_PROMPTS", "GradeScoreSpec"]
 
@@ -41,25 +42,20 @@ class GradeScoreSpec(RunSpec, PlanningFields, UntilFields):
     permutations: Literal["cyclic", "all"] = Field(
         "cyclic", description="Every rotation of the options, or all n! orders (n <= 6)."
     )
-    replicates: int = Field(
-        1, ge=1, le=100, description="Times each order is asked.", json_schema_extra=SIZES_THE_RUN
-    )
-    item_limit: int | None = Field(
+    replicates: int = sizing_field(1, ge=1, le=100, description="Times each order is asked.")
+    item_limit: int | None = sizing_field(
         None, ge=1, le=1_000_000,
         description="Audit N items of the file, drawn at random (seeded; nested: a larger N "
         "keeps every item a smaller one drew) [default: every item; with --until: the "
-        "first round's, --round-items or 10].",
-        json_schema_extra=SIZES_THE_RUN,
+        "first round's, --round-items or 10]."
     )  # fmt: skip
-    round_items: int | None = Field(
+    round_items: int | None = sizing_field(
         None, ge=1, le=1_000_000,
-        description="--until: items added each round [default: the first round's].",
-        json_schema_extra=SIZES_THE_RUN,
+        description="--until: items added each round [default: the first round's]."
     )  # fmt: skip
-    max_items: int | None = Field(
+    max_items: int | None = sizing_field(
         None, ge=1, le=1_000_000,
-        description="--until: the most items to reach [default: every item of the file].",
-        json_schema_extra=SIZES_THE_RUN,
+        description="--until: the most items to reach [default: every item of the file]."
     )  # fmt: skip
     temperature: float = Field(
         0.3,

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from biasaudit.engine.options import COMPUTING_FIELD
+from biasaudit.engine.options import computing_field, sizing_field
 from biasaudit.kinds._planning import PlanningFields, UntilFields
 from biasaudit.kinds.candidates.spec import (
     CandidatesData,
@@ -19,7 +19,6 @@ from biasaudit.kinds.candidates.spec import (
     PromptSpec,
     ResumeData,
 )
-from biasaudit.kinds.runspec import SIZES_THE_RUN
 
 __all__ = ["ListwiseEssaySpec", "ListwiseResumeSpec", "ListwiseSpec", "ListwiseTaskSpec"]
 
@@ -52,21 +51,13 @@ class ListwiseSpec(CandidatesData, PlanningFields, UntilFields, PoolRounds):
         description="Listwise: a Latin square of orders (every candidate in every slot "
         "once), or every order of pools of at most 6.",
     )
-    pools: int = Field(
-        30, ge=1, le=10_000, description="Pools per subtask.", json_schema_extra=SIZES_THE_RUN
-    )
+    pools: int = sizing_field(30, ge=1, le=10_000, description="Pools per subtask.")
     samples: int = Field(
         1, ge=1, le=128, description="Listwise: answers sampled per order of a pool."
     )
     k_max: int = Field(3, ge=1, le=100, description="Selection rates and ΔDP for k = 1..k_max.")
     headline_k: int = Field(1, ge=1, le=100, description="The k of the impact ratios.")
-    bootstrap: int = Field(
-        1000,
-        ge=100,
-        le=100_000,
-        description="Bootstrap replicates.",
-        json_schema_extra=COMPUTING_FIELD,
-    )
+    bootstrap: int = computing_field(1000, ge=100, le=100_000, description="Bootstrap replicates.")
     max_tokens: int = Field(
         60, ge=1, le=32768, description="Listwise: the longest answer (a ranking)."
     )

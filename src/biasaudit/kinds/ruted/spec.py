@@ -8,8 +8,9 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from biasaudit.engine.options import sizing_field
 from biasaudit.kinds._planning import PlanningFields, UntilFields
-from biasaudit.kinds.runspec import SIZES_THE_RUN, RunSpec
+from biasaudit.kinds.runspec import RunSpec
 
 __all__ = ["RUTED_CONTEXTS", "RutedContext", "RutedSpec"]
 
@@ -35,33 +36,26 @@ class RutedSpec(RunSpec, PlanningFields, UntilFields):
         min_length=1,
         description="Comma-separated, of standard, bedtime, personas, esl.",
     )
-    replicates: int = Field(
+    replicates: int = sizing_field(
         30,
         ge=1,
         le=10_000,
         description="Texts per occupation and template; sampled next words where the "
         "endpoint gives no logprobs.",
-        json_schema_extra=SIZES_THE_RUN,
     )
-    per_request: int | None = Field(
+    per_request: int | None = sizing_field(
         None, ge=1, le=128,
         description="Replicates asked for in one request (its n), where the endpoint takes "
         "n [default: all of a prompt's at once, up to 128; with --until: the rounds' common "
-        "step, so that a round's requests are the rounds' before and new ones].",
-        json_schema_extra=SIZES_THE_RUN,
+        "step, so that a round's requests are the rounds' before and new ones]."
     )  # fmt: skip
-    round_replicates: int | None = Field(
+    round_replicates: int | None = sizing_field(
         None, ge=1, le=10_000,
         description="--until: replicates added each round [default: the first round's, "
-        "--replicates].",
-        json_schema_extra=SIZES_THE_RUN,
+        "--replicates]."
     )  # fmt: skip
-    max_replicates: int = Field(
-        300,
-        ge=1,
-        le=10_000,
-        description="--until: the most replicates to reach.",
-        json_schema_extra=SIZES_THE_RUN,
+    max_replicates: int = sizing_field(
+        300, ge=1, le=10_000, description="--until: the most replicates to reach."
     )
     templates: tuple[Annotated[int, Field(ge=0)], ...] | Literal["all"] = Field(
         (0,), description="Templates per context: 0 (the main one), a list such as 0,3, or all."
