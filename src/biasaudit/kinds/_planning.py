@@ -24,7 +24,7 @@ from biasaudit.store.runs import read_manifest
 from biasaudit.textfiles import a_run
 
 if TYPE_CHECKING:
-    from biasaudit.kinds._rounds import Growth
+    from biasaudit.kinds._rounds import FileUnits, Growth
     from biasaudit.metrics import VarianceModel
 
 M = TypeVar("M", bound=BaseModel)
@@ -302,17 +302,16 @@ def plan_in_file_units(
     spec: Any,
     cost_at: Callable[[Any], tuple[int, float | None]],
     *,
+    units: FileUnits,
     growth: Growth,
     audit: Callable[[], Callable[[Any], Any]],
     planned: Callable[[Any], Planned],
-    units: Callable[[Any], int],
-    where: str,
 ) -> list[str]:
-    """The power lines of a kind that grows by units read from a file (Grade Score's items,
-    the decisions' scenarios): none without ``detect``; with ``pilot``, a pilot run
-    first (``audit()`` gives the kind's run, imported when needed) and planned from;
-    ``planned(spec)`` the plan (from ``like``, or stated defaults), ``units(spec)`` the
-    units the audit asks now; ``where`` the closing line, where units are added."""
+    """The power lines of a kind that grows by ``units`` read from a file (Grade Score's
+    items, the decisions' scenarios): none without ``detect``; with ``pilot``, a pilot
+    run first (``audit()`` gives the kind's run, imported when needed) and planned from;
+    ``planned(spec)`` the plan (from ``like``, or stated defaults); last, where units are
+    added."""
     if spec.detect is None:
         return []
     lines = []
@@ -320,8 +319,11 @@ def plan_in_file_units(
         like, line = run_pilot(spec, growth, audit(), cost_at, least=4)
         spec = spec.model_copy(update={"like": like})
         lines.append(line)
-    now = units(spec)
+    now = units.count(spec)
     lines += power_lines(planned(spec), spec.detect, now, scaled_cost(spec, cost_at, now))
+    where = (
+        f"  {units.unit} come from the {units.unit} file: add {units.unit} there to reach a size"
+    )
     return [*lines, where]
 
 

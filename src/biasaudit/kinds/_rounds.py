@@ -53,6 +53,7 @@ __all__ = [
     "ROUNDS_FILE",
     "Design",
     "Figure",
+    "FileUnits",
     "Growth",
     "RoundsRecord",
     "audit_until",
@@ -143,6 +144,44 @@ def pools_growth(
         nested={"pools_drawn": "nested"},
         design=design,
     )
+
+
+@dataclass(frozen=True)
+class FileUnits:
+    """The units of an audit that come from a file and that it grows by (Grade Score's
+    items, the decisions' scenarios): how many of the file's it asks (``limit``, a spec
+    field), the most its rounds may reach (``ceiling``, a spec field; at most the
+    file's), and ``count(spec)``, the units the spec's audit asks."""
+
+    unit: str
+    """e.g. ``items``; the spec field of the units each round adds is ``round_<unit>``."""
+    limit: str
+    ceiling: str
+    count: Callable[[Any], int]
+
+    def in_file(self, spec: Any) -> int:
+        """The rounds' ceiling: ``ceiling``, at most the units in the file."""
+        whole = self.count(spec.model_copy(update={self.limit: None}))
+        most = getattr(spec, self.ceiling)
+        return whole if most is None else min(most, whole)
+
+    def growth(
+        self,
+        figure: str,
+        read: Callable[[Any, Any], dict[str, Figure]],
+        undecidable: str | None = None,
+    ) -> Growth:
+        """The kind's :class:`Growth` by these units, reading ``figure`` with ``read``."""
+        return Growth(
+            unit=self.unit,
+            size=self.limit,
+            step=f"round_{self.unit}",
+            most=self.in_file,
+            ceiling=f"--{self.ceiling.replace('_', '-')}, at most the file's",
+            figure=lambda spec: figure,
+            read=read,
+            undecidable=undecidable,
+        )
 
 
 class Look(BaseModel):

@@ -18,7 +18,7 @@ from typing import Any
 
 from biasaudit.errors import UsageError
 from biasaudit.kinds._planning import Planned, like_metrics, model_of, plan_in_file_units, stated
-from biasaudit.kinds._rounds import Figure, Growth
+from biasaudit.kinds._rounds import Figure, FileUnits
 from biasaudit.kinds.decisions.metrics_file import DecisionsMetrics
 
 __all__ = ["GROWTH", "plan_power"]
@@ -32,10 +32,8 @@ _STATED_SD = 0.5
 def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) -> list[str]:
     """The power lines of a decisions spec's ``detect`` (none where it is unset)."""
     return plan_in_file_units(
-        spec, cost_at, growth=GROWTH, audit=_run,
+        spec, cost_at, units=SCENARIOS, growth=GROWTH, audit=_run,
         planned=lambda spec: _from_like(spec) if spec.like is not None else _stated(spec),
-        units=_scenarios,
-        where="  scenarios come from the scenarios file: add scenarios there to reach a size",
     )  # fmt: skip
 
 
@@ -51,10 +49,13 @@ def _scenarios(spec: Any) -> int:
     return len(build_decisions_task(spec).scenarios)
 
 
+SCENARIOS = FileUnits("scenarios", "scenario_limit", "max_scenarios", _scenarios)
+
+
 def _stated(spec: Any) -> Planned:
     why = f"a scenario's own score spread with SD {_STATED_SD}: SE² = {_STATED_SD**2}/scenarios"
     return stated("a discrimination score", "scenarios", ["each score"], _STATED_SD**2,
-                  _scenarios(spec), why, confidence=spec.confidence)  # fmt: skip
+                  SCENARIOS.count(spec), why, confidence=spec.confidence)  # fmt: skip
 
 
 def _from_like(spec: Any) -> Planned:
@@ -87,19 +88,4 @@ def _scores(metrics: DecisionsMetrics, spec: Any) -> dict[str, Figure]:
     return found
 
 
-def _in_file(spec: Any) -> int:
-    from biasaudit.kinds.decisions.task import build_decisions_task
-
-    whole = len(build_decisions_task(spec.model_copy(update={"scenario_limit": None})).scenarios)
-    return whole if spec.max_scenarios is None else min(spec.max_scenarios, whole)
-
-
-GROWTH = Growth(
-    unit="scenarios",
-    size="scenario_limit",
-    step="round_scenarios",
-    most=_in_file,
-    ceiling="--max-scenarios, at most the file's",
-    figure=lambda spec: "every discrimination score",
-    read=_scores,
-)
+GROWTH = SCENARIOS.growth("every discrimination score", _scores)

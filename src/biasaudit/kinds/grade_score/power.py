@@ -19,7 +19,7 @@ from typing import Any
 
 from biasaudit.errors import UsageError
 from biasaudit.kinds._planning import Planned, like_metrics, model_of, plan_in_file_units, stated
-from biasaudit.kinds._rounds import Figure, Growth
+from biasaudit.kinds._rounds import Figure, FileUnits
 from biasaudit.kinds.grade_score.metrics_file import GradeScoreMetrics
 
 __all__ = ["GROWTH", "plan_power"]
@@ -39,10 +39,8 @@ def plan_power(spec: Any, cost_at: Callable[[Any], tuple[int, float | None]]) ->
         from.
     """
     return plan_in_file_units(
-        spec, cost_at, growth=GROWTH, audit=_run,
+        spec, cost_at, units=ITEMS, growth=GROWTH, audit=_run,
         planned=lambda spec: _from_like(spec) if spec.like is not None else _stated(spec),
-        units=_items,
-        where="  items come from the items file: add items there to reach a size",
     )  # fmt: skip
 
 
@@ -59,11 +57,14 @@ def _items(spec: Any) -> int:
     return len(build_grade_score_task(spec).items)
 
 
+ITEMS = FileUnits("items", "item_limit", "max_items", _items)
+
+
 def _stated(spec: Any) -> Planned:
     """Without a previous run: an item's score anywhere in [0, 1], variance 0.25."""
     why = "an item's score anywhere in [0, 1]: SE² = 0.25/items"
     return stated("a change of the score", "items", ["grade score", "entropy", "choice"],
-                  0.25, _items(spec), why, confidence=spec.confidence)  # fmt: skip
+                  0.25, ITEMS.count(spec), why, confidence=spec.confidence)  # fmt: skip
 
 
 def _from_like(spec: Any) -> Planned:
@@ -91,22 +92,9 @@ def _scores(metrics: GradeScoreMetrics, spec: Any) -> dict[str, Figure]:
     return found
 
 
-def _in_file(spec: Any) -> int:
-    """The ceiling of the rounds: ``max_items``, at most the items in the file."""
-    from biasaudit.kinds.grade_score.task import build_grade_score_task
-
-    whole = len(build_grade_score_task(spec.model_copy(update={"item_limit": None})).items)
-    return whole if spec.max_items is None else min(spec.max_items, whole)
-
-
-GROWTH = Growth(
-    unit="items",
-    size="item_limit",
-    step="round_items",
-    most=_in_file,
-    ceiling="--max-items, at most the file's",
-    figure=lambda spec: "each score",
-    read=_scores,
+GROWTH = ITEMS.growth(
+    "each score",
+    _scores,
     undecidable="a Grade Score has no gap of its own to settle (a change between two "
     "runs is biasaudit compare's)",
 )
