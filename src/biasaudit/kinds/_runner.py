@@ -1,9 +1,9 @@
 """The one run skeleton every kind uses: open a session, record the spec, send the
 plan's requests, write the results, and close, whatever happens.
 
-A kind brings what differs: its requests and how each answer is read
-(``annotate``), what the finished run writes (``write_results``), what of the
-spec it records, and, optionally, a hint for a run the endpoint stopped. The
+A kind brings what differs: its plan (the requests, and how each answer is read:
+``annotate``), what the finished run writes (``write_results``), and, optionally, a
+hint for a run the endpoint stopped. The
 session owns the rest: the run directory, the manifest, the engine, failures
 recorded as they happen (:meth:`~biasaudit.engine.session.RunSession.fail`).
 """
@@ -13,17 +13,29 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TextIO, TypeVar
+from typing import Any, Generic, Protocol, TextIO, TypeVar
 
+from biasaudit.engine.core import RequestResult
 from biasaudit.engine.progress import phase
-from biasaudit.engine.session import Annotate, RunSession
+from biasaudit.engine.session import RunSession
 from biasaudit.errors import BiasauditError, NoAnswerError, RunAbortedError
 from biasaudit.kinds.runspec import AuditSpec
 from biasaudit.providers import ModelRequest, Provider
 
-__all__ = ["Ran", "run_planned"]
+__all__ = ["Ran", "SentPlan", "run_planned"]
 
 T = TypeVar("T")
+
+
+class SentPlan(Protocol):
+    """What a run sends: a kind's plan (its requests, and how each answer is read)."""
+
+    @property
+    def requests(self) -> Sequence[ModelRequest]:
+        """Every request, in the order they are sent."""
+
+    def annotate(self, result: RequestResult) -> dict[str, Any]:
+        """Read one result; return what ``responses.jsonl`` records about it."""
 
 
 @dataclass(frozen=True)
@@ -38,17 +50,16 @@ async def run_planned(
     kind: str,
     spec: AuditSpec,
     provider: Provider,
-    requests: Sequence[ModelRequest],
+    plan: SentPlan,
     *,
-    annotate: Annotate,
     write_results: Callable[[RunSession], T],
-    recorded_spec: dict[str, Any],
-    label: str,
+    label: str | None = None,
     stderr: TextIO | None = None,
     command: Sequence[str] | None = None,
     explain_abort: Callable[[RunAbortedError], str | None] | None = None,
 ) -> Ran[T]:
-    """Run ``requests`` as a ``kind`` run of ``spec`` into a new run directory.
+    """Run ``plan``'s requests as a ``kind`` run of ``spec`` into a new run directory
+    (``spec.json`` records the spec; ``label``, default ``kind``, heads its progress).
 
     ``explain_abort`` may add a hint to a run the endpoint stopped (what to rerun
     with); the run is recorded as aborted either way.
@@ -58,6 +69,8 @@ async def run_planned(
     RunAbortedError
         The run stopped (the endpoint, storage, or Ctrl-C); what arrived is kept.
     """
+    requests = plan.requests
+    label = label or kind
     intervention = getattr(spec, "intervention", None)
     if intervention is not None:  # every prompt changed, each request keeping its id
         from biasaudit.interventions import intervene
@@ -73,8 +86,8 @@ async def run_planned(
         requests=requests,
     )
     try:
-        session.run.write_json("spec.json", recorded_spec)
-        await session.send(requests, stderr=stderr, label=f"{label}: ", annotate=annotate)
+        session.run.write_json("spec.json", spec.model_dump(mode="json"))
+        await session.send(requests, stderr=stderr, label=f"{label}: ", annotate=plan.annotate)
         if session.manifest.status == "failed":  # every request failed: nothing to compute
             raise NoAnswerError(
                 f"{session.manifest.error}; the run is recorded as failed, with every "

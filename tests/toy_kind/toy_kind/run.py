@@ -34,10 +34,8 @@ def run(spec: Any, *, provider: Provider | None = None, stderr: TextIO | None = 
 
     async def audit() -> ToyResult:
         ran = await run_planned(
-            "toy", spec, provider, plan.requests, annotate=plan.annotate,
+            "toy", spec, provider, plan, label="toy-yesno", stderr=stderr, command=command,
             write_results=lambda session: _write(session, spec, plan),
-            recorded_spec=spec.model_dump(mode="json"), label="toy-yesno", stderr=stderr,
-            command=command,
         )  # fmt: skip
         return ToyResult(ran.session.run.path, ran.session.manifest, ran.results)
 

@@ -70,11 +70,8 @@ async def run_audit(
     provider = provider or spec.resolve_provider()
     plan = plan_scoring(task, spec, provider)
     ran = await run_planned(
-        "allocation", spec, provider, plan.requests,
-        annotate=plan.annotate,
+        "allocation", spec, provider, plan, label=task.name, stderr=stderr, command=command,
         write_results=lambda session: _write_results(session, task, spec, plan),
-        recorded_spec=spec.model_dump(mode="json"),
-        label=task.name, stderr=stderr, command=command,
     )  # fmt: skip
     return AuditResult(ran.session.run.path, ran.session.manifest, ran.results)
 

@@ -85,11 +85,8 @@ async def run_decisions_audit(
     provider = provider or spec.resolve_provider()
     plan = plan_decisions(task, spec, provider)
     ran = await run_planned(
-        "decisions", spec, provider, plan.requests,
-        annotate=plan.annotate,
+        "decisions", spec, provider, plan, stderr=stderr, command=command,
         write_results=lambda session: _write_results(session, task, spec, plan),
-        recorded_spec=spec.model_dump(mode="json"),
-        label="decisions", stderr=stderr, command=command,
     )  # fmt: skip
     metrics, persons = ran.results
     return DecisionsResult(ran.session.run.path, ran.session.manifest, metrics, persons)

@@ -99,11 +99,8 @@ async def run_grade_audit(
     plan = plan_grade_score(task, spec)
     provider = provider or spec.resolve_provider()
     ran = await run_planned(
-        "grade-score", spec, provider, plan.requests,
-        annotate=plan.annotate,
+        "grade-score", spec, provider, plan, stderr=stderr, command=command,
         write_results=lambda session: _write_results(session, task, spec, plan),
-        recorded_spec=spec.model_dump(mode="json"),
-        label="grade-score", stderr=stderr, command=command,
     )  # fmt: skip
     metrics, items = ran.results
     return GradeScoreResult(ran.session.run.path, ran.session.manifest, metrics, items)

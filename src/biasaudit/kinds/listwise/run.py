@@ -51,11 +51,9 @@ def run(
 
     async def audit() -> ListwiseResult:
         ran = await run_planned(
-            "listwise", spec, provider, plan.requests,
-            annotate=plan.annotate,
+            "listwise", spec, provider, plan, label=f"{task.name} (listwise)",
+            stderr=stderr, command=command,
             write_results=lambda session: _write_results(session, task, spec, plan),
-            recorded_spec=spec.model_dump(mode="json"),
-            label=f"{task.name} (listwise)", stderr=stderr, command=command,
         )  # fmt: skip
         return ListwiseResult(ran.session.run.path, ran.session.manifest, ran.results)
 

@@ -95,11 +95,8 @@ async def run_ruted_audit(
     provider = provider or spec.resolve_provider()
     plan = plan_ruted(task, spec, provider.capabilities)
     ran = await run_planned(
-        "ruted", spec, provider, plan.requests,
-        annotate=plan.annotate,
+        "ruted", spec, provider, plan, stderr=stderr, command=command,
         write_results=lambda session: _write_results(session, task, spec, plan),
-        recorded_spec=spec.model_dump(mode="json"),
-        label="ruted", stderr=stderr, command=command,
         explain_abort=lambda error: _next_word_hint(error.cause, plan),
     )  # fmt: skip
     return RutedResult(ran.session.run.path, ran.session.manifest, ran.results)
