@@ -180,11 +180,14 @@ if TYPE_CHECKING:  # the one listing of the public names (at run time each loads
         critical_value as critical_value,
         floor_p as floor_p,
         two_sided_p as two_sided_p,
+        within_rounding as within_rounding,
     )
     from biasaudit.metrics._units import (
         AllocationFigures as AllocationFigures,
+        PairedGap as PairedGap,
         allocation_figures as allocation_figures,
         headline_replicates as headline_replicates,
+        paired_selection_gaps as paired_selection_gaps,
     )
     from biasaudit.metrics._validity import (
         CorrelationResult as CorrelationResult,

@@ -68,7 +68,7 @@ figures (RABBI, δ, JSD, EMD).
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -95,12 +95,20 @@ from biasaudit.metrics._unit_scores import (
     _weighted_mean,
 )
 from biasaudit.metrics._unit_selection import _Selection
-from biasaudit.metrics._validate import FloatArray, check_choice, check_confidence, check_int
+from biasaudit.metrics._validate import (
+    FloatArray,
+    as_float_array,
+    check_choice,
+    check_confidence,
+    check_int,
+)
 
 __all__ = [
     "AllocationFigures",
+    "PairedGap",
     "allocation_figures",
     "headline_replicates",
+    "paired_selection_gaps",
 ]
 
 
@@ -362,6 +370,120 @@ def headline_replicates(
             figures[figure] = (estimate, replicates)
         found[data.group_ids[group]] = figures
     return found, resamples
+
+
+@dataclass(frozen=True, eq=False)
+class PairedGap:
+    """One group's ΔDP at one k in two runs of the same candidates, and its change.
+
+    Attributes
+    ----------
+    before, after : float
+        The headline ΔDP of run A and of run B, as :func:`allocation_figures` gives them.
+    replicates : numpy.ndarray
+        The change B - A in each replicate of one shared resample of the units and one
+        shared draw of the pools (NaN where a replicate has no rate).
+    units : int
+        The fewest units behind the gap (the group's or the reference's).
+    """
+
+    before: float
+    after: float
+    replicates: FloatArray
+    units: int
+
+
+def paired_selection_gaps(
+    scores_a: ArrayLike,
+    scores_b: ArrayLike,
+    groups: ArrayLike,
+    *,
+    reference: Hashable,
+    subtasks: ArrayLike | None = None,
+    qualified: ArrayLike | None = None,
+    names: ArrayLike | None = None,
+    items: ArrayLike | None = None,
+    k_max: int = 5,
+    pool: str = "one_per_group",
+    pool_size: int | None = None,
+    n_rounds: int = 1800,
+    n_gap_bootstrap: int = 200,
+    seed: int = 0,
+) -> dict[tuple[Hashable, int], PairedGap]:
+    """ΔDP of every group at each k in two runs that scored the same candidates (in the
+    same order: ``scores_a[i]`` and ``scores_b[i]`` are one candidate under A and B), with
+    the replicates of its change B - A, paired.
+
+    Each run's ΔDP is computed as :func:`allocation_figures` computes it with the same
+    arguments and ``seed`` (the same pools, so ``before`` and ``after`` are those runs'
+    own figures to the bit), and each replicate resamples the units once (names within
+    groups, items within subtasks: the pigeonhole bootstrap) and draws the pools once,
+    for both runs: the change's spread is that of the paired differences, not of two
+    independent audits. Only the scores differ between A and B.
+
+    Returns
+    -------
+    {(group, k): PairedGap}
+        No replicates (an empty array) where a group has fewer than :data:`MIN_UNITS`
+        units.
+
+    Raises
+    ------
+    ValueError
+        The score arrays differ in length, or bad input as :func:`allocation_figures`.
+    """
+    check_int(k_max, "k_max", minimum=1)
+    check_int(n_rounds, "n_rounds", minimum=1)
+    check_int(n_gap_bootstrap, "n_gap_bootstrap", minimum=20)
+    check_choice(pool, "pool", ("one_per_group", "random"))
+    data_a = _data(scores_a, groups, reference, subtasks, qualified, names, items)
+    values_b = as_float_array(scores_b, "scores_b", finite=True)
+    if values_b.size != data_a.values.size:
+        raise ValueError("scores_a and scores_b differ in length")
+    data_b = replace(data_a, values=values_b)
+    if pool == "random":
+        size = check_int(pool_size, "pool_size", minimum=1)
+    else:
+        size = len(data_a.group_ids)
+    k_max = min(k_max, size)
+    runs = [_Selection(data, pool, size, n_rounds, k_max) for data in (data_a, data_b)]
+    # The seeds allocation_figures gives the selection (its third of four).
+    seeds = np.random.SeedSequence(seed).spawn(4)
+    ones = np.ones(data_a.values.size, dtype=np.int64)
+    estimates = [run._tallied_rates(ones, np.random.default_rng(seeds[2])) for run in runs]
+    replicates: list[list[dict[str, FloatArray]]] = [[], []]
+    units = runs[0]._units_per_group()
+    if min(units.values()) >= MIN_UNITS:
+        rng = np.random.default_rng(seeds[2].spawn(1)[0])
+        for _ in range(n_gap_bootstrap):
+            weights = data_a.units.weights(rng, 1)[0].astype(np.int64)
+            state = rng.bit_generator.state
+            replicates[0].append(runs[0]._tallied_rates(weights, rng))
+            rng.bit_generator.state = state  # the same pools for B
+            replicates[1].append(runs[1]._tallied_rates(weights, rng))
+
+    def headline(run: _Selection, rates: list[dict[str, FloatArray]]) -> FloatArray:
+        gaps = np.stack([run._figures(r)["dp_gap"] for r in rates])
+        return run._aggregate("dp_gap", gaps)  # (draw, group, k)
+
+    before, after = (headline(run, [e])[0] for run, e in zip(runs, estimates, strict=True))
+    changes = (
+        headline(runs[1], replicates[1]) - headline(runs[0], replicates[0])
+        if replicates[0]
+        else None
+    )
+    found: dict[tuple[Hashable, int], PairedGap] = {}
+    ref = data_a.reference
+    for group in range(len(data_a.group_ids)):
+        if group == ref or np.isnan(before[group]).all():
+            continue
+        for k in range(k_max):
+            spread = np.empty(0) if changes is None else changes[:, group, k]
+            found[(data_a.group_ids[group], k + 1)] = PairedGap(
+                float(before[group, k]), float(after[group, k]), spread,
+                min(units[group], units[ref]),
+            )  # fmt: skip
+    return found
 
 
 def _score_rows(

@@ -1,10 +1,14 @@
 """Did an allocation audit's figures change between two runs? RABBI and δ per group by a
-bootstrap of the units that vary (paired when both runs scored the same candidates),
-ΔDP and ΔEO at each k by the normal approximation from each run's interval; see
+bootstrap of the units that vary (paired when both runs scored the same candidates);
+ΔDP at each k paired the same way where both runs simulated the selection with the same
+pools (:func:`biasaudit.metrics.paired_selection_gaps`), else, as ΔEO always, by the
+normal approximation from each run's interval (ΔEO's intervals are floored by the
+omnibus test's relabellings, which a paired bootstrap has no counterpart of); see
 :mod:`biasaudit.reports.compare`."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +20,17 @@ from biasaudit.kinds.allocation.metrics_file import SCORES_COLUMNS, fewest_units
 from biasaudit.kinds.common import RunPair, smoke_test_notes
 from biasaudit.metrics import (
     FEW_UNITS,
+    P_FLOOR,
     ChangeTest,
     Resamples,
     critical_value,
     headline_replicates,
     normal_sf,
     normal_test,
+    paired_selection_gaps,
     two_sided,
+    two_sided_p,
+    within_rounding,
 )
 from biasaudit.metrics._validate import FloatArray
 from biasaudit.store.tables import read_run_table
@@ -50,6 +58,7 @@ def change_tests(pair: RunPair) -> list[ChangeTest]:
         pair.bootstrap,
         pair.notes,
     )
+    paired_gaps = _paired_gaps(pair, scores_a, scores_b) if paired else {}
     for group in pair.metrics_a.groups:
         if group not in pair.metrics_b.groups:
             continue
@@ -58,17 +67,95 @@ def change_tests(pair: RunPair) -> list[ChangeTest]:
             values_a, values_b = getattr(figures_a, gap), getattr(figures_b, gap)
             cis_a, cis_b = getattr(figures_a, f"{gap}_ci"), getattr(figures_b, f"{gap}_ci")
             for k in values_a:
-                test = normal_test(
-                    f"{gap} k={k}",
-                    group,
-                    values_a.get(k),
-                    cis_a.get(k),
-                    values_b.get(k),
-                    cis_b.get(k),
-                    pair.metrics_a.confidence,
-                )
+                test = paired_gaps.get((group, k)) if gap == "dp_gap" else None
+                if test is None:
+                    test = normal_test(f"{gap} k={k}", group, values_a.get(k), cis_a.get(k),
+                                       values_b.get(k), cis_b.get(k),
+                                       pair.metrics_a.confidence)  # fmt: skip
                 if test is not None:
                     tests.append(test)
+    return tests
+
+
+def _selection_design(path: Path, metrics: Any) -> tuple[Any, ...] | None:
+    """What fixes a run's simulated pools (None: no simulated selection, as pairwise)."""
+    selection = metrics.selection
+    if selection is None or selection.pool not in ("one_per_group", "random"):
+        return None
+    try:
+        spec = json.loads((path / "spec.json").read_text(encoding="utf-8"))
+        seed = int(spec["seed"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return (selection.pool, selection.pool_size, selection.rounds, selection.bootstrap,
+            metrics.k_max, seed)  # fmt: skip
+
+
+def _paired_gaps(
+    pair: RunPair, scores_a: pd.DataFrame, scores_b: pd.DataFrame
+) -> dict[tuple[str, str], ChangeTest]:
+    """ΔDP's change at each k, paired (:func:`biasaudit.metrics.paired_selection_gaps`),
+    where both runs drew the same pools from the same candidates; a group whose figures
+    are not reproduced to the bit is tested from the intervals (a note says so)."""
+    design = _selection_design(pair.path_a, pair.metrics_a)
+    if design is None or design != _selection_design(pair.path_b, pair.metrics_b):
+        return {}
+    pool, pool_size, rounds, bootstrap, k_max, seed = design
+    if bootstrap is None:
+        return {}
+    frame = scores_a
+    if pool == "one_per_group":  # as the run: pools of the groups in every subtask
+        present = frame.groupby("subtask")["group"].unique()
+        kept = [g for g in frame["group"].unique() if all(g in p for p in present)]
+        frame = frame[frame["group"].isin(kept)]
+    order = frame["candidate_id"].astype(str)
+    after = scores_b.set_index(scores_b["candidate_id"].astype(str)).loc[order, "score"]
+    names = frame["name"] if "name" in frame.columns and frame["name"].notna().all() else None
+    items = next((frame[c] for c in ("resume_id", "essay_id", "item") if c in frame.columns),
+                 None)  # fmt: skip
+    qualified = frame["qualified"] if "qualified" in frame.columns else None
+    try:
+        found = paired_selection_gaps(
+            frame["score"], after.to_numpy(), frame["group"],
+            reference=pair.metrics_a.reference_group, subtasks=frame["subtask"],
+            qualified=qualified, names=names, items=items, k_max=k_max, pool=pool,
+            pool_size=pool_size, n_rounds=rounds, n_gap_bootstrap=bootstrap, seed=seed,
+        )  # fmt: skip
+    except ValueError as error:
+        pair.notes.append(f"ΔDP not paired ({error}): tested from each run's interval")
+        return {}
+    confidence = pair.metrics_a.confidence
+    method = (f"paired bootstrap over units ({bootstrap}), the same resamples and pools in "
+              "both runs: t interval on its standard error")  # fmt: skip
+    tests: dict[tuple[str, str], ChangeTest] = {}
+    unmatched = set()
+    for (group, k), gap in found.items():
+        figures_a, figures_b = pair.metrics_a.groups.get(group), pair.metrics_b.groups.get(group)
+        if figures_a is None or figures_b is None or str(k) not in figures_a.dp_gap:
+            continue
+        recorded = (figures_a.dp_gap[str(k)], figures_b.dp_gap.get(str(k)))
+        if recorded[1] is None or not all(
+            within_rounding(mine - theirs, theirs)
+            for mine, theirs in zip((gap.before, gap.after), recorded, strict=True)
+        ):
+            unmatched.add(str(group))
+            continue
+        spread = gap.replicates[~np.isnan(gap.replicates)]
+        if spread.size < 20:
+            continue
+        diff, se = gap.after - gap.before, float(spread.std(ddof=1))
+        half = critical_value(confidence, gap.units) * se
+        p = 1.0 if se == 0 and diff == 0 else (P_FLOOR if se == 0 else
+                                               two_sided_p(diff / se, gap.units))  # fmt: skip
+        tests[(str(group), str(k))] = ChangeTest(
+            f"dp_gap k={k}", str(group), gap.before, gap.after, diff,
+            (diff - half, diff + half), p, method,
+        )  # fmt: skip
+    if unmatched:
+        pair.notes.append(
+            f"ΔDP of {', '.join(sorted(unmatched))} not reproduced from scores.csv: tested "
+            "from each run's interval"
+        )
     return tests
 
 
