@@ -284,6 +284,75 @@ def test_two_experiments_compare_arm_by_arm_and_effect_by_effect(tmp_path: Path)
     assert "interventions whose effect changed beyond noise" in out
 
 
+def test_two_experiments_compared_write_a_report_that_rebuilds(tmp_path: Path) -> None:
+    """compare of two experiments writes its folder: the record, the page and each arm's
+    own comparison; --json the record alone; biasaudit report rebuilds the page."""
+    spec = DecisionsSpec.model_validate({"model": "sim/biased", "fills": "explicit",
+                                         "scenario_limit": 3,
+                                         "runs_dir": str(tmp_path / "runs")})  # fmt: skip
+    a = run_experiment(spec, [BUILT_IN["illegal"]], bootstrap=200)
+    b = run_experiment(spec, [BUILT_IN["illegal"]], bootstrap=200)
+    out_dir, record = tmp_path / "cmp", tmp_path / "cmp.json"
+    code, out, err = invoke("compare", str(a.folder), str(b.folder), "--report-dir",
+                            str(out_dir), "--json", str(record))  # fmt: skip
+    assert code == 0, err
+    assert "verdict: no change" in out
+    data = json.loads(record.read_text())
+    assert data["verdict"] == "no change" and not data["drift"]
+    assert [arm["name"] for arm in data["arms"]] == ["baseline", "illegal"]
+    assert data["arms"][1]["comparison"]["kind"] == "decisions"
+    assert json.loads((out_dir / "experiment-compare.json").read_text()) == data
+    for page in ("report.html", "report.md", "arm-baseline/report.html",
+                 "arm-illegal/report.html"):  # fmt: skip
+        assert (out_dir / page).is_file(), page
+    text = (out_dir / "report.md").read_text()
+    assert "Verdict: no change." in text and "arm-illegal/report.html" in text
+    (out_dir / "report.md").unlink()
+    code, _, err = invoke("report", str(out_dir))
+    assert code == 0, err
+    assert "Verdict: no change." in (out_dir / "report.md").read_text()
+    code, _, err = invoke("compare", str(a.folder), str(b.folder), "--no-report")
+    assert code == 0 and "report:" not in err
+
+
+def test_an_experiment_reaudits_on_a_schedule_and_names_an_instruction_that_stopped_working(
+    tmp_path: Path,
+) -> None:
+    """reaudit of a spec that lists interventions: the first run has no baseline; the
+    next compares with it (the sim answers alike: no change, exit 0 under --fail-on
+    any); a model update that stops heeding the instruction is drift (exit 3); a spec
+    with other interventions is not compared with these."""
+    from biasaudit.providers.sim import SimProvider
+    from biasaudit.reports.history import reaudit_experiment
+
+    spec = _spec_file(tmp_path, model="sim/biased", scenario_limit=8,
+                      interventions=["illegal"])  # fmt: skip
+    code, out, err = invoke("reaudit", str(spec), "--no-report")
+    assert code == 0, err
+    assert "baseline: none" in out
+    first = Path(out.strip().splitlines()[-1].removeprefix("experiment: "))
+    code, out, err = invoke("reaudit", str(spec), "--fail-on", "any")
+    assert code == 0, err
+    assert f"baseline: {first}" in out and "verdict: no change" in out
+    second = Path(out.strip().splitlines()[-1].removeprefix("experiment: "))
+    assert (second / "compare" / "experiment-compare.json").is_file()
+    assert (second / "compare" / "report.html").is_file()
+    assert "compare/report.html" in (second / "report.md").read_text()
+    found = reaudit_experiment(spec, fail_on="drift", provider=SimProvider(heed=0.0))
+    assert found.baseline == second and found.comparison is not None
+    assert found.alert and found.exit_code == 3
+    assert "the effect of illegal" in found.comparison.verdict
+    other = _spec_file(tmp_path, model="sim/biased", scenario_limit=8,
+                       interventions=["ignore-demographics"])  # fmt: skip
+    code, out, err = invoke("reaudit", str(other), "--no-report")
+    assert code == 0 and "baseline: none" in out
+    bad = _spec_file(tmp_path, model="sim/biased", interventions=["no-such-one"])
+    before = sorted((tmp_path / "runs").iterdir())
+    code, _, err = invoke("reaudit", str(bad))
+    assert code == 2 and "interventions[0]" in err
+    assert sorted((tmp_path / "runs").iterdir()) == before
+
+
 def test_a_score_whose_fair_value_is_one_reads_the_right_way() -> None:
     """Grade Score's scores of consistency are fair at 1, not 0: a fall is bias added."""
     from biasaudit.experiments.analysis import _bias_removed, _verdict

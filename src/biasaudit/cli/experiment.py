@@ -106,5 +106,7 @@ def command(reports_errors: Callable[[Any], Any]) -> click.Command:
                     if path.suffix == ".html" and path.parent == result.folder:
                         click.echo(f"report: {path}", err=True)
         click.echo(f"experiment: {result.folder}")
+        if result.exit_code:  # some arm's requests failed: as a run's exit status
+            raise SystemExit(result.exit_code)
 
     return experiment

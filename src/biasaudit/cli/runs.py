@@ -10,14 +10,21 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import click
 
-from biasaudit.cli.flags import alpha_option, bootstrap_option, no_report_option, runs_dir_option
+from biasaudit.cli.flags import (
+    alpha_option,
+    bootstrap_option,
+    no_report_option,
+    no_such_spec_file,
+    runs_dir_option,
+)
 
 if TYPE_CHECKING:
     from biasaudit.pricing import BudgetedProvider
+    from biasaudit.reports.history import FailOn
     from biasaudit.spec import AuditSpec
 
 __all__ = ["COST_NOTICE_ENV", "check_budget", "check_budgets", "register"]
@@ -386,6 +393,19 @@ def _compare_command(reports_errors: Decorator) -> click.Command:
             with phase("comparing the experiments"):
                 found = compare_experiments(run_a, run_b, alpha=alpha, bootstrap=bootstrap)
             echo_blocks(comparison_blocks(found))
+            if json_path is not None:
+                import json
+
+                from biasaudit.store.files import write_text
+
+                write_text(json_path, json.dumps(found.to_json(), indent=2) + "\n")
+            if not no_report:
+                from biasaudit.reports.html import write_experiment_compare_report
+
+                def written() -> list[Path]:
+                    return write_experiment_compare_report(found, report_dir=report_dir)
+
+                _write_reports(written)
             return
         with phase("comparing the runs"):
             comparison = compare_runs(
@@ -436,13 +456,23 @@ def _reaudit_command(reports_errors: Decorator) -> click.Command:
         The model is asked again (cached answers are not read, new ones are
         stored); the comparison is printed and kept in the new run as
         compare.json, with the run's report.html and the comparison's
-        compare.html (unless --no-report). Exit status: 0, 1 some requests failed, 2 bad spec,
-        3 the --fail-on condition was met (for cron or a CI schedule).
+        compare.html (unless --no-report). A spec that lists interventions is
+        re-audited as a mitigation experiment: every arm afresh, compared with the
+        latest experiment of the same audit and interventions, arm by arm and effect
+        by effect (drift: an arm's audit or an intervention's effect changed). Exit
+        status: 0, 1 some requests failed, 2 bad spec, 3 the --fail-on condition was
+        met (for cron or a CI schedule).
         """
         from biasaudit.errors import StorageUnusableError
+        from biasaudit.experiments.runner import load_experiment_spec
         from biasaudit.reports.compare import comparison_lines
-        from biasaudit.reports.history import FailOn, reaudit as run_reaudit
+        from biasaudit.reports.history import reaudit as run_reaudit
 
+        if not spec_file.is_file():
+            raise no_such_spec_file(spec_file)
+        if load_experiment_spec(spec_file)[1]:  # it lists interventions: an experiment
+            _reaudit_experiment(spec_file, history, cast("FailOn | None", fail_on), alpha,
+                                no_report)  # fmt: skip
         try:
             result = run_reaudit(
                 spec_file,
@@ -479,6 +509,41 @@ def _reaudit_command(reports_errors: Decorator) -> click.Command:
         sys.exit(result.exit_code)
 
     return reaudit
+
+
+def _reaudit_experiment(
+    spec_file: Path, history: Path | None, fail_on: FailOn | None, alpha: float, no_report: bool
+) -> NoReturn:
+    """``biasaudit reaudit`` of a spec that lists interventions: the experiment afresh,
+    compared with its latest one (:func:`biasaudit.reports.history.reaudit_experiment`)."""
+    from biasaudit.reports.experiment import comparison_blocks, experiment_blocks
+    from biasaudit.reports.history import reaudit_experiment
+    from biasaudit.reports.rich_tables import echo_blocks
+
+    result = reaudit_experiment(
+        spec_file, history=history, fail_on=fail_on, alpha=alpha,
+        command=["biasaudit", *sys.argv[1:]], progress=lambda line: click.echo(line, err=True),
+    )  # fmt: skip
+    folder = result.finished.folder
+    echo_blocks(experiment_blocks(result.finished.experiment))
+    click.echo("")
+    if result.comparison is None:
+        click.echo("baseline: none (the first experiment of this spec and its interventions here)")
+    else:
+        click.echo(f"baseline: {result.baseline}")
+        echo_blocks(comparison_blocks(result.comparison))
+    if result.alert:
+        click.echo(f"alert: --fail-on {fail_on} met", err=True)
+    if not no_report:
+        from biasaudit.reports.html import write_experiment_compare_report, write_report
+
+        _write_reports(lambda: [p for p in write_report(folder) if p.parent == folder])
+        comparison = result.comparison
+        if comparison is not None:
+            _write_reports(lambda: write_experiment_compare_report(
+                comparison, report_dir=folder / "compare")[:2])  # fmt: skip
+    click.echo(f"experiment: {folder}")
+    sys.exit(result.exit_code)
 
 
 def _history_command(reports_errors: Decorator) -> click.Command:

@@ -28,10 +28,12 @@ __all__ = [
 
 @dataclass(frozen=True)
 class FinishedExperiment:
-    """A finished experiment: its folder and record."""
+    """A finished experiment: its folder and record, and 1 where some arm's requests
+    failed (as a run's exit status)."""
 
     folder: Path
     experiment: Experiment
+    exit_code: int = 0
 
 
 def read_interventions(items: Any, source: str) -> list[Intervention]:
@@ -135,12 +137,14 @@ def run_experiment(
     with phase("estimating every arm's tokens from its prompts", stderr):
         estimates = arm_estimates(arms, provider)
     runs: list[tuple[str, Intervention | None, Path, Any]] = []
+    exit_code = 0
     for name, arm in arms:
         if progress is not None:
             what = arm.intervention.described() if arm.intervention else "the prompts as written"
             progress(f"arm {name}: {what}")
         finished = run_spec(arm, provider=provider, stderr=stderr, command=command)
         runs.append((name, arm.intervention, finished.run_dir, finished.metrics))
+        exit_code = max(exit_code, finished.exit_code)
         if progress is not None:
             progress(f"run: {finished.run_dir}")
     arms_run = [(name, intervention, run_dir) for name, intervention, run_dir, _ in runs]
@@ -149,7 +153,7 @@ def run_experiment(
                               alpha=alpha, bootstrap=bootstrap, seed=spec.seed,
                               estimates=estimates)  # fmt: skip
     folder = _new_folder(Path(spec.runs_dir), experiment.model)
-    return FinishedExperiment(folder, _written(folder, experiment))
+    return FinishedExperiment(folder, _written(folder, experiment), exit_code)
 
 
 def analysed(

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +26,10 @@ from biasaudit.errors import UsageError
 from biasaudit.metrics import ChangeTest
 from biasaudit.render.text import Block, Cell, PlainTable
 from biasaudit.reports.compare import Comparison
-from biasaudit.store.experiments import Cost, Effect, Experiment
+from biasaudit.store.experiments import EXPERIMENT_COMPARE_FILE, Cost, Effect, Experiment
 
 __all__ = [
+    "EXPERIMENT_COMPARE_FILE",
     "ExperimentComparison",
     "compare_experiments",
     "comparison_blocks",
@@ -36,6 +37,7 @@ __all__ = [
     "experiment_blocks",
     "experiment_evidence",
     "ranking_rows",
+    "read_experiment_comparison",
     "write_experiment_evidence",
 ]
 
@@ -244,6 +246,76 @@ class ExperimentComparison:
     alpha: float
     notes: list[str]
 
+    @property
+    def changed_effects(self) -> list[ChangeTest]:
+        return [t for t in self.effects if t.changed(self.alpha)]
+
+    @property
+    def changed_arms(self) -> list[str]:
+        """The arms whose audit changed (as ``compare`` finds of two runs)."""
+        return [name for name, comparison in self.arms if comparison.drift]
+
+    @property
+    def drift(self) -> bool:
+        """An arm's audit changed, or an intervention's effect did."""
+        return bool(self.changed_arms or self.changed_effects)
+
+    @property
+    def version_changed(self) -> bool:
+        """An endpoint reported another model version or fingerprint in some arm."""
+        return any(comparison.versions.changed for _, comparison in self.arms)
+
+    @property
+    def verdict(self) -> str:
+        if self.drift:
+            found = [f"the audit of {', '.join(self.changed_arms)}"] if self.changed_arms else []
+            if self.changed_effects:
+                arms = dict.fromkeys(t.metric.partition(":")[0] for t in self.changed_effects)
+                found.append(f"the effect of {', '.join(arms)}")
+            return f"changed: {'; '.join(found)}"
+        if self.version_changed:
+            return "model version changed without measurable change"
+        return "no change"
+
+    def to_json(self) -> dict[str, Any]:
+        """The record :data:`EXPERIMENT_COMPARE_FILE` holds (and ``compare --json``): each
+        arm's comparison whole, every effect's test."""
+        return {
+            "folder_a": str(self.folder_a), "folder_b": str(self.folder_b),
+            "alpha": self.alpha, "notes": self.notes, "verdict": self.verdict,
+            "drift": self.drift, "version_changed": self.version_changed,
+            "arms": [{"name": name, "verdict": c.verdict, "comparison": c.to_json()}
+                     for name, c in self.arms],
+            "effects": [{**asdict(t), "changed": t.changed(self.alpha)} for t in self.effects],
+        }  # fmt: skip
+
+
+def read_experiment_comparison(folder: Path) -> ExperimentComparison:
+    """The comparison of two experiments written in ``folder``
+    (:func:`biasaudit.reports.html.write_experiment_compare_report`).
+
+    Raises
+    ------
+    UsageError
+        Its record is missing or damaged, or an experiment it names is gone (named).
+    """
+    from biasaudit.experiments.runner import read_experiment
+    from biasaudit.store.runs import damaged_file, read_run_json
+
+    path = folder / EXPERIMENT_COMPARE_FILE
+    data = read_run_json(path)
+    try:
+        arms = [(str(arm["name"]), Comparison.from_json(arm["comparison"]))
+                for arm in data["arms"]]  # fmt: skip
+        effects = [ChangeTest(**{k: v for k, v in row.items() if k != "changed"} | {
+            "ci": tuple(row["ci"])}) for row in data["effects"]]  # fmt: skip
+        folder_a, folder_b = Path(data["folder_a"]), Path(data["folder_b"])
+        alpha, notes = float(data["alpha"]), [str(n) for n in data.get("notes", [])]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise damaged_file(path, f"not a comparison of experiments: {error}") from None
+    return ExperimentComparison(folder_a, folder_b, read_experiment(folder_a),
+                                read_experiment(folder_b), arms, effects, alpha, notes)  # fmt: skip
+
 
 def compare_experiments(
     folder_a: Path, folder_b: Path, *, alpha: float = 0.05, bootstrap: int = 1000, seed: int = 0
@@ -293,7 +365,7 @@ def comparison_blocks(comparison: ExperimentComparison) -> list[Block]:
     a, b = comparison.a, comparison.b
     blocks: list[Block] = [
         f"compare experiments: A {comparison.folder_a.name} ({a.model}), "
-        f"B {comparison.folder_b.name} ({b.model}); {a.kind}",
+        f"B {comparison.folder_b.name} ({b.model}); {a.kind}; verdict: {comparison.verdict}",
         PlainTable(
             "each arm's audit, B - A (as compare compares two runs)",
             ["arm", "verdict", "figures changed"],

@@ -13,17 +13,24 @@ the new run with the latest completed run of the same spec in the history
 run as ``compare.json``, and says whether to fail: ``--fail-on drift`` when a
 figure changed, ``version`` when the reported model version did, ``any`` for
 either.
+
+A spec that lists ``interventions`` is a mitigation experiment's: ``reaudit`` runs the
+experiment afresh (:func:`reaudit_experiment`) and compares it with the latest experiment
+of the same audit and interventions in the history
+(:func:`biasaudit.reports.experiment.compare_experiments`: every arm's audit, and every
+intervention's effect), its record in the new experiment's ``compare/`` folder; ``drift``
+is then a changed arm or a changed effect (an instruction that stopped working).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from biasaudit.errors import UsageError
 from biasaudit.kinds.registry import (
@@ -38,16 +45,24 @@ from biasaudit.reports.compare import Comparison, compare_runs, write_comparison
 from biasaudit.spec import AuditSpec, load_spec, parse_spec
 from biasaudit.store.runs import read_manifest
 
+if TYPE_CHECKING:
+    from biasaudit.experiments.runner import FinishedExperiment
+    from biasaudit.interventions import Intervention
+    from biasaudit.reports.experiment import ExperimentComparison
+
 __all__ = [
     "DRIFT_EXIT_CODE",
     "HISTORY_COLUMNS",
+    "ExperimentReaudit",
     "FailOn",
     "HistoryEntry",
     "ReauditResult",
     "history_table",
     "latest_baseline",
+    "latest_experiment",
     "list_history",
     "reaudit",
+    "reaudit_experiment",
     "spec_identity",
 ]
 
@@ -241,3 +256,102 @@ def reaudit(
             ) from None
         write_comparison(comparison, finished.run_dir / "compare.json")
     return ReauditResult(finished, baseline, comparison, fail_on)
+
+
+@dataclass(frozen=True)
+class ExperimentReaudit:
+    """A finished re-audit of a mitigation experiment: the new experiment, its baseline
+    (the latest experiment of the same audit and interventions) and their comparison."""
+
+    finished: FinishedExperiment
+    baseline: Path | None
+    comparison: ExperimentComparison | None
+    fail_on: FailOn | None
+
+    @property
+    def alert(self) -> bool:
+        """Whether the comparison met the ``fail_on`` condition."""
+        found = self.comparison
+        if found is None or self.fail_on is None:
+            return False
+        drift, version = found.drift, found.version_changed
+        return {"drift": drift, "version": version, "any": drift or version}[self.fail_on]
+
+    @property
+    def exit_code(self) -> int:
+        """1 when some arm's requests failed, ``DRIFT_EXIT_CODE`` on an alert, else 0."""
+        if self.finished.exit_code:
+            return self.finished.exit_code
+        return DRIFT_EXIT_CODE if self.alert else 0
+
+
+def latest_experiment(
+    runs_dir: Path, spec: AuditSpec, interventions: Sequence[Intervention | None]
+) -> Path | None:
+    """The latest experiment in ``runs_dir`` (not a replay) whose baseline is a run of
+    ``spec`` and whose interventions are ``interventions``, as resolved (names to hide
+    included), in order; None if there is none."""
+    from biasaudit.experiments.runner import read_experiment
+    from biasaudit.store.experiments import EXPERIMENT_FILE
+
+    wanted = spec_identity(spec)
+    for record in sorted(runs_dir.glob(f"*/{EXPERIMENT_FILE}"), reverse=True):
+        folder = record.parent
+        try:
+            experiment = read_experiment(folder)
+        except UsageError:
+            continue
+        if experiment.replay_of is not None or not experiment.arms:
+            continue
+        if [arm.intervention for arm in experiment.arms[1:]] != list(interventions):
+            continue
+        if _run_spec_id(experiment.run_dir(experiment.arms[0].name, folder)) == wanted:
+            return folder
+    return None
+
+
+def reaudit_experiment(
+    spec_path: Path,
+    *,
+    history: Path | None = None,
+    fail_on: FailOn | None = None,
+    alpha: float = 0.05,
+    provider: Any = None,
+    command: Sequence[str] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> ExperimentReaudit:
+    """Run the experiment ``spec_path`` describes afresh into ``history`` and compare it
+    with the latest experiment of the same audit and interventions there.
+
+    Raises
+    ------
+    UsageError
+        The spec or its interventions (before anything is sent); a baseline whose arms
+        cannot be read (after the new experiment is kept, which is named).
+    """
+    from biasaudit.experiments.runner import arm_specs, load_experiment_spec, run_experiment
+    from biasaudit.reports.experiment import compare_experiments
+    from biasaudit.store.experiments import EXPERIMENT_COMPARE_FILE
+    from biasaudit.store.files import write_text
+
+    overrides: dict[str, Any] = {"fresh": True, "replay": False}
+    if history is not None:
+        overrides["runs_dir"] = str(history)
+    spec, interventions = load_experiment_spec(spec_path, overrides)
+    resolved = [arm.intervention for _, arm in arm_specs(spec, interventions)[1:]]
+    baseline = latest_experiment(Path(spec.runs_dir), spec, resolved)
+    finished = run_experiment(spec, interventions, provider=provider, command=command,
+                              alpha=alpha, progress=progress)  # fmt: skip
+    comparison = None
+    if baseline is not None:
+        try:
+            comparison = compare_experiments(baseline, finished.folder, alpha=alpha)
+        except UsageError as error:  # the baseline's arms: the new experiment is kept
+            raise UsageError(
+                f"{error}. The new experiment {finished.folder} is whole: once the baseline "
+                f"is mended, `biasaudit compare {baseline} {finished.folder}` compares them"
+            ) from None
+        record = finished.folder / "compare" / EXPERIMENT_COMPARE_FILE
+        record.parent.mkdir(exist_ok=True)
+        write_text(record, json.dumps(comparison.to_json(), indent=2) + "\n")
+    return ExperimentReaudit(finished, baseline, comparison, fail_on)

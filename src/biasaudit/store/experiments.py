@@ -9,9 +9,20 @@ from pydantic import BaseModel, Field
 
 from biasaudit.interventions import Intervention
 
-__all__ = ["EXPERIMENT_FILE", "SCHEMA_VERSION", "Arm", "Cost", "Effect", "Experiment"]
+__all__ = [
+    "EXPERIMENT_COMPARE_FILE",
+    "EXPERIMENT_FILE",
+    "SCHEMA_VERSION",
+    "Arm",
+    "Cost",
+    "Effect",
+    "Experiment",
+]
 
 EXPERIMENT_FILE = "experiment.json"
+EXPERIMENT_COMPARE_FILE = "experiment-compare.json"
+"""The record of two experiments compared, in the folder ``compare`` writes (each shared
+arm's own comparison in ``arm-<name>/compare.json`` beside it)."""
 SCHEMA_VERSION = 1
 
 

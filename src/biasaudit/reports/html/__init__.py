@@ -27,7 +27,7 @@ from biasaudit._version import __version__
 from biasaudit.errors import UsageError
 from biasaudit.render.common import read_spec
 from biasaudit.render.document import Document, to_html, to_markdown
-from biasaudit.store.experiments import EXPERIMENT_FILE
+from biasaudit.store.experiments import EXPERIMENT_COMPARE_FILE, EXPERIMENT_FILE
 from biasaudit.store.files import replaced_together, write_bytes, write_text
 from biasaudit.store.runs import read_manifest
 from biasaudit.textfiles import a_run
@@ -35,11 +35,13 @@ from biasaudit.textfiles import a_run
 if TYPE_CHECKING:
     from biasaudit.kinds._evidence import Evidence
     from biasaudit.reports.compare import Comparison
+    from biasaudit.reports.experiment import ExperimentComparison
 
 __all__ = [
     "REPORT_FORMATS",
     "ReportFormat",
     "write_compare_report",
+    "write_experiment_compare_report",
     "write_report",
     "write_study_report",
 ]
@@ -109,6 +111,10 @@ def run_document(run_dir: Path) -> Document:
         from biasaudit.reports.html._experiment import experiment_document
 
         return experiment_document(run_dir)
+    if (run_dir / EXPERIMENT_COMPARE_FILE).exists():
+        from biasaudit.reports.html._experiment import experiment_compare_document
+
+        return experiment_compare_document(run_dir)
     if (run_dir / STUDY_FILE).exists():
         from biasaudit.reports.html._study import study_document
 
@@ -305,3 +311,34 @@ def write_compare_report(
     folder.mkdir(parents=True, exist_ok=True)
     write_comparison(absolute, folder / COMPARE_FILE)
     return write_report(folder, report_format)
+
+
+def write_experiment_compare_report(
+    comparison: ExperimentComparison,
+    *,
+    report_dir: str | Path | None = None,
+    report_format: ReportFormat = "both",
+) -> list[Path]:
+    """Write two experiments' comparison into ``report_dir`` (default: a new folder beside
+    experiment B): the record ``experiment-compare.json``, the report (which ``biasaudit
+    report`` can rebuild from the record), and each shared arm's comparison's own report
+    in ``arm-<name>/``."""
+    absolute = replace(comparison, folder_a=comparison.folder_a.resolve(),
+                       folder_b=comparison.folder_b.resolve())  # fmt: skip
+    if report_dir is None:
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        report_dir = absolute.folder_b.parent / f"{stamp}-compare-{secrets.token_hex(2)}"
+    folder = Path(report_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for name, arm in absolute.arms:  # each linked from the page as arm-<name>/report.html
+        written += write_compare_report(arm, report_dir=folder / f"arm-{name}",
+                                        report_format=report_format)  # fmt: skip
+    record = json.dumps(absolute.to_json(), indent=2) + "\n"
+    try:
+        write_text(folder / EXPERIMENT_COMPARE_FILE, record)
+    except OSError as error:
+        raise UsageError(
+            f"cannot write {folder / EXPERIMENT_COMPARE_FILE} ({error.strerror or error})"
+        ) from None
+    return [*_write(run_document(folder), folder, report_format), *written]

@@ -16,11 +16,12 @@ from biasaudit.render.document import (
     Section,
     Table,
 )
+from biasaudit.store.experiments import EXPERIMENT_COMPARE_FILE
 
 if TYPE_CHECKING:
     from biasaudit.store.experiments import Experiment
 
-__all__ = ["experiment_document"]
+__all__ = ["experiment_compare_document", "experiment_document"]
 
 
 def experiment_document(folder: Path) -> Document:
@@ -91,6 +92,13 @@ def experiment_document(folder: Path) -> Document:
                   "arm side by side."),
         Links([("every answer under every arm", "evidence.html"), *links]),
     ]))  # fmt: skip
+    if (folder / "compare" / EXPERIMENT_COMPARE_FILE).is_file():  # a re-audit's
+        sections.append(Section("Compared with the experiment before", "compare", [
+            Paragraph("This experiment re-audits an earlier one of the same audit and "
+                      "interventions (biasaudit reaudit): what changed in each arm's audit "
+                      "and in each intervention's effect."),
+            Links([("what changed since the experiment before", "compare/report.html")]),
+        ]))  # fmt: skip
     if experiment.notes:
         sections.append(Section("Notes", "notes", [Bullets(experiment.notes)]))
     document.sections = sections
@@ -125,3 +133,65 @@ def _figures(experiment: Experiment) -> list[Figure]:
                             "Marks: the figure; bars: the paired change's interval, placed "
                             "at the baseline's value plus the change."))  # fmt: skip
     return found
+
+
+def experiment_compare_document(folder: Path) -> Document:
+    """Two experiments compared (``biasaudit compare EXP_A EXP_B``, a re-audit of an
+    experiment): the verdict, each arm's audit (linked to its own comparison's report),
+    and each intervention's effect in both, with the test of its change."""
+    from biasaudit.reports.experiment import read_experiment_comparison
+
+    found = read_experiment_comparison(folder)
+    a, b = found.a, found.b
+    model = a.model if a.model == b.model else f"{a.model} → {b.model}"
+    simulated = a.simulated or b.simulated
+    document = Document(
+        f"What changed: mitigation experiment of {model}",
+        f"{a.kind} audit; experiment A {found.folder_a.name} → B {found.folder_b.name}; "
+        f"{len(found.arms)} arms and {len(found.effects)} effects tested for change"
+        + (". A SIMULATED model, not a real one" if simulated else ""),
+        simulated,
+    )
+    rows = [[name, c.verdict, f"{len(c.changed_tests)} of {len(c.tests)}"]
+            for name, c in found.arms]  # fmt: skip
+    links = [(f"{name}: what changed in its audit", f"arm-{name}/report.html")
+             for name, _ in found.arms]  # fmt: skip
+    effects = [
+        [t.metric, t.group or "", _signed(t.before), _signed(t.after),
+         f"{t.difference:+.3f}" + (" *" if t.changed(found.alpha) else ""),
+         f"[{t.ci[0]:+.3f}, {t.ci[1]:+.3f}]", f"{t.p_adjusted:.2g}"]
+        for t in found.effects
+    ]  # fmt: skip
+    sections = [
+        Section("Verdict", "verdict", [
+            Paragraph(f"Verdict: {found.verdict}.", strong=True),
+            Paragraph("Each arm both experiments ran (the baseline, each intervention of one "
+                      "name) is compared as biasaudit compare compares two runs, with its own "
+                      "Holm adjustment; then each intervention's effect on each figure, as "
+                      "each experiment estimated it (its paired change from its own "
+                      "baseline), is tested for a change between them: two independent "
+                      "estimates, the normal test from their intervals, Holm-adjusted over "
+                      f"every intervention and figure at alpha {found.alpha:g}."),
+        ]),
+        Section("Each arm's audit, B - A", "arms", [
+            Table(["arm", "verdict", "figures changed"], rows, left=frozenset({0, 1})),
+            Links(links),
+        ]),
+        Section("Each intervention's effect, A and B", "effects", [
+            Table(["intervention: figure", "group", "effect in A", "effect in B", "change",
+                   "interval", "p adj."], effects, left=frozenset({0, 1}),
+                  caption="Changed beyond noise: marked * (Holm over every effect)."),
+        ]),
+    ]  # fmt: skip
+    if found.notes:
+        sections.append(Section("Notes", "notes", [Bullets(found.notes)]))
+    sections.append(Section("The experiments", "experiments", [Links([
+        ("experiment A's report", os.path.relpath(found.folder_a / "report.html", folder)),
+        ("experiment B's report", os.path.relpath(found.folder_b / "report.html", folder)),
+    ])]))  # fmt: skip
+    document.sections = sections
+    return document
+
+
+def _signed(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.3f}"
