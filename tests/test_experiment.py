@@ -147,6 +147,8 @@ def test_an_experiment_over_the_wire_pairs_every_arm_and_names_what_flattens(
     row = answers["rows"][0]
     assert "against the law" in row["prompt:illegal"] and "against the law" not in row[
         "prompt:baseline"]  # fmt: skip
+    # how each answer was read, beside it: the figures rest on P(yes), not the text
+    assert all(row[f"read:{arm.name}"].startswith("P(yes)=") for arm in experiment.arms)
     html = (folder / "report.html").read_text()
     assert "Interventions, best first" in html and "yes-man" in html
     assert "Each figure under each intervention" in html and page["prompts_verified"]

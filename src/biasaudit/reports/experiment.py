@@ -169,18 +169,23 @@ def experiment_evidence(folder: Path, experiment: Experiment) -> Any:
         for name in names:
             record = answers[name].get(request)
             row[f"answer:{name}"] = answer_text(record) if record is not None else "(not asked)"
+            row[f"read:{name}"] = _reading(record)
             row[f"prompt:{name}"] = sent[name].get(request, "")
             if base is not None and record is not None and answer_text(record) != answer_text(base):
                 changed = True
         row["differs"] = "answer differs" if changed else ""
         rows.append(row)
     columns = [("request", "request"), *((f"answer:{n}", n) for n in names), ("differs", "differs")]
+    columns += [(f"read:{n}", f"read ({n})") for n in names]
     columns += [(f"prompt:{n}", f"prompt ({n})") for n in names]
     side = View(
         "answers", "Every answer under every arm",
         "One row per request, asked of the same unit in every arm: the answer under each, "
-        "and the prompt as sent under each (open a cell to read it). 'answer differs' marks "
-        "a request whose answer under an intervention is not the baseline's.",
+        "how it was read under each (the label or choice, and where the figures rest on "
+        "log-probabilities, the label probabilities: an answer's text can stay while its "
+        "probabilities move), and the prompt as sent under each (open a cell to read it). "
+        "'answer differs' marks a request whose answer under an intervention is not the "
+        "baseline's.",
         columns, rows, long=[f"prompt:{n}" for n in names], filters=("differs",),
         flag="differs",
     )  # fmt: skip
@@ -203,6 +208,18 @@ def experiment_evidence(folder: Path, experiment: Experiment) -> Any:
         views=[side, effect_view],
         prompts_verified=all(verified for _, verified in read.values()),
     )
+
+
+def _reading(record: Any) -> str:
+    """How a response was read: its label or choice (``parsed``), and its label
+    probabilities where the figures rest on them."""
+    if record is None or record.error:
+        return ""
+    found = record.parsed or ""
+    if record.label_probabilities:
+        shares = ", ".join(f"{label}: {p:.3f}" for label, p in record.label_probabilities.items())
+        found = f"{found} ({shares})" if found else shares
+    return found
 
 
 def write_experiment_evidence(folder: Path) -> Path:

@@ -1,0 +1,124 @@
+"""Allocation's ΔDP change between two runs of the same candidates, paired: does its
+interval cover the truth at its level, and how much narrower is it than comparing the
+two runs' own intervals?
+
+The world: a resume-screening audit, crossed (every name with every resume of two jobs),
+each name and resume with an effect of its own, scored 1-5 under two prompts (run a and
+run b): each candidate scored afresh under b (its own noise), and group B's scores
+moved by ``--shift`` under b. A fresh world draws fresh names, resumes and noise.
+
+The truth of ΔDP's change is the mean change over a population: ``--truth-worlds``
+worlds of ``--truth-names`` names per group (the estimate of a large world is close to
+its population value, and their mean closer still). Per world: the paired change and
+its interval (:func:`biasaudit.metrics.paired_selection_gaps`, what ``compare`` and a
+mitigation experiment use), and the unpaired one (the normal test on each run's own
+interval, what ``compare`` did before). Reported: coverage of the truth (and of 0 for
+the null, shift 0), the mean widths and their ratio.
+
+Run from the repository root:
+    python bench/bench_paired_selection.py [--worlds 200] [--names 8] [--shift 0.6]
+Prints numbers; asserts nothing. (The suite checks the level and the widths at small
+size: tests/metrics/test_metrics_paired.py.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import time
+from datetime import date
+
+import numpy as np
+import pandas as pd
+
+from biasaudit.metrics import allocation_figures, critical_value, normal_test, paired_selection_gaps
+
+
+def screening(rng: np.random.Generator, names: int, shift: float) -> pd.DataFrame:
+    """One world: W (the reference), B (a planted -0.4) and H, ``names`` names each."""
+    rows = []
+    name_effect = {(g, n): rng.normal(0.0, 0.4) for g in "WBH" for n in range(names)}
+    for job in ("j1", "j2"):
+        for resume in range(6):
+            strong = resume < 3
+            base = 3.0 + strong + rng.normal(0.0, 0.5)
+            for g in "WBH":
+                for n in range(names):
+                    mean = base + name_effect[(g, n)] - (0.4 if g == "B" else 0.0)
+                    a = mean + rng.normal(0.0, 0.3)
+                    b = mean + rng.normal(0.0, 0.3) + (shift if g == "B" else 0.0)
+                    rows.append({"group": g, "name": f"{g}{n}", "item": f"{job}r{resume}",
+                                 "subtask": job, "qualified": strong,
+                                 "a": float(np.clip(np.round(a), 1, 5)),
+                                 "b": float(np.clip(np.round(b), 1, 5))})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def arguments(frame: pd.DataFrame, seed: int, replicates: int) -> dict[str, object]:
+    return {"reference": "W", "subtasks": frame["subtask"], "qualified": frame["qualified"],
+            "names": frame["name"], "items": frame["item"], "k_max": 1, "n_rounds": 300,
+            "n_gap_bootstrap": replicates, "seed": seed}  # fmt: skip
+
+
+def change(
+    frame: pd.DataFrame, seed: int, replicates: int, unpaired: bool = True
+) -> dict[str, float]:
+    args = arguments(frame, seed, replicates)
+    gap = paired_selection_gaps(frame["a"], frame["b"], frame["group"], **args)[("B", 1)]
+    half = critical_value(0.95, gap.units) * float(np.std(gap.replicates, ddof=1))
+    found = {"change": gap.after - gap.before, "half": half}
+    if not unpaired:
+        return found
+    own = []
+    for column in ("a", "b"):
+        table = allocation_figures(
+            frame[column], frame["group"], n_bootstrap=20, n_permutations=20, **args
+        ).table
+        row = table[(table["figure"] == "dp_gap") & table["subtask"].isna()
+                    & (table["group"] == "B")].iloc[0]  # fmt: skip
+        own.append((row.estimate, (row.low, row.high)))
+    test = normal_test("dp_gap", "B", own[0][0], own[0][1], own[1][0], own[1][1], 0.95)
+    assert test is not None
+    found["unpaired_low"], found["unpaired_high"] = test.ci
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--worlds", type=int, default=200)
+    parser.add_argument("--names", type=int, default=8)
+    parser.add_argument("--shift", type=float, default=0.6)
+    parser.add_argument("--truth-worlds", type=int, default=20)
+    parser.add_argument("--truth-names", type=int, default=60)
+    args = parser.parse_args()
+    started = time.perf_counter()
+    print(f"# bench_paired_selection: {args.worlds} worlds of {args.names} names per group; "
+          f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+          f"{date.today()}")  # fmt: skip
+    print("| shift | truth | paired coverage | unpaired coverage | paired width | "
+          "unpaired width | ratio |")  # fmt: skip
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for shift in (args.shift, 0.0):
+        rng = np.random.default_rng(1)
+        truth = 0.0
+        if shift:
+            truth = float(np.mean([
+                change(screening(rng, args.truth_names, shift), int(rng.integers(2**31)), 20,
+                       unpaired=False)["change"] for _ in range(args.truth_worlds)
+            ]))  # fmt: skip
+        rows = [change(screening(rng, args.names, shift), int(rng.integers(2**31)), 200)
+                for _ in range(args.worlds)]  # fmt: skip
+        frame = pd.DataFrame(rows)
+        covered = ((frame["change"] - frame["half"] <= truth)
+                   & (truth <= frame["change"] + frame["half"])).mean()  # fmt: skip
+        unpaired = ((frame["unpaired_low"] <= truth) & (truth <= frame["unpaired_high"])).mean()
+        width = float((2 * frame["half"]).mean())
+        unpaired_width = float((frame["unpaired_high"] - frame["unpaired_low"]).mean())
+        print(f"| {shift:+.2f} | {truth:+.3f} | {covered:.3f} | {unpaired:.3f} | {width:.3f} | "
+              f"{unpaired_width:.3f} | {unpaired_width / width:.2f} |")  # fmt: skip
+    print(f"# {time.perf_counter() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
