@@ -119,6 +119,11 @@ class Comparison:
         return self.comparable and bool(self.changed_tests)
 
     @property
+    def version_changed(self) -> bool:
+        """An endpoint reported another model version or fingerprint."""
+        return self.versions.changed
+
+    @property
     def comparable(self) -> bool:
         """Whether a verdict may be given: same settings, or told to go ahead."""
         return not self.different_settings or self.allow_different_settings

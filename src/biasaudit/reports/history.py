@@ -30,9 +30,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TextIO, TypeVar
 
 from biasaudit.errors import UsageError
+from biasaudit.experiments.runner import FinishedExperiment
 from biasaudit.kinds.registry import (
     AUDIT_KINDS,
     FinishedAudit,
@@ -42,13 +43,12 @@ from biasaudit.kinds.registry import (
     spec_fields_in_roles,
 )
 from biasaudit.reports.compare import Comparison, compare_runs, write_comparison
+from biasaudit.reports.experiment import ExperimentComparison
 from biasaudit.spec import AuditSpec, load_spec, parse_spec
 from biasaudit.store.runs import read_manifest
 
 if TYPE_CHECKING:
-    from biasaudit.experiments.runner import FinishedExperiment
     from biasaudit.interventions import Intervention
-    from biasaudit.reports.experiment import ExperimentComparison
 
 __all__ = [
     "DRIFT_EXIT_CODE",
@@ -57,6 +57,7 @@ __all__ = [
     "FailOn",
     "HistoryEntry",
     "ReauditResult",
+    "Reaudited",
     "history_table",
     "latest_baseline",
     "latest_experiment",
@@ -194,13 +195,31 @@ def _headline(run_dir: Path, kind: str) -> str:
     return line
 
 
-@dataclass(frozen=True)
-class ReauditResult:
-    """A finished re-audit: the new run, its baseline and their comparison."""
+class _Finished(Protocol):
+    @property
+    def exit_code(self) -> int: ...
 
-    finished: FinishedAudit
+
+class _Compared(Protocol):
+    @property
+    def drift(self) -> bool: ...
+
+    @property
+    def version_changed(self) -> bool: ...
+
+
+F = TypeVar("F", bound=_Finished)
+C = TypeVar("C", bound=_Compared)
+
+
+@dataclass(frozen=True)
+class Reaudited(Generic[F, C]):
+    """A finished re-audit: the new run (or experiment), its baseline (the latest of the
+    same spec, or of the same audit and interventions) and their comparison."""
+
+    finished: F
     baseline: Path | None
-    comparison: Comparison | None
+    comparison: C | None
     fail_on: FailOn | None
 
     @property
@@ -209,15 +228,18 @@ class ReauditResult:
         found = self.comparison
         if found is None or self.fail_on is None:
             return False
-        drift, version = found.drift, found.versions.changed
+        drift, version = found.drift, found.version_changed
         return {"drift": drift, "version": version, "any": drift or version}[self.fail_on]
 
     @property
     def exit_code(self) -> int:
-        """1 when requests failed, ``DRIFT_EXIT_CODE`` on an alert, else 0."""
-        if self.finished.exit_code:
-            return self.finished.exit_code
-        return DRIFT_EXIT_CODE if self.alert else 0
+        """1 when requests failed (the run's, some arm's), ``DRIFT_EXIT_CODE`` on an
+        alert, else 0."""
+        return self.finished.exit_code or (DRIFT_EXIT_CODE if self.alert else 0)
+
+
+ReauditResult = Reaudited[FinishedAudit, Comparison]
+"""A re-audit of a run."""
 
 
 def reaudit(
@@ -258,31 +280,8 @@ def reaudit(
     return ReauditResult(finished, baseline, comparison, fail_on)
 
 
-@dataclass(frozen=True)
-class ExperimentReaudit:
-    """A finished re-audit of a mitigation experiment: the new experiment, its baseline
-    (the latest experiment of the same audit and interventions) and their comparison."""
-
-    finished: FinishedExperiment
-    baseline: Path | None
-    comparison: ExperimentComparison | None
-    fail_on: FailOn | None
-
-    @property
-    def alert(self) -> bool:
-        """Whether the comparison met the ``fail_on`` condition."""
-        found = self.comparison
-        if found is None or self.fail_on is None:
-            return False
-        drift, version = found.drift, found.version_changed
-        return {"drift": drift, "version": version, "any": drift or version}[self.fail_on]
-
-    @property
-    def exit_code(self) -> int:
-        """1 when some arm's requests failed, ``DRIFT_EXIT_CODE`` on an alert, else 0."""
-        if self.finished.exit_code:
-            return self.finished.exit_code
-        return DRIFT_EXIT_CODE if self.alert else 0
+ExperimentReaudit = Reaudited[FinishedExperiment, ExperimentComparison]
+"""A re-audit of a mitigation experiment."""
 
 
 def latest_experiment(

@@ -139,25 +139,11 @@ def _headlines(metrics: AllocationMetrics) -> Section:
     ]
     for group, figures in metrics.groups.items():
         sentences = [
-            _gap_sentence(
-                metrics,
-                group,
-                figures.dp_gap.get(str(k)),
-                figures.dp_gap_ci.get(str(k)),
-                k,
-                qualified=False,
-                flagged=found.gaps.get(("dp_gap", group, k), False),
-            ),
-            _gap_sentence(
-                metrics,
-                group,
-                figures.eo_gap.get(str(k)),
-                figures.eo_gap_ci.get(str(k)),
-                k,
-                qualified=True,
-                flagged=found.gaps.get(("eo_gap", group, k), False),
-            ),
-        ]
+            _gap_sentence(metrics, group, getattr(figures, gap).get(str(k)),
+                          getattr(figures, f"{gap}_ci").get(str(k)), k,
+                          qualified=gap == "eo_gap", flagged=found.gaps.get((gap, group, k), False))
+            for gap in ("dp_gap", "eo_gap")
+        ]  # fmt: skip
         if figures.rabbi is not None:
             sentences.append(
                 f"RABBI {interval(figures.rabbi, figures.rabbi_ci)} "
