@@ -13,7 +13,9 @@ its population value, and their mean closer still). Per world: the paired change
 its interval (:func:`biasaudit.metrics.paired_selection_gaps`, what ``compare`` and a
 mitigation experiment use), and the unpaired one (the normal test on each run's own
 interval, what ``compare`` did before). Reported: coverage of the truth (and of 0 for
-the null, shift 0), the mean widths and their ratio.
+the null, shift 0) by the paired interval, by the pigeonhole bootstrap's alone, and by
+the unpaired one; the mean widths and the ratio of unpaired to paired; the change's
+spread over the worlds beside its mean SE.
 
 Run from the repository root:
     python bench/bench_paired_selection.py [--worlds 200] [--names 8] [--shift 0.6]
@@ -66,8 +68,9 @@ def change(
 ) -> dict[str, float]:
     args = arguments(frame, seed, replicates)
     gap = paired_selection_gaps(frame["a"], frame["b"], frame["group"], **args)[("B", 1)]
-    half = critical_value(0.95, gap.units) * float(np.std(gap.replicates, ddof=1))
-    found = {"change": gap.after - gap.before, "half": half}
+    half = critical_value(0.95, gap.units) * gap.se
+    pigeonhole = critical_value(0.95, gap.units) * float(np.std(gap.replicates, ddof=1))
+    found = {"change": gap.after - gap.before, "half": half, "pigeonhole": pigeonhole}
     if not unpaired:
         return found
     own = []
@@ -96,9 +99,10 @@ def main() -> None:
     print(f"# bench_paired_selection: {args.worlds} worlds of {args.names} names per group; "
           f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
           f"{date.today()}")  # fmt: skip
-    print("| shift | truth | paired coverage | unpaired coverage | paired width | "
-          "unpaired width | ratio |")  # fmt: skip
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("| shift | truth | paired coverage | pigeonhole alone | unpaired coverage | "
+          "paired width | pigeonhole width | unpaired width | ratio | change's spread | "
+          "its SE |")  # fmt: skip
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for shift in (args.shift, 0.0):
         rng = np.random.default_rng(1)
         truth = 0.0
@@ -112,11 +116,16 @@ def main() -> None:
         frame = pd.DataFrame(rows)
         covered = ((frame["change"] - frame["half"] <= truth)
                    & (truth <= frame["change"] + frame["half"])).mean()  # fmt: skip
+        pigeonhole = ((frame["change"] - frame["pigeonhole"] <= truth)
+                      & (truth <= frame["change"] + frame["pigeonhole"])).mean()  # fmt: skip
         unpaired = ((frame["unpaired_low"] <= truth) & (truth <= frame["unpaired_high"])).mean()
         width = float((2 * frame["half"]).mean())
         unpaired_width = float((frame["unpaired_high"] - frame["unpaired_low"]).mean())
-        print(f"| {shift:+.2f} | {truth:+.3f} | {covered:.3f} | {unpaired:.3f} | {width:.3f} | "
-              f"{unpaired_width:.3f} | {unpaired_width / width:.2f} |")  # fmt: skip
+        t = critical_value(0.95, args.names)
+        print(f"| {shift:+.2f} | {truth:+.3f} | {covered:.3f} | {pigeonhole:.3f} | "
+              f"{unpaired:.3f} | {width:.3f} | {float((2 * frame['pigeonhole']).mean()):.3f} | "
+              f"{unpaired_width:.3f} | {unpaired_width / width:.2f} | "
+              f"{float(frame['change'].std(ddof=1)):.3f} | {float(frame['half'].mean()) / t:.3f} |")  # fmt: skip
     print(f"# {time.perf_counter() - started:.0f} s")
 
 

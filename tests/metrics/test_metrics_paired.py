@@ -152,7 +152,7 @@ def test_paired_selection_gaps_hold_their_level_and_pair_narrower() -> None:
         args = _selection_args(frame, seed=int(rng.integers(2**31)))
         found = paired_selection_gaps(frame["a"], frame["b"], frame["group"], **args)
         gap = found[("B", 1)]
-        half = critical_value(0.95, gap.units) * float(np.std(gap.replicates, ddof=1))
+        half = critical_value(0.95, gap.units) * gap.se
         change = gap.after - gap.before
         missed += not change - half <= 0.0 <= change + half
         widths.append(2 * half)

@@ -162,13 +162,16 @@ class Units:
             names = _multiplicities(rng, self.name_strata, size, replicates)
         return Resamples(self, items, names)
 
-    def weights(self, rng: np.random.Generator, replicates: int) -> NDArray[np.float64]:
+    def weights(
+        self, rng: np.random.Generator, replicates: int, only: str | None = None
+    ) -> NDArray[np.float64]:
         """How often each candidate counts in each of ``replicates`` resamples, shaped (r, n)
-        (always whole resamples, never little ones)."""
+        (always whole resamples, never little ones); ``only="names"`` or ``"items"``
+        resamples that factor alone of a crossed design, the other kept as it is."""
         items = names = None
-        if self.items is not None:
+        if self.items is not None and only != "names":
             items = _multiplicities(rng, self.item_strata, int(self.items.max()) + 1, replicates)
-        if self.names is not None:
+        if self.names is not None and only != "items":
             names = _multiplicities(rng, self.name_strata, int(self.names.max()) + 1, replicates)
         return Resamples(self, items, names).of(np.arange(self.units.size))
 

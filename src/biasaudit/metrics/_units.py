@@ -67,8 +67,9 @@ figures (RABBI, δ, JSD, EMD).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -382,7 +383,11 @@ class PairedGap:
         The headline ΔDP of run A and of run B, as :func:`allocation_figures` gives them.
     replicates : numpy.ndarray
         The change B - A in each replicate of one shared resample of the units and one
-        shared draw of the pools (NaN where a replicate has no rate).
+        shared draw of the pools (NaN where a replicate has no rate): the pigeonhole
+        bootstrap of a crossed design, or the one factor's.
+    names_only, items_only : numpy.ndarray
+        A crossed design's: the change's replicates with the names alone resampled, and
+        with the items alone (empty otherwise).
     units : int
         The fewest units behind the gap (the group's or the reference's).
     """
@@ -391,6 +396,36 @@ class PairedGap:
     after: float
     replicates: FloatArray
     units: int
+    names_only: FloatArray = field(default_factory=lambda: np.empty(0))
+    items_only: FloatArray = field(default_factory=lambda: np.empty(0))
+
+    @property
+    def se(self) -> float:
+        """The change's standard error (NaN with fewer than 20 replicates).
+
+        One factor: the replicates' spread. Crossed (names x items): the pigeonhole
+        bootstrap's variance is about V_names + V_items + V_cell, the name-by-item
+        (candidate) term counted three times where the change's variance holds it once
+        (Owen, "The pigeonhole bootstrap", Ann. Appl. Stat. 1(2), 2007, §3); once the
+        names' and items' own effects cancel in the pairs, that term is most of what is
+        left, and the pigeonhole bootstrap's SE was 1.7 times the change's spread
+        (bench/bench_paired_selection.py). Each one-way bootstrap gives V_factor +
+        V_cell, so V_names + V_items - V_cell, the two-way clustered variance of
+        Cameron, Gelbach & Miller ("Robust inference with multiway clustering", J. Bus.
+        Econ. Stat. 29(2), 2011), is 2 (V_names-only + V_items-only) - V_pigeonhole; where
+        noise makes it smaller than either one-way variance, that one's (it holds its
+        factor's share at least).
+        """
+        both = _variance(self.replicates)
+        if self.names_only.size == 0 or self.items_only.size == 0:
+            return math.sqrt(both)
+        names, items = _variance(self.names_only), _variance(self.items_only)
+        return math.sqrt(max(2.0 * (names + items) - both, names, items))
+
+
+def _variance(replicates: FloatArray) -> float:
+    usable = replicates[~np.isnan(replicates)]
+    return float(np.var(usable, ddof=1)) if usable.size >= 20 else math.nan
 
 
 def paired_selection_gaps(
@@ -419,7 +454,10 @@ def paired_selection_gaps(
     own figures to the bit), and each replicate resamples the units once (names within
     groups, items within subtasks: the pigeonhole bootstrap) and draws the pools once,
     for both runs: the change's spread is that of the paired differences, not of two
-    independent audits. Only the scores differ between A and B.
+    independent audits. Only the scores differ between A and B. A crossed design's
+    names and items are also resampled each alone (``n_gap_bootstrap`` replicates
+    each), from which :attr:`PairedGap.se` removes what the pigeonhole bootstrap counts
+    too often.
 
     Returns
     -------
@@ -451,37 +489,39 @@ def paired_selection_gaps(
     seeds = np.random.SeedSequence(seed).spawn(4)
     ones = np.ones(data_a.values.size, dtype=np.int64)
     estimates = [run._tallied_rates(ones, np.random.default_rng(seeds[2])) for run in runs]
-    replicates: list[list[dict[str, FloatArray]]] = [[], []]
     units = runs[0]._units_per_group()
-    if min(units.values()) >= MIN_UNITS:
-        rng = np.random.default_rng(seeds[2].spawn(1)[0])
-        for _ in range(n_gap_bootstrap):
-            weights = data_a.units.weights(rng, 1)[0].astype(np.int64)
-            state = rng.bit_generator.state
-            replicates[0].append(runs[0]._tallied_rates(weights, rng))
-            rng.bit_generator.state = state  # the same pools for B
-            replicates[1].append(runs[1]._tallied_rates(weights, rng))
+    few = min(units.values()) < MIN_UNITS
+    crossed = data_a.units.names is not None and data_a.units.items is not None
+    modes = [None, "names", "items"] if crossed else [None]
+    rng = np.random.default_rng(seeds[2].spawn(1)[0])
 
     def headline(run: _Selection, rates: list[dict[str, FloatArray]]) -> FloatArray:
         gaps = np.stack([run._figures(r)["dp_gap"] for r in rates])
         return run._aggregate("dp_gap", gaps)  # (draw, group, k)
 
+    changes: dict[str | None, FloatArray] = {}
+    for only in [] if few else modes:  # the pigeonhole's first, as the run's own intervals
+        drawn: list[list[dict[str, FloatArray]]] = [[], []]
+        for _ in range(n_gap_bootstrap):
+            weights = data_a.units.weights(rng, 1, only)[0].astype(np.int64)
+            state = rng.bit_generator.state
+            drawn[0].append(runs[0]._tallied_rates(weights, rng))
+            rng.bit_generator.state = state  # the same pools for B
+            drawn[1].append(runs[1]._tallied_rates(weights, rng))
+        changes[only] = headline(runs[1], drawn[1]) - headline(runs[0], drawn[0])
     before, after = (headline(run, [e])[0] for run, e in zip(runs, estimates, strict=True))
-    changes = (
-        headline(runs[1], replicates[1]) - headline(runs[0], replicates[0])
-        if replicates[0]
-        else None
-    )
     found: dict[tuple[Hashable, int], PairedGap] = {}
     ref = data_a.reference
     for group in range(len(data_a.group_ids)):
         if group == ref or np.isnan(before[group]).all():
             continue
         for k in range(k_max):
-            spread = np.empty(0) if changes is None else changes[:, group, k]
+            spread = {only: found_[:, group, k] for only, found_ in changes.items()}
+            empty = np.empty(0)
             found[(data_a.group_ids[group], k + 1)] = PairedGap(
-                float(before[group, k]), float(after[group, k]), spread,
-                min(units[group], units[ref]),
+                float(before[group, k]), float(after[group, k]), spread.get(None, empty),
+                min(units[group], units[ref]), spread.get("names", empty),
+                spread.get("items", empty),
             )  # fmt: skip
     return found
 

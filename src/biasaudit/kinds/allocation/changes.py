@@ -9,6 +9,7 @@ omnibus test's relabellings, which a paired bootstrap has no counterpart of); se
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -126,7 +127,8 @@ def _paired_gaps(
         return {}
     confidence = pair.metrics_a.confidence
     method = (f"paired bootstrap over units ({bootstrap}), the same resamples and pools in "
-              "both runs: t interval on its standard error")  # fmt: skip
+              "both runs, names x items clustered two ways: t interval on its standard "
+              "error")  # fmt: skip
     tests: dict[tuple[str, str], ChangeTest] = {}
     unmatched = set()
     for (group, k), gap in found.items():
@@ -140,10 +142,9 @@ def _paired_gaps(
         ):
             unmatched.add(str(group))
             continue
-        spread = gap.replicates[~np.isnan(gap.replicates)]
-        if spread.size < 20:
+        diff, se = gap.after - gap.before, gap.se
+        if math.isnan(se):
             continue
-        diff, se = gap.after - gap.before, float(spread.std(ddof=1))
         half = critical_value(confidence, gap.units) * se
         p = 1.0 if se == 0 and diff == 0 else (P_FLOOR if se == 0 else
                                                two_sided_p(diff / se, gap.units))  # fmt: skip
