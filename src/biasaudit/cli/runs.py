@@ -381,7 +381,9 @@ def _compare_command(reports_errors: Decorator) -> click.Command:
         --allow-different-settings. Unless --no-report, writes compare.json,
         report.html and report.md into a new folder beside RUN_B (named on
         stderr). Two experiments' folders (biasaudit experiment): each shared arm
-        compared, and each intervention's effect tested for a change. Exit status 0.
+        compared, and each intervention's effect tested for a change (the folder gets
+        experiment-compare.json, and each arm's comparison in arm-NAME/). Exit
+        status 0.
         """
         from biasaudit.engine.progress import phase
         from biasaudit.reports.compare import compare_runs, comparison_lines, write_comparison
@@ -470,10 +472,10 @@ def _reaudit_command(reports_errors: Decorator) -> click.Command:
 
         if not spec_file.is_file():
             raise no_such_spec_file(spec_file)
-        if load_experiment_spec(spec_file)[1]:  # it lists interventions: an experiment
-            _reaudit_experiment(spec_file, history, cast("FailOn | None", fail_on), alpha,
-                                no_report)  # fmt: skip
         try:
+            if load_experiment_spec(spec_file)[1]:  # it lists interventions: an experiment
+                _reaudit_experiment(spec_file, history, cast("FailOn | None", fail_on), alpha,
+                                    no_report)  # fmt: skip
             result = run_reaudit(
                 spec_file,
                 history=history,
