@@ -28,33 +28,20 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import sys
 import time
 from datetime import date
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from biasaudit.metrics import allocation_figures, critical_value, normal_test, paired_selection_gaps
 
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
-def screening(rng: np.random.Generator, names: int, shift: float) -> pd.DataFrame:
-    """One world: W (the reference), B (a planted -0.4) and H, ``names`` names each."""
-    rows = []
-    name_effect = {(g, n): rng.normal(0.0, 0.4) for g in "WBH" for n in range(names)}
-    for job in ("j1", "j2"):
-        for resume in range(6):
-            strong = resume < 3
-            base = 3.0 + strong + rng.normal(0.0, 0.5)
-            for g in "WBH":
-                for n in range(names):
-                    mean = base + name_effect[(g, n)] - (0.4 if g == "B" else 0.0)
-                    a = mean + rng.normal(0.0, 0.3)
-                    b = mean + rng.normal(0.0, 0.3) + (shift if g == "B" else 0.0)
-                    rows.append({"group": g, "name": f"{g}{n}", "item": f"{job}r{resume}",
-                                 "subtask": job, "qualified": strong,
-                                 "a": float(np.clip(np.round(a), 1, 5)),
-                                 "b": float(np.clip(np.round(b), 1, 5))})  # fmt: skip
-    return pd.DataFrame(rows)
+from tests.metrics.test_metrics_paired import screening_world  # noqa: E402  (needs the root on the path)
 
 
 def arguments(frame: pd.DataFrame, seed: int, replicates: int) -> dict[str, object]:
@@ -108,10 +95,10 @@ def main() -> None:
         truth = 0.0
         if shift:
             truth = float(np.mean([
-                change(screening(rng, args.truth_names, shift), int(rng.integers(2**31)), 20,
+                change(screening_world(rng, args.truth_names, shift), int(rng.integers(2**31)), 20,
                        unpaired=False)["change"] for _ in range(args.truth_worlds)
             ]))  # fmt: skip
-        rows = [change(screening(rng, args.names, shift), int(rng.integers(2**31)), 200)
+        rows = [change(screening_world(rng, args.names, shift), int(rng.integers(2**31)), 200)
                 for _ in range(args.worlds)]  # fmt: skip
         frame = pd.DataFrame(rows)
         covered = ((frame["change"] - frame["half"] <= truth)

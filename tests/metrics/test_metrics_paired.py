@@ -91,11 +91,11 @@ def test_the_paired_gap_holds_its_level_and_pairs_narrower() -> None:
     assert np.mean(widths) < 0.9 * np.mean(unpaired)
 
 
-def _screening(rng: np.random.Generator, names: int, shift: float) -> pd.DataFrame:
+def screening_world(rng: np.random.Generator, names: int, shift: float) -> pd.DataFrame:
     """A crossed screening audit scored under two prompts: every name with every resume of
     two jobs, each name and resume with an effect of its own that both runs share; run b
     scores each candidate afresh (its own noise) and moves group B's scores by
-    ``shift``."""
+    ``shift`` (bench/bench_paired_selection.py draws its worlds here)."""
     rows = []
     name_effect = {(g, n): rng.normal(0.0, 0.4) for g in "WBH" for n in range(names)}
     for job in ("j1", "j2"):
@@ -125,7 +125,7 @@ def test_paired_selection_gaps_are_each_runs_own_figures() -> None:
     seed, to the bit), and run A's replicates are that run's own."""
     from biasaudit.metrics import allocation_figures, paired_selection_gaps
 
-    frame = _screening(np.random.default_rng(2), names=6, shift=0.5)
+    frame = screening_world(np.random.default_rng(2), names=6, shift=0.5)
     args = _selection_args(frame, seed=11)
     found = paired_selection_gaps(frame["a"], frame["b"], frame["group"], **args)
     for run, column in (("before", "a"), ("after", "b")):
@@ -148,7 +148,7 @@ def test_paired_selection_gaps_hold_their_level_and_pair_narrower() -> None:
     rng = np.random.default_rng(5)
     worlds, missed, widths, unpaired = 40, 0, [], []
     for _ in range(worlds):
-        frame = _screening(rng, names=8, shift=0.0)
+        frame = screening_world(rng, names=8, shift=0.0)
         args = _selection_args(frame, seed=int(rng.integers(2**31)))
         found = paired_selection_gaps(frame["a"], frame["b"], frame["group"], **args)
         gap = found[("B", 1)]
