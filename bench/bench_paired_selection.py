@@ -1,13 +1,13 @@
-"""Allocation's ΔDP change between two runs of the same candidates, paired: does its
-interval cover the truth at its level, and how much narrower is it than comparing the
-two runs' own intervals?
+"""Allocation's ΔDP and ΔEO change between two runs of the same candidates, paired: does
+its interval cover the truth at its level, and how much narrower is it than comparing
+the two runs' own intervals?
 
 The world: a resume-screening audit, crossed (every name with every resume of two jobs),
 each name and resume with an effect of its own, scored 1-5 under two prompts (run a and
 run b): each candidate scored afresh under b (its own noise), and group B's scores
 moved by ``--shift`` under b. A fresh world draws fresh names, resumes and noise.
 
-The truth of ΔDP's change is the mean change over a population: ``--truth-worlds``
+The truth of each figure's change is the mean change over a population: ``--truth-worlds``
 worlds of ``--truth-names`` names per group (the estimate of a large world is close to
 its population value, and their mean closer still). Per world: the paired change and
 its interval (:func:`biasaudit.metrics.paired_selection_gaps`, what ``compare`` and a
@@ -50,27 +50,35 @@ def arguments(frame: pd.DataFrame, seed: int, replicates: int) -> dict[str, obje
             "n_gap_bootstrap": replicates, "seed": seed}  # fmt: skip
 
 
+FIGURES = ("dp_gap", "eo_gap")
+
+
 def change(
     frame: pd.DataFrame, seed: int, replicates: int, unpaired: bool = True
 ) -> dict[str, float]:
+    """Group B's ΔDP and ΔEO change at k = 1, paired (and unpaired, unless told not)."""
     args = arguments(frame, seed, replicates)
-    gap = paired_selection_gaps(frame["a"], frame["b"], frame["group"], **args)[("B", 1)]
-    half = critical_value(0.95, gap.units) * gap.se
-    pigeonhole = critical_value(0.95, gap.units) * float(np.std(gap.replicates, ddof=1))
-    found = {"change": gap.after - gap.before, "half": half, "pigeonhole": pigeonhole}
+    found_all = paired_selection_gaps(frame["a"], frame["b"], frame["group"], **args)
+    found: dict[str, float] = {}
+    for figure in FIGURES:
+        gap = found_all[(figure, "B", 1)]
+        t = critical_value(0.95, gap.units)
+        found[f"{figure}:change"] = gap.after - gap.before
+        found[f"{figure}:half"] = t * gap.se
+        found[f"{figure}:pigeonhole"] = t * float(np.std(gap.replicates, ddof=1))
     if not unpaired:
         return found
-    own = []
-    for column in ("a", "b"):
-        table = allocation_figures(
-            frame[column], frame["group"], n_bootstrap=20, n_permutations=20, **args
-        ).table
-        row = table[(table["figure"] == "dp_gap") & table["subtask"].isna()
-                    & (table["group"] == "B")].iloc[0]  # fmt: skip
-        own.append((row.estimate, (row.low, row.high)))
-    test = normal_test("dp_gap", "B", own[0][0], own[0][1], own[1][0], own[1][1], 0.95)
-    assert test is not None
-    found["unpaired_low"], found["unpaired_high"] = test.ci
+    tables = [allocation_figures(frame[c], frame["group"], n_bootstrap=20, n_permutations=20,
+                                 **args).table for c in ("a", "b")]  # fmt: skip
+    for figure in FIGURES:
+        own = []
+        for table in tables:
+            row = table[(table["figure"] == figure) & table["subtask"].isna()
+                        & (table["group"] == "B") & (table["k"] == 1)].iloc[0]  # fmt: skip
+            own.append((row.estimate, (row.low, row.high)))
+        test = normal_test(figure, "B", own[0][0], own[0][1], own[1][0], own[1][1], 0.95)
+        assert test is not None
+        found[f"{figure}:unpaired_low"], found[f"{figure}:unpaired_high"] = test.ci
     return found
 
 
@@ -86,33 +94,34 @@ def main() -> None:
     print(f"# bench_paired_selection: {args.worlds} worlds of {args.names} names per group; "
           f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
           f"{date.today()}")  # fmt: skip
-    print("| shift | truth | paired coverage | pigeonhole alone | unpaired coverage | "
+    print("| figure | shift | truth | paired coverage | pigeonhole alone | unpaired coverage | "
           "paired width | pigeonhole width | unpaired width | ratio | change's spread | "
           "its SE |")  # fmt: skip
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    t = critical_value(0.95, args.names)
     for shift in (args.shift, 0.0):
         rng = np.random.default_rng(1)
-        truth = 0.0
+        truths = dict.fromkeys(FIGURES, 0.0)
         if shift:
-            truth = float(np.mean([
-                change(screening_world(rng, args.truth_names, shift), int(rng.integers(2**31)), 20,
-                       unpaired=False)["change"] for _ in range(args.truth_worlds)
-            ]))  # fmt: skip
-        rows = [change(screening_world(rng, args.names, shift), int(rng.integers(2**31)), 200)
-                for _ in range(args.worlds)]  # fmt: skip
-        frame = pd.DataFrame(rows)
-        covered = ((frame["change"] - frame["half"] <= truth)
-                   & (truth <= frame["change"] + frame["half"])).mean()  # fmt: skip
-        pigeonhole = ((frame["change"] - frame["pigeonhole"] <= truth)
-                      & (truth <= frame["change"] + frame["pigeonhole"])).mean()  # fmt: skip
-        unpaired = ((frame["unpaired_low"] <= truth) & (truth <= frame["unpaired_high"])).mean()
-        width = float((2 * frame["half"]).mean())
-        unpaired_width = float((frame["unpaired_high"] - frame["unpaired_low"]).mean())
-        t = critical_value(0.95, args.names)
-        print(f"| {shift:+.2f} | {truth:+.3f} | {covered:.3f} | {pigeonhole:.3f} | "
-              f"{unpaired:.3f} | {width:.3f} | {float((2 * frame['pigeonhole']).mean()):.3f} | "
-              f"{unpaired_width:.3f} | {unpaired_width / width:.2f} | "
-              f"{float(frame['change'].std(ddof=1)):.3f} | {float(frame['half'].mean()) / t:.3f} |")  # fmt: skip
+            big = [change(screening_world(rng, args.truth_names, shift), int(rng.integers(2**31)),
+                          20, unpaired=False) for _ in range(args.truth_worlds)]  # fmt: skip
+            truths = {f: float(np.mean([b[f"{f}:change"] for b in big])) for f in FIGURES}
+        frame = pd.DataFrame([
+            change(screening_world(rng, args.names, shift), int(rng.integers(2**31)), 200)
+            for _ in range(args.worlds)
+        ])  # fmt: skip
+        for figure, truth in truths.items():
+            c, half = frame[f"{figure}:change"], frame[f"{figure}:half"]
+            pig = frame[f"{figure}:pigeonhole"]
+            low, high = frame[f"{figure}:unpaired_low"], frame[f"{figure}:unpaired_high"]
+            covered = ((c - half <= truth) & (truth <= c + half)).mean()
+            pigeonhole = ((c - pig <= truth) & (truth <= c + pig)).mean()
+            unpaired = ((low <= truth) & (truth <= high)).mean()
+            width, unpaired_width = float((2 * half).mean()), float((high - low).mean())
+            print(f"| {figure} | {shift:+.2f} | {truth:+.3f} | {covered:.3f} | {pigeonhole:.3f} | "
+                  f"{unpaired:.3f} | {width:.3f} | {float((2 * pig).mean()):.3f} | "
+                  f"{unpaired_width:.3f} | {unpaired_width / width:.2f} | "
+                  f"{float(c.std(ddof=1)):.3f} | {float(half.mean()) / t:.3f} |")  # fmt: skip
     print(f"# {time.perf_counter() - started:.0f} s")
 
 

@@ -130,9 +130,10 @@ def test_paired_selection_gaps_are_each_runs_own_figures() -> None:
     found = paired_selection_gaps(frame["a"], frame["b"], frame["group"], **args)
     for run, column in (("before", "a"), ("after", "b")):
         table = allocation_figures(frame[column], frame["group"], **args).table
-        own = table[(table["figure"] == "dp_gap") & table["subtask"].isna()]
+        own = table[table["figure"].isin(["dp_gap", "eo_gap"]) & table["subtask"].isna()]
+        assert len(own) == 4
         for row in own.itertuples():
-            assert getattr(found[(row.group, row.k)], run) == row.estimate
+            assert getattr(found[(row.figure, row.group, row.k)], run) == row.estimate
     same = paired_selection_gaps(frame["a"], frame["a"], frame["group"], **args)
     assert all(np.all(gap.replicates == 0.0) for gap in same.values())
     with pytest.raises(ValueError, match="differ in length"):
@@ -151,7 +152,7 @@ def test_paired_selection_gaps_hold_their_level_and_pair_narrower() -> None:
         frame = screening_world(rng, names=8, shift=0.0)
         args = _selection_args(frame, seed=int(rng.integers(2**31)))
         found = paired_selection_gaps(frame["a"], frame["b"], frame["group"], **args)
-        gap = found[("B", 1)]
+        gap = found[("dp_gap", "B", 1)]
         half = critical_value(0.95, gap.units) * gap.se
         change = gap.after - gap.before
         missed += not change - half <= 0.0 <= change + half

@@ -388,6 +388,9 @@ class PairedGap:
     names_only, items_only : numpy.ndarray
         A crossed design's: the change's replicates with the names alone resampled, and
         with the items alone (empty otherwise).
+    null : numpy.ndarray
+        ΔEO's: the change with each candidate's two scores swapped or not at random (its
+        spread under "the prompts make no difference"), which floors its SE.
     units : int
         The fewest units behind the gap (the group's or the reference's).
     """
@@ -398,6 +401,7 @@ class PairedGap:
     units: int
     names_only: FloatArray = field(default_factory=lambda: np.empty(0))
     items_only: FloatArray = field(default_factory=lambda: np.empty(0))
+    null: FloatArray = field(default_factory=lambda: np.empty(0))
 
     @property
     def se(self) -> float:
@@ -414,18 +418,25 @@ class PairedGap:
         Cameron, Gelbach & Miller ("Robust inference with multiway clustering", J. Bus.
         Econ. Stat. 29(2), 2011), is 2 (V_names-only + V_items-only) - V_pigeonhole; where
         noise makes it smaller than either one-way variance, that one's (it holds its
-        factor's share at least).
+        factor's share at least). ΔEO's is at least its spread under no difference
+        (:attr:`null`).
         """
         both = _variance(self.replicates)
-        if self.names_only.size == 0 or self.items_only.size == 0:
-            return math.sqrt(both)
-        names, items = _variance(self.names_only), _variance(self.items_only)
-        return math.sqrt(max(2.0 * (names + items) - both, names, items))
+        if self.names_only.size and self.items_only.size:
+            names, items = _variance(self.names_only), _variance(self.items_only)
+            both = max(2.0 * (names + items) - both, names, items)
+        if self.null.size:  # ΔEO: at least its spread under "no difference"
+            both = max(both, _variance(self.null))
+        return math.sqrt(both)
 
 
 def _variance(replicates: FloatArray) -> float:
     usable = replicates[~np.isnan(replicates)]
     return float(np.var(usable, ddof=1)) if usable.size >= 20 else math.nan
+
+
+_PAIRED = ("dp_gap", "eo_gap")
+_FLOORED_CHANGES = ("eo_gap",)
 
 
 def paired_selection_gaps(
@@ -444,8 +455,8 @@ def paired_selection_gaps(
     n_rounds: int = 1800,
     n_gap_bootstrap: int = 200,
     seed: int = 0,
-) -> dict[tuple[Hashable, int], PairedGap]:
-    """ΔDP of every group at each k in two runs that scored the same candidates (in the
+) -> dict[tuple[str, Hashable, int], PairedGap]:
+    """ΔDP and ΔEO of every group at each k in two runs that scored the same candidates (in the
     same order: ``scores_a[i]`` and ``scores_b[i]`` are one candidate under A and B), with
     the replicates of its change B - A, paired.
 
@@ -461,9 +472,9 @@ def paired_selection_gaps(
 
     Returns
     -------
-    {(group, k): PairedGap}
-        No replicates (an empty array) where a group has fewer than :data:`MIN_UNITS`
-        units.
+    {(figure, group, k): PairedGap}
+        ``figure`` ``dp_gap`` or ``eo_gap``. No replicates (an empty array) where a group
+        has fewer than :data:`MIN_UNITS` units.
 
     Raises
     ------
@@ -495,11 +506,17 @@ def paired_selection_gaps(
     modes = [None, "names", "items"] if crossed else [None]
     rng = np.random.default_rng(seeds[2].spawn(1)[0])
 
-    def headline(run: _Selection, rates: list[dict[str, FloatArray]]) -> FloatArray:
-        gaps = np.stack([run._figures(r)["dp_gap"] for r in rates])
-        return run._aggregate("dp_gap", gaps)  # (draw, group, k)
+    def headline(run: _Selection, rates: Sequence[dict[str, FloatArray]]) -> dict[str, FloatArray]:
+        figures = [run._figures(r) for r in rates]
+        return {figure: run._aggregate(figure, np.stack([f[figure] for f in figures]))
+                for figure in _PAIRED}  # (draw, group, k) each  # fmt: skip
 
-    changes: dict[str | None, FloatArray] = {}
+    def change(pair: Sequence[_Selection], drawn: Sequence[Sequence[dict[str, FloatArray]]]
+               ) -> dict[str, FloatArray]:  # fmt: skip
+        after_, before_ = headline(pair[1], drawn[1]), headline(pair[0], drawn[0])
+        return {figure: after_[figure] - before_[figure] for figure in _PAIRED}
+
+    changes: dict[str | None, dict[str, FloatArray]] = {}
     for only in [] if few else modes:  # the pigeonhole's first, as the run's own intervals
         drawn: list[list[dict[str, FloatArray]]] = [[], []]
         for _ in range(n_gap_bootstrap):
@@ -508,21 +525,42 @@ def paired_selection_gaps(
             drawn[0].append(runs[0]._tallied_rates(weights, rng))
             rng.bit_generator.state = state  # the same pools for B
             drawn[1].append(runs[1]._tallied_rates(weights, rng))
-        changes[only] = headline(runs[1], drawn[1]) - headline(runs[0], drawn[0])
-    before, after = (headline(run, [e])[0] for run, e in zip(runs, estimates, strict=True))
-    found: dict[tuple[Hashable, int], PairedGap] = {}
+        changes[only] = change(runs, drawn)
+    # ΔEO's floor: its change under "the prompts make no difference", each candidate's two
+    # scores swapped or not at random (the runs' own ΔEO is floored alike by the omnibus
+    # test's relabellings: near a rate of 1 its bootstrap collapses).
+    null: dict[str, FloatArray] = {}
+    if not few and (data_a.qualified == 1).any():
+        flips = np.random.default_rng(seeds[3].spawn(1)[0])
+        swapped: list[dict[str, FloatArray]] = []
+        for _ in range(n_gap_bootstrap):
+            swap = flips.random(values_b.size) < 0.5
+            pair = [
+                _Selection(
+                    replace(data_a, values=np.where(swap, other, mine)), pool, size, n_rounds, k_max
+                )
+                for mine, other in ((data_a.values, values_b), (values_b, data_a.values))
+            ]
+            tallied = [[run._tallied_rates(ones, np.random.default_rng(seeds[2]))] for run in pair]
+            swapped.append({f: v[0] for f, v in change(pair, tallied).items()})  # fmt: skip
+        null = {figure: np.stack([s[figure] for s in swapped]) for figure in _FLOORED_CHANGES}
+    first = [headline(run, [e]) for run, e in zip(runs, estimates, strict=True)]
+    found: dict[tuple[str, Hashable, int], PairedGap] = {}
     ref = data_a.reference
-    for group in range(len(data_a.group_ids)):
-        if group == ref or np.isnan(before[group]).all():
-            continue
-        for k in range(k_max):
-            spread = {only: found_[:, group, k] for only, found_ in changes.items()}
-            empty = np.empty(0)
-            found[(data_a.group_ids[group], k + 1)] = PairedGap(
-                float(before[group, k]), float(after[group, k]), spread.get(None, empty),
-                min(units[group], units[ref]), spread.get("names", empty),
-                spread.get("items", empty),
-            )  # fmt: skip
+    empty = np.empty(0)
+    for figure in _PAIRED:
+        before, after = first[0][figure][0], first[1][figure][0]
+        for group in range(len(data_a.group_ids)):
+            if group == ref or np.isnan(before[group]).all():
+                continue
+            for k in range(k_max):
+                spread = {only: by[figure][:, group, k] for only, by in changes.items()}
+                floor = null[figure][:, group, k] if figure in null else empty
+                found[(figure, data_a.group_ids[group], k + 1)] = PairedGap(
+                    float(before[group, k]), float(after[group, k]), spread.get(None, empty),
+                    min(units[group], units[ref]), spread.get("names", empty),
+                    spread.get("items", empty), floor,
+                )  # fmt: skip
     return found
 
 

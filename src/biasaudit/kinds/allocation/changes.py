@@ -1,10 +1,10 @@
 """Did an allocation audit's figures change between two runs? RABBI and δ per group by a
 bootstrap of the units that vary (paired when both runs scored the same candidates);
-ΔDP at each k paired the same way where both runs simulated the selection with the same
-pools (:func:`biasaudit.metrics.paired_selection_gaps`), else, as ΔEO always, by the
-normal approximation from each run's interval (ΔEO's intervals are floored by the
-omnibus test's relabellings, which a paired bootstrap has no counterpart of); see
-:mod:`biasaudit.reports.compare`."""
+ΔDP and ΔEO at each k paired the same way where both runs simulated the selection with
+the same pools (:func:`biasaudit.metrics.paired_selection_gaps`; ΔEO's SE at least its
+spread with each candidate's two scores swapped at random, as the runs' own ΔEO is
+floored by the omnibus test's relabellings), else by the normal approximation from each
+run's interval; see :mod:`biasaudit.reports.compare`."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def change_tests(pair: RunPair) -> list[ChangeTest]:
             values_a, values_b = getattr(figures_a, gap), getattr(figures_b, gap)
             cis_a, cis_b = getattr(figures_a, f"{gap}_ci"), getattr(figures_b, f"{gap}_ci")
             for k in values_a:
-                test = paired_gaps.get((group, k)) if gap == "dp_gap" else None
+                test = paired_gaps.get((gap, group, k))
                 if test is None:
                     test = normal_test(f"{gap} k={k}", group, values_a.get(k), cis_a.get(k),
                                        values_b.get(k), cis_b.get(k),
@@ -94,8 +94,8 @@ def _selection_design(path: Path, metrics: Any) -> tuple[Any, ...] | None:
 
 def _paired_gaps(
     pair: RunPair, scores_a: pd.DataFrame, scores_b: pd.DataFrame
-) -> dict[tuple[str, str], ChangeTest]:
-    """ΔDP's change at each k, paired (:func:`biasaudit.metrics.paired_selection_gaps`),
+) -> dict[tuple[str, str, str], ChangeTest]:
+    """ΔDP's and ΔEO's change at each k, paired (:func:`biasaudit.metrics.paired_selection_gaps`),
     where both runs drew the same pools from the same candidates; a group whose figures
     are not reproduced to the bit is tested from the intervals (a note says so)."""
     design = _selection_design(pair.path_a, pair.metrics_a)
@@ -129,13 +129,15 @@ def _paired_gaps(
     method = (f"paired bootstrap over units ({bootstrap}), the same resamples and pools in "
               "both runs, names x items clustered two ways: t interval on its standard "
               "error")  # fmt: skip
-    tests: dict[tuple[str, str], ChangeTest] = {}
+    tests: dict[tuple[str, str, str], ChangeTest] = {}
     unmatched = set()
-    for (group, k), gap in found.items():
+    for (figure, group, k), gap in found.items():
         figures_a, figures_b = pair.metrics_a.groups.get(group), pair.metrics_b.groups.get(group)
-        if figures_a is None or figures_b is None or str(k) not in figures_a.dp_gap:
+        if figures_a is None or figures_b is None:
             continue
-        recorded = (figures_a.dp_gap[str(k)], figures_b.dp_gap.get(str(k)))
+        recorded = (getattr(figures_a, figure).get(str(k)), getattr(figures_b, figure).get(str(k)))
+        if recorded[0] is None:
+            continue
         if recorded[1] is None or not all(
             within_rounding(mine - theirs, theirs)
             for mine, theirs in zip((gap.before, gap.after), recorded, strict=True)
@@ -148,16 +150,19 @@ def _paired_gaps(
         half = critical_value(confidence, gap.units) * se
         p = 1.0 if se == 0 and diff == 0 else (P_FLOOR if se == 0 else
                                                two_sided_p(diff / se, gap.units))  # fmt: skip
-        tests[(str(group), str(k))] = ChangeTest(
-            f"dp_gap k={k}", str(group), gap.before, gap.after, diff,
-            (diff - half, diff + half), p, method,
+        tests[(figure, str(group), str(k))] = ChangeTest(
+            f"{figure} k={k}", str(group), gap.before, gap.after, diff,
+            (diff - half, diff + half), p, method + (_FLOORED if figure == "eo_gap" else ""),
         )  # fmt: skip
     if unmatched:
         pair.notes.append(
-            f"ΔDP of {', '.join(sorted(unmatched))} not reproduced from scores.csv: tested "
-            "from each run's interval"
+            f"ΔDP and ΔEO of {', '.join(sorted(unmatched))} not reproduced from scores.csv: "
+            "tested from each run's interval"
         )
     return tests
+
+
+_FLOORED = "; at least its spread with each candidate's two scores swapped at random"
 
 
 def _scores(path: Path) -> pd.DataFrame:
