@@ -126,9 +126,7 @@ def _paired_gaps(
         pair.notes.append(f"ΔDP not paired ({error}): tested from each run's interval")
         return {}
     confidence = pair.metrics_a.confidence
-    method = (f"paired bootstrap over units ({bootstrap}), the same resamples and pools in "
-              "both runs, names x items clustered two ways: t interval on its standard "
-              "error")  # fmt: skip
+    method = f"paired bootstrap over units ({bootstrap}), same pools, names x items two-way: t"
     tests: dict[tuple[str, str, str], ChangeTest] = {}
     unmatched = set()
     for (figure, group, k), gap in found.items():
@@ -162,7 +160,7 @@ def _paired_gaps(
     return tests
 
 
-_FLOORED = "; at least its spread with each candidate's two scores swapped at random"
+_FLOORED = "; SE floored by swapped scores"
 
 
 def _scores(path: Path) -> pd.DataFrame:
