@@ -340,6 +340,12 @@ def test_an_experiment_reaudits_on_a_schedule_and_names_an_instruction_that_stop
     assert (second / "compare" / "experiment-compare.json").is_file()
     assert (second / "compare" / "report.html").is_file()
     assert "compare/report.html" in (second / "report.md").read_text()
+    code, out, err = invoke("history", "--spec", str(spec))
+    assert code == 0, err
+    listed = [line for line in out.splitlines() if " experiment " in line]
+    assert len(listed) == 2 and first.name in listed[0] and second.name in listed[1]
+    code, _, err = invoke("run", str(spec))  # a run is not an experiment: said so, exit 2
+    assert code == 2 and "biasaudit experiment SPEC" in err
     found = reaudit_experiment(spec, fail_on="drift", provider=SimProvider(heed=0.0))
     assert found.baseline == second and found.comparison is not None
     assert found.alert and found.exit_code == 3

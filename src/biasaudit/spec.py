@@ -136,6 +136,12 @@ def _models(spec_class: type[BaseModel]) -> set[type[BaseModel]]:
 def _suggestion(name: str) -> str:
     from biasaudit.kinds.registry import VARIANTS
 
+    if name == "interventions":  # a mitigation experiment's spec, given to another command
+        return (
+            ": it lists a mitigation experiment's interventions; run it with biasaudit "
+            "experiment SPEC (biasaudit reaudit SPEC re-audits it), or drop the list"
+        )
+
     models = set().union(*(_models(found) for classes in VARIANTS.values() for found in classes))
     known = sorted({field for model in models for field in model.model_fields})
     close = difflib.get_close_matches(name, known, n=1)

@@ -561,12 +561,17 @@ def _history_command(reports_errors: Decorator) -> click.Command:
     @reports_errors
     def history(spec_file: Path | None, runs_dir: Path | None) -> None:
         """Past audit runs, oldest first: date, status, model versions, headline figures."""
-        from biasaudit.reports.history import list_history
-        from biasaudit.spec import load_spec
+        from biasaudit.experiments.runner import arm_specs, load_experiment_spec
+        from biasaudit.reports.history import experiment_history, list_history
 
-        spec = load_spec(spec_file) if spec_file is not None else None
+        spec, interventions = (None, []) if spec_file is None else load_experiment_spec(
+            spec_file)  # fmt: skip
         folder = runs_dir or (spec.runs_dir if spec is not None else Path("runs"))
-        entries = list_history(folder, spec)
+        if spec is not None and interventions:  # an experiment's spec: its experiments
+            resolved = [arm.intervention for _, arm in arm_specs(spec, interventions)[1:]]
+            entries = experiment_history(folder, spec, resolved)
+        else:
+            entries = list_history(folder, spec)
         if not entries:
             where = (
                 "" if folder.is_dir() else (" (a file)" if folder.exists() else " (no such folder)")

@@ -8,10 +8,11 @@ same names and items in both runs, listwise's ΔDP over the appearances both run
 answered, Grade Score over its items, decisions over its scenarios (the paired t test on
 each scenario's own figure), allocation's ΔDP and ΔEO over one resample of the units
 and one draw of the pools for both runs; the selection of pairwise runs (pools given by
-the comparisons) is read from each run's interval. A figure given at several k is read at the audit's headline k.
-The p-values of every intervention's every figure are Holm-adjusted together (Holm, "A
-simple sequentially rejective multiple test procedure", Scand. J. Statist. 6, 1979), so
-that "beyond noise" holds for the whole table at the experiment's ``alpha``.
+the comparisons) is read from each run's interval. A figure given at several k is read
+at the audit's headline k. The p-values of every intervention's every figure are
+Holm-adjusted together (Holm, "A simple sequentially rejective multiple test procedure",
+Scand. J. Statist. 6, 1979), so that "beyond noise" holds for the whole table at the
+experiment's ``alpha``.
 
 **Costs**, from each run's decisions about its units
 (:meth:`~biasaudit.kinds.declare.Kind.unit_decisions`): the shift of the decisions'

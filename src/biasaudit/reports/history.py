@@ -58,6 +58,7 @@ __all__ = [
     "HistoryEntry",
     "ReauditResult",
     "Reaudited",
+    "experiment_history",
     "history_table",
     "latest_baseline",
     "latest_experiment",
@@ -284,28 +285,53 @@ ExperimentReaudit = Reaudited[FinishedExperiment, ExperimentComparison]
 """A re-audit of a mitigation experiment."""
 
 
-def latest_experiment(
+def experiment_history(
     runs_dir: Path, spec: AuditSpec, interventions: Sequence[Intervention | None]
-) -> Path | None:
-    """The latest experiment in ``runs_dir`` (not a replay) whose baseline is a run of
-    ``spec`` and whose interventions are ``interventions``, as resolved (names to hide
-    included), in order; None if there is none."""
+) -> list[HistoryEntry]:
+    """The experiments in ``runs_dir`` whose baseline is a run of ``spec`` and whose
+    interventions are ``interventions``, as resolved (names to hide included), in order;
+    oldest first (``biasaudit history --spec`` of an experiment's spec)."""
     from biasaudit.experiments.runner import read_experiment
     from biasaudit.store.experiments import EXPERIMENT_FILE
 
     wanted = spec_identity(spec)
-    for record in sorted(runs_dir.glob(f"*/{EXPERIMENT_FILE}"), reverse=True):
+    entries = []
+    for record in runs_dir.glob(f"*/{EXPERIMENT_FILE}"):
         folder = record.parent
         try:
             experiment = read_experiment(folder)
         except UsageError:
             continue
-        if experiment.replay_of is not None or not experiment.arms:
+        if not experiment.arms or [a.intervention for a in experiment.arms[1:]] != list(
+            interventions
+        ):
             continue
-        if [arm.intervention for arm in experiment.arms[1:]] != list(interventions):
+        baseline = experiment.run_dir(experiment.arms[0].name, folder)
+        if _run_spec_id(baseline) != wanted:
             continue
-        if _run_spec_id(experiment.run_dir(experiment.arms[0].name, folder)) == wanted:
-            return folder
+        try:
+            manifests = [read_manifest(experiment.run_dir(a.name, folder)) for a in experiment.arms]
+        except UsageError:
+            continue
+        best = experiment.costs[0] if experiment.costs else None
+        entries.append(HistoryEntry(
+            run_dir=folder, started_at=manifests[0].started_at, kind="experiment",
+            status="completed", model=experiment.model,
+            versions=tuple(sorted({v for m in manifests for v in m.model_versions})),
+            fingerprints=tuple(sorted({f for m in manifests for f in m.system_fingerprints})),
+            spec_id=wanted, replay_of=experiment.replay_of,
+            headline=f"best: {best.arm}, {best.verdict}" if best else "no intervention",
+        ))  # fmt: skip
+    return sorted(entries, key=lambda e: e.started_at)
+
+
+def latest_experiment(
+    runs_dir: Path, spec: AuditSpec, interventions: Sequence[Intervention | None]
+) -> Path | None:
+    """The latest experiment of :func:`experiment_history` that is not a replay, if any."""
+    for entry in reversed(experiment_history(runs_dir, spec, interventions)):
+        if entry.replay_of is None:
+            return entry.run_dir
     return None
 
 
