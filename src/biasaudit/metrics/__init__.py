@@ -115,6 +115,10 @@ if TYPE_CHECKING:  # the one listing of the public names (at run time each loads
         holm_adjust as holm_adjust,
         interval_p_value as interval_p_value,
     )
+    from biasaudit.metrics._paired_selection import (
+        PairedGap as PairedGap,
+        paired_selection_gaps as paired_selection_gaps,
+    )
     from biasaudit.metrics._pairwise import (
         PairwiseOutputStats as PairwiseOutputStats,
         PairwiseScores as PairwiseScores,
@@ -184,10 +188,8 @@ if TYPE_CHECKING:  # the one listing of the public names (at run time each loads
     )
     from biasaudit.metrics._units import (
         AllocationFigures as AllocationFigures,
-        PairedGap as PairedGap,
         allocation_figures as allocation_figures,
         headline_replicates as headline_replicates,
-        paired_selection_gaps as paired_selection_gaps,
     )
     from biasaudit.metrics._validity import (
         CorrelationResult as CorrelationResult,
