@@ -196,16 +196,10 @@ def score(
                 total=len(scores), scored=len(scores), irregular=0, unscored=0, failed=0
             ),
             requests=NOTHING_SENT,
-            selection=results.selection,
-            intervals=results.intervals,
             headline_k=min(options.headline_k, k_max),
-            groups=results.groups,
-            rates=results.rates,
-            omnibus=results.omnibus,
-            impact=results.impact,
-            subtasks=results.subtasks,
             notes=notes,
             conventions=options.conventions,
+            **results.figures(),
         )
         run.write_json("metrics.json", metrics)
         finish_imported(run, manifest)

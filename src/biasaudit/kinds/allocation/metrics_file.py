@@ -22,7 +22,7 @@ left out with a note, never an error.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -345,6 +345,10 @@ class AllocationResults:
     selection: SelectionSummary | None
     intervals: IntervalSummary | None
     impact: list[ImpactRatio] = field(default_factory=list)
+
+    def figures(self) -> dict[str, Any]:
+        """These as the fields of :class:`AllocationMetrics` of the same names."""
+        return {found.name: getattr(self, found.name) for found in fields(self)}
 
 
 # Pairwise intervals of ΔDP and ΔEO resample the pools compared: fewer than this say nothing.

@@ -120,18 +120,12 @@ def _metrics(
         scoring=_scoring(plan, options),
         candidates=_candidate_counts(scores),
         requests=request_counts(session),
-        selection=results.selection,
-        intervals=results.intervals,
         headline_k=min(spec.headline_k, options.k_max),
         conventions=spec.conventions,
         qualified_rule=task.qualified_rule,
-        groups=results.groups,
-        rates=results.rates,
-        omnibus=results.omnibus,
-        impact=results.impact,
-        subtasks=results.subtasks,
         pairwise=_pairwise(plan, spec.conventions),
         notes=notes,
+        **results.figures(),
     )
 
 
