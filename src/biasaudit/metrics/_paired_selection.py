@@ -24,12 +24,13 @@ __all__ = ["PairedGap", "paired_selection_gaps"]
 
 @dataclass(frozen=True, eq=False)
 class PairedGap:
-    """One group's ΔDP at one k in two runs of the same candidates, and its change.
+    """One group's ΔDP or ΔEO at one k in two runs of the same candidates, and its change.
 
     Attributes
     ----------
     before, after : float
-        The headline ΔDP of run A and of run B, as :func:`allocation_figures` gives them.
+        The headline figure of run A and of run B, as
+        :func:`~biasaudit.metrics.allocation_figures` gives them.
     replicates : numpy.ndarray
         The change B - A in each replicate of one shared resample of the units and one
         shared draw of the pools (NaN where a replicate has no rate): the pigeonhole
@@ -105,19 +106,20 @@ def paired_selection_gaps(
     n_gap_bootstrap: int = 200,
     seed: int = 0,
 ) -> dict[tuple[str, Hashable, int], PairedGap]:
-    """ΔDP and ΔEO of every group at each k in two runs that scored the same candidates (in the
-    same order: ``scores_a[i]`` and ``scores_b[i]`` are one candidate under A and B), with
-    the replicates of its change B - A, paired.
+    """ΔDP and ΔEO of every group at each k in two runs that scored the same candidates
+    (in the same order: ``scores_a[i]`` and ``scores_b[i]`` are one candidate under A and
+    B), with the replicates of their change B - A, paired.
 
-    Each run's ΔDP is computed as :func:`allocation_figures` computes it with the same
-    arguments and ``seed`` (the same pools, so ``before`` and ``after`` are those runs'
-    own figures to the bit), and each replicate resamples the units once (names within
-    groups, items within subtasks: the pigeonhole bootstrap) and draws the pools once,
-    for both runs: the change's spread is that of the paired differences, not of two
-    independent audits. Only the scores differ between A and B. A crossed design's
-    names and items are also resampled each alone (``n_gap_bootstrap`` replicates
-    each), from which :attr:`PairedGap.se` removes what the pigeonhole bootstrap counts
-    too often.
+    Each run's ΔDP and ΔEO are computed as :func:`~biasaudit.metrics.allocation_figures`
+    computes them with the same arguments and ``seed`` (the same pools, so ``before``
+    and ``after`` are those runs' own figures to the bit), and each replicate resamples
+    the units once (names within groups, items within subtasks: the pigeonhole
+    bootstrap) and draws the pools once, for both runs: the change's spread is that of
+    the paired differences, not of two independent audits. Only the scores differ
+    between A and B. A crossed design's names and items are also resampled each alone
+    (``n_gap_bootstrap`` replicates each), from which :attr:`PairedGap.se` removes what
+    the pigeonhole bootstrap counts too often; ΔEO's changes with each candidate's two
+    scores swapped at random (as many) floor its SE.
 
     Returns
     -------
@@ -128,7 +130,8 @@ def paired_selection_gaps(
     Raises
     ------
     ValueError
-        The score arrays differ in length, or bad input as :func:`allocation_figures`.
+        The score arrays differ in length, or bad input as
+        :func:`~biasaudit.metrics.allocation_figures`.
     """
     check_int(k_max, "k_max", minimum=1)
     check_int(n_rounds, "n_rounds", minimum=1)
