@@ -315,6 +315,16 @@ def test_two_experiments_compared_write_a_report_that_rebuilds(tmp_path: Path) -
     assert "Verdict: no change." in (out_dir / "report.md").read_text()
     code, _, err = invoke("compare", str(a.folder), str(b.folder), "--no-report")
     assert code == 0 and "report:" not in err
+    # the record has a JSON Schema (biasaudit schema experiment-compare); a damaged one is
+    # named, exit 2, no traceback
+    import jsonschema
+
+    from biasaudit.kinds.schemas import json_schema
+
+    jsonschema.validate(data, json_schema("experiment-compare"))
+    (out_dir / "experiment-compare.json").write_text('{"arms": 3}')
+    code, _, err = invoke("report", str(out_dir))
+    assert code == 2 and "experiment-compare.json" in err and "Traceback" not in err
 
 
 def test_an_experiment_reaudits_on_a_schedule_and_names_an_instruction_that_stopped_working(

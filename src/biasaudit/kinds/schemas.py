@@ -72,11 +72,14 @@ def _rounds() -> dict[str, Any]:
     return found
 
 
-def _experiment() -> dict[str, Any]:
-    from biasaudit.store.experiments import Experiment
+def _experiments(name: str) -> Callable[[], dict[str, Any]]:
+    def schema() -> dict[str, Any]:
+        from biasaudit.store import experiments
 
-    found: dict[str, Any] = Experiment.model_json_schema()
-    return found
+        found: dict[str, Any] = getattr(experiments, name).model_json_schema()
+        return found
+
+    return schema
 
 
 _SCHEMAS: dict[str, tuple[str, Callable[[], dict[str, Any]]]] = {
@@ -88,7 +91,11 @@ _SCHEMAS: dict[str, tuple[str, Callable[[], dict[str, Any]]]] = {
     "rounds": ("rounds.json of an audit run with --until", _rounds),
     "experiment": (
         "experiment.json of a mitigation experiment (biasaudit experiment)",
-        _experiment,
+        _experiments("Experiment"),
+    ),
+    "experiment-compare": (
+        "experiment-compare.json of two experiments compared (compare, reaudit)",
+        _experiments("ExperimentComparisonRecord"),
     ),
 }
 SCHEMA_NAMES: dict[str, str] = {name: what for name, (what, _) in _SCHEMAS.items()}

@@ -26,7 +26,15 @@ from biasaudit.errors import UsageError
 from biasaudit.metrics import ChangeTest
 from biasaudit.render.text import Block, Cell, PlainTable
 from biasaudit.reports.compare import Comparison
-from biasaudit.store.experiments import EXPERIMENT_COMPARE_FILE, Cost, Effect, Experiment
+from biasaudit.store.experiments import (
+    EXPERIMENT_COMPARE_FILE,
+    ArmComparison,
+    Cost,
+    Effect,
+    EffectChange,
+    Experiment,
+    ExperimentComparisonRecord,
+)
 
 __all__ = [
     "EXPERIMENT_COMPARE_FILE",
@@ -296,15 +304,16 @@ class ExperimentComparison:
 
     def to_json(self) -> dict[str, Any]:
         """The record :data:`EXPERIMENT_COMPARE_FILE` holds (and ``compare --json``): each
-        arm's comparison whole, every effect's test."""
-        return {
-            "folder_a": str(self.folder_a), "folder_b": str(self.folder_b),
-            "alpha": self.alpha, "notes": self.notes, "verdict": self.verdict,
-            "drift": self.drift, "version_changed": self.version_changed,
-            "arms": [{"name": name, "verdict": c.verdict, "comparison": c.to_json()}
-                     for name, c in self.arms],
-            "effects": [{**asdict(t), "changed": t.changed(self.alpha)} for t in self.effects],
-        }  # fmt: skip
+        arm's comparison whole, every effect's test (:class:`ExperimentComparisonRecord`)."""
+        return ExperimentComparisonRecord(
+            folder_a=str(self.folder_a), folder_b=str(self.folder_b), alpha=self.alpha,
+            notes=self.notes, verdict=self.verdict, drift=self.drift,
+            version_changed=self.version_changed,
+            arms=[ArmComparison(name=name, verdict=c.verdict, comparison=c.to_json())
+                  for name, c in self.arms],
+            effects=[EffectChange(**asdict(t), changed=t.changed(self.alpha))
+                     for t in self.effects],
+        ).model_dump(mode="json")  # fmt: skip
 
 
 def read_experiment_comparison(folder: Path) -> ExperimentComparison:
@@ -317,21 +326,21 @@ def read_experiment_comparison(folder: Path) -> ExperimentComparison:
         Its record is missing or damaged, or an experiment it names is gone (named).
     """
     from biasaudit.experiments.runner import read_experiment
-    from biasaudit.store.runs import damaged_file, read_run_json
+    from biasaudit.store.runs import damaged_file, read_run_model
 
     path = folder / EXPERIMENT_COMPARE_FILE
-    data = read_run_json(path)
+    if not path.is_file():
+        raise UsageError(f"{folder}: not a comparison of experiments (no {path.name})")
+    record: ExperimentComparisonRecord = read_run_model(path, ExperimentComparisonRecord)
     try:
-        arms = [(str(arm["name"]), Comparison.from_json(arm["comparison"]))
-                for arm in data["arms"]]  # fmt: skip
-        effects = [ChangeTest(**{k: v for k, v in row.items() if k != "changed"} | {
-            "ci": tuple(row["ci"])}) for row in data["effects"]]  # fmt: skip
-        folder_a, folder_b = Path(data["folder_a"]), Path(data["folder_b"])
-        alpha, notes = float(data["alpha"]), [str(n) for n in data.get("notes", [])]
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise damaged_file(path, f"not a comparison of experiments: {error}") from None
+        arms = [(arm.name, Comparison.from_json(arm.comparison)) for arm in record.arms]
+    except (ValueError, KeyError, TypeError) as error:
+        raise damaged_file(path, f"not a comparison of runs in arms: {error}") from None
+    effects = [ChangeTest(**effect.model_dump(exclude={"changed"})) for effect in record.effects]
+    folder_a, folder_b = Path(record.folder_a), Path(record.folder_b)
     return ExperimentComparison(folder_a, folder_b, read_experiment(folder_a),
-                                read_experiment(folder_b), arms, effects, alpha, notes)  # fmt: skip
+                                read_experiment(folder_b), arms, effects, record.alpha,
+                                record.notes)  # fmt: skip
 
 
 def compare_experiments(

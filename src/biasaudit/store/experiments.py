@@ -1,9 +1,11 @@
 """``experiment.json``: a mitigation experiment's arms, paired effects and costs (the file
-:mod:`biasaudit.experiments` writes; below it, so that the JSON Schemas can list it)."""
+:mod:`biasaudit.experiments` writes; below it, so that the JSON Schemas can list it); and
+``experiment-compare.json``, two experiments compared (:mod:`biasaudit.reports.experiment`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -14,9 +16,12 @@ __all__ = [
     "EXPERIMENT_FILE",
     "SCHEMA_VERSION",
     "Arm",
+    "ArmComparison",
     "Cost",
     "Effect",
+    "EffectChange",
     "Experiment",
+    "ExperimentComparisonRecord",
 ]
 
 EXPERIMENT_FILE = "experiment.json"
@@ -137,3 +142,44 @@ class Experiment(BaseModel):
         recorded relative."""
         path = Path(self.arm(name).run_dir)
         return path if path.is_absolute() else (folder / path).resolve()
+
+
+class ArmComparison(BaseModel):
+    """One arm both experiments ran, its two runs compared as ``biasaudit compare`` does."""
+
+    name: str
+    verdict: str
+    comparison: dict[str, Any] = Field(
+        description="The arm's two runs compared, as a compare folder's compare.json holds it."
+    )
+
+
+class EffectChange(BaseModel):
+    """One intervention's effect on one figure in experiment A and in B, and its change."""
+
+    metric: str = Field(description="'<intervention>: <figure>'.")
+    group: str | None = None
+    before: float | None = Field(None, description="The effect in experiment A.")
+    after: float | None = Field(None, description="The effect in experiment B.")
+    difference: float
+    ci: tuple[float, float]
+    p_value: float
+    method: str
+    p_adjusted: float = Field(1.0, description="Holm over every effect.")
+    changed: bool = Field(False, description="p_adjusted below alpha.")
+
+
+class ExperimentComparisonRecord(BaseModel):
+    """``experiment-compare.json``: two mitigation experiments compared (``biasaudit
+    compare EXP_A EXP_B``, a re-audit of an experiment)."""
+
+    schema_version: int = SCHEMA_VERSION
+    folder_a: str
+    folder_b: str
+    alpha: float
+    verdict: str = Field(description="'no change', 'changed: ...', or a version change.")
+    drift: bool = Field(description="An arm's audit changed, or an intervention's effect.")
+    version_changed: bool
+    arms: list[ArmComparison]
+    effects: list[EffectChange]
+    notes: list[str] = Field(default_factory=list)
