@@ -117,6 +117,18 @@ def test_report_rebuilds_a_compare_folder_even_without_its_runs(
     assert "SIMULATED model" in html  # told by the model's name when the manifests are gone
     for expected in ("Grade Score", "entropy score", "choice score", "paired t over"):
         assert expected in html, expected
+    # compare.json has its JSON Schema; a damaged one, or one of a newer layout, is named
+    import jsonschema
+
+    from biasaudit.kinds.schemas import json_schema
+
+    jsonschema.validate(data, json_schema("compare"))
+    (moved / "compare.json").write_text(json.dumps({**data, "tests": [{"metric": 3}]}))
+    code, _, err = invoke("report", str(moved))
+    assert code == 2 and "compare.json" in err and "Traceback" not in err
+    (moved / "compare.json").write_text(json.dumps({**data, "schema_version": 99}))
+    code, _, err = invoke("report", str(moved))
+    assert code == 2 and "schema_version 99" in err
 
 
 def test_ruted_compare_report_has_a_panel_per_metric(runs: dict[str, Path], tmp_path: Path) -> None:

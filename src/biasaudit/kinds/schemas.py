@@ -72,6 +72,13 @@ def _rounds() -> dict[str, Any]:
     return found
 
 
+def _compare() -> dict[str, Any]:
+    from biasaudit.store.comparisons import ComparisonRecord
+
+    found: dict[str, Any] = ComparisonRecord.model_json_schema()
+    return found
+
+
 def _experiments(name: str) -> Callable[[], dict[str, Any]]:
     def schema() -> dict[str, Any]:
         from biasaudit.store import experiments
@@ -89,6 +96,7 @@ _SCHEMAS: dict[str, tuple[str, Callable[[], dict[str, Any]]]] = {
     "batches": ("batches.json of a --batch run", _store("BatchesFile")),
     **{f"metrics-{kind}": (_metrics_title(kind), _metrics(kind)) for kind in KINDS},
     "rounds": ("rounds.json of an audit run with --until", _rounds),
+    "compare": ("compare.json of two runs compared (compare, reaudit)", _compare),
     "experiment": (
         "experiment.json of a mitigation experiment (biasaudit experiment)",
         _experiments("Experiment"),

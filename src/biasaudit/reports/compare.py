@@ -141,29 +141,45 @@ class Comparison:
         return found
 
     def to_json(self) -> dict[str, Any]:
+        """The record ``compare.json`` holds (:class:`~biasaudit.store.comparisons.
+        ComparisonRecord`), with the verdict and each test's outcome."""
+        from biasaudit.store.comparisons import ComparisonRecord
+
         data = asdict(self)
         data["versions"]["changed"] = self.versions.changed
         data["verdict"], data["changed_groups"] = self.verdict, self.changed_groups
         for test, row in zip(self.tests, data["tests"], strict=True):
             row["changed"] = test.changed(self.alpha)
-        return data
+        return ComparisonRecord.model_validate(data).model_dump(mode="json")
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Comparison:
-        """The comparison :meth:`to_json` wrote; its derived fields are recomputed, not read."""
-        versions = {name: tuple(v) for name, v in data["versions"].items() if name != "changed"}
-        rows = [{k: v for k, v in row.items() if k != "changed"} for row in data["tests"]]
-        tests = [ChangeTest(**{**row, "ci": tuple(row["ci"])}) for row in rows]
-        named = {name: data[name] for name in ("run_a", "run_b", "kind", "model_a", "model_b")}
+        """The comparison :meth:`to_json` wrote; its derived fields are recomputed, not read.
+
+        Raises
+        ------
+        ValueError
+            Not such a record (pydantic's ValidationError, naming the field).
+        """
+        from biasaudit.store.comparisons import SCHEMA_VERSION, ComparisonRecord
+
+        record = ComparisonRecord.model_validate(data)
+        if record.schema_version > SCHEMA_VERSION:
+            raise UsageError(
+                f"a comparison of schema_version {record.schema_version}, newer than this "
+                f"biasaudit reads ({SCHEMA_VERSION}): upgrade biasaudit to read it"
+            )
+        versions = record.versions
         return cls(
-            **named,
-            versions=VersionChange(**versions),
-            tests=tests,
-            alpha=float(data["alpha"]),
-            notes=list(data.get("notes", [])),
-            different_settings=list(data.get("different_settings", [])),
-            allow_different_settings=bool(data.get("allow_different_settings", False)),
-        )
+            record.run_a, record.run_b, record.kind, record.model_a, record.model_b,
+            versions=VersionChange(tuple(versions.versions_a), tuple(versions.versions_b),
+                                   tuple(versions.fingerprints_a),
+                                   tuple(versions.fingerprints_b)),
+            tests=[ChangeTest(**test.model_dump(exclude={"changed"})) for test in record.tests],
+            alpha=record.alpha, notes=record.notes,
+            different_settings=record.different_settings,
+            allow_different_settings=record.allow_different_settings,
+        )  # fmt: skip
 
 
 def compare_runs(

@@ -26,12 +26,12 @@ from biasaudit.errors import UsageError
 from biasaudit.metrics import ChangeTest
 from biasaudit.render.text import Block, Cell, PlainTable
 from biasaudit.reports.compare import Comparison
+from biasaudit.store.comparisons import ChangeRecord, ComparisonRecord
 from biasaudit.store.experiments import (
     EXPERIMENT_COMPARE_FILE,
     ArmComparison,
     Cost,
     Effect,
-    EffectChange,
     Experiment,
     ExperimentComparisonRecord,
 )
@@ -309,9 +309,10 @@ class ExperimentComparison:
             folder_a=str(self.folder_a), folder_b=str(self.folder_b), alpha=self.alpha,
             notes=self.notes, verdict=self.verdict, drift=self.drift,
             version_changed=self.version_changed,
-            arms=[ArmComparison(name=name, verdict=c.verdict, comparison=c.to_json())
+            arms=[ArmComparison(name=name, verdict=c.verdict,
+                                comparison=ComparisonRecord.model_validate(c.to_json()))
                   for name, c in self.arms],
-            effects=[EffectChange(**asdict(t), changed=t.changed(self.alpha))
+            effects=[ChangeRecord(**asdict(t), changed=t.changed(self.alpha))
                      for t in self.effects],
         ).model_dump(mode="json")  # fmt: skip
 
@@ -333,7 +334,8 @@ def read_experiment_comparison(folder: Path) -> ExperimentComparison:
         raise UsageError(f"{folder}: not a comparison of experiments (no {path.name})")
     record: ExperimentComparisonRecord = read_run_model(path, ExperimentComparisonRecord)
     try:
-        arms = [(arm.name, Comparison.from_json(arm.comparison)) for arm in record.arms]
+        arms = [(arm.name, Comparison.from_json(arm.comparison.model_dump(mode="json")))
+                for arm in record.arms]  # fmt: skip
     except (ValueError, KeyError, TypeError) as error:
         raise damaged_file(path, f"not a comparison of runs in arms: {error}") from None
     effects = [ChangeTest(**effect.model_dump(exclude={"changed"})) for effect in record.effects]

@@ -5,11 +5,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, Field
 
 from biasaudit.interventions import Intervention
+from biasaudit.store.comparisons import ChangeRecord, ComparisonRecord
 
 __all__ = [
     "EXPERIMENT_COMPARE_FILE",
@@ -19,7 +19,6 @@ __all__ = [
     "ArmComparison",
     "Cost",
     "Effect",
-    "EffectChange",
     "Experiment",
     "ExperimentComparisonRecord",
 ]
@@ -149,24 +148,7 @@ class ArmComparison(BaseModel):
 
     name: str
     verdict: str
-    comparison: dict[str, Any] = Field(
-        description="The arm's two runs compared, as a compare folder's compare.json holds it."
-    )
-
-
-class EffectChange(BaseModel):
-    """One intervention's effect on one figure in experiment A and in B, and its change."""
-
-    metric: str = Field(description="'<intervention>: <figure>'.")
-    group: str | None = None
-    before: float | None = Field(None, description="The effect in experiment A.")
-    after: float | None = Field(None, description="The effect in experiment B.")
-    difference: float
-    ci: tuple[float, float]
-    p_value: float
-    method: str
-    p_adjusted: float = Field(1.0, description="Holm over every effect.")
-    changed: bool = Field(False, description="p_adjusted below alpha.")
+    comparison: ComparisonRecord = Field(description="The arm's two runs compared.")
 
 
 class ExperimentComparisonRecord(BaseModel):
@@ -181,5 +163,7 @@ class ExperimentComparisonRecord(BaseModel):
     drift: bool = Field(description="An arm's audit changed, or an intervention's effect.")
     version_changed: bool
     arms: list[ArmComparison]
-    effects: list[EffectChange]
+    effects: list[ChangeRecord] = Field(
+        description="Each intervention's effect on each figure, A against B ('<arm>: <figure>')."
+    )
     notes: list[str] = Field(default_factory=list)
