@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from importlib import resources
+from importlib import import_module, resources
 from pathlib import Path
 from typing import Any, Union
 
@@ -22,6 +22,8 @@ from biasaudit.kinds import KINDS
 __all__ = ["SCHEMA_NAMES", "json_schema", "shipped_schema", "write_schemas"]
 
 _BASE = "https://biasaudit.invalid/schemas/"
+_RUNS = "biasaudit.store.runs"
+_EXPERIMENTS = "biasaudit.store.experiments"
 
 
 def _spec() -> dict[str, Any]:
@@ -40,11 +42,11 @@ def _spec() -> dict[str, Any]:
     return schema
 
 
-def _store(name: str) -> Callable[[], dict[str, Any]]:
-    def schema() -> dict[str, Any]:
-        from biasaudit.store import runs
+def _model(module: str, name: str) -> Callable[[], dict[str, Any]]:
+    """The schema of the pydantic model ``name`` of ``module``, imported when asked for."""
 
-        found: dict[str, Any] = getattr(runs, name).model_json_schema()
+    def schema() -> dict[str, Any]:
+        found: dict[str, Any] = getattr(import_module(module), name).model_json_schema()
         return found
 
     return schema
@@ -65,45 +67,27 @@ def _metrics(kind: str) -> Callable[[], dict[str, Any]]:
     return schema
 
 
-def _rounds() -> dict[str, Any]:
-    from biasaudit.kinds._rounds import RoundsRecord
-
-    found: dict[str, Any] = RoundsRecord.model_json_schema()
-    return found
-
-
-def _compare() -> dict[str, Any]:
-    from biasaudit.store.comparisons import ComparisonRecord
-
-    found: dict[str, Any] = ComparisonRecord.model_json_schema()
-    return found
-
-
-def _experiments(name: str) -> Callable[[], dict[str, Any]]:
-    def schema() -> dict[str, Any]:
-        from biasaudit.store import experiments
-
-        found: dict[str, Any] = getattr(experiments, name).model_json_schema()
-        return found
-
-    return schema
-
-
 _SCHEMAS: dict[str, tuple[str, Callable[[], dict[str, Any]]]] = {
     "spec": ("a spec file for 'biasaudit run SPEC' (every task and method)", _spec),
-    "manifest": ("manifest.json of any run", _store("Manifest")),
-    "responses": ("one line of responses.jsonl", _store("ResponseRecord")),
-    "batches": ("batches.json of a --batch run", _store("BatchesFile")),
+    "manifest": ("manifest.json of any run", _model(_RUNS, "Manifest")),
+    "responses": ("one line of responses.jsonl", _model(_RUNS, "ResponseRecord")),
+    "batches": ("batches.json of a --batch run", _model(_RUNS, "BatchesFile")),
     **{f"metrics-{kind}": (_metrics_title(kind), _metrics(kind)) for kind in KINDS},
-    "rounds": ("rounds.json of an audit run with --until", _rounds),
-    "compare": ("compare.json of two runs compared (compare, reaudit)", _compare),
+    "rounds": (
+        "rounds.json of an audit run with --until",
+        _model("biasaudit.kinds._rounds", "RoundsRecord"),
+    ),
+    "compare": (
+        "compare.json of two runs compared (compare, reaudit)",
+        _model("biasaudit.store.comparisons", "ComparisonRecord"),
+    ),
     "experiment": (
         "experiment.json of a mitigation experiment (biasaudit experiment)",
-        _experiments("Experiment"),
+        _model(_EXPERIMENTS, "Experiment"),
     ),
     "experiment-compare": (
         "experiment-compare.json of two experiments compared (compare, reaudit)",
-        _experiments("ExperimentComparisonRecord"),
+        _model(_EXPERIMENTS, "ExperimentComparisonRecord"),
     ),
 }
 SCHEMA_NAMES: dict[str, str] = {name: what for name, (what, _) in _SCHEMAS.items()}
