@@ -203,16 +203,21 @@ def register(group: click.Group, reports_errors: Decorator) -> None:
 _NO_REPORT = no_report_option("Skip report.html / report.md ('biasaudit report' later).")
 
 
-def _write_reports(write: Callable[[], list[Path]]) -> None:
-    """Write reports after the command's output, naming the HTML files on stderr.
+def _write_reports(write: Callable[[], list[Path]], label: str | None = None) -> None:
+    """Write reports after the command's output, naming the HTML files on stderr
+    (``label``: a spinner while they are drawn, for the longer ones).
 
     A report that cannot be drawn is a warning: the run or comparison is done and kept.
     """
+    from contextlib import nullcontext
+
+    from biasaudit.engine.progress import phase
     from biasaudit.errors import BiasauditError
     from biasaudit.secrets import redact
 
     try:
-        paths = write()
+        with phase(label) if label else nullcontext():
+            paths = write()
     except (BiasauditError, ImportError, OSError, ValueError) as error:
         click.echo(f"warning: no report written: {redact(str(error))}", err=True)
         return
@@ -386,7 +391,7 @@ def _compare_command(reports_errors: Decorator) -> click.Command:
         status 0.
         """
         from biasaudit.engine.progress import phase
-        from biasaudit.reports.compare import compare_runs, comparison_lines, write_comparison
+        from biasaudit.reports.compare import compare_runs, comparison_lines
 
         if (run_a / "experiment.json").is_file() or (run_b / "experiment.json").is_file():
             from biasaudit.reports.experiment import compare_experiments, comparison_blocks
@@ -396,18 +401,14 @@ def _compare_command(reports_errors: Decorator) -> click.Command:
                 found = compare_experiments(run_a, run_b, alpha=alpha, bootstrap=bootstrap)
             echo_blocks(comparison_blocks(found))
             if json_path is not None:
-                import json
-
-                from biasaudit.store.files import write_text
-
-                write_text(json_path, json.dumps(found.to_json(), indent=2) + "\n")
+                _write_json(json_path, found.to_json())
             if not no_report:
                 from biasaudit.reports.html import write_experiment_compare_report
 
-                def written() -> list[Path]:
-                    return write_experiment_compare_report(found, report_dir=report_dir)
-
-                _write_reports(written)
+                _write_reports(
+                    lambda: write_experiment_compare_report(found, report_dir=report_dir),
+                    "writing the comparison's report",
+                )
             return
         with phase("comparing the runs"):
             comparison = compare_runs(
@@ -419,13 +420,26 @@ def _compare_command(reports_errors: Decorator) -> click.Command:
         lines = comparison_lines(comparison, show_all=show_all)
         echo_table(lines, lambda: comparison_view(comparison, show_all=show_all))
         if json_path is not None:
-            write_comparison(comparison, json_path)
+            _write_json(json_path, comparison.to_json())
         if not no_report:
             from biasaudit.reports.html import write_compare_report
 
             _write_reports(lambda: write_compare_report(comparison, report_dir=report_dir))
 
     return compare
+
+
+def _write_json(path: Path, data: Any) -> None:
+    """``--json FILE``: ``data`` written whole, or a usage error naming the file."""
+    import json
+
+    from biasaudit.errors import UsageError
+    from biasaudit.store.files import write_text
+
+    try:
+        write_text(path, json.dumps(data, indent=2) + "\n")
+    except OSError as error:
+        raise UsageError(f"--json: cannot write {path} ({error.strerror or error})") from None
 
 
 def _reaudit_command(reports_errors: Decorator) -> click.Command:
@@ -539,11 +553,13 @@ def _reaudit_experiment(
     if not no_report:
         from biasaudit.reports.html import write_experiment_compare_report, write_report
 
-        _write_reports(lambda: [p for p in write_report(folder) if p.parent == folder])
+        _write_reports(lambda: [p for p in write_report(folder) if p.parent == folder],
+                       "writing the experiment's report")  # fmt: skip
         comparison = result.comparison
         if comparison is not None:
             _write_reports(lambda: write_experiment_compare_report(
-                comparison, report_dir=folder / "compare")[:2])  # fmt: skip
+                comparison, report_dir=folder / "compare")[:2],
+                "writing the comparison's report")  # fmt: skip
     click.echo(f"experiment: {folder}")
     sys.exit(result.exit_code)
 

@@ -369,8 +369,11 @@ def reaudit_experiment(
                               alpha=alpha, progress=progress)  # fmt: skip
     comparison = None
     if baseline is not None:
+        from biasaudit.engine.progress import phase
+
         try:
-            comparison = compare_experiments(baseline, finished.folder, alpha=alpha)
+            with phase("comparing with the experiment before"):
+                comparison = compare_experiments(baseline, finished.folder, alpha=alpha)
         except UsageError as error:  # the baseline's arms: the new experiment is kept
             raise UsageError(
                 f"{error}. The new experiment {finished.folder} is whole: once the baseline "
