@@ -392,8 +392,9 @@ def _compare_command(reports_errors: Decorator) -> click.Command:
         """
         from biasaudit.engine.progress import phase
         from biasaudit.reports.compare import compare_runs, comparison_lines
+        from biasaudit.store.experiments import EXPERIMENT_FILE
 
-        if (run_a / "experiment.json").is_file() or (run_b / "experiment.json").is_file():
+        if (run_a / EXPERIMENT_FILE).is_file() or (run_b / EXPERIMENT_FILE).is_file():
             from biasaudit.reports.experiment import compare_experiments, comparison_blocks
             from biasaudit.reports.rich_tables import echo_blocks
 

@@ -72,8 +72,8 @@ class PairedGap:
         (:attr:`null`).
         """
         both = _variance(self.replicates)
-        if self.names_only.size and self.items_only.size:
-            names, items = _variance(self.names_only), _variance(self.items_only)
+        names, items = _variance(self.names_only), _variance(self.items_only)
+        if not (math.isnan(both) or math.isnan(names) or math.isnan(items)):
             both = max(2.0 * (names + items) - both, names, items)
         if self.null.size:  # ΔEO: at least its spread under "no difference"
             both = max(both, _variance(self.null))
@@ -81,6 +81,7 @@ class PairedGap:
 
 
 def _variance(replicates: FloatArray) -> float:
+    """The replicates' variance; NaN with fewer than 20 (none drawn: a one-factor design)."""
     usable = replicates[~np.isnan(replicates)]
     return float(np.var(usable, ddof=1)) if usable.size >= 20 else math.nan
 
